@@ -1,0 +1,1 @@
+"""Integrations, installed as ``filecache.adapters``: message-list adapters, MCP, tool decorators."""

@@ -1,0 +1,107 @@
+"""The exceptions filecache raises, all under one root.
+
+Every message says what happened and what to do about it. Each class carries the exit code the
+CLI uses for it (as click's ``ClickException.exit_code``)::
+
+    FileCacheError                      exit 1
+    ├── PathError                       exit 2   a path that cannot be served
+    │   ├── OutsideRootError                     resolves (symlinks included) outside the root
+    │   ├── MissingFileError                     missing (also: deleted mid-session)
+    │   ├── NotARegularFileError                 a directory, FIFO, socket or device
+    │   └── AccessDeniedError                    the OS refused (permissions)
+    ├── ContentError                    exit 3   a file whose content filecache will not serve
+    │   ├── BinaryFileError                      NUL bytes or a known binary signature
+    │   ├── EncodingError                        not valid UTF-8
+    │   └── FileTooLargeError                    over ``max_file_bytes`` without offset/limit
+    ├── RequestError                    exit 2   arguments that cannot be honoured
+    │   ├── RangeError                           offset past the end, bad limit
+    │   ├── EditError                            old_string missing or not unique
+    │   └── MarkerError                          new content carries filecache's own markers
+    ├── TranscriptError                 exit 2   a malformed message list
+    ├── ConfigError                     exit 2   a bad setting
+    └── StoreError                      exit 4   the SQLite store failed
+"""
+
+from __future__ import annotations
+
+
+class FileCacheError(Exception):
+    """Root of every error filecache raises."""
+
+    exit_code = 1
+
+
+class PathError(FileCacheError):
+    """The path cannot be served."""
+
+    exit_code = 2
+
+
+class OutsideRootError(PathError):
+    """The path resolves outside the cache root."""
+
+
+class MissingFileError(PathError):
+    """The file does not exist (or was deleted)."""
+
+
+class NotARegularFileError(PathError):
+    """The path is a directory, FIFO, socket or device."""
+
+
+class AccessDeniedError(PathError):
+    """The operating system refused access."""
+
+
+class ContentError(FileCacheError):
+    """The file's content is not something filecache serves."""
+
+    exit_code = 3
+
+
+class BinaryFileError(ContentError):
+    """The file is binary."""
+
+
+class EncodingError(ContentError):
+    """The file is not valid UTF-8."""
+
+
+class FileTooLargeError(ContentError):
+    """The file is over the size limit and no range was asked for."""
+
+
+class RequestError(FileCacheError):
+    """The arguments cannot be honoured."""
+
+    exit_code = 2
+
+
+class RangeError(RequestError):
+    """The requested line range does not fit the file."""
+
+
+class EditError(RequestError):
+    """An edit's ``old_string`` does not occur exactly as required."""
+
+
+class MarkerError(RequestError):
+    """New content contains filecache's own stub or placeholder markers."""
+
+
+class TranscriptError(FileCacheError):
+    """A message list is malformed."""
+
+    exit_code = 2
+
+
+class ConfigError(FileCacheError):
+    """A setting is invalid."""
+
+    exit_code = 2
+
+
+class StoreError(FileCacheError):
+    """The store failed (SQLite error, corrupt blob)."""
+
+    exit_code = 4

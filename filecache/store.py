@@ -1,0 +1,278 @@
+"""Storage behind one small protocol: the ledger, content blobs, views and a key-value cache.
+
+Invariants:
+- Blobs are content-addressed: ``put_blob(version, data)`` with the same version always stores
+  the same bytes, so a second put is a no-op.
+- Events are append-only and ordered per session by ``seq``.
+- Every implementation is thread-safe; storage errors surface as ``StoreError`` only.
+
+Two implementations: ``MemoryStore`` (here) and ``SqliteStore`` (``sqlite_store.py``).
+``open_store`` picks one from what the caller passed.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from .errors import StoreError
+
+__all__ = [
+    "Event",
+    "GcReport",
+    "MemoryStore",
+    "SessionInfo",
+    "Store",
+    "default_store_path",
+    "open_store",
+]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One ledger row: a read, write, edit, external change or other tool call of a session.
+
+    Attributes:
+        session_id: the session the call belongs to.
+        seq: position in the session (assigned by the session, strictly increasing).
+        call_id: the tool call id (given by the caller or generated ``fc-…``).
+        tool: ``read`` | ``write`` | ``edit`` | ``change`` (seen outside the agent) | ``other``.
+        path: the path relative to the root (or a decorated tool's key).
+        start: first line of a read's range (1-based), or None.
+        end: last line of a read's range (inclusive), or None.
+        version: the file's version the answer reflects (after a write/edit).
+        base_version: the version a diff/unchanged answer was relative to; before a write/edit.
+        kind: the answer's kind (``full``, ``partial``, ``unchanged``, ``diff``, ``outline``,
+            ``symbol``, ``written``, ``edited``, ``changed``, ``error``).
+        base_call_id: the call id an ``unchanged``/``diff`` answer relies on.
+        tokens: tokens of the text filecache answered.
+        tokens_full: tokens the plain tool would have answered.
+        text_hash: ``xxh3:`` hash of the answered text (lets ``sync`` tell if it still holds).
+        created: UNIX time.
+    """
+
+    session_id: str
+    seq: int
+    call_id: str
+    tool: str
+    path: str
+    start: int | None = None
+    end: int | None = None
+    version: str | None = None
+    base_version: str | None = None
+    kind: str = ""
+    base_call_id: str | None = None
+    tokens: int = 0
+    tokens_full: int = 0
+    text_hash: str | None = None
+    created: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """A summary of one stored session."""
+
+    session_id: str
+    created: float
+    last_used: float
+    events: int
+    tokens: int
+    tokens_full: int
+
+
+@dataclass(frozen=True)
+class GcReport:
+    """What a garbage collection removed."""
+
+    sessions_deleted: int
+    blobs_deleted: int
+
+
+@runtime_checkable
+class Store(Protocol):
+    """What filecache needs from storage."""
+
+    def put_blob(self, version: str, data: bytes) -> None: ...
+    def get_blob(self, version: str) -> bytes | None: ...
+    def has_blob(self, version: str) -> bool: ...
+    def add_event(self, event: Event) -> None: ...
+    def events(self, session_id: str) -> list[Event]: ...
+    def save_view(self, session_id: str, path: str, state: str | None) -> None: ...
+    def load_views(self, session_id: str) -> dict[str, str]: ...
+    def touch_session(self, session_id: str, now: float | None = None) -> None: ...
+    def sessions(self) -> list[SessionInfo]: ...
+    def delete_session(self, session_id: str) -> None: ...
+    def gc(self, older_than: float) -> GcReport: ...
+    def cache_get(self, namespace: str, key: str) -> str | None: ...
+    def cache_put(self, namespace: str, key: str, value: str) -> None: ...
+    def close(self) -> None: ...
+
+
+def compress(data: bytes) -> bytes:
+    """Compress a blob for storage (zlib, fast level: blobs are read far more than written)."""
+    return zlib.compress(data, 1)
+
+
+def decompress(data: bytes) -> bytes:
+    """Inverse of ``compress``; a corrupt blob is a ``StoreError``."""
+    try:
+        return zlib.decompress(data)
+    except zlib.error as exc:
+        raise StoreError(f"corrupt blob in the store ({exc}); delete the store to rebuild it") from exc
+
+
+class MemoryStore:
+    """A store that lives as long as the process: for tests, ``":memory:"`` and one-shot runs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._blobs: dict[str, bytes] = {}
+        self._events: dict[str, list[Event]] = {}
+        self._views: dict[str, dict[str, str]] = {}
+        self._sessions: dict[str, tuple[float, float]] = {}
+        self._cache: dict[tuple[str, str], str] = {}
+
+    def put_blob(self, version: str, data: bytes) -> None:
+        with self._lock:
+            self._blobs.setdefault(version, compress(data))
+
+    def get_blob(self, version: str) -> bytes | None:
+        with self._lock:
+            packed = self._blobs.get(version)
+        return None if packed is None else decompress(packed)
+
+    def has_blob(self, version: str) -> bool:
+        with self._lock:
+            return version in self._blobs
+
+    def add_event(self, event: Event) -> None:
+        with self._lock:
+            self._events.setdefault(event.session_id, []).append(event)
+            self._touch(event.session_id, event.created)
+
+    def events(self, session_id: str) -> list[Event]:
+        with self._lock:
+            return sorted(self._events.get(session_id, []), key=lambda e: e.seq)
+
+    def save_view(self, session_id: str, path: str, state: str | None) -> None:
+        with self._lock:
+            views = self._views.setdefault(session_id, {})
+            if state is None:
+                views.pop(path, None)
+            else:
+                views[path] = state
+
+    def load_views(self, session_id: str) -> dict[str, str]:
+        with self._lock:
+            return dict(self._views.get(session_id, {}))
+
+    def touch_session(self, session_id: str, now: float | None = None) -> None:
+        with self._lock:
+            self._touch(session_id, time.time() if now is None else now)
+
+    def _touch(self, session_id: str, now: float) -> None:
+        created, _ = self._sessions.get(session_id, (now, now))
+        self._sessions[session_id] = (created, now)
+
+    def sessions(self) -> list[SessionInfo]:
+        with self._lock:
+            out = []
+            for sid, (created, last) in self._sessions.items():
+                evs = self._events.get(sid, [])
+                out.append(
+                    SessionInfo(
+                        sid,
+                        created,
+                        last,
+                        len(evs),
+                        sum(e.tokens for e in evs),
+                        sum(e.tokens_full for e in evs),
+                    )
+                )
+            return sorted(out, key=lambda s: s.last_used, reverse=True)
+
+    def delete_session(self, session_id: str) -> None:
+        with self._lock:
+            self._sessions.pop(session_id, None)
+            self._events.pop(session_id, None)
+            self._views.pop(session_id, None)
+
+    def gc(self, older_than: float) -> GcReport:
+        with self._lock:
+            old = [sid for sid, (_, last) in self._sessions.items() if last < older_than]
+            for sid in old:
+                self.delete_session(sid)
+            live = _referenced_versions(e for evs in self._events.values() for e in evs)
+            dead = [v for v in self._blobs if v not in live]
+            for v in dead:
+                del self._blobs[v]
+            return GcReport(len(old), len(dead))
+
+    def cache_get(self, namespace: str, key: str) -> str | None:
+        with self._lock:
+            return self._cache.get((namespace, key))
+
+    def cache_put(self, namespace: str, key: str, value: str) -> None:
+        with self._lock:
+            self._cache[(namespace, key)] = value
+
+    def close(self) -> None:
+        pass
+
+
+def _referenced_versions(events: Iterable[Event]) -> set[str]:
+    live: set[str] = set()
+    for e in events:
+        if e.version:
+            live.add(e.version)
+        if e.base_version:
+            live.add(e.base_version)
+    return live
+
+
+def default_store_path(root: Path) -> Path:
+    """``<root>/.filecache/cache.db``, or a per-root file in the user cache dir if root is read-only.
+
+    Creates the folder, and a ``.gitignore`` holding ``*`` inside it, on first use.
+    """
+    folder = root / ".filecache"
+    try:
+        folder.mkdir(exist_ok=True)
+        ignore = folder / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("*\n", encoding="utf-8")
+        probe = folder / ".write-probe"
+        probe.write_bytes(b"")
+        probe.unlink()
+        return folder / "cache.db"
+    except OSError:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "filecache"
+        import xxhash
+
+        tag = xxhash.xxh3_64_hexdigest(str(root.resolve()).encode())
+        fallback = base / tag
+        fallback.mkdir(parents=True, exist_ok=True)
+        return fallback / "cache.db"
+
+
+def open_store(root: Path, store: str | os.PathLike[str] | Store | None) -> Store:
+    """The store for ``FileCache(root, store=...)``: a path, ``":memory:"``, an object or None."""
+    if store is None:
+        from .sqlite_store import SqliteStore
+
+        return SqliteStore(default_store_path(root))
+    if isinstance(store, str) and store == ":memory:":
+        return MemoryStore()
+    if isinstance(store, (str, os.PathLike)):
+        from .sqlite_store import SqliteStore
+
+        return SqliteStore(Path(store))
+    if isinstance(store, Store):
+        return store
+    raise StoreError(f"store must be a path, ':memory:' or a Store object, not {type(store).__name__}")
