@@ -3,7 +3,8 @@
 Invariants:
 - Blobs are content-addressed: ``put_blob(version, data)`` with the same version always stores
   the same bytes, so a second put is a no-op.
-- Events are append-only and ordered per session by ``seq``.
+- Events are append-only and ordered per session by ``seq``; a ``seq`` is used once per session
+  (a second event with the same one is a ``StoreError``).
 - Every implementation is thread-safe; storage errors surface as ``StoreError`` only.
 
 Two implementations: ``MemoryStore`` (here) and ``SqliteStore`` (``sqlite_store.py``).
@@ -19,7 +20,8 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
 
 from .errors import StoreError
 
@@ -124,7 +126,9 @@ def decompress(data: bytes) -> bytes:
     try:
         return zlib.decompress(data)
     except zlib.error as exc:
-        raise StoreError(f"corrupt blob in the store ({exc}); delete the store to rebuild it") from exc
+        raise StoreError(
+            f"corrupt blob in the store ({exc}); delete the store to rebuild it"
+        ) from exc
 
 
 class MemoryStore:
@@ -133,7 +137,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._blobs: dict[str, bytes] = {}
-        self._events: dict[str, list[Event]] = {}
+        self._events: dict[str, dict[int, Event]] = {}  # session -> seq -> event
         self._views: dict[str, dict[str, str]] = {}
         self._sessions: dict[str, tuple[float, float]] = {}
         self._cache: dict[tuple[str, str], str] = {}
@@ -153,12 +157,18 @@ class MemoryStore:
 
     def add_event(self, event: Event) -> None:
         with self._lock:
-            self._events.setdefault(event.session_id, []).append(event)
+            events = self._events.setdefault(event.session_id, {})
+            if event.seq in events:
+                raise StoreError(
+                    f"session {event.session_id!r} already has an event with seq {event.seq}; "
+                    "an event's seq must be unique within its session"
+                )
+            events[event.seq] = event
             self._touch(event.session_id, event.created)
 
     def events(self, session_id: str) -> list[Event]:
         with self._lock:
-            return sorted(self._events.get(session_id, []), key=lambda e: e.seq)
+            return sorted(self._events.get(session_id, {}).values(), key=lambda e: e.seq)
 
     def save_view(self, session_id: str, path: str, state: str | None) -> None:
         with self._lock:
@@ -184,7 +194,7 @@ class MemoryStore:
         with self._lock:
             out = []
             for sid, (created, last) in self._sessions.items():
-                evs = self._events.get(sid, [])
+                evs = list(self._events.get(sid, {}).values())
                 out.append(
                     SessionInfo(
                         sid,
@@ -195,7 +205,7 @@ class MemoryStore:
                         sum(e.tokens_full for e in evs),
                     )
                 )
-            return sorted(out, key=lambda s: s.last_used, reverse=True)
+            return sorted(out, key=lambda s: (-s.last_used, s.session_id))
 
     def delete_session(self, session_id: str) -> None:
         with self._lock:
@@ -208,7 +218,7 @@ class MemoryStore:
             old = [sid for sid, (_, last) in self._sessions.items() if last < older_than]
             for sid in old:
                 self.delete_session(sid)
-            live = _referenced_versions(e for evs in self._events.values() for e in evs)
+            live = _referenced_versions(e for evs in self._events.values() for e in evs.values())
             dead = [v for v in self._blobs if v not in live]
             for v in dead:
                 del self._blobs[v]
@@ -225,6 +235,17 @@ class MemoryStore:
     def close(self) -> None:
         pass
 
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
 
 def _referenced_versions(events: Iterable[Event]) -> set[str]:
     live: set[str] = set()
@@ -237,9 +258,14 @@ def _referenced_versions(events: Iterable[Event]) -> set[str]:
 
 
 def default_store_path(root: Path) -> Path:
-    """``<root>/.filecache/cache.db``, or a per-root file in the user cache dir if root is read-only.
+    """``<root>/.filecache/cache.db``, or a per-root file in the user cache dir if that fails.
 
-    Creates the folder, and a ``.gitignore`` holding ``*`` inside it, on first use.
+    Creates the folder, and a ``.gitignore`` holding ``*`` inside it, on first use. The fallback
+    (when the root is read-only) is ``$XDG_CACHE_HOME/filecache/<hash of root>/cache.db``, with
+    ``~/.cache`` when ``XDG_CACHE_HOME`` is unset.
+
+    Raises:
+        StoreError: neither folder is writable.
     """
     folder = root / ".filecache"
     try:
@@ -247,18 +273,25 @@ def default_store_path(root: Path) -> Path:
         ignore = folder / ".gitignore"
         if not ignore.exists():
             ignore.write_text("*\n", encoding="utf-8")
-        probe = folder / ".write-probe"
+        # A name of our own: processes probing the same folder must not unlink each other's.
+        probe = folder / f".write-probe-{os.getpid()}-{threading.get_ident()}"
         probe.write_bytes(b"")
         probe.unlink()
         return folder / "cache.db"
-    except OSError:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "filecache"
-        import xxhash
+    except OSError as exc:
+        local_error = exc
+    import xxhash
 
-        tag = xxhash.xxh3_64_hexdigest(str(root.resolve()).encode())
-        fallback = base / tag
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "filecache"
+    fallback = base / xxhash.xxh3_64_hexdigest(str(root.resolve()).encode())
+    try:
         fallback.mkdir(parents=True, exist_ok=True)
-        return fallback / "cache.db"
+    except OSError as exc:
+        raise StoreError(
+            f"cannot create a store in {folder} ({local_error}) nor in {fallback} ({exc}); "
+            "pass store=':memory:' or set FILECACHE_STORE to a writable path"
+        ) from exc
+    return fallback / "cache.db"
 
 
 def open_store(root: Path, store: str | os.PathLike[str] | Store | None) -> Store:
@@ -275,4 +308,6 @@ def open_store(root: Path, store: str | os.PathLike[str] | Store | None) -> Stor
         return SqliteStore(Path(store))
     if isinstance(store, Store):
         return store
-    raise StoreError(f"store must be a path, ':memory:' or a Store object, not {type(store).__name__}")
+    raise StoreError(
+        f"store must be a path, ':memory:' or a Store object, not {type(store).__name__}"
+    )
