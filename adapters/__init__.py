@@ -1,1 +1,1 @@
-"""Integrations, installed as ``filecache.adapters``: message-list adapters, MCP, tool decorators."""
+"""Integrations, installed as ``filecache.adapters``: message adapters, MCP, tool decorators."""

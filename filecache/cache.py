@@ -1,0 +1,637 @@
+"""``FileCache`` and ``Session``: the read cache that never lets the model work from a stale view.
+
+Invariants (DESIGN "The one invariant"):
+- A version is the xxh3 of the bytes of one read; the answer is computed from those same bytes.
+- ``unchanged`` only when every requested line is a fact of the current version; ``diff`` only
+  when every requested line that the diff does not show is a fact of one held version, and the
+  diff is clearly smaller than the content; otherwise content.
+- Every answer is recorded in the ledger before it is returned; facts record every call id
+  they rely on, and ``forget`` drops them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+from .diffing import diff_lines, equal_blocks, hunks_touching, unified_hunks
+from .errors import ConfigError, EditError, MarkerError, RangeError
+from .fsio import Located, locate, read_bytes, write_bytes
+from .hashing import version_of
+from .ledger import Ledger, build_ledger
+from .render import MARKERS, render_diff, render_file_ref, render_write
+from .settings import Settings, load_settings
+from .store import Event, Store, open_store
+from .text import decode_text, render_lines, split_lines
+from .tokens import TokenCounter
+from .views import Facts, PathView, Piece, map_through_edit
+
+__all__ = ["FileCache", "ReadResult", "Session", "WriteResult"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_LINES_BUDGET = 64 * 1024 * 1024  # characters of decoded versions kept in memory
+_DIFF_CANDIDATES = 2  # held versions tried as a diff base, newest first
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    """The answer to a read. ``text`` is what the model sees; the rest is for programs.
+
+    Attributes:
+        kind: ``full`` | ``partial`` | ``unchanged`` | ``diff`` (``outline``/``symbol`` too).
+        text: the model-facing text.
+        path: the path relative to the root.
+        version: ``xxh3:<hex>`` of the whole file as read.
+        call_id: this call's id (given or generated ``fc-…``).
+        base_call_id: the newest earlier result an ``unchanged``/``diff`` answer relies on.
+        tokens: tokens of ``text``.
+        tokens_full: tokens the plain read (same range, same format) would have cost.
+        start: first line of the range answered (1-based).
+        end: last line of the range (inclusive; 0 for an empty file).
+        line_count: lines in the file.
+    """
+
+    kind: str
+    text: str
+    path: str
+    version: str
+    call_id: str
+    base_call_id: str | None
+    tokens: int
+    tokens_full: int
+    start: int
+    end: int
+    line_count: int
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """The answer to a write or an edit: ``kind`` is ``written`` or ``edited``."""
+
+    kind: str
+    text: str
+    path: str
+    version: str
+    base_version: str | None
+    call_id: str
+    tokens: int
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Text to answer from: a file as read, or a decorated tool's output."""
+
+    key: str
+    path: str
+    version: str
+    lines: list[str]
+    numbered: bool
+    storable: bool
+    output: str | None = None  # a decorated tool's exact output (its content rendering)
+
+
+class FileCache:
+    """A read cache over one root directory.
+
+    Args:
+        root: the directory whose files are served; paths outside it are refused.
+        store: a SQLite path, ``":memory:"``, a ``Store`` object, or None for
+            ``<root>/.filecache/cache.db``.
+        **settings: overrides of ``filecache.settings.Settings``.
+    """
+
+    def __init__(self, root: str | Path, store: Any = None, **settings: Any) -> None:
+        root_path = Path(root).resolve()
+        if not root_path.is_dir():
+            raise ConfigError(f"root {root} is not a directory")
+        self.root = root_path
+        self.settings: Settings = load_settings(root_path, settings)
+        self.store: Store = open_store(
+            root_path, store if store is not None else self.settings.store
+        )
+        self.tokens = TokenCounter(self.settings.tokenizer)
+        self._lock = threading.RLock()
+        self._lines: OrderedDict[str, list[str]] = OrderedDict()
+        self._lines_size = 0
+        self._token_counts: dict[tuple[str, int, int, bool], int] = {}
+        self._stored: set[str] = set()
+        self._collect_garbage()
+
+    def session(self, session_id: str | None = None) -> Session:
+        """A session: one model context. A known id continues that session from the store."""
+        return Session(self, session_id or self.settings.session or "s-" + secrets.token_hex(6))
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> FileCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def denied(self, rel: str) -> bool:
+        """Whether ``rel`` matches the deny-list (hashed, never stored)."""
+        name = rel.rsplit("/", 1)[-1]
+        return any(fnmatch.fnmatch(name, p) or fnmatch.fnmatch(rel, p) for p in self.settings.deny)
+
+    def _collect_garbage(self) -> None:
+        now = time.time()
+        last = self.store.cache_get("meta", "gc_at")
+        if last is not None and now - float(last) < 86400:
+            return
+        self.store.gc(now - self.settings.retention_days * 86400)
+        self.store.cache_put("meta", "gc_at", repr(now))
+
+    def remember(self, version: str, lines: list[str], data: bytes | None) -> None:
+        """Keep a version's lines in memory, and its bytes in the store when ``data`` is given."""
+        with self._lock:
+            if version not in self._lines:
+                self._lines[version] = lines
+                self._lines_size += sum(map(len, lines))
+                while self._lines_size > _LINES_BUDGET and len(self._lines) > 1:
+                    _, old = self._lines.popitem(last=False)
+                    self._lines_size -= sum(map(len, old))
+            else:
+                self._lines.move_to_end(version)
+            if data is not None and version not in self._stored:
+                self.store.put_blob(version, data)
+                self._stored.add(version)
+
+    def lines_of(self, version: str) -> list[str] | None:
+        """A held version's lines: from memory, else from the store's blob, else None."""
+        with self._lock:
+            lines = self._lines.get(version)
+            if lines is not None:
+                self._lines.move_to_end(version)
+                return lines
+        blob = self.store.get_blob(version)
+        if blob is None:
+            return None
+        lines = split_lines(blob.decode("utf-8"))
+        self.remember(version, lines, None)
+        return lines
+
+    def count(self, text: str) -> int:
+        return self.tokens.count(text)
+
+    def plain_tokens(self, src: _Source, start: int, end: int, path: str) -> int:
+        """Tokens of the plain read of ``start..end`` (counted once per version and range)."""
+        key = (src.version, start, end, src.numbered)
+        with self._lock:
+            cached = self._token_counts.get(key)
+        if cached is not None:
+            return cached
+        skey = f"{src.version}:{start}:{end}:{int(src.numbered)}:{self.tokens.encoding}"
+        stored = self.store.cache_get("tokens", skey)
+        if stored is not None:
+            n = int(stored)
+        else:
+            n = self.count(content_text(src, start, end))
+            self.store.cache_put("tokens", skey, str(n))
+        with self._lock:
+            self._token_counts[key] = n
+        return n
+
+
+def content_text(src: _Source, start: int, end: int) -> str:
+    """The content rendering of ``start..end`` (the plain baseline uses the same)."""
+    if src.output is not None:
+        return src.output
+    return render_lines(src.path, src.lines, start, end, numbered=src.numbered)
+
+
+class Session:
+    """One model context: its views, its ledger rows, its answers. Thread-safe."""
+
+    def __init__(self, cache: FileCache, session_id: str) -> None:
+        self.cache = cache
+        self.id = session_id
+        self._lock = threading.RLock()
+        max_versions = cache.settings.versions_per_path
+        self._views: dict[str, PathView] = {
+            key: PathView.from_json(state, max_versions)
+            for key, state in cache.store.load_views(session_id).items()
+        }
+        events = cache.store.events(session_id)
+        self._seq = events[-1].seq if events else 0
+        self._call_seq: dict[str, int] = {e.call_id: e.seq for e in events}
+        cache.store.touch_session(session_id)
+
+    # -- public API -------------------------------------------------------------------------
+
+    def read(
+        self,
+        path: str | Path,
+        *,
+        offset: int | None = None,
+        limit: int | None = None,
+        mode: str = "auto",
+        fresh: bool = False,
+        numbered: bool = True,
+        call_id: str | None = None,
+    ) -> ReadResult:
+        """Read ``path`` (whole, or ``limit`` lines from ``offset``) as the model should see it.
+
+        Raises:
+            PathError, ContentError, RequestError: with a message that says what to do.
+        """
+        if mode not in ("auto", "full"):
+            raise RangeError(f"unknown mode {mode!r}; use 'auto' or 'full'")
+        loc = locate(self.cache.root, path)
+        ranged = offset is not None or limit is not None
+        data = read_bytes(loc, None if ranged else self.cache.settings.max_file_bytes)
+        storable = (
+            not self.cache.denied(loc.rel) and len(data) <= self.cache.settings.max_file_bytes
+        )
+        src = self._source_from_bytes(loc, data, numbered, storable)
+        start, end = _range(loc.rel, len(src.lines), offset, limit)
+        return self._answer(src, start, end, fresh, call_id)
+
+    def write(self, path: str | Path, content: str, *, call_id: str | None = None) -> WriteResult:
+        """Create or replace ``path`` with ``content`` (atomically)."""
+        loc = locate(self.cache.root, path)
+        old = self._current_text(loc)
+        _check_markers(loc.rel, old or "", content)
+        cid = self._call_id(call_id)
+        count = len(split_lines(content))
+        spans = [(1, count, frozenset([cid]))] if count else []
+        return self._commit(loc, old, content, spans, "written", cid, "")
+
+    def edit(
+        self,
+        path: str | Path,
+        old_string: str | None = None,
+        new_string: str | None = None,
+        *,
+        replace_all: bool = False,
+        edits: Sequence[tuple[str, str]] | None = None,
+        call_id: str | None = None,
+    ) -> WriteResult:
+        """Replace ``old_string`` with ``new_string`` (or apply ``edits`` in order, all or none)."""
+        if edits is None:
+            if old_string is None or new_string is None:
+                raise EditError("edit needs old_string and new_string, or edits=[(old, new), ...]")
+            edits = [(old_string, new_string)]
+        elif old_string is not None or new_string is not None:
+            raise EditError("pass either old_string/new_string or edits, not both")
+        loc = locate(self.cache.root, path)
+        old = self._current_text(loc)
+        if old is None:
+            raise EditError(f"{loc.rel}: no such file; use write to create it")
+        cid = self._call_id(call_id)
+        with self._lock:
+            view = self._views.get(loc.rel)
+            old_lines = split_lines(old)
+            facts = view.get(version_of(old.encode("utf-8"))) if view else None
+            text, replaced = old, 0
+            for old_s, new_s in edits:
+                text, pieces, count = _apply_edit(loc.rel, text, old_s, new_s, replace_all)
+                replaced += count
+                new_lines = split_lines(text)
+                spans = map_through_edit(old_lines, facts, new_lines, pieces, cid)
+                facts = _scratch(spans, len(new_lines))
+                old_lines = new_lines
+            _check_markers(loc.rel, old, text)
+            detail = f"{replaced} replacement{'s' if replaced != 1 else ''}"
+            return self._commit(loc, old, text, facts.spans if facts else [], "edited", cid, detail)
+
+    def forget(self, call_ids: Iterable[str]) -> None:
+        """The model no longer has these results: drop every fact that relies on them."""
+        ids = frozenset(call_ids)
+        with self._lock:
+            for key, view in list(self._views.items()):
+                if view.forget(ids):
+                    self._save_view(key, view)
+
+    def ledger(self) -> Ledger:
+        """A snapshot of this session's ledger (what the pruner consumes)."""
+        return build_ledger(self.id, self.cache.store.events(self.id))
+
+    def read_tool(self, fn: F) -> F:
+        """Decorate an agent's own read tool: cache on its output (see adapters.decorators)."""
+        from filecache.adapters.decorators import wrap_read_tool
+
+        return cast(F, wrap_read_tool(self, fn))
+
+    def edit_tool(self, fn: F) -> F:
+        """Decorate an agent's own edit tool: its calls become edits in the ledger."""
+        from filecache.adapters.decorators import wrap_write_tool
+
+        return cast(F, wrap_write_tool(self, fn, "edit"))
+
+    def write_tool(self, fn: F) -> F:
+        """Decorate an agent's own write tool: its calls become writes in the ledger."""
+        from filecache.adapters.decorators import wrap_write_tool
+
+        return cast(F, wrap_write_tool(self, fn, "write"))
+
+    # -- answering --------------------------------------------------------------------------
+
+    def answer_output(
+        self, key: str, path: str, output: str, *, fresh: bool = False, call_id: str | None = None
+    ) -> ReadResult:
+        """Answer a decorated read tool's ``output`` for the argument ``key``."""
+        version = version_of(output.encode("utf-8"))
+        lines = split_lines(output)
+        self.cache.remember(version, lines, None if self.cache.denied(path) else output.encode())
+        src = _Source(key, path, version, lines, False, True, output)
+        return self._answer(src, 1, len(lines), fresh, call_id)
+
+    def record_write(self, path: str, tool: str, call_id: str | None = None) -> str:
+        """Record a write/edit done outside ``Session`` (decorated tools); returns the call id."""
+        cid = self._call_id(call_id)
+        with self._lock:
+            self._log(Event(self.id, self._next_seq(cid), cid, tool, path, kind=tool + "ed"))
+        return cid
+
+    def _source_from_bytes(
+        self, loc: Located, data: bytes, numbered: bool, storable: bool
+    ) -> _Source:
+        version = version_of(data)
+        lines = self.cache.lines_of(version) if version in self.cache._lines else None
+        if lines is None:
+            lines = split_lines(decode_text(data, loc.rel))
+            self.cache.remember(version, lines, data if storable else None)
+        return _Source(loc.rel, loc.rel, version, lines, numbered, storable)
+
+    def _answer(
+        self, src: _Source, start: int, end: int, fresh: bool, call_id: str | None
+    ) -> ReadResult:
+        cid = self._call_id(call_id)
+        total = len(src.lines)
+        plain = self.cache.plain_tokens(src, start, end, src.path)
+        with self._lock:
+            seq = self._next_seq(cid)
+            view = self._views.get(src.key)
+            answer = (
+                None
+                if fresh or view is None
+                else self._cached_answer(view, src, start, end, cid, plain)
+            )
+            if answer is None:
+                text = content_text(src, start, end)
+                kind = "full" if start == 1 and end == total else "partial"
+                base = base_version = None
+                view = view or self._views.setdefault(
+                    src.key, PathView(self.cache.settings.versions_per_path)
+                )
+                view.facts_for(src.version, total, seq).add(start, end, frozenset([cid]))
+                self._save_view(src.key, view)
+                tokens = plain
+            else:
+                kind, text, base, base_version, tokens = answer
+                if kind == "diff":
+                    self._save_view(src.key, view)  # type: ignore[arg-type]
+            result = ReadResult(
+                kind, text, src.path, src.version, cid, base, tokens, plain, start, end, total
+            )
+            self._log(
+                Event(
+                    self.id,
+                    seq,
+                    cid,
+                    "read",
+                    src.path,
+                    start,
+                    end,
+                    src.version,
+                    base_version,
+                    kind,
+                    base,
+                    tokens,
+                    plain,
+                    version_of(text.encode("utf-8")),
+                )
+            )
+            return result
+
+    def _cached_answer(
+        self, view: PathView, src: _Source, start: int, end: int, cid: str, plain: int
+    ) -> tuple[str, str, str, str, int] | None:
+        total = len(src.lines)
+        current = view.get(src.version)
+        deps = current.covering(start, end) if current else None
+        if deps and current is not None:
+            base = self._newest(deps)
+            view.facts_for(src.version, total, self._seq)
+            text = render_file_ref(src.path, src.version, start, end, total, base)
+            return "unchanged", text, base, src.version, self.cache.count(text)
+        tried = 0
+        for held in view.recent():
+            if held.version == src.version:
+                continue
+            if tried == _DIFF_CANDIDATES:
+                break
+            tried += 1
+            old_lines = self.cache.lines_of(held.version)
+            if old_lines is None:
+                continue
+            ops = diff_lines(old_lines, src.lines)
+            blocks = equal_blocks(ops)
+            need: set[str] = set()
+            for a0, b0, size in blocks:
+                lo, hi = max(b0 + 1, start), min(b0 + size, end)
+                if lo > hi:
+                    continue
+                have = held.covering(lo - b0 + a0, hi - b0 + a0)
+                if have is None:
+                    break
+                need |= have
+            else:
+                if not need:
+                    continue
+                whole = start == 1 and end == total
+                hunks = unified_hunks(old_lines, src.lines, ops)
+                if not whole:
+                    hunks = hunks_touching(hunks, start, end)
+                base = self._newest(need)
+                old_span = None if whole else _old_span(ops, start, end)
+                text = render_diff(
+                    src.path, base, held.version, src.version, hunks, (start, end, total), old_span
+                )
+                tokens = self.cache.count(text)
+                if tokens > self.cache.settings.diff_max_ratio * plain:
+                    continue
+                facts = view.facts_for(src.version, total, self._seq)
+                keep = [(start, end)] + [(h.b_start, h.b_start + h.b_len - 1) for h in hunks]
+                carried = _scratch(held.map_blocks(blocks, frozenset([cid])), total)
+                carried.restrict(sorted(keep))
+                for s, e, d in carried.spans:
+                    facts.add(s, e, d)
+                for h in hunks:
+                    facts.add(h.b_start, h.b_start + h.b_len - 1, frozenset([cid]))
+                return "diff", text, base, held.version, tokens
+        return None
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def _current_text(self, loc: Located) -> str | None:
+        if not loc.real.exists():
+            return None
+        return decode_text(read_bytes(loc, self.cache.settings.max_file_bytes), loc.rel)
+
+    def _commit(
+        self,
+        loc: Located,
+        old: str | None,
+        text: str,
+        spans: list[tuple[int, int, frozenset[str]]],
+        kind: str,
+        cid: str,
+        detail: str,
+    ) -> WriteResult:
+        data = text.encode("utf-8")
+        write_bytes(loc, data)
+        version = version_of(data)
+        before = version_of(old.encode("utf-8")) if old is not None else None
+        lines = split_lines(text)
+        storable = not self.cache.denied(loc.rel)
+        self.cache.remember(version, lines, data if storable else None)
+        message = render_write(loc.rel, kind, version, len(lines), detail)
+        tokens = self.cache.count(message)
+        with self._lock:
+            seq = self._next_seq(cid)
+            view = self._views.setdefault(loc.rel, PathView(self.cache.settings.versions_per_path))
+            facts = view.facts_for(version, len(lines), seq)
+            for s, e, d in spans:
+                facts.add(s, e, d)
+            self._save_view(loc.rel, view)
+            tool = "write" if kind == "written" else "edit"
+            self._log(
+                Event(
+                    self.id,
+                    seq,
+                    cid,
+                    tool,
+                    loc.rel,
+                    None,
+                    None,
+                    version,
+                    before,
+                    kind,
+                    None,
+                    tokens,
+                    tokens,
+                    version_of(message.encode("utf-8")),
+                )
+            )
+        return WriteResult(kind, message, loc.rel, version, before, cid, tokens)
+
+    # -- bookkeeping --------------------------------------------------------------------------
+
+    def _call_id(self, call_id: str | None) -> str:
+        return call_id if call_id else "fc-" + secrets.token_hex(5)
+
+    def _next_seq(self, call_id: str) -> int:
+        with self._lock:
+            self._seq += 1
+            self._call_seq[call_id] = self._seq
+            return self._seq
+
+    def _newest(self, deps: frozenset[str] | set[str]) -> str:
+        return max(deps, key=lambda c: self._call_seq.get(c, -1))
+
+    def _save_view(self, key: str, view: PathView) -> None:
+        self.cache.store.save_view(self.id, key, None if view.empty() else view.to_json())
+
+    def _log(self, event: Event) -> None:
+        self.cache.store.add_event(event)
+
+
+def _range(rel: str, total: int, offset: int | None, limit: int | None) -> tuple[int, int]:
+    start = 1 if offset is None else offset
+    if start < 1:
+        raise RangeError(f"{rel}: offset must be 1 or more (the first line is 1), got {offset}")
+    if limit is not None and limit < 1:
+        raise RangeError(f"{rel}: limit must be 1 or more, got {limit}")
+    if start > max(total, 1):
+        raise RangeError(
+            f"{rel}: offset {start} is past the end; the file has {total} line"
+            f"{'s' if total != 1 else ''}"
+        )
+    end = total if limit is None else min(total, start + limit - 1)
+    return start, end
+
+
+def _old_span(
+    ops: Sequence[tuple[str, int, int, int, int]], start: int, end: int
+) -> tuple[int, int]:
+    """Lines ``start..end`` of the new side as a 1-based range of the old side."""
+
+    def old_line(x: int, first: bool) -> int:
+        for tag, a0, a1, b0, b1 in ops:
+            if b0 <= x - 1 < b1:
+                if tag == "equal":
+                    return a0 + (x - 1 - b0) + 1
+                return a0 + 1 if first else a1
+        return 0
+
+    return old_line(start, True), old_line(end, False)
+
+
+def _scratch(spans: list[tuple[int, int, frozenset[str]]], line_count: int) -> Facts:
+    return Facts("", line_count, list(spans))
+
+
+def _check_markers(rel: str, old: str, new: str) -> None:
+    for marker in MARKERS:
+        if new.count(marker) > old.count(marker):
+            raise MarkerError(
+                f"{rel}: the new content contains {marker!r}, filecache's own answer text; "
+                "write the file's real content (read it with fresh=true to see it)"
+            )
+
+
+def _apply_edit(
+    rel: str, text: str, old: str, new: str, replace_all: bool
+) -> tuple[str, list[Piece], int]:
+    """Apply one replacement; returns the text, its pieces (provenance) and the count."""
+    if not old:
+        raise EditError(f"{rel}: old_string is empty; use write to create or replace a file")
+    if old == new:
+        raise EditError(f"{rel}: old_string and new_string are the same; nothing to change")
+    count = text.count(old)
+    if count == 0 and "\r\n" in text and "\n" in old and "\r\n" not in old:
+        # A CRLF file edited with LF strings: match and write CRLF, as the file has.
+        old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+        count = text.count(old)
+    if count == 0:
+        raise EditError(
+            f"{rel}: old_string not found; read the file again (fresh=true) and copy the exact "
+            "text, including whitespace"
+        )
+    if count > 1 and not replace_all:
+        raise EditError(
+            f"{rel}: old_string occurs {count} times; pass replace_all=true or include more "
+            "context to make it unique"
+        )
+    pieces: list[Piece] = []
+    out: list[str] = []
+    pos = 0
+    while True:
+        at = text.find(old, pos)
+        if at < 0:
+            break
+        pieces.append(Piece(at - pos, pos))
+        pieces.append(Piece(len(new), None))
+        out.append(text[pos:at])
+        out.append(new)
+        pos = at + len(old)
+    pieces.append(Piece(len(text) - pos, pos))
+    out.append(text[pos:])
+    return "".join(out), pieces, count

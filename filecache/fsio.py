@@ -1,0 +1,178 @@
+"""File-system edge: confining paths to the root, reading bytes once, writing atomically.
+
+Invariants:
+- Every path is resolved with symlinks followed and must stay inside the root; the store's own
+  folder (``.filecache``) is never served or written.
+- A read opens the file once and returns the bytes it read; FIFOs, sockets and devices are
+  refused from ``stat`` before any open (and the open is non-blocking as a second guard).
+- A write goes to a temporary file in the same directory and is moved into place with
+  ``os.replace``: the target is either the old bytes or the new ones, never a mix. A refused
+  write leaves the file byte-identical.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import (
+    AccessDeniedError,
+    FileTooLargeError,
+    MissingFileError,
+    NotARegularFileError,
+    OutsideRootError,
+    PathError,
+)
+
+__all__ = ["Located", "locate", "read_bytes", "write_bytes"]
+
+STORE_DIR = ".filecache"
+
+
+@dataclass(frozen=True)
+class Located:
+    """A path confined to the root: ``rel`` (POSIX, for display and keys) and ``real``."""
+
+    rel: str
+    real: Path
+
+
+def locate(root: Path, path: str | os.PathLike[str]) -> Located:
+    """Resolve ``path`` (relative to ``root`` or absolute inside it) and confine it to the root."""
+    raw = os.fspath(path)
+    if "\x00" in raw:
+        raise PathError(f"{raw!r}: path contains a NUL byte")
+    if not raw:
+        raise PathError("empty path; give a file path relative to the root")
+    candidate = Path(raw)
+    if not candidate.is_absolute():
+        candidate = root / candidate
+    try:
+        real = candidate.resolve(strict=False)
+    except (OSError, RuntimeError) as exc:  # symlink loops
+        raise PathError(f"{raw}: cannot resolve path ({exc})") from exc
+    if real != root and root not in real.parents:
+        raise OutsideRootError(
+            f"{raw}: resolves to {real}, outside the root {root}; only files under the root "
+            "can be read or written"
+        )
+    rel = real.relative_to(root).as_posix()
+    if rel == STORE_DIR or rel.startswith(STORE_DIR + "/"):
+        raise OutsideRootError(f"{raw}: filecache's own store folder is not served")
+    return Located(rel if rel != "." else "", real)
+
+
+def _os_error(rel: str, exc: OSError) -> PathError:
+    if exc.errno == errno.ENOENT:
+        return MissingFileError(f"{rel}: no such file; check the path (it may have been deleted)")
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return AccessDeniedError(f"{rel}: permission denied by the operating system")
+    if exc.errno == errno.EISDIR:
+        return NotARegularFileError(f"{rel}: is a directory; list it with a shell tool instead")
+    return PathError(f"{rel}: {exc.strerror or exc}")
+
+
+def _require_regular(rel: str, mode: int) -> None:
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISDIR(mode):
+        raise NotARegularFileError(f"{rel}: is a directory; list it with a shell tool instead")
+    what = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+    raise NotARegularFileError(f"{rel}: is {what}, not a regular file; filecache reads files only")
+
+
+def file_size(loc: Located) -> int:
+    """Size of a regular file (refusing anything else)."""
+    try:
+        st = os.stat(loc.real)
+    except OSError as exc:
+        raise _os_error(loc.rel, exc) from exc
+    _require_regular(loc.rel, st.st_mode)
+    return st.st_size
+
+
+def read_bytes(loc: Located, max_bytes: int | None = None) -> bytes:
+    """The file's bytes, read in one open. Over ``max_bytes``: refused without reading it."""
+    try:
+        fd = os.open(loc.real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise _os_error(loc.rel, exc) from exc
+    try:
+        st = os.fstat(fd)
+        _require_regular(loc.rel, st.st_mode)
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise FileTooLargeError(
+                f"{loc.rel}: {st.st_size:,} bytes, over the {max_bytes:,}-byte limit; read a part "
+                "with offset/limit, or raise max_file_bytes"
+            )
+        with open(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    except OSError as exc:
+        raise _os_error(loc.rel, exc) from exc
+    finally:
+        os.close(fd)
+
+
+def iter_chunks(loc: Located, chunk: int = 1 << 20) -> tuple[int, list[bytes]]:
+    """Read a (large) regular file in chunks; returns (size, chunks). Used for ranged reads."""
+    try:
+        fd = os.open(loc.real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise _os_error(loc.rel, exc) from exc
+    try:
+        st = os.fstat(fd)
+        _require_regular(loc.rel, st.st_mode)
+        parts = []
+        with open(fd, "rb", closefd=False) as fh:
+            while block := fh.read(chunk):
+                parts.append(block)
+        return st.st_size, parts
+    except OSError as exc:
+        raise _os_error(loc.rel, exc) from exc
+    finally:
+        os.close(fd)
+
+
+def write_bytes(loc: Located, data: bytes) -> None:
+    """Atomically replace (or create) the file with ``data``; parents are created inside root."""
+    parent = loc.real.parent
+    try:
+        existing = os.stat(loc.real)
+    except FileNotFoundError:
+        existing = None
+    except OSError as exc:
+        raise _os_error(loc.rel, exc) from exc
+    if existing is not None:
+        _require_regular(loc.rel, existing.st_mode)
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _os_error(loc.rel, exc) from exc
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".fc-", suffix=".tmp", dir=parent)
+    except OSError as exc:
+        raise _os_error(loc.rel, exc) from exc
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        mode = stat.S_IMODE(existing.st_mode) if existing is not None else 0o666 & ~_UMASK
+        os.chmod(tmp, mode)
+        os.replace(tmp, loc.real)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise _os_error(loc.rel, exc) from exc
+
+
+def _read_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()  # read once at import: umask() is process-wide, not thread-safe

@@ -1,0 +1,94 @@
+"""The ledger snapshot the pruner consumes: every call of a session and every path's writes.
+
+Pure: built from the store's ``Event`` rows, returns frozen records. ``Session.ledger()`` is the
+public way to get one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from .store import Event
+
+__all__ = ["CallRecord", "Ledger", "WriteRecord", "build_ledger"]
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One tool call as the ledger saw it.
+
+    ``tool`` is read / write / edit / change / other; ``start``/``end`` the read's line range;
+    ``version`` the file version the answer reflects; ``kind`` the answer's kind;
+    ``base_call_id`` what an unchanged/diff answer relied on; ``text_hash`` the hash of the
+    answered text.
+    """
+
+    call_id: str
+    seq: int
+    tool: str
+    path: str
+    start: int | None
+    end: int | None
+    version: str | None
+    base_version: str | None
+    kind: str
+    base_call_id: str | None
+    tokens: int
+    tokens_full: int
+    text_hash: str | None
+
+
+@dataclass(frozen=True)
+class WriteRecord:
+    """A change of a path: the session's own write/edit, or a change seen from outside."""
+
+    call_id: str
+    seq: int
+    tool: str
+    before: str | None
+    after: str | None
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """Snapshot of a session's ledger. ``writes`` are in order per path."""
+
+    session_id: str
+    calls: Mapping[str, CallRecord]
+    writes: Mapping[str, tuple[WriteRecord, ...]]
+
+    def reads(self) -> list[CallRecord]:
+        return [c for c in self.calls.values() if c.tool == "read"]
+
+
+def build_ledger(session_id: str, events: Iterable[Event]) -> Ledger:
+    """Fold events (in seq order) into a snapshot; a call id seen twice keeps its last row."""
+    calls: dict[str, CallRecord] = {}
+    writes: dict[str, list[WriteRecord]] = {}
+    for e in sorted(events, key=lambda ev: ev.seq):
+        calls[e.call_id] = CallRecord(
+            e.call_id,
+            e.seq,
+            e.tool,
+            e.path,
+            e.start,
+            e.end,
+            e.version,
+            e.base_version,
+            e.kind,
+            e.base_call_id,
+            e.tokens,
+            e.tokens_full,
+            e.text_hash,
+        )
+        if e.tool in ("write", "edit", "change") and e.kind != "error":
+            writes.setdefault(e.path, []).append(
+                WriteRecord(e.call_id, e.seq, e.tool, e.base_version, e.version)
+            )
+    return Ledger(
+        session_id,
+        MappingProxyType(calls),
+        MappingProxyType({p: tuple(w) for p, w in writes.items()}),
+    )

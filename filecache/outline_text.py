@@ -1,0 +1,195 @@
+"""Text helpers for outlines: one-line signatures, their shortening, doc first lines.
+
+Invariants: every function here is pure, total on any ``str`` (it never raises), and returns
+a single line (no ``\\n``). ``shorten_signature`` returns its input unchanged when it fits,
+and otherwise something no longer than ``limit`` characters.
+"""
+
+from __future__ import annotations
+
+import re
+
+SIGNATURE_LIMIT = 120
+DOC_LIMIT = 80
+ELLIPSIS = "…"
+
+_WHITESPACE = re.compile(r"\s+")
+_OPENERS = {"(": ")", "[": "]", "{": "}", "<": ">"}
+_CLOSERS = {")", "]", "}", ">"}
+# Comment markers and string prefixes stripped from the start/end of doc lines.
+_DOC_LEAD = re.compile(r"^\s*(?:/\*\*+|/\*!?|///?!?|#+!?|--|\*+(?!/))?\s?")
+_DOC_TAIL = re.compile(r"\s*\*+/\s*$")
+_STRING_PREFIX = re.compile(r"^[rRbBuUfF]{0,2}(\"\"\"|'''|\"|')")
+_XML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9]*[^>]*>")
+
+
+def one_line(text: str) -> str:
+    """Collapse every run of whitespace (newlines included) to one space and strip."""
+    return _WHITESPACE.sub(" ", text).strip()
+
+
+def truncate(text: str, limit: int) -> str:
+    """Cut ``text`` to at most ``limit`` characters, marking a cut with an ellipsis."""
+    if len(text) <= limit:
+        return text
+    return text[: max(limit - 1, 0)].rstrip() + ELLIPSIS
+
+
+def _matching_close(text: str, start: int) -> int:
+    """Index of the bracket closing ``text[start]``, or -1 if it is never closed.
+
+    Quotes are skipped; ``>`` only counts inside ``<``, and ``->``/``=>`` never do.
+    """
+    stack = [_OPENERS[text[start]]]
+    quote = ""
+    i = start + 1
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'`":
+            quote = ch
+        elif ch in _OPENERS and (ch != "<" or stack[-1] == ">"):
+            stack.append(_OPENERS[ch])
+        elif ch in _CLOSERS and not (ch == ">" and text[i - 1 : i] in ("-", "=")):
+            if ch == stack[-1]:
+                stack.pop()
+                if not stack:
+                    return i
+            elif ch != ">":
+                return -1
+        i += 1
+    return -1
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on commas that are not nested in brackets or quotes."""
+    parts: list[str] = []
+    depth = 0
+    quote = ""
+    current: list[str] = []
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote and text[i - 1 : i] != "\\":
+                quote = ""
+        elif ch in "\"'`":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth <= 0:
+            parts.append("".join(current).strip())
+            current = []
+            continue
+        current.append(ch)
+    tail = "".join(current).strip()
+    if tail:
+        parts.append(tail)
+    return parts
+
+
+def _collapse_groups(text: str, min_len: int = 8) -> str:
+    """Replace every parenthesised group longer than ``min_len`` with ``(…)``."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        if text[i] == "(":
+            close = _matching_close(text, i)
+            if close > i + min_len:
+                out.append(f"({ELLIPSIS})")
+                i = close + 1
+                continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
+
+
+def _parameters_start(sig: str, after: int) -> int:
+    """Index of the first ``(`` at or after ``after`` outside ``<>``/``[]``/``{}``, or -1."""
+    i = after
+    while i < len(sig):
+        ch = sig[i]
+        if ch == "(":
+            return i
+        if ch in "<[{":
+            close = _matching_close(sig, i)
+            if close < 0:
+                return -1
+            i = close
+        i += 1
+    return -1
+
+
+def shorten_signature(sig: str, name_at: int, limit: int = SIGNATURE_LIMIT) -> str:
+    """Shorten a one-line signature sensibly to at most ``limit`` characters.
+
+    In order, until it fits: long decorator/attribute arguments before the name become
+    ``(…)``; trailing parameters are dropped for ``…``; finally the text is cut.
+
+    Args:
+        sig: The signature, already on one line.
+        name_at: Where the definition's name starts in ``sig`` (0 when unknown); the
+            parameter list is the first parenthesised group after it.
+        limit: The longest result wanted.
+
+    Returns:
+        ``sig`` itself when it fits, else a shortened form no longer than ``limit``.
+    """
+    if len(sig) <= limit:
+        return sig
+    name_at = min(max(name_at, 0), len(sig))
+    if name_at > 0:
+        head = _collapse_groups(sig[:name_at])
+        sig, name_at = head + sig[name_at:], len(head)
+        if len(sig) <= limit:
+            return sig
+    start = _parameters_start(sig, name_at)
+    close = _matching_close(sig, start) if start >= 0 else -1
+    if close > start:
+        head, params, tail = sig[: start + 1], sig[start + 1 : close], sig[close:]
+        budget = limit - len(head) - len(tail) - len(ELLIPSIS) - 2
+        kept: list[str] = []
+        used = 0
+        for param in _split_top_level(params):
+            cost = len(param) + (2 if kept else 0)
+            if used + cost > budget:
+                break
+            kept.append(param)
+            used += cost
+        sig = head + ", ".join([*kept, ELLIPSIS]) + tail
+    return truncate(sig, limit)
+
+
+def doc_first_line(text: str, limit: int = DOC_LIMIT) -> str | None:
+    """The first meaningful line of a docstring or doc comment, without its markers.
+
+    Handles Python strings (any quotes and prefixes), ``/** */``, ``/* */``, ``///``,
+    ``//!``, ``//``, ``#`` and ``--`` comments, and C# ``<summary>`` tags.
+
+    Args:
+        text: The raw docstring or comment text (markers included).
+        limit: The longest result wanted.
+
+    Returns:
+        The line, trimmed and shortened, or ``None`` when there is nothing but markers.
+    """
+    text = _STRING_PREFIX.sub("", text.lstrip(), count=1)
+    for raw in text.splitlines():
+        line = _DOC_TAIL.sub("", _DOC_LEAD.sub("", raw, count=1))
+        line = line.strip().rstrip("\"'").strip()
+        line = _XML_TAG.sub("", line).strip()
+        if line and not line.startswith("@") and line.strip("*/#=-") != "":
+            return truncate(one_line(line), limit)
+    return None
+
+
+def count_lines(source: bytes) -> int:
+    """Lines of ``source`` split on ``\\n``; a last line without ``\\n`` counts."""
+    if not source:
+        return 0
+    return source.count(b"\n") + (0 if source.endswith(b"\n") else 1)

@@ -1,0 +1,108 @@
+"""Every word the model reads from filecache, in one place so it can be read and tuned together.
+
+Invariants: every answer that is not content starts with ``MARKER`` and ends with a one-line
+hint that says how to get the content again; ``MARKERS`` lists every prefix filecache writes
+into a model's context, so that writes adding them can be refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .diffing import Hunk, render_hunks
+from .hashing import short_version
+
+__all__ = [
+    "MARKER",
+    "MARKERS",
+    "instructions",
+    "render_diff",
+    "render_file_ref",
+    "render_write",
+]
+
+MARKER = "[filecache]"
+PLACEHOLDER_MARKER = "[cleared tool result"
+MARKERS = (MARKER, PLACEHOLDER_MARKER)
+
+HINT_REF = "(If that result is no longer in your context, read again with fresh=true.)"
+HINT_DIFF = (
+    "(Apply this diff to the text you already have; read with fresh=true for the full text.)"
+)
+
+
+def _span(start: int, end: int, total: int) -> str:
+    if total == 0:
+        return "the file is empty"
+    if start == 1 and end == total:
+        return f"all {total} line{'s' if total != 1 else ''}"
+    return f"lines {start}-{end} of {total}"
+
+
+def render_file_ref(
+    path: str, version: str, start: int, end: int, total: int, base_call_id: str
+) -> str:
+    """The answer for a read whose lines the model already holds at the current version."""
+    return (
+        f"{MARKER} {path} unchanged (xxh3 {short_version(version)}): {_span(start, end, total)} "
+        f"are exactly as in your earlier result {base_call_id}.\n{HINT_REF}\n"
+    )
+
+
+def render_diff(
+    path: str,
+    base_call_id: str,
+    old_version: str,
+    new_version: str,
+    hunks: Sequence[Hunk],
+    span: tuple[int, int, int],
+    old_span: tuple[int, int] | None,
+) -> str:
+    """The answer for a read of a file that changed since the version the model holds.
+
+    ``span`` is the requested range on the current file; ``old_span`` the same lines' range in
+    the model's version when the request was a part of the file (None for a whole-file read).
+    """
+    start, end, total = span
+    where = _span(start, end, total)
+    if old_span is not None and old_span[1] >= old_span[0]:
+        where += f" (lines {old_span[0]}-{old_span[1]} of your version)"
+    elif old_span is not None:
+        where += " (all new since your version)"
+    head = (
+        f"{MARKER} {path} changed since your result {base_call_id} "
+        f"(xxh3 {short_version(old_version)} -> {short_version(new_version)}); {where}:\n"
+    )
+    if not hunks:
+        body = "(no changes in these lines; only their line numbers moved)\n"
+    else:
+        body = render_hunks(f"a/{path}", f"b/{path}", hunks)
+    return head + body + HINT_DIFF + "\n"
+
+
+def render_write(path: str, kind: str, version: str, line_count: int, detail: str = "") -> str:
+    """The one-line confirmation of a write or an edit."""
+    verb = "wrote" if kind == "written" else "edited"
+    extra = f"; {detail}" if detail else ""
+    return (
+        f"{MARKER} {verb} {path}: {line_count} line{'s' if line_count != 1 else ''} "
+        f"(xxh3 {short_version(version)}){extra}.\n"
+    )
+
+
+def instructions() -> str:
+    """The model-facing explanation, for a system prompt or tool descriptions."""
+    return (
+        "File reads go through filecache, which avoids re-sending text you already have:\n"
+        f"- Content answers start with a header like [src/app.py: 120 lines] and show each line "
+        "as its number, a TAB, then the line.\n"
+        f"- '{MARKER} PATH unchanged ...' means the lines you asked for are exactly as in the "
+        "earlier result it names: use that text.\n"
+        f"- '{MARKER} PATH changed since your result ...' is followed by a unified diff from the "
+        "version you have to the current file: apply it to your copy.\n"
+        "- Your own edits and writes are remembered: after an edit, the file is what you made "
+        "it.\n"
+        "- If the text an answer refers to is no longer in your context, read again with "
+        "fresh=true to get the full content.\n"
+        f"- Never copy {MARKER} lines into a file: writes that add them are refused."
+    )

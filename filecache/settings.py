@@ -1,0 +1,118 @@
+"""One settings object, documented in one place.
+
+Precedence, lowest first: the defaults below; a ``[tool.filecache]`` table in the root's
+``pyproject.toml``; environment variables ``FILECACHE_<NAME>`` (upper case); keyword arguments to
+``FileCache``. Unknown names and bad values raise ``ConfigError``.
+
+- ``store`` (None): SQLite path or ``":memory:"``; None means ``<root>/.filecache/cache.db``.
+- ``session`` (None): the session id the CLI uses (``FILECACHE_SESSION``).
+- ``deny`` (``.env*``, ``*.pem``, ``*.key``, ``id_rsa*``, ``*.p12``): files hashed but whose
+  content is never stored (globs on the name or the relative path; comma-separated in env).
+- ``retention_days`` (30): sessions unused this long are garbage-collected.
+- ``max_file_bytes`` (4 MiB): whole reads of larger files are refused (use offset/limit).
+- ``diff_max_ratio`` (0.6): a diff is sent only if its tokens are at most this fraction of the
+  content's; a diff that saves less than 40% is not worth making the model apply it.
+- ``versions_per_path`` (4): model-held versions remembered per path.
+- ``tokenizer`` (``o200k``): ``o200k``, ``cl100k`` (exact BPE, offline) or ``estimate``.
+- ``outline_threshold`` (6000): ``mode="auto"`` answers an outline above this many tokens.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = ["Settings", "load_settings"]
+
+DEFAULT_DENY = (".env*", "*.pem", "*.key", "id_rsa*", "*.p12")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting filecache reads; see the module docstring for meanings and defaults."""
+
+    store: str | None = None
+    session: str | None = None
+    deny: tuple[str, ...] = DEFAULT_DENY
+    retention_days: float = 30.0
+    max_file_bytes: int = 4 * 1024 * 1024
+    diff_max_ratio: float = 0.6
+    versions_per_path: int = 4
+    tokenizer: str = "o200k"
+    outline_threshold: int = 6000
+
+    def __post_init__(self) -> None:
+        if self.max_file_bytes <= 0:
+            raise ConfigError("max_file_bytes must be positive")
+        if not 0 < self.diff_max_ratio <= 1:
+            raise ConfigError("diff_max_ratio must be in (0, 1]")
+        if self.versions_per_path < 1:
+            raise ConfigError("versions_per_path must be at least 1")
+        if self.retention_days <= 0:
+            raise ConfigError("retention_days must be positive")
+        if self.outline_threshold < 0:
+            raise ConfigError("outline_threshold must be >= 0")
+
+
+_FIELDS = {f.name: f for f in fields(Settings)}
+
+
+def _coerce(name: str, value: Any, source: str) -> Any:
+    kind = _FIELDS[name].type
+    try:
+        if name == "deny":
+            if isinstance(value, str):
+                return tuple(p.strip() for p in value.split(",") if p.strip())
+            return tuple(str(p) for p in value)
+        if value is None:
+            return None
+        if kind in ("int",):
+            return int(value)
+        if kind in ("float",):
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{source}: bad value for {name}: {value!r} ({exc})") from exc
+
+
+def _from_pyproject(root: Path) -> dict[str, Any]:
+    path = root / "pyproject.toml"
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read [tool.filecache] ({exc})") from exc
+    table = data.get("tool", {}).get("filecache", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.filecache] must be a table")
+    return {k.replace("-", "_"): v for k, v in table.items()}
+
+
+def load_settings(
+    root: Path, overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
+) -> Settings:
+    """Settings for ``root``: defaults < pyproject < environment < ``overrides``."""
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    layers: list[tuple[str, Mapping[str, Any]]] = [
+        (f"{root / 'pyproject.toml'} [tool.filecache]", _from_pyproject(root)),
+        (
+            "environment",
+            {n: env[f"FILECACHE_{n.upper()}"] for n in _FIELDS if f"FILECACHE_{n.upper()}" in env},
+        ),
+        ("arguments", dict(overrides or {})),
+    ]
+    for source, layer in layers:
+        for name, value in layer.items():
+            if name not in _FIELDS:
+                known = ", ".join(sorted(_FIELDS))
+                raise ConfigError(f"{source}: unknown setting {name!r}; known: {known}")
+            values[name] = _coerce(name, value, source)
+    return replace(Settings(), **values)
