@@ -428,9 +428,12 @@ class Session:
         deps = current.covering(start, end) if current else None
         if deps and current is not None:
             base = self._newest(deps)
-            view.facts_for(src.version, total, self._seq)
             text = render_file_ref(src.path, src.version, start, end, total, base)
-            return "unchanged", text, base, src.version, self.cache.count(text)
+            tokens = self.cache.count(text)
+            if tokens >= plain:
+                return None  # a reference no smaller than the content: send the content
+            view.facts_for(src.version, total, self._seq)
+            return "unchanged", text, base, src.version, tokens
         tried = 0
         for held in view.recent():
             if held.version == src.version:

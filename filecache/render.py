@@ -25,7 +25,7 @@ MARKER = "[filecache]"
 PLACEHOLDER_MARKER = "[cleared tool result"
 MARKERS = (MARKER, PLACEHOLDER_MARKER)
 
-HINT_REF = "(If that result is no longer in your context, read again with fresh=true.)"
+HINT_REF = "(If that result is gone from your context, read again with fresh=true.)"
 HINT_DIFF = (
     "(Apply this diff to the text you already have; read with fresh=true for the full text.)"
 )
@@ -44,8 +44,8 @@ def render_file_ref(
 ) -> str:
     """The answer for a read whose lines the model already holds at the current version."""
     return (
-        f"{MARKER} {path} unchanged (xxh3 {short_version(version)}): {_span(start, end, total)} "
-        f"are exactly as in your earlier result {base_call_id}.\n{HINT_REF}\n"
+        f"{MARKER} {path} unchanged since your result {base_call_id} "
+        f"({_span(start, end, total)}, xxh3 {short_version(version)}).\n{HINT_REF}\n"
     )
 
 

@@ -1,0 +1,5 @@
+"""``python -m filecache``."""
+
+from .cli import main
+
+main(prog_name="filecache")

@@ -1,0 +1,155 @@
+"""The ``filecache`` command: thin click commands that call the library and format its answers.
+
+Every command that prints data takes ``--json``; errors exit with their class's ``exit_code``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from .cache import FileCache, Session
+from .errors import FileCacheError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+class _Group(click.Group):
+    """Turns ``FileCacheError`` into a one-line message and the class's exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except FileCacheError as exc:
+            click.echo(f"filecache: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+@click.group(cls=_Group, context_settings=CONTEXT)
+@click.version_option(package_name="filecache")
+def main() -> None:
+    """Delta reads for LLM coding agents: FileRefs and diffs instead of re-sent files."""
+
+
+def cache_options(fn: F) -> F:
+    """``--root``, ``--store`` and ``--session`` (``FILECACHE_SESSION``)."""
+    fn = click.option(
+        "--session",
+        envvar="FILECACHE_SESSION",
+        help="Session id (one model context); env FILECACHE_SESSION. Default: a new one.",
+    )(fn)
+    fn = click.option(
+        "--store",
+        envvar="FILECACHE_STORE",
+        help="SQLite store path or ':memory:'. Default: <root>/.filecache/cache.db.",
+    )(fn)
+    fn = click.option(
+        "--root",
+        type=click.Path(file_okay=False, exists=True, path_type=Path),
+        default=Path("."),
+        show_default=True,
+        help="Root directory; paths outside it are refused.",
+    )(fn)
+    return fn
+
+
+def _emit(result: Any, as_json: bool, session: Session) -> None:
+    if as_json:
+        payload = dataclasses.asdict(result) | {"session": session.id}
+        click.echo(json.dumps(payload, indent=2))
+    else:
+        click.echo(result.text, nl=False)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("path")
+@click.option("--offset", type=int, help="First line to read (1-based).")
+@click.option("--limit", type=int, help="Number of lines to read.")
+@click.option("--mode", type=click.Choice(["auto", "full"]), default="auto", show_default=True)
+@click.option("--fresh", is_flag=True, help="Send the content even if the session has it.")
+@click.option("--raw", is_flag=True, help="Raw lines, without header and line numbers.")
+@click.option("--call-id", help="The tool call id to record (default: generated).")
+@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
+@cache_options
+def read(
+    path: str,
+    offset: int | None,
+    limit: int | None,
+    mode: str,
+    fresh: bool,
+    raw: bool,
+    call_id: str | None,
+    as_json: bool,
+    root: Path,
+    store: str | None,
+    session: str | None,
+) -> None:
+    """Read PATH as the session's model should see it: content, FileRef or diff."""
+    with FileCache(root, store=store) as cache:
+        s = cache.session(session)
+        result = s.read(
+            path,
+            offset=offset,
+            limit=limit,
+            mode=mode,
+            fresh=fresh,
+            numbered=not raw,
+            call_id=call_id,
+        )
+        _emit(result, as_json, s)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("path")
+@click.option("--content", help="The new content (default: read from standard input).")
+@click.option("--call-id", help="The tool call id to record (default: generated).")
+@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
+@cache_options
+def write(
+    path: str,
+    content: str | None,
+    call_id: str | None,
+    as_json: bool,
+    root: Path,
+    store: str | None,
+    session: str | None,
+) -> None:
+    """Create or replace PATH (atomically) and record it in the session."""
+    text = content if content is not None else sys.stdin.read()
+    with FileCache(root, store=store) as cache:
+        s = cache.session(session)
+        _emit(s.write(path, text, call_id=call_id), as_json, s)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("path")
+@click.option("--old", "old_string", required=True, help="Exact text to replace.")
+@click.option("--new", "new_string", required=True, help="Replacement text.")
+@click.option("--replace-all", is_flag=True, help="Replace every occurrence, not just one.")
+@click.option("--call-id", help="The tool call id to record (default: generated).")
+@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
+@cache_options
+def edit(
+    path: str,
+    old_string: str,
+    new_string: str,
+    replace_all: bool,
+    call_id: str | None,
+    as_json: bool,
+    root: Path,
+    store: str | None,
+    session: str | None,
+) -> None:
+    """Replace text in PATH: OLD must occur exactly once unless --replace-all."""
+    with FileCache(root, store=store) as cache:
+        s = cache.session(session)
+        result = s.edit(path, old_string, new_string, replace_all=replace_all, call_id=call_id)
+        _emit(result, as_json, s)
