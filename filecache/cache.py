@@ -212,7 +212,7 @@ def content_text(src: _Source, start: int, end: int) -> str:
     """The content rendering of ``start..end`` (the plain baseline uses the same)."""
     if src.output is not None:
         return src.output
-    return render_lines(src.path, src.lines, start, end, numbered=src.numbered)
+    return render_lines(src.path, src.lines, start, end, numbered=src.numbered, version=src.version)
 
 
 class Session:

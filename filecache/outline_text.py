@@ -193,3 +193,28 @@ def count_lines(source: bytes) -> int:
     if not source:
         return 0
     return source.count(b"\n") + (0 if source.endswith(b"\n") else 1)
+
+
+def summarize(source: bytes, line_count: int, first: int = 5, width: int = 100) -> str:
+    """A short structural summary: size and the first few non-empty lines, numbered.
+
+    Args:
+        source: The file's bytes (decoded with replacement).
+        line_count: Its line count, as ``count_lines`` gives it.
+        first: How many non-empty lines to show.
+        width: The longest line shown.
+
+    Returns:
+        ``"N lines, B bytes; first lines:"`` and then ``"<line>: <text>"`` lines.
+    """
+    shown: list[str] = []
+    for number, raw in enumerate(source.split(b"\n"), start=1):
+        if len(shown) >= first:
+            break
+        text = raw.decode("utf-8", "replace").rstrip()
+        if text.strip():
+            shown.append(f"{number}: {truncate(text.expandtabs(4), width)}")
+    head = f"{line_count} lines, {len(source)} bytes"
+    if not shown:
+        return head + ", all blank" if source else head
+    return "\n".join([head + "; first lines:", *shown])

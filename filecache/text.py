@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .errors import BinaryFileError, EncodingError
+from .hashing import short_version
 
 __all__ = [
     "NO_NEWLINE",
@@ -96,17 +97,27 @@ def decode_text(data: bytes, path: str) -> str:
         ) from exc
 
 
-def content_header(path: str, start: int, end: int, total: int) -> str:
-    """The one-line header above content: path and range."""
+def content_header(path: str, start: int, end: int, total: int, version: str | None = None) -> str:
+    """The one-line header above content: path, range, and the version's short hash.
+
+    The hash lets the model match a later ``unchanged``/``diff`` answer to this text.
+    """
+    tag = f", xxh3 {short_version(version)}" if version else ""
     if total == 0:
-        return f"[{path}: empty file]"
+        return f"[{path}: empty file{tag}]"
     if start == 1 and end == total:
-        return f"[{path}: {total} line{'s' if total != 1 else ''}]"
-    return f"[{path}: lines {start}-{end} of {total}]"
+        return f"[{path}: {total} line{'s' if total != 1 else ''}{tag}]"
+    return f"[{path}: lines {start}-{end} of {total}{tag}]"
 
 
 def render_lines(
-    path: str, lines: Sequence[str], start: int, end: int, *, numbered: bool = True
+    path: str,
+    lines: Sequence[str],
+    start: int,
+    end: int,
+    *,
+    numbered: bool = True,
+    version: str | None = None,
 ) -> str:
     """Render lines ``start..end`` (1-based, inclusive) of a file.
 
@@ -116,7 +127,7 @@ def render_lines(
     if not numbered:
         return join_lines(chosen) if end == len(lines) else "\n".join(chosen) + "\n" * bool(chosen)
     body = "\n".join([f"{number:6d}\t{line}" for number, line in enumerate(chosen, start)])
-    header = content_header(path, start, end, len(lines))
+    header = content_header(path, start, end, len(lines), version)
     if body.endswith(EOF_MARK):
         return f"{header}\n{body[:-1]}\n{NO_NEWLINE}\n"
     return f"{header}\n{body}\n" if chosen else header + "\n"
