@@ -1,0 +1,295 @@
+"""Read-path benchmarks: unchanged re-reads, diffs of a 10,000-line file, FileRef token savings.
+
+Prints markdown tables; not a timed test. Inputs are real source files from the installed
+``click`` and ``_pytest`` packages, taken in sorted order, so every run on the same environment
+measures the same bytes. Usage::
+
+    .venv/bin/python bench/bench_read.py [--reads 2000] [--diff-runs 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+
+import _pytest
+import click
+import xxhash
+
+from filecache import FileCache, Session
+from filecache.diffing import diff_lines, render_hunks, unified_hunks
+from filecache.hashing import version_of
+from filecache.store import compress
+from filecache.text import decode_text, render_lines, split_lines
+from filecache.tokens import TokenCounter
+
+CHANGED = 10  # scattered changed lines in the diff benchmark
+DIFF_LINES = 10_000
+REREAD_BYTES = 100_000
+
+
+def source_lines(package: Path) -> list[str]:
+    """Every line of the package's top-level ``.py`` files, in sorted file order."""
+    lines: list[str] = []
+    for path in sorted(package.glob("*.py")):
+        lines.extend(path.read_text(encoding="utf-8").splitlines(keepends=True))
+    return lines
+
+
+def first_bytes(lines: list[str], limit: int) -> str:
+    """The longest prefix of whole lines whose UTF-8 size is at most ``limit``."""
+    out, size = [], 0
+    for line in lines:
+        size += len(line.encode("utf-8"))
+        if size > limit:
+            break
+        out.append(line)
+    return "".join(out)
+
+
+def timed(fn: Callable[[], object], runs: int) -> list[float]:
+    """Wall times of ``runs`` calls, in milliseconds."""
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return times
+
+
+def stats(times: list[float]) -> tuple[float, float]:
+    """Median and p90 of ``times``."""
+    ordered = sorted(times)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.9))]
+
+
+def row(*cells: object) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def ms(x: float) -> str:
+    return f"{x:.3f} ms"
+
+
+def bench_reread(tmp: Path, reads: int) -> None:
+    text = first_bytes(source_lines(Path(click.__file__).parent), REREAD_BYTES)
+    root = tmp / "reread"
+    root.mkdir()
+    target = root / "big.py"
+    target.write_text(text, encoding="utf-8")
+    size, line_count = len(text.encode("utf-8")), len(split_lines(text))
+    print(f"### Unchanged re-read of a {size:,}-byte, {line_count:,}-line file ({reads:,} reads)\n")
+    print(row("path", "median", "p90", "× floor (median)"))
+    print(row("---", "---:", "---:", "---:"))
+
+    def floor() -> None:
+        with open(target, "rb") as fh:
+            xxhash.xxh3_128_hexdigest(fh.read())
+
+    floor_med, floor_p90 = stats(timed(floor, reads))
+    print(row("floor: `open().read()` + `xxh3_128_hexdigest`", ms(floor_med), ms(floor_p90), "1.0"))
+    for label, store in (
+        ("SQLite store (temp dir)", tmp / "reread.db"),
+        ("`:memory:`", ":memory:"),
+    ):
+        with FileCache(root, store=store) as cache:
+            session = cache.session("bench")
+            session.read("big.py")  # the full read the re-reads refer to
+            kinds: set[str] = set()
+            med, p90 = stats(timed(rereader(session, "big.py", kinds), reads))
+            assert kinds == {"unchanged"}, kinds
+            print(row(f"`Session.read`, {label}", ms(med), ms(p90), f"{med / floor_med:.1f}"))
+    print("\nTarget: median ≤ 1 ms.\n")
+
+
+def rereader(session: Session, path: str, kinds: set[str]) -> Callable[[], None]:
+    """A re-read of ``path`` that notes the answer's kind in ``kinds``."""
+    return lambda: kinds.add(session.read(path).kind)
+
+
+def changed_version(lines: list[str], tag: str) -> list[str]:
+    """``lines`` with ``CHANGED`` scattered lines modified (the last line untouched)."""
+    out = list(lines)
+    step = len(lines) // CHANGED
+    for k in range(CHANGED):
+        i = step // 2 + k * step
+        out[i] = out[i].rstrip("\n") + f"  # changed {tag}\n"
+    return out
+
+
+def bench_diff(tmp: Path, runs: int) -> None:
+    lines = source_lines(Path(click.__file__).parent)[:DIFF_LINES]
+    assert len(lines) == DIFF_LINES, "click's sources have fewer than 10,000 lines"
+    old = "".join(lines)
+    new = "".join(changed_version(lines, "x"))
+    work = tmp / "diff"
+    work.mkdir()
+    (work / "old.py").write_text(old, encoding="utf-8")
+    (work / "new.py").write_text(new, encoding="utf-8")
+    size = len(old.encode("utf-8"))
+    print(f"### Diff of a {DIFF_LINES:,}-line ({size:,}-byte) file, {CHANGED} lines changed\n")
+
+    def ours() -> str:
+        a, b = split_lines(old), split_lines(new)
+        return render_hunks("a/f.py", "b/f.py", unified_hunks(a, b, diff_lines(a, b)))
+
+    def gnu() -> bytes:
+        proc = subprocess.run(
+            ["diff", "-u", str(work / "old.py"), str(work / "new.py")],
+            capture_output=True,
+            check=False,
+        )
+        assert proc.returncode == 1, proc.stderr
+        return proc.stdout
+
+    hunks = sum(line.startswith("@@ ") for line in ours().splitlines())
+    assert hunks == gnu().count(b"\n@@ ") == CHANGED, hunks
+
+    root = tmp / "diff-root"
+    root.mkdir()
+    (root / "f.py").write_text(old, encoding="utf-8")
+    session_times: list[float] = []
+    with FileCache(root, store=tmp / "diff.db") as cache:
+        for i in range(runs):
+            # A new session holds the old version; each run changes the file to a version the
+            # cache has never seen (as an edit outside the agent would): nothing is precomputed.
+            session = cache.session(f"bench-{i}")
+            (root / "f.py").write_text(old, encoding="utf-8")
+            session.read("f.py")
+            (root / "f.py").write_text("".join(changed_version(lines, str(i))), encoding="utf-8")
+            t0 = time.perf_counter()
+            answer = session.read("f.py")
+            session_times.append((time.perf_counter() - t0) * 1000)
+            assert answer.kind == "diff", answer.kind
+    rows = [
+        (
+            "`filecache.diffing`: split + diff_lines + unified_hunks + render_hunks",
+            timed(ours, runs),
+        ),
+        ("GNU `diff -u` as a subprocess (files already written)", timed(gnu, runs)),
+        ("`Session.read` answering the diff (SQLite store, new version)", session_times),
+    ]
+    gnu_med = stats(rows[1][1])[0]
+    print(row("path", "median", "p90", "× GNU diff (median)"))
+    print(row("---", "---:", "---:", "---:"))
+    for label, times in rows:
+        med, p90 = stats(times)
+        print(row(label, ms(med), ms(p90), f"{med / gnu_med:.2f}"))
+    print(f"\nTarget: no slower than GNU diff. Runs: {runs}.\n")
+    breakdown(old, new, TokenCounter("o200k"), runs, stats(session_times)[0])
+
+
+def breakdown(old: str, new: str, counter: TokenCounter, runs: int, measured: float) -> None:
+    """Where the time of ``Session.read`` answering a diff goes, stage by stage."""
+    data = new.encode("utf-8")
+    a = split_lines(old)
+    b = split_lines(new)
+    ops = diff_lines(a, b)
+    hunks = unified_hunks(a, b, ops)
+    content = render_lines("f.py", b, 1, len(b), version=version_of(data))
+
+    stages: list[tuple[str, Callable[[], object]]] = [
+        ("hash the bytes (xxh3-128)", lambda: version_of(data)),
+        ("decode + split_lines", lambda: split_lines(decode_text(data, "f.py"))),
+        ("compress the blob for the store (`store.compress`)", lambda: compress(data)),
+        ("render the plain content (`render_lines`)", lambda: render_lines("f.py", b, 1, len(b))),
+        ("count the plain content's tokens (o200k)", lambda: counter.count(content)),
+        ("diff_lines + unified_hunks", lambda: unified_hunks(a, b, diff_lines(a, b))),
+        ("render + count the diff", lambda: counter.count(render_hunks("a/f.py", "b/f.py", hunks))),
+    ]
+    print("Where the `Session.read` diff path spends its time (each stage alone):\n")
+    print(row("stage", "median"))
+    print(row("---", "---:"))
+    total = 0.0
+    for label, fn in stages:
+        med = stats(timed(fn, runs))[0]
+        total += med
+        print(row(label, ms(med)))
+    print(
+        row("the rest: SQLite writes (blob, event, view), file read, views", ms(measured - total))
+    )
+    print(row("**`Session.read`, measured above**", f"**{ms(measured)}**"))
+    print()
+
+
+def bench_tokens() -> None:
+    counter = TokenCounter("o200k")
+    files = [
+        *sorted(Path(click.__file__).parent.glob("*.py"))[:10],
+        *sorted(Path(_pytest.__file__).parent.glob("*.py"))[:10],
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        names = []
+        for path in files:
+            name = f"{path.parent.name}/{path.name}"
+            (root / name).parent.mkdir(exist_ok=True)
+            (root / name).write_bytes(path.read_bytes())
+            names.append(name)
+        with FileCache(root, store=":memory:") as cache:
+            session = cache.session("bench")
+            full = {name: session.read(name) for name in names}
+            again = {name: session.read(name) for name in names[::2]}
+    print("### Re-reading 10 of 20 source files unchanged (o200k tokens)\n")
+    print(row("file", "lines", "full read", "re-read", "kind", "saved"))
+    print(row("---", "---:", "---:", "---:", "---", "---:"))
+    for name, result in again.items():
+        first = full[name]
+        saved = 100 * (1 - result.tokens / first.tokens) if first.tokens else 0.0
+        lines = first.line_count
+        print(row(name, lines, first.tokens, result.tokens, result.kind, f"{saved:.1f}%"))
+    total_full = sum(full[n].tokens for n in again)
+    total_again = sum(r.tokens for r in again.values())
+    print(
+        row(
+            "**10 re-reads**",
+            "",
+            f"**{total_full:,}**",
+            f"**{total_again:,}**",
+            "",
+            f"**{100 * (1 - total_again / total_full):.1f}%**",
+        )
+    )
+    all_full = sum(r.tokens for r in full.values())
+    refs = [r.tokens for r in again.values() if r.kind == "unchanged"]
+    print(
+        f"\nAll 20 full reads: {all_full:,} tokens; 20 reads + 10 re-reads: "
+        f"{all_full + total_again:,} with filecache vs {all_full + total_full:,} plain "
+        f"({100 * total_full / (all_full + total_full):.1f}% of the plain total was re-reads). "
+        f"A FileRef costs {min(refs)}–{max(refs)} tokens "
+        f"(tokenizer exact: {counter.exact}).\n"
+    )
+    print("Target: re-reads ≥ 99% fewer tokens than their full reads.\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reads", type=int, default=2000, help="re-reads timed (default 2000)")
+    parser.add_argument("--diff-runs", type=int, default=200, help="diff runs (default 200)")
+    args = parser.parse_args()
+    print(
+        f"$ .venv/bin/python bench/bench_read.py --reads {args.reads} --diff-runs {args.diff_runs}"
+    )
+    print(
+        f"\nPython {sys.version.split()[0]}, click {metadata.version('click')}, {_diff_version()}\n"
+    )
+    with tempfile.TemporaryDirectory(prefix="filecache-bench-") as tmp:
+        bench_reread(Path(tmp), args.reads)
+        bench_diff(Path(tmp), args.diff_runs)
+    bench_tokens()
+
+
+def _diff_version() -> str:
+    out = subprocess.run(["diff", "--version"], capture_output=True, text=True, check=False)
+    return out.stdout.splitlines()[0] if out.stdout else "diff (unknown version)"
+
+
+if __name__ == "__main__":
+    main()
