@@ -2,8 +2,8 @@
 
 The trace's file tools are executed twice on two copies of ``files/``: once plain (the baseline:
 the same tools and ``render_lines`` format, no cache; its headers lack the version tag, which is
-charged to filecache) and once through one ``filecache.Session``. The two message lists that result are identical except for the contents
-of the file tools' tool messages; every other tool keeps its recorded output in both.
+charged to filecache) and once through one ``filecache.Session``. The two message lists differ
+only in the contents of the file tools' tool messages; other tools keep their recorded output.
 
 Invariants:
 - Prompt tokens are counted per message once (``TokenCounter.count_many`` over distinct
