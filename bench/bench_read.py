@@ -10,6 +10,8 @@ measures the same bytes. Usage::
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import statistics
 import subprocess
 import sys
@@ -25,9 +27,7 @@ import xxhash
 
 from filecache import FileCache, Session
 from filecache.diffing import diff_lines, render_hunks, unified_hunks
-from filecache.hashing import version_of
-from filecache.store import compress
-from filecache.text import decode_text, render_lines, split_lines
+from filecache.text import split_lines
 from filecache.tokens import TokenCounter
 
 CHANGED = 10  # scattered changed lines in the diff benchmark
@@ -156,17 +156,23 @@ def bench_diff(tmp: Path, runs: int) -> None:
     root.mkdir()
     (root / "f.py").write_text(old, encoding="utf-8")
     session_times: list[float] = []
+    profile = cProfile.Profile()
     with FileCache(root, store=tmp / "diff.db") as cache:
-        for i in range(runs):
+        for i in range(2 * runs):  # timed runs, then the same under the profiler
             # A new session holds the old version; each run changes the file to a version the
             # cache has never seen (as an edit outside the agent would): nothing is precomputed.
             session = cache.session(f"bench-{i}")
             (root / "f.py").write_text(old, encoding="utf-8")
             session.read("f.py")
             (root / "f.py").write_text("".join(changed_version(lines, str(i))), encoding="utf-8")
+            if i >= runs:
+                profile.enable()
             t0 = time.perf_counter()
             answer = session.read("f.py")
-            session_times.append((time.perf_counter() - t0) * 1000)
+            elapsed = (time.perf_counter() - t0) * 1000
+            profile.disable()
+            if i < runs:
+                session_times.append(elapsed)
             assert answer.kind == "diff", answer.kind
     rows = [
         (
@@ -183,39 +189,21 @@ def bench_diff(tmp: Path, runs: int) -> None:
         med, p90 = stats(times)
         print(row(label, ms(med), ms(p90), f"{med / gnu_med:.2f}"))
     print(f"\nTarget: no slower than GNU diff. Runs: {runs}.\n")
-    breakdown(old, new, TokenCounter("o200k"), runs, stats(session_times)[0])
+    breakdown(profile, runs)
 
 
-def breakdown(old: str, new: str, counter: TokenCounter, runs: int, measured: float) -> None:
-    """Where the time of ``Session.read`` answering a diff goes, stage by stage."""
-    data = new.encode("utf-8")
-    a = split_lines(old)
-    b = split_lines(new)
-    ops = diff_lines(a, b)
-    hunks = unified_hunks(a, b, ops)
-    content = render_lines("f.py", b, 1, len(b), version=version_of(data))
-
-    stages: list[tuple[str, Callable[[], object]]] = [
-        ("hash the bytes (xxh3-128)", lambda: version_of(data)),
-        ("decode + split_lines", lambda: split_lines(decode_text(data, "f.py"))),
-        ("compress the blob for the store (`store.compress`)", lambda: compress(data)),
-        ("render the plain content (`render_lines`)", lambda: render_lines("f.py", b, 1, len(b))),
-        ("count the plain content's tokens (o200k)", lambda: counter.count(content)),
-        ("diff_lines + unified_hunks", lambda: unified_hunks(a, b, diff_lines(a, b))),
-        ("render + count the diff", lambda: counter.count(render_hunks("a/f.py", "b/f.py", hunks))),
-    ]
-    print("Where the `Session.read` diff path spends its time (each stage alone):\n")
-    print(row("stage", "median"))
-    print(row("---", "---:"))
-    total = 0.0
-    for label, fn in stages:
-        med = stats(timed(fn, runs))[0]
-        total += med
-        print(row(label, ms(med)))
-    print(
-        row("the rest: SQLite writes (blob, event, view), file read, views", ms(measured - total))
-    )
-    print(row("**`Session.read`, measured above**", f"**{ms(measured)}**"))
+def breakdown(profile: cProfile.Profile, runs: int) -> None:
+    """Where the time of ``Session.read`` answering a diff goes: self time per function."""
+    entries = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    total = sum(tt for _, _, tt, _, _ in entries.values())
+    top = sorted(entries.items(), key=lambda kv: kv[1][2], reverse=True)[:10]
+    print(f"Where the `Session.read` diff path spends its time (cProfile, {runs} reads):\n")
+    print(row("function (self time)", "per read", "share"))
+    print(row("---", "---:", "---:"))
+    for (file, _line, name), (_, _, tt, _, _) in top:
+        where = name if file == "~" else f"{Path(file).parent.name}/{Path(file).name}:{name}"
+        print(row(f"`{where}`", ms(tt / runs * 1000), f"{100 * tt / total:.0f}%"))
+    print(row("**all**", f"**{ms(total / runs * 1000)}**", "100%"))
     print()
 
 
