@@ -59,8 +59,8 @@ def wrap_read_tool(session: Session, fn: F) -> F:
     def wrapper(*args: Any, call_id: str | None = None, **kwargs: Any) -> Any:
         fresh = bool(kwargs.get("fresh", False)) if own_fresh else bool(kwargs.pop("fresh", False))
         output = fn(*args, **kwargs)
-        if not isinstance(output, str):
-            return output
+        if not isinstance(output, str) or "\x00" in output:
+            return output  # not text that lines can carry (a NUL is the no-final-newline mark)
         arguments = _bound(fn, args, kwargs)
         arguments.pop("fresh", None)
         key = f"{fn.__qualname__}{json.dumps(arguments, sort_keys=True, default=str)}"

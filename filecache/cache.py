@@ -12,6 +12,7 @@ Invariants (DESIGN "The one invariant"):
 from __future__ import annotations
 
 import fnmatch
+import re
 import secrets
 import threading
 import time
@@ -39,6 +40,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _LINES_BUDGET = 64 * 1024 * 1024  # characters of decoded versions kept in memory
 _DIFF_CANDIDATES = 2  # held versions tried as a diff base, newest first
+_LONE_LF = re.compile(r"(?<!\r)\n")
 
 
 @dataclass(frozen=True)
@@ -608,9 +610,13 @@ def _apply_edit(
         raise EditError(f"{rel}: old_string is empty; use write to create or replace a file")
     if old == new:
         raise EditError(f"{rel}: old_string and new_string are the same; nothing to change")
+    if "\r\n" in text and text.count("\n") == text.count("\r\n"):
+        # A CRLF file edited with LF strings: match and write CRLF, as the file has (also
+        # for a new_string that adds lines to an old_string without any).
+        old, new = _LONE_LF.sub("\r\n", old), _LONE_LF.sub("\r\n", new)
     count = text.count(old)
     if count == 0 and "\r\n" in text and "\n" in old and "\r\n" not in old:
-        # A CRLF file edited with LF strings: match and write CRLF, as the file has.
+        # Mixed line endings: an LF old_string may still match a CRLF stretch.
         old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
         count = text.count(old)
     if count == 0:

@@ -66,7 +66,8 @@ def _emit(result: Any, as_json: bool, session: Session) -> None:
         payload = dataclasses.asdict(result) | {"session": session.id}
         click.echo(json.dumps(payload, indent=2))
     else:
-        click.echo(result.text, nl=False)
+        # color=True: click would strip ANSI escapes when piped, changing the file's content.
+        click.echo(result.text, nl=False, color=True)
 
 
 @main.command(context_settings=CONTEXT)

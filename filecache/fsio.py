@@ -64,7 +64,7 @@ def locate(root: Path, path: str | os.PathLike[str]) -> Located:
     rel = real.relative_to(root).as_posix()
     if rel == STORE_DIR or rel.startswith(STORE_DIR + "/"):
         raise OutsideRootError(f"{raw}: filecache's own store folder is not served")
-    return Located(rel if rel != "." else "", real)
+    return Located(rel, real)  # the root itself is "." (so messages name it)
 
 
 def _os_error(rel: str, exc: OSError) -> PathError:

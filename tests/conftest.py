@@ -1,0 +1,121 @@
+"""Shared fixtures: a temp tree, caches over it (in memory and SQLite), a CLI runner, GNU patch."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from filecache import FileCache
+
+NOTES = "".join(f"line {i}: the quick brown fox jumps over the lazy dog\n" for i in range(1, 61))
+"""60 lines: large enough that a FileRef or a one-line diff is clearly smaller than the content."""
+
+
+@pytest.fixture(autouse=True)
+def _no_filecache_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests do not see the developer's ``FILECACHE_*`` settings (session, store, limits)."""
+    for name in [n for n in os.environ if n.startswith("FILECACHE_")]:
+        monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A temp tree: ``notes.txt`` (60 lines), ``src/app.py``, ``empty.txt``."""
+    tree = tmp_path / "root"
+    (tree / "src").mkdir(parents=True)
+    (tree / "notes.txt").write_text(NOTES, encoding="utf-8")
+    (tree / "src" / "app.py").write_text("def main():\n    return 1\n", encoding="utf-8")
+    (tree / "empty.txt").write_bytes(b"")
+    return tree
+
+
+@pytest.fixture
+def notes() -> str:
+    """The text of ``notes.txt`` in the ``root`` tree."""
+    return NOTES
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A directory next to the root (not inside it), holding ``secret.txt``."""
+    there = tmp_path / "outside"
+    there.mkdir()
+    (there / "secret.txt").write_text("outside the root\n", encoding="utf-8")
+    return there
+
+
+@pytest.fixture
+def cache(root: Path) -> Iterator[FileCache]:
+    """A ``FileCache`` over ``root`` with an in-memory store, closed after the test."""
+    with FileCache(root, store=":memory:") as fc:
+        yield fc
+
+
+@pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    """A SQLite store path outside the root (its folder does not exist yet)."""
+    return tmp_path / "store" / "cache.db"
+
+
+@pytest.fixture
+def sqlite_cache(root: Path, store_path: Path) -> Iterator[FileCache]:
+    """A ``FileCache`` over ``root`` with a real SQLite store file, closed after the test."""
+    with FileCache(root, store=store_path) as fc:
+        yield fc
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    """A click ``CliRunner`` (stdout and stderr are kept apart)."""
+    return CliRunner()
+
+
+def _diff_of(answer: str) -> str:
+    """The unified diff inside a ``diff`` answer: from the ``---`` line to before the hint.
+
+    Split on ``\\n`` only: a ``\\r`` belongs to its line (CRLF files).
+    """
+    lines = answer.split("\n")
+    first = next(i for i, line in enumerate(lines) if line.startswith("--- "))
+    last = max(i for i, line in enumerate(lines) if line.startswith(("@@", " ", "-", "+", "\\")))
+    return "\n".join(lines[first : last + 1]) + "\n"
+
+
+@pytest.fixture
+def gnu_patch(tmp_path: Path) -> Callable[[str | bytes, str], bytes]:
+    """``gnu_patch(old, answer)``: apply the diff inside ``answer`` to ``old`` with GNU patch."""
+    if shutil.which("patch") is None:
+        pytest.skip("GNU patch is not installed")
+    work = tmp_path / "patch-work"
+    work.mkdir()
+
+    def apply(old: str | bytes, answer: str) -> bytes:
+        base = work / "old"
+        base.write_bytes(old.encode("utf-8") if isinstance(old, str) else old)
+        (work / "diff").write_bytes(_diff_of(answer).encode("utf-8"))
+        out = work / "new"
+        proc = subprocess.run(
+            [
+                "patch",
+                "--binary",
+                "--force",
+                "--silent",
+                "-o",
+                str(out),
+                str(base),
+                str(work / "diff"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert proc.returncode == 0, f"patch failed: {proc.stdout}{proc.stderr}\n{answer}"
+        return out.read_bytes()
+
+    return apply
