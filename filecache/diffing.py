@@ -78,6 +78,17 @@ def _agrees(a: Sequence[str], b: Sequence[str], i: int, j: int) -> bool:
     return ta == tb and a[i:] == b[j:]
 
 
+def _ring(d: int) -> tuple[tuple[int, int], ...]:
+    out = [(d, d)]
+    for k in range(d - 1, -1, -1):
+        out.append((k, d))
+        out.append((d, k))
+    return tuple(out)
+
+
+_RINGS = [_ring(d) for d in range(_WINDOW + 1)]
+
+
 class _Matcher:
     def __init__(self, a: Sequence[str], b: Sequence[str]) -> None:
         self.a, self.b = a, b
@@ -87,12 +98,14 @@ class _Matcher:
         """The nearest (i2, j2) >= (i, j) where the sequences agree again, or their ends."""
         a, b = self.a, self.b
         n, m = len(a), len(b)
+        # Candidates by the size of the change, max(di, dj): a k-line replacement ranks with
+        # a k-line insertion, and the square (d, d) goes first, so repetitive text does not
+        # turn a modified line into an insertion here and a deletion further down.
         for d in range(1, _WINDOW + 1):
-            for di in range(d + 1):
-                i2, j2 = i + di, j + d - di
-                if i2 <= n and j2 <= m and (i2 < n and j2 < m) and a[i2] == b[j2]:
-                    if _agrees(a, b, i2, j2):
-                        return i2, j2
+            for di, dj in _RINGS[d]:
+                i2, j2 = i + di, j + dj
+                if i2 < n and j2 < m and a[i2] == b[j2] and _agrees(a, b, i2, j2):
+                    return i2, j2
         return self._resync_indexed(i, j)
 
     def _resync_indexed(self, i: int, j: int) -> tuple[int, int]:

@@ -11,7 +11,8 @@ Precedence, lowest first: the defaults below; a ``[tool.filecache]`` table in th
 - ``retention_days`` (30): sessions unused this long are garbage-collected.
 - ``max_file_bytes`` (4 MiB): whole reads of larger files are refused (use offset/limit).
 - ``diff_max_ratio`` (0.6): a diff is sent only if its tokens are at most this fraction of the
-  content's; a diff that saves less than 40% is not worth making the model apply it.
+  content's; a diff that saves less than 40% is not worth making the model apply it. Values
+  over 1 send diffs even when larger than the content (tests use this to exercise diffs).
 - ``versions_per_path`` (4): model-held versions remembered per path.
 - ``tokenizer`` (``o200k``): ``o200k``, ``cl100k`` (exact BPE, offline) or ``estimate``.
 - ``outline_threshold`` (6000): ``mode="auto"`` answers an outline above this many tokens.
@@ -50,8 +51,8 @@ class Settings:
     def __post_init__(self) -> None:
         if self.max_file_bytes <= 0:
             raise ConfigError("max_file_bytes must be positive")
-        if not 0 < self.diff_max_ratio <= 1:
-            raise ConfigError("diff_max_ratio must be in (0, 1]")
+        if not self.diff_max_ratio > 0:
+            raise ConfigError("diff_max_ratio must be positive")
         if self.versions_per_path < 1:
             raise ConfigError("versions_per_path must be at least 1")
         if self.retention_days <= 0:
