@@ -30,13 +30,13 @@ from pathlib import PurePosixPath
 from filecache.errors import RequestError
 from filecache.outline_model import Definition, Outline
 from filecache.outline_render import render_outline
-from filecache.outline_text import count_lines, summarize
+from filecache.outline_text import count_lines, count_tokens, summarize
 from filecache.outline_ts import SPECS, extract, queries_digest
 
 __all__ = [
     "CACHE_SIZE",
-    "OUTLINE_VERSION",
     "Definition",
+    "OUTLINE_VERSION",
     "Outline",
     "build_outline",
     "cached_outline",
@@ -134,14 +134,15 @@ def build_outline(source: bytes, language: str | None) -> Outline:
         found the outline carries a summary instead.
     """
     line_count = count_lines(source)
+    tokens = count_tokens(source.decode("utf-8", "replace"))
     if language not in SPECS:
-        return Outline(None, line_count, (), summarize(source, line_count))
+        return Outline(None, line_count, (), summarize(source, line_count), False, tokens)
     try:
         definitions, errors = extract(source, language)
     except Exception:  # noqa: BLE001 - an outline is a convenience; a read must never fail on it
         definitions, errors = (), True
     summary = None if definitions else summarize(source, line_count)
-    return Outline(language, line_count, definitions, summary, errors)
+    return Outline(language, line_count, definitions, summary, errors, tokens)
 
 
 _cache: OrderedDict[tuple[str, str | None, str], Outline] = OrderedDict()

@@ -65,6 +65,8 @@ class Outline:
         summary: A short structural summary when there are no definitions to list
             (unknown language, or nothing found); ``None`` otherwise.
         errors: True when the parser met syntax errors; the definitions are then what parsed.
+        source_tokens: Tokens of the file's text (o200k_base); the renderer sizes the
+            outline against it.
     """
 
     language: str | None
@@ -72,3 +74,4 @@ class Outline:
     definitions: tuple[Definition, ...]
     summary: str | None = None
     errors: bool = False
+    source_tokens: int = 0

@@ -7,13 +7,29 @@ and otherwise something no longer than ``limit`` characters.
 
 from __future__ import annotations
 
+import importlib
 import re
+from types import ModuleType
+
+
+def _load_toktok() -> ModuleType | None:
+    try:
+        return importlib.import_module("toktok")
+    except ImportError:  # pragma: no cover - toktok is a dependency; this is a safety net
+        return None
+
+
+_toktok = _load_toktok()
 
 SIGNATURE_LIMIT = 120
-DOC_LIMIT = 80
+DOC_LIMIT = 64
 ELLIPSIS = "…"
 
 _WHITESPACE = re.compile(r"\s+")
+_OPEN_BREAK = re.compile(r"([(\[])[ \t]*\r?\n\s*")
+_CLOSE_BREAK = re.compile(r",?[ \t]*\r?\n\s*([)\]])")
+_CLOSE_BRACE = re.compile(r",[ \t]*\r?\n\s*}")
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\betc)(?<!\bvs)\.\s+(?=[A-Z])")
 _OPENERS = {"(": ")", "[": "]", "{": "}", "<": ">"}
 _CLOSERS = {")", "]", "}", ">"}
 # Comment markers and string prefixes stripped from the start/end of doc lines.
@@ -24,7 +40,15 @@ _XML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9]*[^>]*>")
 
 
 def one_line(text: str) -> str:
-    """Collapse every run of whitespace (newlines included) to one space and strip."""
+    """Collapse every run of whitespace (newlines included) to one space and strip.
+
+    Line breaks just inside brackets go, with a trailing comma before a closing one:
+    ``f(\n    a,\n)`` becomes ``f(a)``.
+    """
+    if "\n" in text:
+        text = _OPEN_BREAK.sub(r"\1", text)
+        text = _CLOSE_BREAK.sub(r"\1", text)
+        text = _CLOSE_BRACE.sub(" }", text)
     return _WHITESPACE.sub(" ", text).strip()
 
 
@@ -155,18 +179,25 @@ def shorten_signature(sig: str, name_at: int, limit: int = SIGNATURE_LIMIT) -> s
         budget = limit - len(head) - len(tail) - len(ELLIPSIS) - 2
         kept: list[str] = []
         used = 0
-        for param in _split_top_level(params):
+        split = _split_top_level(params)
+        for param in split:
             cost = len(param) + (2 if kept else 0)
             if used + cost > budget:
                 break
             kept.append(param)
             used += cost
-        sig = head + ", ".join([*kept, ELLIPSIS]) + tail
+        if not kept and split and budget >= 24:
+            # One long parameter (a destructured object): show its start rather than nothing.
+            sig = head + truncate(split[0], budget + len(ELLIPSIS)) + tail
+        else:
+            sig = head + ", ".join([*kept, ELLIPSIS]) + tail
     return truncate(sig, limit)
 
 
 def doc_first_line(text: str, limit: int = DOC_LIMIT) -> str | None:
     """The first meaningful line of a docstring or doc comment, without its markers.
+
+    Only its first sentence is kept when the line holds several.
 
     Handles Python strings (any quotes and prefixes), ``/** */``, ``/* */``, ``///``,
     ``//!``, ``//``, ``#`` and ``--`` comments, and C# ``<summary>`` tags.
@@ -184,7 +215,11 @@ def doc_first_line(text: str, limit: int = DOC_LIMIT) -> str | None:
         line = line.strip().rstrip("\"'").strip()
         line = _XML_TAG.sub("", line).strip()
         if line and not line.startswith("@") and line.strip("*/#=-") != "":
-            return truncate(one_line(line), limit)
+            line = one_line(line)
+            sentence_end = _SENTENCE_END.search(line)
+            if sentence_end is not None:
+                line = line[: sentence_end.start() + 1]
+            return truncate(line, limit)
     return None
 
 
@@ -208,13 +243,23 @@ def summarize(source: bytes, line_count: int, first: int = 5, width: int = 100) 
         ``"N lines, B bytes; first lines:"`` and then ``"<line>: <text>"`` lines.
     """
     shown: list[str] = []
-    for number, raw in enumerate(source.split(b"\n"), start=1):
-        if len(shown) >= first:
-            break
-        text = raw.decode("utf-8", "replace").rstrip()
+    at, number = 0, 0
+    while len(shown) < first and at <= len(source):
+        end = source.find(b"\n", at)
+        end = len(source) if end < 0 else end
+        number += 1
+        text = source[at : min(end, at + 4 * width)].decode("utf-8", "replace").rstrip()
         if text.strip():
             shown.append(f"{number}: {truncate(text.expandtabs(4), width)}")
-    head = f"{line_count} lines, {len(source)} bytes"
+        at = end + 1
+    head = f"{line_count} {'line' if line_count == 1 else 'lines'}, {len(source)} bytes"
     if not shown:
         return head + ", all blank" if source else head
     return "\n".join([head + "; first lines:", *shown])
+
+
+def count_tokens(text: str) -> int:
+    """Tokens of ``text`` in o200k_base (``toktok``, offline), or about len/4 without it."""
+    if _toktok is None:  # pragma: no cover - toktok is a dependency; this is a safety net
+        return (len(text) + 3) // 4
+    return int(_toktok.batch_count([text], "o200k_base", 1)[0])

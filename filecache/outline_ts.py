@@ -4,8 +4,9 @@ A query file ``queries/<language>.scm`` marks each definition with ``@definition
 ``@declaration.<kind>`` for one without a body) and its name with ``@name``. Optional
 captures: ``@body`` (the signature ends where it starts; a Python docstring is read from
 it), ``@scope`` (qualifiers the source spells outside any enclosing definition, such as a Go
-receiver or a C++ ``Class::``). A first line ``; inherits: <language>`` prepends that
-language's query. When two patterns capture the same node, the earlier pattern wins.
+receiver or a C++ ``Class::``). A first line ``; inherits: <language>`` appends that
+language's query, so the inheriting file's patterns come first. When two patterns capture the
+same definition, name or body node, the earlier pattern wins.
 
 Invariants: ``extract`` is pure and never raises for any input bytes (tree-sitter recovers
 from syntax errors; every slice is decoded with replacement); each query is compiled at most
@@ -18,6 +19,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.resources
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -30,10 +32,12 @@ from filecache.outline_text import count_lines, doc_first_line, one_line, shorte
 # Kinds whose function members are methods.
 _CLASSLIKE = frozenset(
     {"class", "struct", "interface", "trait", "impl", "enum", "extension", "object",
-     "record", "protocol", "actor", "module", "union"}
+     "record", "protocol", "actor", "union"}
 )  # fmt: skip
 # Name node types whose dots separate scopes (a TOML ``[server.tls]`` table).
 _DOTTED_NAMES = frozenset({"dotted_key"})
+# A name, its opening parenthesis, then the first parameter and its comma (if any).
+_FIRST_PARAMETER = re.compile(r"([\w$]+\s*\(\s*)(\w+)\s*(?:,\s*|(?=\)))")
 
 
 @dataclass(frozen=True)
@@ -42,25 +46,36 @@ class LanguageSpec:
 
     Attributes:
         grammar: The tree-sitter-language-pack name of its grammar.
-        wrappers: Parent node types that belong to a definition (decorators, ``export``).
+        wrappers: Parent node types that belong to a definition (decorators, ``export``, a
+            Go ``type`` keyword), unless they group it with siblings of its own type.
         leading: Preceding sibling node types that belong to it (Rust ``#[...]``).
         docs: ``"docstring"`` (first string of the body), ``"comment"`` (the comment block
             right above), or ``""`` (none).
+        implicit: First parameter names of a method that carry no information (Python's
+            ``self``/``cls``); signatures leave them out to save tokens.
     """
 
     grammar: str
     wrappers: frozenset[str] = field(default_factory=frozenset)
     leading: frozenset[str] = field(default_factory=frozenset)
     docs: str = "comment"
+    implicit: frozenset[str] = field(default_factory=frozenset)
 
 
 _JS_LIKE = frozenset({"export_statement"})
 SPECS: dict[str, LanguageSpec] = {
-    "python": LanguageSpec("python", frozenset({"decorated_definition"}), docs="docstring"),
+    "python": LanguageSpec(
+        "python",
+        frozenset({"decorated_definition"}),
+        docs="docstring",
+        implicit=frozenset({"self", "cls"}),
+    ),
     "javascript": LanguageSpec("javascript", _JS_LIKE),
     "typescript": LanguageSpec("typescript", _JS_LIKE, frozenset({"decorator"})),
     "tsx": LanguageSpec("tsx", _JS_LIKE, frozenset({"decorator"})),
-    "go": LanguageSpec("go"),
+    "go": LanguageSpec(
+        "go", frozenset({"type_declaration", "const_declaration", "var_declaration"})
+    ),
     "rust": LanguageSpec("rust", leading=frozenset({"attribute_item"})),
     "java": LanguageSpec("java"),
     "c": LanguageSpec("c"),
@@ -79,7 +94,7 @@ SPECS: dict[str, LanguageSpec] = {
 
 
 def query_source(language: str) -> str:
-    """The query text for ``language``, with any ``; inherits:`` parents prepended."""
+    """The query text for ``language``, followed by that of any ``; inherits:`` parents."""
     text = (
         importlib.resources.files("filecache")
         .joinpath("queries", f"{language}.scm")
@@ -88,7 +103,7 @@ def query_source(language: str) -> str:
     first = text.split("\n", 1)[0]
     if first.startswith("; inherits:"):
         parents = [name.strip() for name in first.split(":", 1)[1].split(",") if name.strip()]
-        text = "\n".join([*(query_source(parent) for parent in parents), text])
+        text = "\n".join([text, *(query_source(parent) for parent in parents)])
     return text
 
 
@@ -144,7 +159,12 @@ def _end_row(node: Node) -> int:
     return int(row)
 
 
+def _key(node: Node) -> tuple[int, int, int]:
+    return (node.start_byte, node.end_byte, node.kind_id)
+
+
 def _captured(matches: Iterable[tuple[int, dict[str, list[Node]]]]) -> list[_Raw]:
+    """One ``_Raw`` per definition; a node already claimed by an earlier pattern is skipped."""
     seen: set[tuple[int, int, int]] = set()
     raws: list[_Raw] = []
     for _pattern, captures in sorted(matches, key=lambda match: match[0]):
@@ -154,11 +174,13 @@ def _captured(matches: Iterable[tuple[int, dict[str, list[Node]]]]) -> list[_Raw
                 continue
             node = nodes[0]
             names = captures.get("name")
-            key = (node.start_byte, node.end_byte, node.kind_id)
-            if not names or key in seen:
-                continue
-            seen.add(key)
             bodies = captures.get("body")
+            if not names:
+                continue
+            keys = {_key(node), _key(names[0])} | ({_key(bodies[0])} if bodies else set())
+            if keys & seen:
+                continue
+            seen.update(keys)
             raws.append(
                 _Raw(kind, prefix == "declaration", node, names[0],
                      bodies[0] if bodies else None, list(captures.get("scope", [])), node)
@@ -166,11 +188,19 @@ def _captured(matches: Iterable[tuple[int, dict[str, list[Node]]]]) -> list[_Raw
     return raws
 
 
+def _has_peer(parent: Node, child: Node) -> bool:
+    """Whether ``parent`` groups ``child`` with siblings of its type (Go ``const ( ... )``)."""
+    return any(
+        peer.type == child.type and peer.start_byte != child.start_byte
+        for peer in parent.named_children
+    )
+
+
 def _extend(raw: _Raw, spec: LanguageSpec) -> None:
     """Widen a definition to its wrappers (decorators, ``export``) and leading attributes."""
     start = raw.node
     parent = start.parent
-    while parent is not None and parent.type in spec.wrappers:
+    while parent is not None and parent.type in spec.wrappers and not _has_peer(parent, start):
         start, parent = parent, parent.parent
     previous = start.prev_named_sibling
     while previous is not None and previous.type in spec.leading:
@@ -206,27 +236,63 @@ def _strip_comments(source: bytes, raw: _Raw, start: int, end: int) -> str:
 def _container_mark(body: Node) -> str:
     node = body
     if node.type == "block_node" and node.named_child_count:
-        node = node.named_children[0]
+        node = node.named_child(0)
     return "[…]" if "sequence" in node.type or "array" in node.type else "{…}"
 
 
-def _signature(source: bytes, raw: _Raw, name: str) -> str:
+def _drop_implicit(tail: str, implicit: frozenset[str]) -> str:
+    """Leave out an uninformative first parameter: ``pop(self, n)`` becomes ``pop(n)``."""
+    match = _FIRST_PARAMETER.match(tail)
+    if match is None or match.group(2) not in implicit:
+        return tail
+    return tail[: match.end(1)] + tail[match.end() :]
+
+
+def _broken_header(node: Node, body_start: int) -> bool:
+    """Whether a syntax error sits in ``node`` before its body (so the header is unsure)."""
+    for child in node.children:
+        if child.start_byte >= body_start:
+            return False
+        if child.has_error or child.is_missing:
+            return True
+    return False
+
+
+def _signature(source: bytes, raw: _Raw, name: str, implicit: frozenset[str]) -> str:
     start = raw.start_byte
     if raw.kind == "heading":
+        if raw.node.type == "setext_heading":
+            underline = raw.node.child_by_field_name("underline") or raw.node.children[-1]
+            marker = "#" if "h1" in underline.type else "##"
+            return shorten_signature(f"{marker} {name}", 0)
         line_end = source.find(b"\n", raw.node.start_byte)
         end = raw.node.end_byte if line_end < 0 else min(line_end, raw.node.end_byte)
         return shorten_signature(one_line(_text(source, raw.node.start_byte, end)), 0)
-    if raw.body is not None and raw.body.start_byte >= raw.name.end_byte:
-        end = raw.body.start_byte
-    else:
+    if raw.body is not None and raw.body.end_byte <= raw.name.start_byte:
+        # The name follows the body (C ``typedef struct {...} name``).
+        before = one_line(_strip_comments(source, raw, start, raw.body.start_byte))
         line_end = source.find(b"\n", raw.name.end_byte)
         end = raw.node.end_byte if line_end < 0 else min(line_end, raw.node.end_byte)
+        after = one_line(_text(source, raw.body.end_byte, end)).rstrip(" ;,")
+        return shorten_signature(f"{before} {_container_mark(raw.body)} {after}", 0)
+    line_end = source.find(b"\n", raw.name.end_byte)
+    name_line_end = raw.node.end_byte if line_end < 0 else min(line_end, raw.node.end_byte)
+    if raw.body is not None and raw.body.start_byte >= raw.name.end_byte:
+        end = raw.body.start_byte
+        if raw.node.has_error and _broken_header(raw.node, raw.body.start_byte):
+            end = min(end, name_line_end)  # a broken header: its first line is all we trust
+    else:
+        end = name_line_end
     name_start = min(max(raw.name.start_byte, start), end)
-    head = one_line(_strip_comments(source, raw, start, name_start))
+    head_text = _strip_comments(source, raw, start, name_start)
+    head = one_line(head_text)
     tail = one_line(_strip_comments(source, raw, name_start, end))
-    signature = f"{head} {tail}" if head and tail else head or tail
-    signature = signature.rstrip(" \t{:;,")
-    name_at = len(head) + 1 if head else 0
+    if implicit:
+        tail = _drop_implicit(tail, implicit)
+    if head and head_text[-1:].isspace():
+        head += " "
+    signature = (head + tail).rstrip(" \t{:;,")
+    name_at = len(head)
     if raw.kind in ("key", "table") and raw.body is not None:
         signature = signature.rstrip(" =") + " " + _container_mark(raw.body)
     return shorten_signature(signature or name, name_at)
@@ -236,9 +302,9 @@ def _docstring(source: bytes, raw: _Raw) -> str | None:
     body = raw.body
     if body is None or body.named_child_count == 0:
         return None
-    first = body.named_children[0]
+    first = body.named_child(0)
     if first.type == "expression_statement" and first.named_child_count:
-        first = first.named_children[0]
+        first = first.named_child(0)
     if first.type not in ("string", "concatenated_string"):
         return None
     return doc_first_line(_text(source, first.start_byte, first.end_byte))
@@ -247,6 +313,10 @@ def _docstring(source: bytes, raw: _Raw) -> str | None:
 def _doc_comment(source: bytes, raw: _Raw) -> str | None:
     """First line of the comment block that ends on the line right above the definition."""
     below = raw.start
+    while below.prev_sibling is None and below.parent is not None:
+        if below.parent.start_byte != below.start_byte:
+            break
+        below = below.parent  # a body node that starts with the definition (Ruby)
     block: list[Node] = []
     previous = below.prev_sibling
     while previous is not None and "comment" in previous.type:
@@ -329,7 +399,9 @@ def extract(source: bytes, language: str) -> tuple[tuple[Definition, ...], bool]
             kind=kind,
             name=name,
             qualified_name=".".join([*prefix, *scopes, name]),
-            signature=_signature(source, raw, name),
+            signature=_signature(
+                source, raw, name, spec.implicit if kind == "method" else frozenset()
+            ),
             doc=doc,
             start_line=start_line,
             end_line=end_line,
