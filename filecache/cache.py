@@ -23,14 +23,21 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from .diffing import diff_lines, equal_blocks, hunks_touching, unified_hunks
-from .errors import ConfigError, EditError, MarkerError, RangeError
+from .errors import (
+    ConfigError,
+    ContentError,
+    EditError,
+    FileTooLargeError,
+    MarkerError,
+    RangeError,
+)
 from .fsio import Located, locate, read_bytes, write_bytes
 from .hashing import version_of
 from .ledger import Ledger, build_ledger
 from .render import MARKERS, render_diff, render_file_ref, render_write
 from .settings import Settings, load_settings
 from .store import Event, Store, open_store
-from .text import decode_text, render_lines, split_lines
+from .text import decode_text, join_lines, render_lines, split_lines
 from .tokens import TokenCounter
 from .views import Facts, PathView, Piece, map_through_edit
 
@@ -131,6 +138,7 @@ class FileCache:
         self._lines_size = 0
         self._token_counts: dict[tuple[str, int, int, bool], int] = {}
         self._stored: set[str] = set()
+        self._pending: set[str] = set()
         self._collect_garbage()
 
     def session(self, session_id: str | None = None) -> Session:
@@ -138,6 +146,8 @@ class FileCache:
         return Session(self, session_id or self.settings.session or "s-" + secrets.token_hex(6))
 
     def close(self) -> None:
+        """Flush pending blobs and close the store."""
+        self.flush()
         self.store.close()
 
     def __enter__(self) -> FileCache:
@@ -159,20 +169,36 @@ class FileCache:
         self.store.gc(now - self.settings.retention_days * 86400)
         self.store.cache_put("meta", "gc_at", repr(now))
 
-    def remember(self, version: str, lines: list[str], data: bytes | None) -> None:
-        """Keep a version's lines in memory, and its bytes in the store when ``data`` is given."""
+    def remember(self, version: str, lines: list[str], storable: bool) -> None:
+        """Keep a version's lines in memory; a storable one reaches the store's blobs later.
+
+        Blobs are written off the read path: when a version leaves memory, on ``flush()`` and on
+        ``close()``. A blob lost to a crash only costs content instead of a diff later.
+        """
         with self._lock:
             if version not in self._lines:
                 self._lines[version] = lines
                 self._lines_size += sum(map(len, lines))
+                if storable and version not in self._stored:
+                    self._pending.add(version)
                 while self._lines_size > _LINES_BUDGET and len(self._lines) > 1:
-                    _, old = self._lines.popitem(last=False)
+                    old_version, old = self._lines.popitem(last=False)
                     self._lines_size -= sum(map(len, old))
+                    self._store_blob(old_version, old)
             else:
                 self._lines.move_to_end(version)
-            if data is not None and version not in self._stored:
-                self.store.put_blob(version, data)
-                self._stored.add(version)
+
+    def _store_blob(self, version: str, lines: list[str]) -> None:
+        if version in self._pending:
+            self._pending.discard(version)
+            self.store.put_blob(version, join_lines(lines).encode("utf-8"))
+            self._stored.add(version)
+
+    def flush(self) -> None:
+        """Write the blobs of versions seen so far to the store."""
+        with self._lock:
+            for version in list(self._pending):
+                self._store_blob(version, self._lines[version])
 
     def lines_of(self, version: str) -> list[str] | None:
         """A held version's lines: from memory, else from the store's blob, else None."""
@@ -185,7 +211,7 @@ class FileCache:
         if blob is None:
             return None
         lines = split_lines(blob.decode("utf-8"))
-        self.remember(version, lines, None)
+        self.remember(version, lines, False)
         return lines
 
     def count(self, text: str) -> int:
@@ -267,12 +293,12 @@ class Session:
     def write(self, path: str | Path, content: str, *, call_id: str | None = None) -> WriteResult:
         """Create or replace ``path`` with ``content`` (atomically)."""
         loc = locate(self.cache.root, path)
-        old = self._current_text(loc)
+        old, before = self._previous(loc)
         _check_markers(loc.rel, old or "", content)
         cid = self._call_id(call_id)
         count = len(split_lines(content))
         spans = [(1, count, frozenset([cid]))] if count else []
-        return self._commit(loc, old, content, spans, "written", cid, "")
+        return self._commit(loc, before, content, spans, "written", cid, "")
 
     def edit(
         self,
@@ -292,14 +318,15 @@ class Session:
         elif old_string is not None or new_string is not None:
             raise EditError("pass either old_string/new_string or edits, not both")
         loc = locate(self.cache.root, path)
-        old = self._current_text(loc)
-        if old is None:
+        if not loc.real.exists():
             raise EditError(f"{loc.rel}: no such file; use write to create it")
+        data = read_bytes(loc, self.cache.settings.max_file_bytes)
+        old, before = decode_text(data, loc.rel), version_of(data)
         cid = self._call_id(call_id)
         with self._lock:
             view = self._views.get(loc.rel)
-            old_lines = split_lines(old)
-            facts = view.get(version_of(old.encode("utf-8"))) if view else None
+            first_lines = old_lines = split_lines(old)
+            facts = view.get(before) if view else None
             text, replaced = old, 0
             for old_s, new_s in edits:
                 text, pieces, count = _apply_edit(loc.rel, text, old_s, new_s, replace_all)
@@ -310,7 +337,9 @@ class Session:
                 old_lines = new_lines
             _check_markers(loc.rel, old, text)
             detail = f"{replaced} replacement{'s' if replaced != 1 else ''}"
-            return self._commit(loc, old, text, facts.spans if facts else [], "edited", cid, detail)
+            detail += _changed_lines(first_lines, old_lines)
+            spans = facts.spans if facts else []
+            return self._commit(loc, before, text, spans, "edited", cid, detail)
 
     def forget(self, call_ids: Iterable[str]) -> None:
         """The model no longer has these results: drop every fact that relies on them."""
@@ -350,7 +379,7 @@ class Session:
         """Answer a decorated read tool's ``output`` for the argument ``key``."""
         version = version_of(output.encode("utf-8"))
         lines = split_lines(output)
-        self.cache.remember(version, lines, None if self.cache.denied(path) else output.encode())
+        self.cache.remember(version, lines, not self.cache.denied(path))
         src = _Source(key, path, version, lines, False, True, output)
         return self._answer(src, 1, len(lines), fresh, call_id)
 
@@ -368,7 +397,7 @@ class Session:
         lines = self.cache.lines_of(version) if version in self.cache._lines else None
         if lines is None:
             lines = split_lines(decode_text(data, loc.rel))
-            self.cache.remember(version, lines, data if storable else None)
+            self.cache.remember(version, lines, storable)
         return _Source(loc.rel, loc.rel, version, lines, numbered, storable)
 
     def _answer(
@@ -485,15 +514,24 @@ class Session:
 
     # -- writing ----------------------------------------------------------------------------
 
-    def _current_text(self, loc: Located) -> str | None:
+    def _previous(self, loc: Located) -> tuple[str | None, str | None]:
+        """The text (if it is text) and version (if not too large) of a file about to be
+        replaced; (None, None) for a new file."""
         if not loc.real.exists():
-            return None
-        return decode_text(read_bytes(loc, self.cache.settings.max_file_bytes), loc.rel)
+            return None, None
+        try:
+            data = read_bytes(loc, self.cache.settings.max_file_bytes)
+        except FileTooLargeError:
+            return None, None
+        try:
+            return decode_text(data, loc.rel), version_of(data)
+        except ContentError:
+            return None, version_of(data)
 
     def _commit(
         self,
         loc: Located,
-        old: str | None,
+        before: str | None,
         text: str,
         spans: list[tuple[int, int, frozenset[str]]],
         kind: str,
@@ -503,10 +541,9 @@ class Session:
         data = text.encode("utf-8")
         write_bytes(loc, data)
         version = version_of(data)
-        before = version_of(old.encode("utf-8")) if old is not None else None
         lines = split_lines(text)
         storable = not self.cache.denied(loc.rel)
-        self.cache.remember(version, lines, data if storable else None)
+        self.cache.remember(version, lines, storable)
         message = render_write(loc.rel, kind, version, len(lines), detail)
         tokens = self.cache.count(message)
         with self._lock:
@@ -587,6 +624,19 @@ def _old_span(
         return 0
 
     return old_line(start, True), old_line(end, False)
+
+
+def _changed_lines(old: list[str], new: list[str]) -> str:
+    """Where an edit landed, in the new file's line numbers (so the model can place it)."""
+    spans = [(b0 + 1, b1) for tag, _, _, b0, b1 in diff_lines(old, new) if tag != "equal"]
+    if not spans:
+        return ""
+    shown = [
+        f"lines {s}-{e}" if e > s else (f"line {s}" if e == s else f"lines removed before line {s}")
+        for s, e in spans
+    ]
+    more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
+    return "; changed: " + ", ".join(shown[:3]) + more
 
 
 def _scratch(spans: list[tuple[int, int, frozenset[str]]], line_count: int) -> Facts:

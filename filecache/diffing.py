@@ -106,6 +106,8 @@ class _Matcher:
                 i2, j2 = i + di, j + dj
                 if i2 < n and j2 < m and a[i2] == b[j2] and _agrees(a, b, i2, j2):
                     return i2, j2
+                if i2 == n and j2 == m:  # the change runs to both ends
+                    return n, m
         return self._resync_indexed(i, j)
 
     def _resync_indexed(self, i: int, j: int) -> tuple[int, int]:

@@ -1,9 +1,9 @@
 """Replay a recorded session (DESIGN "Session trace format") plain and through filecache.
 
 The trace's file tools are executed twice on two copies of ``files/``: once plain (the baseline:
-the same tools and ``render_lines`` format, no cache; its headers lack the version tag, which is
-charged to filecache) and once through one ``filecache.Session``. The two message lists differ
-only in the contents of the file tools' tool messages; other tools keep their recorded output.
+the same ``Session`` tools with every read fresh: same content format, same confirmations and
+error texts, no FileRef, diff or outline) and once through one ``filecache.Session``. The two
+message lists differ only in the file tools' tool messages; other tools keep their recorded output.
 
 Invariants:
 - Prompt tokens are counted per message once (``TokenCounter.count_many`` over distinct
@@ -26,13 +26,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .cache import FileCache, ReadResult, Session, WriteResult, _apply_edit, _check_markers, _range
-from .errors import EditError, FileCacheError, RequestError, TranscriptError
-from .fsio import STORE_DIR, Located, locate, read_bytes, write_bytes
-from .hashing import version_of
-from .render import render_write
-from .settings import Settings
-from .text import decode_text, render_lines, split_lines
+from .cache import FileCache, ReadResult, Session, WriteResult
+from .errors import FileCacheError, RequestError, TranscriptError
+from .fsio import STORE_DIR, locate
 from .tokens import TokenCounter
 
 __all__ = [
@@ -189,46 +185,6 @@ def message_text(message: Mapping[str, Any]) -> str:
 # -- the baseline tools -------------------------------------------------------------------------
 
 
-class _PlainTools:
-    """The file tools without a cache: same checks, same text format, same confirmations."""
-
-    def __init__(self, root: Path, settings: Settings) -> None:
-        self.root = root.resolve()
-        self.max_bytes = settings.max_file_bytes
-
-    def read(self, path: str, offset: int | None, limit: int | None) -> str:
-        loc = locate(self.root, path)
-        ranged = offset is not None or limit is not None
-        data = read_bytes(loc, None if ranged else self.max_bytes)
-        lines = split_lines(decode_text(data, loc.rel))
-        start, end = _range(loc.rel, len(lines), offset, limit)
-        return render_lines(loc.rel, lines, start, end)
-
-    def write(self, path: str, content: str) -> str:
-        loc = locate(self.root, path)
-        _check_markers(loc.rel, self._current_text(loc) or "", content)
-        return self._commit(loc, content, "written", "")
-
-    def edit(self, path: str, old_string: str, new_string: str, replace_all: bool) -> str:
-        loc = locate(self.root, path)
-        old = self._current_text(loc)
-        if old is None:
-            raise EditError(f"{loc.rel}: no such file; use write to create it")
-        text, _, count = _apply_edit(loc.rel, old, old_string, new_string, replace_all)
-        _check_markers(loc.rel, old, text)
-        return self._commit(loc, text, "edited", f"{count} replacement{'s' if count != 1 else ''}")
-
-    def _current_text(self, loc: Located) -> str | None:
-        if not loc.real.exists():
-            return None
-        return decode_text(read_bytes(loc, self.max_bytes), loc.rel)
-
-    def _commit(self, loc: Located, text: str, kind: str, detail: str) -> str:
-        data = text.encode("utf-8")
-        write_bytes(loc, data)
-        return render_write(loc.rel, kind, version_of(data), len(split_lines(text)), detail)
-
-
 # -- replay ------------------------------------------------------------------------------------
 
 
@@ -280,25 +236,20 @@ def _int_arg(args: Mapping[str, Any], name: str) -> int | None:
     raise RequestError(f"argument {name!r} must be an integer, got {value!r}")
 
 
-def _run_plain(tools: _PlainTools, name: str, args: Mapping[str, Any]) -> str:
-    path = _str_arg(args, "path")
-    if name == "read_file":
-        return tools.read(path, _int_arg(args, "offset"), _int_arg(args, "limit"))
-    if name == "write_file":
-        return tools.write(path, _str_arg(args, "content"))
-    old, new = _str_arg(args, "old_string"), _str_arg(args, "new_string")
-    return tools.edit(path, old, new, bool(args.get("replace_all", False)))
-
-
-def _run_filecache(
-    session: Session, name: str, args: Mapping[str, Any], call_id: str
+def _run_tool(
+    session: Session, name: str, args: Mapping[str, Any], call_id: str, *, plain: bool
 ) -> tuple[str, str]:
-    """``(text, kind)`` of the call through filecache."""
+    """``(text, kind)`` of one file tool call. ``plain`` is the baseline: every read is fresh
+    content in the same format (no FileRef, no diff, no outline); writes and edits are the
+    same tools, so error texts and confirmations match by construction."""
     path = _str_arg(args, "path")
     result: ReadResult | WriteResult
     if name == "read_file":
         offset, limit = _int_arg(args, "offset"), _int_arg(args, "limit")
-        result = session.read(path, offset=offset, limit=limit, call_id=call_id)
+        mode = "full" if plain else "auto"
+        result = session.read(
+            path, offset=offset, limit=limit, mode=mode, fresh=plain, call_id=call_id
+        )
     elif name == "write_file":
         result = session.write(path, _str_arg(args, "content"), call_id=call_id)
     else:
@@ -309,15 +260,15 @@ def _run_filecache(
 
 
 def _replay_call(
-    plain: _PlainTools, session: Session, name: str, args: Mapping[str, Any], call_id: str
+    plain: Session, session: Session, name: str, args: Mapping[str, Any], call_id: str
 ) -> tuple[str, str, CallReplay]:
     """Run one file tool call in both runs: ``(plain text, filecache text, record)``."""
     try:
-        plain_text, plain_error = _run_plain(plain, name, args), None
+        plain_text, plain_error = _run_tool(plain, name, args, call_id, plain=True)[0], None
     except FileCacheError as exc:
         plain_text, plain_error = str(exc), str(exc)
     try:
-        (fc_text, kind), fc_error = _run_filecache(session, name, args, call_id), None
+        (fc_text, kind), fc_error = _run_tool(session, name, args, call_id, plain=False), None
     except FileCacheError as exc:
         fc_text, kind, fc_error = str(exc), "error", str(exc)
     count = session.cache.tokens.count
@@ -363,9 +314,12 @@ def replay_session(trace_dir: Path, *, tokenizer: str = "o200k") -> SessionRepla
             root.mkdir()
             if (trace_dir / "files").is_dir():
                 shutil.copytree(trace_dir / "files", root, symlinks=True, dirs_exist_ok=True)
-        with FileCache(fc_root, store=":memory:", tokenizer=tokenizer) as cache:
+        with (
+            FileCache(fc_root, store=":memory:", tokenizer=tokenizer) as cache,
+            FileCache(plain_root, store=":memory:", tokenizer=tokenizer) as plain_cache,
+        ):
             session = cache.session("replay")
-            plain = _PlainTools(plain_root, cache.settings)
+            plain = plain_cache.session("plain")
             counter = cache.tokens
             for message in messages:
                 call_id = str(message.get("tool_call_id") or "")

@@ -10,6 +10,7 @@ Invariants:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 from .errors import BinaryFileError, EncodingError
@@ -110,6 +111,16 @@ def content_header(path: str, start: int, end: int, total: int, version: str | N
     return f"[{path}: lines {start}-{end} of {total}{tag}]"
 
 
+_PREFIXES: list[str] = []
+
+
+def _prefixes(start: int, end: int) -> list[str]:
+    """The ``cat -n`` prefixes of lines ``start..end`` (built once, sliced after)."""
+    if end > len(_PREFIXES):
+        _PREFIXES.extend(f"{n:6d}\t" for n in range(len(_PREFIXES) + 1, max(end, 1024) + 1))
+    return _PREFIXES[start - 1 : end]
+
+
 def render_lines(
     path: str,
     lines: Sequence[str],
@@ -126,7 +137,7 @@ def render_lines(
     chosen = lines[start - 1 : end]
     if not numbered:
         return join_lines(chosen) if end == len(lines) else "\n".join(chosen) + "\n" * bool(chosen)
-    body = "\n".join([f"{number:6d}\t{line}" for number, line in enumerate(chosen, start)])
+    body = "\n".join(map(operator.add, _prefixes(start, end), chosen))
     header = content_header(path, start, end, len(lines), version)
     if body.endswith(EOF_MARK):
         return f"{header}\n{body[:-1]}\n{NO_NEWLINE}\n"

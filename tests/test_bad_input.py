@@ -411,11 +411,6 @@ def test_write_and_edit_preserve_file_mode(cache: FileCache, root: Path, mode: i
     assert path.read_text(encoding="utf-8") == "def main():\n    return 3\n"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="write reads and decodes the old file first (for the marker check), so replacing a "
-    "binary or over-max_file_bytes file is refused, the latter with read advice (offset/limit)",
-)
 @pytest.mark.parametrize("old", [b"\x89PNG\r\n\x1a\n", b"x" * 2000], ids=["binary", "large"])
 def test_write_replaces_a_binary_or_large_file(root: Path, old: bytes) -> None:
     (root / "old.dat").write_bytes(old)
