@@ -30,11 +30,20 @@ from .errors import (
     FileTooLargeError,
     MarkerError,
     RangeError,
+    RequestError,
 )
 from .fsio import Located, locate, read_bytes, write_bytes
 from .hashing import version_of
 from .ledger import Ledger, build_ledger
-from .render import MARKERS, render_diff, render_file_ref, render_write
+from .outline import (
+    OUTLINE_VERSION,
+    Outline,
+    cached_outline,
+    find_symbol,
+    language_for_path,
+    render_outline,
+)
+from .render import MARKERS, render_diff, render_file_ref, render_outline_answer, render_write
 from .settings import Settings, load_settings
 from .store import Event, Store, open_store
 from .text import decode_text, join_lines, render_lines, split_lines
@@ -46,7 +55,8 @@ __all__ = ["FileCache", "ReadResult", "Session", "WriteResult"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _LINES_BUDGET = 64 * 1024 * 1024  # characters of decoded versions kept in memory
-_DIFF_CANDIDATES = 2  # held versions tried as a diff base, newest first
+_DIFF_CANDIDATES = 2
+MODES = ("auto", "full", "outline")  # held versions tried as a diff base, newest first
 _LONE_LF = re.compile(r"(?<!\r)\n")
 
 
@@ -214,6 +224,32 @@ class FileCache:
         self.remember(version, lines, False)
         return lines
 
+    def outline_of(self, version: str, path: str, lines: list[str] | None = None) -> Outline:
+        """The outline of a version (parsed once per version and outline code revision)."""
+        held = lines if lines is not None else self.lines_of(version)
+        if held is None:
+            raise RequestError(f"{path}: version {version} is no longer stored; read the file")
+        return cached_outline(
+            version, lambda: join_lines(held).encode("utf-8"), language_for_path(path)
+        )
+
+    def outline_text(
+        self, version: str, path: str, lines: list[str] | None = None, tokens_full: int = 0
+    ) -> str:
+        """The rendered outline of a stored version, at most a fifth of the file's tokens.
+
+        Cached in the store by (version, outline revision, path): the pruning pass calls this
+        for its middle tier, and a second call costs no parse.
+        """
+        key = f"{version}:{OUTLINE_VERSION}:{path}:{tokens_full}"
+        cached = self.store.cache_get("outline", key)
+        if cached is not None:
+            return cached
+        outline = self.outline_of(version, path, lines)
+        text = render_outline(outline, path, tokens_full // 5 if tokens_full else None)
+        self.store.cache_put("outline", key, text)
+        return text
+
     def count(self, text: str) -> int:
         return self.tokens.count(text)
 
@@ -236,11 +272,13 @@ class FileCache:
         return n
 
 
-def content_text(src: _Source, start: int, end: int) -> str:
+def content_text(src: _Source, start: int, end: int, label: str | None = None) -> str:
     """The content rendering of ``start..end`` (the plain baseline uses the same)."""
     if src.output is not None:
         return src.output
-    return render_lines(src.path, src.lines, start, end, numbered=src.numbered, version=src.version)
+    return render_lines(
+        src.path, src.lines, start, end, numbered=src.numbered, version=src.version, label=label
+    )
 
 
 class Session:
@@ -269,26 +307,53 @@ class Session:
         offset: int | None = None,
         limit: int | None = None,
         mode: str = "auto",
+        symbol: str | None = None,
         fresh: bool = False,
         numbered: bool = True,
         call_id: str | None = None,
     ) -> ReadResult:
-        """Read ``path`` (whole, or ``limit`` lines from ``offset``) as the model should see it.
+        """Read ``path`` as the model should see it: content, a FileRef, a diff or an outline.
+
+        Args:
+            path: relative to the root, or absolute inside it.
+            offset: first line (1-based); ``limit``: how many lines.
+            mode: ``auto`` (an outline instead of the content of a whole-file read over
+                ``outline_threshold`` tokens), ``full`` (never an outline), ``outline``.
+            symbol: read one definition (``Pop``, ``Queue.Pop``) instead of a line range.
+            fresh: send content even if the model holds it.
+            numbered: ``cat -n`` lines under a header (False: the raw lines).
+            call_id: the tool call id (generated when None).
 
         Raises:
             PathError, ContentError, RequestError: with a message that says what to do.
         """
-        if mode not in ("auto", "full"):
-            raise RangeError(f"unknown mode {mode!r}; use 'auto' or 'full'")
-        loc = locate(self.cache.root, path)
+        if mode not in MODES:
+            raise RequestError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         ranged = offset is not None or limit is not None
+        if symbol is not None and (ranged or mode == "outline"):
+            raise RequestError("pass symbol alone, without offset/limit or mode='outline'")
+        loc = locate(self.cache.root, path)
         data = read_bytes(loc, None if ranged else self.cache.settings.max_file_bytes)
         storable = (
             not self.cache.denied(loc.rel) and len(data) <= self.cache.settings.max_file_bytes
         )
         src = self._source_from_bytes(loc, data, numbered, storable)
-        start, end = _range(loc.rel, len(src.lines), offset, limit)
-        return self._answer(src, start, end, fresh, call_id)
+        if mode == "outline":
+            return self._answer_outline(src, call_id, large=False)
+        label = None
+        if symbol is not None:
+            definition = find_symbol(
+                self.cache.outline_of(src.version, src.path, src.lines), symbol
+            )
+            start, end, label = (
+                definition.start_line,
+                definition.end_line,
+                definition.qualified_name,
+            )
+        else:
+            start, end = _range(loc.rel, len(src.lines), offset, limit)
+        may_outline = mode == "auto" and not ranged and symbol is None and numbered
+        return self._answer(src, start, end, fresh, call_id, label=label, may_outline=may_outline)
 
     def write(self, path: str | Path, content: str, *, call_id: str | None = None) -> WriteResult:
         """Create or replace ``path`` with ``content`` (atomically)."""
@@ -401,11 +466,25 @@ class Session:
         return _Source(loc.rel, loc.rel, version, lines, numbered, storable)
 
     def _answer(
-        self, src: _Source, start: int, end: int, fresh: bool, call_id: str | None
+        self,
+        src: _Source,
+        start: int,
+        end: int,
+        fresh: bool,
+        call_id: str | None,
+        *,
+        label: str | None = None,
+        may_outline: bool = False,
     ) -> ReadResult:
         cid = self._call_id(call_id)
         total = len(src.lines)
         plain = self.cache.plain_tokens(src, start, end, src.path)
+        if (
+            may_outline
+            and plain > self.cache.settings.outline_threshold
+            and (fresh or not self._holds(src, start, end))
+        ):
+            return self._answer_outline(src, cid, large=True)
         with self._lock:
             seq = self._next_seq(cid)
             view = self._views.get(src.key)
@@ -415,15 +494,15 @@ class Session:
                 else self._cached_answer(view, src, start, end, cid, plain)
             )
             if answer is None:
-                text = content_text(src, start, end)
-                kind = "full" if start == 1 and end == total else "partial"
+                text = content_text(src, start, end, label)
+                kind = "symbol" if label else "full" if start == 1 and end == total else "partial"
                 base = base_version = None
                 view = view or self._views.setdefault(
                     src.key, PathView(self.cache.settings.versions_per_path)
                 )
                 view.facts_for(src.version, total, seq).add(start, end, frozenset([cid]))
                 self._save_view(src.key, view)
-                tokens = plain
+                tokens = self.cache.count(text) if label else plain
             else:
                 kind, text, base, base_version, tokens = answer
                 if kind == "diff":
@@ -450,6 +529,30 @@ class Session:
                 )
             )
             return result
+
+    def _holds(self, src: _Source, start: int, end: int) -> bool:
+        """Whether the model holds ``start..end`` of some version (a ref or diff may do)."""
+        view = self._views.get(src.key)
+        return view is not None and any(f.covering(start, end) for f in view.recent())
+
+    def _answer_outline(self, src: _Source, call_id: str | None, *, large: bool) -> ReadResult:
+        cid = self._call_id(call_id)
+        total = len(src.lines)
+        plain = self.cache.plain_tokens(src, 1, total, src.path)
+        outline_text = self.cache.outline_text(src.version, src.path, src.lines, plain)
+        text = render_outline_answer(outline_text, large=large, tokens_full=plain)
+        tokens = self.cache.count(text)
+        with self._lock:
+            seq = self._next_seq(cid)
+            self._log(
+                Event(
+                    self.id, seq, cid, "read", src.path, 1, total, src.version, None, "outline",
+                    None, tokens, plain, version_of(text.encode("utf-8")),
+                )
+            )  # fmt: skip
+        return ReadResult(
+            "outline", text, src.path, src.version, cid, None, tokens, plain, 1, total, total
+        )
 
     def _cached_answer(
         self, view: PathView, src: _Source, start: int, end: int, cid: str, plain: int

@@ -74,7 +74,14 @@ def _emit(result: Any, as_json: bool, session: Session) -> None:
 @click.argument("path")
 @click.option("--offset", type=int, help="First line to read (1-based).")
 @click.option("--limit", type=int, help="Number of lines to read.")
-@click.option("--mode", type=click.Choice(["auto", "full"]), default="auto", show_default=True)
+@click.option(
+    "--mode",
+    type=click.Choice(["auto", "full", "outline"]),
+    default="auto",
+    show_default=True,
+    help="auto: an outline instead of a large file's content; full: never; outline: always.",
+)
+@click.option("--symbol", help="Read one definition (e.g. Queue.pop) instead of lines.")
 @click.option("--fresh", is_flag=True, help="Send the content even if the session has it.")
 @click.option("--raw", is_flag=True, help="Raw lines, without header and line numbers.")
 @click.option("--call-id", help="The tool call id to record (default: generated).")
@@ -85,6 +92,7 @@ def read(
     offset: int | None,
     limit: int | None,
     mode: str,
+    symbol: str | None,
     fresh: bool,
     raw: bool,
     call_id: str | None,
@@ -101,11 +109,49 @@ def read(
             offset=offset,
             limit=limit,
             mode=mode,
+            symbol=symbol,
             fresh=fresh,
             numbered=not raw,
             call_id=call_id,
         )
         _emit(result, as_json, s)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("path")
+@click.option("--symbol", help="Print one definition's source instead (e.g. Queue.pop).")
+@click.option("--json", "as_json", is_flag=True, help="Print definitions as JSON.")
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="Root directory; paths outside it are refused.",
+)
+def outline(path: str, symbol: str | None, as_json: bool, root: Path) -> None:
+    """Print PATH's outline: definitions with signatures and line ranges."""
+    with FileCache(root, store=":memory:") as cache:
+        s = cache.session()
+        if symbol is not None:
+            _emit(s.read(path, symbol=symbol), as_json, s)
+            return
+        result = s.read(path, mode="outline")
+        if not as_json:
+            click.echo(result.text, nl=False)
+            return
+        found = cache.outline_of(result.version, result.path)
+        payload = {
+            "path": result.path,
+            "version": result.version,
+            "language": found.language,
+            "line_count": found.line_count,
+            "errors": found.errors,
+            "definitions": [dataclasses.asdict(d) for d in found.definitions],
+            "text": result.text,
+            "tokens": result.tokens,
+            "tokens_full": result.tokens_full,
+        }
+        click.echo(json.dumps(payload, indent=2))
 
 
 @main.command(context_settings=CONTEXT)

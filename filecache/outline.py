@@ -25,6 +25,7 @@ import hashlib
 import importlib.metadata
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import PurePosixPath
 
 from filecache.errors import RequestError
@@ -149,13 +150,15 @@ _cache: OrderedDict[tuple[str, str | None, str], Outline] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def cached_outline(version: str, source: bytes, language: str | None) -> Outline:
+def cached_outline(
+    version: str, source: bytes | Callable[[], bytes], language: str | None
+) -> Outline:
     """``build_outline`` memoised in-process by (content version, language, OUTLINE_VERSION).
 
     Args:
         version: The content version of ``source`` (its ``xxh3:`` hash); the caller
             guarantees that equal versions mean equal bytes.
-        source: The file's bytes, used only on a miss.
+        source: The file's bytes, or a function giving them, used only on a miss.
         language: As for ``build_outline``.
 
     Returns:
@@ -167,7 +170,7 @@ def cached_outline(version: str, source: bytes, language: str | None) -> Outline
         if hit is not None:
             _cache.move_to_end(key)
             return hit
-    outline = build_outline(source, language)
+    outline = build_outline(source() if callable(source) else source, language)
     with _cache_lock:
         _cache[key] = outline
         _cache.move_to_end(key)
@@ -191,7 +194,8 @@ def _best_of_group(group: list[Definition]) -> list[Definition]:
 
 
 def _describe(definition: Definition) -> str:
-    return f"{definition.qualified_name} ({definition.kind}, lines {definition.line_range})"
+    noun = "line" if definition.start_line == definition.end_line else "lines"
+    return f"{definition.qualified_name} ({definition.kind}, {noun} {definition.line_range})"
 
 
 def find_symbol(outline: Outline, name: str) -> Definition:

@@ -18,6 +18,7 @@ __all__ = [
     "instructions",
     "render_diff",
     "render_file_ref",
+    "render_outline_answer",
     "render_write",
 ]
 
@@ -90,6 +91,19 @@ def render_write(path: str, kind: str, version: str, line_count: int, detail: st
     )
 
 
+HINT_OUTLINE = (
+    "(Read exact ranges with offset/limit, or one definition with symbol=NAME; "
+    "mode='full' reads the whole file.)"
+)
+
+
+def render_outline_answer(outline_text: str, *, large: bool, tokens_full: int) -> str:
+    """An outline answer: the outline, and how to read on. ``large``: sent instead of content."""
+    why = f"shown instead of {tokens_full:,} tokens of content; " if large else ""
+    hint = HINT_OUTLINE if not why else f"({why}{HINT_OUTLINE[1:]}"
+    return f"{MARKER} {outline_text.rstrip()}\n{hint}\n"
+
+
 def instructions() -> str:
     """The model-facing explanation, for a system prompt or tool descriptions."""
     return (
@@ -100,6 +114,9 @@ def instructions() -> str:
         "earlier result it names: use that text.\n"
         f"- '{MARKER} PATH changed since your result ...' is followed by a unified diff from the "
         "version you have to the current file: apply it to your copy.\n"
+        f"- '{MARKER} PATH outline ...' lists the file's definitions with their line ranges "
+        "(sent for a large file, or when you ask with mode='outline'): read the ranges you "
+        "need with offset/limit, or one definition with symbol=NAME.\n"
         "- Your own edits and writes are remembered: after an edit, the file is what you made "
         "it.\n"
         "- If the text an answer refers to is no longer in your context, read again with "

@@ -240,15 +240,16 @@ def _run_tool(
     session: Session, name: str, args: Mapping[str, Any], call_id: str, *, plain: bool
 ) -> tuple[str, str]:
     """``(text, kind)`` of one file tool call. ``plain`` is the baseline: every read is fresh
-    content in the same format (no FileRef, no diff, no outline); writes and edits are the
+    content in the same format (no FileRef, no diff); writes and edits are the
     same tools, so error texts and confirmations match by construction."""
     path = _str_arg(args, "path")
     result: ReadResult | WriteResult
     if name == "read_file":
         offset, limit = _int_arg(args, "offset"), _int_arg(args, "limit")
-        mode = "full" if plain else "auto"
+        # mode="full" in both runs: the recorded agent acted on content, so an outline in its
+        # place would change what it saw; replay measures delta reads, not outlines.
         result = session.read(
-            path, offset=offset, limit=limit, mode=mode, fresh=plain, call_id=call_id
+            path, offset=offset, limit=limit, mode="full", fresh=plain, call_id=call_id
         )
     elif name == "write_file":
         result = session.write(path, _str_arg(args, "content"), call_id=call_id)

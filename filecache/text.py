@@ -98,12 +98,21 @@ def decode_text(data: bytes, path: str) -> str:
         ) from exc
 
 
-def content_header(path: str, start: int, end: int, total: int, version: str | None = None) -> str:
+def content_header(
+    path: str,
+    start: int,
+    end: int,
+    total: int,
+    version: str | None = None,
+    label: str | None = None,
+) -> str:
     """The one-line header above content: path, range, and the version's short hash.
 
     The hash lets the model match a later ``unchanged``/``diff`` answer to this text.
     """
     tag = f", xxh3 {short_version(version)}" if version else ""
+    if label:
+        return f"[{path}: {label}, lines {start}-{end} of {total}{tag}]"
     if total == 0:
         return f"[{path}: empty file{tag}]"
     if start == 1 and end == total:
@@ -129,6 +138,7 @@ def render_lines(
     *,
     numbered: bool = True,
     version: str | None = None,
+    label: str | None = None,
 ) -> str:
     """Render lines ``start..end`` (1-based, inclusive) of a file.
 
@@ -138,7 +148,7 @@ def render_lines(
     if not numbered:
         return join_lines(chosen) if end == len(lines) else "\n".join(chosen) + "\n" * bool(chosen)
     body = "\n".join(map(operator.add, _prefixes(start, end), chosen))
-    header = content_header(path, start, end, len(lines), version)
+    header = content_header(path, start, end, len(lines), version, label)
     if body.endswith(EOF_MARK):
         return f"{header}\n{body[:-1]}\n{NO_NEWLINE}\n"
     return f"{header}\n{body}\n" if chosen else header + "\n"
