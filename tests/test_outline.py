@@ -419,7 +419,8 @@ def test_find_symbol_ambiguous_lists_candidates_with_ranges() -> None:
     message = str(caught.value)
     for d in outline.definitions:
         if d.name == "Pop":
-            assert f"{d.qualified_name} ({d.kind}, lines {d.line_range})" in message
+            noun = "line" if d.start_line == d.end_line else "lines"
+            assert f"{d.qualified_name} ({d.kind}, {noun} {d.line_range})" in message
     assert "ambiguous" in message and "qualified" in message
 
 
