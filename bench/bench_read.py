@@ -101,7 +101,7 @@ def bench_reread(tmp: Path, reads: int) -> None:
     ):
         with FileCache(root, store=store) as cache:
             session = cache.session("bench")
-            session.read("big.py")  # the full read the re-reads refer to
+            session.read("big.py", mode="full")  # the full read the re-reads refer to
             kinds: set[str] = set()
             med, p90 = stats(timed(rereader(session, "big.py", kinds), reads))
             assert kinds == {"unchanged"}, kinds
@@ -163,12 +163,12 @@ def bench_diff(tmp: Path, runs: int) -> None:
             # cache has never seen (as an edit outside the agent would): nothing is precomputed.
             session = cache.session(f"bench-{i}")
             (root / "f.py").write_text(old, encoding="utf-8")
-            session.read("f.py")
+            session.read("f.py", mode="full")
             (root / "f.py").write_text("".join(changed_version(lines, str(i))), encoding="utf-8")
             if i >= runs:
                 profile.enable()
             t0 = time.perf_counter()
-            answer = session.read("f.py")
+            answer = session.read("f.py", mode="full")
             elapsed = (time.perf_counter() - t0) * 1000
             profile.disable()
             if i < runs:
@@ -223,7 +223,7 @@ def bench_tokens() -> None:
             names.append(name)
         with FileCache(root, store=":memory:") as cache:
             session = cache.session("bench")
-            full = {name: session.read(name) for name in names}
+            full = {name: session.read(name, mode="full") for name in names}
             again = {name: session.read(name) for name in names[::2]}
     print("### Re-reading 10 of 20 source files unchanged (o200k tokens)\n")
     print(row("file", "lines", "full read", "re-read", "kind", "saved"))
