@@ -235,3 +235,75 @@ def replay(dirs: tuple[Path, ...], tokenizer: str, as_json: bool) -> None:
         click.echo(format_table(replays, totals), nl=False)
         for line in totals.mismatches:
             click.echo(f"mismatch: {line}", err=True)
+
+
+@main.command(context_settings=CONTEXT)
+@click.option(
+    "--root",
+    "roots",
+    multiple=True,
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Directory to serve (repeatable). Default: the current directory.",
+)
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "http"]),
+    default="stdio",
+    show_default=True,
+    help="stdio for a client that starts the server; http for streamable HTTP.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP host.")
+@click.option("--port", type=int, default=8000, show_default=True, help="HTTP port.")
+@click.option(
+    "--store",
+    envvar="FILECACHE_STORE",
+    help="SQLite store path or ':memory:'. Default: <root>/.filecache/cache.db.",
+)
+@click.option(
+    "--session",
+    envvar="FILECACHE_SESSION",
+    help="One fixed session id for every connection. Default: a new one per connection.",
+)
+@click.option(
+    "--ref-calls",
+    type=click.IntRange(min=0),
+    default=50,
+    show_default=True,
+    help="A result backs FileRefs/diffs for this many later calls (0: always send content).",
+)
+@click.option(
+    "--ref-minutes",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="...and for this many minutes (0: always send content).",
+)
+@click.pass_context
+def serve(
+    ctx: click.Context,
+    roots: tuple[Path, ...],
+    transport: str,
+    host: str,
+    port: int,
+    store: str | None,
+    session: str | None,
+    ref_calls: int,
+    ref_minutes: float,
+) -> None:
+    """Run an MCP server with read_file/write_file/edit_file/cache_stats (needs filecache[mcp])."""
+    try:
+        from filecache.adapters.mcp_server import ServeOptions
+        from filecache.adapters.mcp_server import serve as run_server
+    except ModuleNotFoundError as exc:
+        if exc.name != "mcp":
+            raise
+        click.echo("filecache serve needs the mcp SDK: pip install 'filecache[mcp]'", err=True)
+        ctx.exit(1)
+    options = ServeOptions(
+        roots=roots or (Path("."),),
+        store=store,
+        session=session,
+        max_calls=ref_calls,
+        max_minutes=ref_minutes,
+    )
+    run_server(options, transport=transport, host=host, port=port)

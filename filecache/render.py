@@ -16,9 +16,11 @@ __all__ = [
     "MARKER",
     "MARKERS",
     "instructions",
+    "mcp_instructions",
     "render_diff",
     "render_file_ref",
     "render_outline_answer",
+    "render_result_tag",
     "render_write",
 ]
 
@@ -123,3 +125,22 @@ def instructions() -> str:
         "fresh=true to get the full content.\n"
         f"- Never copy {MARKER} lines into a file: writes that add them are refused."
     )
+
+
+def mcp_instructions(read_tool: str = "read_file") -> str:
+    """``instructions()`` plus what a model needs to know when filecache is an MCP server.
+
+    An MCP server cannot see the client's transcript, so the model is told how to find the
+    result a FileRef names (by its xxh3 tag) and how to recover when it is gone.
+    """
+    return instructions() + (
+        f"\n- This server cannot see your context: 'your result fc-...' is one of its earlier "
+        f"answers, the one whose header shows the same xxh3 tag. If that answer is no longer in "
+        f"your context (compacted, summarised, or from another conversation), call {read_tool} "
+        "with fresh=true."
+    )
+
+
+def render_result_tag(call_id: str, path: str, version: str) -> str:
+    """A line naming a content answer, for tools whose own output has no filecache header."""
+    return f"{MARKER} result {call_id}: {path}, xxh3 {short_version(version)}\n"

@@ -1,0 +1,164 @@
+"""What the MCP server and middleware share: which connection a request belongs to, and how long
+a result may back a FileRef.
+
+Invariants:
+- One filecache session per client connection. A stdio server serves exactly one client, so the
+  process is the connection; over streamable HTTP the ``mcp-session-id`` header names it; a
+  request with neither (stateless HTTP) gets a session of its own, so it is always sent content.
+- An MCP server cannot see the client's transcript, so it cannot know when a result it answered
+  was compacted away. ``RefWindow`` bounds that risk: a result backs FileRefs and diffs only for
+  ``max_calls`` later calls and ``max_minutes``; after that its call id is forgotten
+  (``Session.forget``), and the next read sends content again.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from filecache.store import Store
+
+__all__ = [
+    "DEFAULT_MAX_CALLS",
+    "DEFAULT_MAX_MINUTES",
+    "MCP_INSTALL_HINT",
+    "Connections",
+    "RefWindow",
+    "connection_key",
+    "new_session_id",
+    "session_events",
+]
+
+MCP_INSTALL_HINT = "filecache's MCP support needs the mcp SDK: pip install 'filecache[mcp]'"
+
+DEFAULT_MAX_CALLS = 50
+"""A result backs FileRefs for this many later tool calls of its connection..."""
+DEFAULT_MAX_MINUTES = 30.0
+"""...and for this many minutes; then the next read of its lines sends content again."""
+
+_SESSION_HEADER = "mcp-session-id"
+_MAX_CONNECTIONS = 1024  # connection states kept (HTTP); the least recently used go first
+
+T = TypeVar("T")
+
+
+def connection_key(request: object) -> str | None:
+    """The connection a request belongs to, from ``ServerRequestContext.request``.
+
+    ``request`` is None on stdio (one client per process: ``"stdio"``); over HTTP it is the
+    Starlette request, whose ``mcp-session-id`` header names the connection. None means the
+    request cannot be tied to a connection (stateless HTTP).
+    """
+    if request is None:
+        return "stdio"
+    headers: Mapping[str, str] | None = getattr(request, "headers", None)
+    value = headers.get(_SESSION_HEADER) if headers is not None else None
+    return f"http:{value}" if value else None
+
+
+def new_session_id() -> str:
+    """A fresh session id for a new connection."""
+    return "mcp-" + secrets.token_hex(6)
+
+
+class RefWindow:
+    """The call ids a connection's model may still hold, oldest first, with their age.
+
+    ``begin_call()`` counts every tool call of the connection; ``record(call_id)`` notes a result
+    that may back later FileRefs; ``expired()`` pops the ids that are now too old (more than
+    ``max_calls`` calls ago, or older than ``max_minutes``). ``max_calls=0`` or
+    ``max_minutes=0`` means no result is ever relied on: every read sends content.
+    """
+
+    def __init__(
+        self,
+        max_calls: int = DEFAULT_MAX_CALLS,
+        max_minutes: float = DEFAULT_MAX_MINUTES,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if max_calls < 0 or max_minutes < 0:
+            raise ValueError("max_calls and max_minutes must be 0 or more")
+        self.max_calls = max_calls
+        self.max_minutes = max_minutes
+        self._clock = clock
+        self._calls = 0
+        self._entries: deque[tuple[int, float, str]] = deque()
+        self._lock = threading.Lock()
+
+    def seed(self, events: Iterable[tuple[float, str]]) -> None:
+        """Count earlier calls of a continued session: ``(created, call_id)`` in order."""
+        with self._lock:
+            for created, call_id in events:
+                self._calls += 1
+                self._entries.append((self._calls, created, call_id))
+
+    def begin_call(self) -> None:
+        with self._lock:
+            self._calls += 1
+
+    def record(self, call_id: str) -> None:
+        with self._lock:
+            self._entries.append((self._calls, self._clock(), call_id))
+
+    def expired(self) -> list[str]:
+        """Pop and return the call ids that may no longer back an answer."""
+        oldest_call = self._calls - self.max_calls
+        oldest_time = self._clock() - self.max_minutes * 60
+        out: list[str] = []
+        with self._lock:
+            while self._entries:
+                seq, created, call_id = self._entries[0]
+                too_old = self.max_calls == 0 or self.max_minutes == 0
+                if not (too_old or seq < oldest_call or created < oldest_time):
+                    break
+                self._entries.popleft()
+                out.append(call_id)
+        return out
+
+
+@dataclass
+class Connections(Generic[T]):
+    """Per-connection state, created on first use; the least recently used are dropped.
+
+    Dropping a state only costs content later (its session is never reused), never a stale view.
+    """
+
+    factory: Callable[[], T]
+    limit: int = _MAX_CONNECTIONS
+    _states: OrderedDict[str, T] = field(default_factory=OrderedDict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self, key: str | None) -> T:
+        """The state for ``key``; a new one (not kept) when ``key`` is None."""
+        if key is None:
+            return self.factory()
+        with self._lock:
+            state = self._states.get(key)
+            if state is None:
+                state = self._states[key] = self.factory()
+                while len(self._states) > self.limit:
+                    self._states.popitem(last=False)
+            else:
+                self._states.move_to_end(key)
+            return state
+
+    def peek(self, key: str | None) -> T | None:
+        """The state for ``key`` if it exists (no creation)."""
+        if key is None:
+            return None
+        with self._lock:
+            return self._states.get(key)
+
+    def values(self) -> list[T]:
+        with self._lock:
+            return list(self._states.values())
+
+
+def session_events(store: Store, session_id: str) -> list[tuple[float, str]]:
+    """``(created, call_id)`` of a stored session's calls, to seed a ``RefWindow``."""
+    return [(float(e.created), e.call_id) for e in store.events(session_id)]

@@ -1,0 +1,359 @@
+"""``filecache serve`` driven by the real MCP client over stdio (and streamable HTTP)."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from filecache.adapters.mcp_sessions import RefWindow, connection_key
+from mcp_client import http_session, meta_of, serve_args, stdio_session, text_of
+
+from filecache import Session, instructions
+
+pytestmark = pytest.mark.anyio
+TEST_TIMEOUT = 60.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def errlog(tmp_path: Path) -> Path:
+    """Where the server's stderr goes (shown when a test fails)."""
+    return tmp_path / "server-stderr.txt"
+
+
+def _serve(root: Path, store: Path, *extra: str | Path) -> list[str]:
+    return serve_args("--root", root, "--store", store, *extra)
+
+
+async def test_lists_tools_with_schemas_and_instructions(
+    root: Path, store_path: Path, errlog: Path
+) -> None:
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with stdio_session(_serve(root, store_path), errlog) as client:
+            listed = await client.list_tools()
+    tools = {t.name: t for t in listed.tools}
+    assert set(tools) == {"read_file", "write_file", "edit_file", "cache_stats"}
+    read = tools["read_file"]
+    assert set(read.input_schema["properties"]) == {
+        "path",
+        "offset",
+        "limit",
+        "mode",
+        "symbol",
+        "fresh",
+    }
+    assert read.input_schema["required"] == ["path"]
+    assert all("description" in p for p in read.input_schema["properties"].values())
+    assert instructions() in (read.description or "")
+    assert "fresh=true" in (read.description or "")
+    assert read.annotations is not None and read.annotations.read_only_hint
+    assert set(tools["edit_file"].input_schema["required"]) == {"path", "old_string", "new_string"}
+    assert tools["write_file"].annotations is not None
+    assert tools["write_file"].annotations.destructive_hint
+
+
+async def test_read_edit_change_fresh(
+    root: Path, store_path: Path, notes: str, errlog: Path
+) -> None:
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with stdio_session(_serve(root, store_path), errlog) as client:
+            first = await client.call_tool("read_file", {"path": "notes.txt"})
+            second = await client.call_tool("read_file", {"path": "notes.txt"})
+            edited = await client.call_tool(
+                "edit_file",
+                {"path": "notes.txt", "old_string": "line 7:", "new_string": "line seven:"},
+            )
+            after_edit = await client.call_tool("read_file", {"path": "notes.txt"})
+            (root / "notes.txt").write_text(
+                (root / "notes.txt").read_text().replace("line 40:", "line forty:")
+            )
+            after_change = await client.call_tool("read_file", {"path": "notes.txt"})
+            fresh = await client.call_tool("read_file", {"path": "notes.txt", "fresh": True})
+            part = await client.call_tool(
+                "read_file", {"path": "notes.txt", "offset": 3, "limit": 2}
+            )
+            stats = await client.call_tool("cache_stats", {})
+
+    assert not first.is_error and meta_of(first)["kind"] == "full"
+    assert "line 60: the quick brown fox" in text_of(first)
+    assert meta_of(second)["kind"] == "unchanged"
+    assert meta_of(second)["base_call_id"] == meta_of(first)["call_id"]
+    assert len(text_of(second)) * 10 < len(text_of(first))
+    assert "fresh=true" in text_of(second)
+
+    assert not edited.is_error and meta_of(edited)["kind"] == "edited"
+    assert meta_of(after_edit)["kind"] == "unchanged"  # the model knows its own edit
+    assert meta_of(after_edit)["base_call_id"] == meta_of(edited)["call_id"]
+
+    diff = text_of(after_change)
+    assert meta_of(after_change)["kind"] == "diff"
+    assert "-line 40: the quick" in diff and "+line forty: the quick" in diff
+    assert "line 7" not in diff and len(diff) * 3 < len(text_of(first))
+
+    assert meta_of(fresh)["kind"] == "full"
+    assert "line seven:" in text_of(fresh) and "line forty:" in text_of(fresh)
+    assert meta_of(part)["kind"] in ("unchanged", "partial")
+    assert (meta_of(part)["start"], meta_of(part)["end"]) == (3, 4)
+
+    numbers = meta_of(stats)
+    assert numbers["answers"]["unchanged"] >= 2 and numbers["answers"]["diff"] == 1
+    assert 0 < numbers["read_tokens_sent"] < numbers["read_tokens_plain"]
+
+
+async def test_refusals_are_tool_errors_and_the_server_keeps_answering(
+    root: Path, outside: Path, store_path: Path, errlog: Path
+) -> None:
+    secret = outside / "secret.txt"
+    (root / "link_out.txt").symlink_to(secret)
+    (root / "dir_out").symlink_to(outside, target_is_directory=True)
+    (root / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    (root / "blob.bin").write_bytes(b"abc\x00def\n")
+    os.mkfifo(root / "pipe")
+    before = {p: p.read_bytes() for p in outside.iterdir()}
+    attempts = [
+        ("write_file", {"path": str(outside / "new.txt"), "content": "x\n"}, "outside the root"),
+        ("write_file", {"path": "../outside/new.txt", "content": "x\n"}, "outside the root"),
+        ("write_file", {"path": "dir_out/new.txt", "content": "x\n"}, "outside the root"),
+        ("write_file", {"path": "link_out.txt", "content": "x\n"}, "outside the root"),
+        ("read_file", {"path": "../outside/secret.txt"}, "outside the root"),
+        ("read_file", {"path": str(secret)}, "outside the root"),
+        ("read_file", {"path": "/etc/passwd"}, "outside the root"),
+        ("read_file", {"path": "link_out.txt"}, "outside the root"),
+        ("read_file", {"path": "dir_out/secret.txt"}, "outside the root"),
+        (
+            "edit_file",
+            {"path": "link_out.txt", "old_string": "outside", "new_string": "inside"},
+            "outside the root",
+        ),
+        ("read_file", {"path": "notes\x00.txt"}, "NUL byte"),
+        ("write_file", {"path": "a\x00b.txt", "content": "x\n"}, "NUL byte"),
+        ("read_file", {"path": "src"}, "is a directory"),
+        ("write_file", {"path": "src", "content": "x\n"}, "is a directory"),
+        ("read_file", {"path": "image.png"}, "PNG"),
+        ("read_file", {"path": "blob.bin"}, "text files only"),
+        ("read_file", {"path": "pipe"}, "FIFO"),
+        ("write_file", {"path": "pipe", "content": "x\n"}, "FIFO"),
+        ("read_file", {"path": "missing.txt"}, "no such file"),
+        ("read_file", {"path": "notes.txt", "offset": 999}, "past the end"),
+        ("read_file", {"path": "notes.txt", "mode": "sideways"}, "mode"),
+        ("edit_file", {"path": "notes.txt", "old_string": "nope", "new_string": "x"}, "not found"),
+        ("read_file", {"path": "notes.txt", "offset": "ten"}, "offset"),
+    ]
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with stdio_session(_serve(root, store_path), errlog) as client:
+            for tool, args, message in attempts:
+                result = await client.call_tool(tool, args)
+                assert result.is_error, (tool, args, text_of(result))
+                assert message in text_of(result), (tool, args, text_of(result))
+            still = await client.call_tool("read_file", {"path": "notes.txt"})
+    assert not still.is_error and meta_of(still)["kind"] == "full"
+    assert {p: p.read_bytes() for p in outside.iterdir()} == before
+    names = {p.name for p in root.iterdir()} - {".filecache"}
+    assert names == {
+        "blob.bin",
+        "dir_out",
+        "empty.txt",
+        "image.png",
+        "link_out.txt",
+        "notes.txt",
+        "pipe",
+        "src",
+    }
+    assert "Traceback" not in errlog.read_text()
+
+
+async def test_concurrent_stdio_clients_have_separate_views(
+    root: Path, store_path: Path, errlog: Path
+) -> None:
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with (
+            stdio_session(_serve(root, store_path), errlog) as a,
+            stdio_session(_serve(root, store_path), errlog) as b,
+        ):
+            a1 = await a.call_tool("read_file", {"path": "notes.txt"})
+            b1 = await b.call_tool("read_file", {"path": "notes.txt"})
+            a2 = await a.call_tool("read_file", {"path": "notes.txt"})
+            await b.call_tool(
+                "edit_file", {"path": "notes.txt", "old_string": "line 9:", "new_string": "nine:"}
+            )
+            b2 = await b.call_tool("read_file", {"path": "notes.txt"})
+            a3 = await a.call_tool("read_file", {"path": "notes.txt"})
+    assert meta_of(a1)["kind"] == "full" and meta_of(b1)["kind"] == "full"
+    assert meta_of(a2)["kind"] == "unchanged"
+    assert meta_of(b2)["kind"] == "unchanged"  # b made the edit
+    assert meta_of(a3)["kind"] == "diff" and "+nine:" in text_of(a3)  # a did not
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def test_http_connections_have_separate_views(
+    root: Path, store_path: Path, errlog: Path
+) -> None:
+    port = _free_port()
+    args = _serve(root, store_path, "--transport", "http", "--port", str(port))
+    with errlog.open("w") as log:
+        proc = subprocess.Popen([sys.executable, *args], stdout=log, stderr=log)
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, errlog.read_text()
+                await anyio.sleep(0.05)
+        with anyio.fail_after(TEST_TIMEOUT):
+            async with http_session(url) as a, http_session(url) as b:
+                a1 = await a.call_tool("read_file", {"path": "notes.txt"})
+                a2 = await a.call_tool("read_file", {"path": "notes.txt"})
+                b1 = await b.call_tool("read_file", {"path": "notes.txt"})
+                b2 = await b.call_tool("read_file", {"path": "notes.txt"})
+                sa = meta_of(await a.call_tool("cache_stats", {}))
+                sb = meta_of(await b.call_tool("cache_stats", {}))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert [meta_of(r)["kind"] for r in (a1, a2, b1, b2)] == ["full", "unchanged"] * 2
+    assert sa["session"] != sb["session"]
+
+
+async def test_refs_expire_after_the_call_window(
+    root: Path, store_path: Path, errlog: Path
+) -> None:
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with stdio_session(_serve(root, store_path, "--ref-calls", "2"), errlog) as client:
+            kinds = []
+            for path in ["notes.txt", "notes.txt", "src/app.py", "empty.txt", "notes.txt"]:
+                kinds.append(meta_of(await client.call_tool("read_file", {"path": path}))["kind"])
+        async with stdio_session(_serve(root, store_path, "--ref-minutes", "0"), errlog) as client:
+            for _ in range(2):
+                kinds.append(
+                    meta_of(await client.call_tool("read_file", {"path": "notes.txt"}))["kind"]
+                )
+    assert kinds == ["full", "unchanged", "full", "full", "full", "full", "full"]
+
+
+async def test_fixed_session_continues_across_processes(
+    root: Path, store_path: Path, errlog: Path
+) -> None:
+    args = _serve(root, store_path, "--session", "agent-1")
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with stdio_session(args, errlog) as client:
+            first = await client.call_tool("read_file", {"path": "notes.txt"})
+        async with stdio_session(args, errlog) as client:
+            again = await client.call_tool("read_file", {"path": "notes.txt"})
+            stats = meta_of(await client.call_tool("cache_stats", {}))
+    assert meta_of(again)["kind"] == "unchanged"
+    assert meta_of(again)["base_call_id"] == meta_of(first)["call_id"]
+    assert stats["session"] == "agent-1"
+
+
+async def test_client_roots_narrow_the_served_roots(
+    root: Path, store_path: Path, errlog: Path
+) -> None:
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with stdio_session(_serve(root, store_path), errlog, roots=[root / "src"]) as client:
+            inside = await client.call_tool("read_file", {"path": "src/app.py"})
+            outside = await client.call_tool("read_file", {"path": "notes.txt"})
+            write = await client.call_tool("write_file", {"path": "new.txt", "content": "x\n"})
+    assert not inside.is_error
+    assert outside.is_error and "outside the roots your client shared" in text_of(outside)
+    assert write.is_error and not (root / "new.txt").exists()
+
+
+async def test_several_roots(tmp_path: Path, root: Path, store_path: Path, errlog: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("other notes\n" * 40)
+    (other / "only.txt").write_text("only in other\n")
+    args = _serve(root, store_path, "--root", other)
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with stdio_session(args, errlog) as client:
+            rel = await client.call_tool("read_file", {"path": "notes.txt"})
+            absolute = await client.call_tool("read_file", {"path": str(other / "notes.txt")})
+            only = await client.call_tool("read_file", {"path": "only.txt"})
+            again = await client.call_tool("read_file", {"path": str(other / "notes.txt")})
+            nowhere = await client.call_tool("read_file", {"path": str(tmp_path / "x.txt")})
+    assert "line 1: the quick" in text_of(rel)
+    assert "other notes" in text_of(absolute) and meta_of(absolute)["kind"] == "full"
+    assert "only in other" in text_of(only)
+    assert meta_of(again)["kind"] == "unchanged"
+    assert nowhere.is_error and "outside every root" in text_of(nowhere)
+
+
+def test_serve_without_mcp_prints_the_install_hint() -> None:
+    code = (
+        "import sys; sys.modules['mcp'] = None\nfrom filecache.cli import main\nmain(['serve'])\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert proc.returncode != 0
+    assert "pip install 'filecache[mcp]'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+# -- pure parts ------------------------------------------------------------------------------
+
+
+def test_ref_window_expires_by_calls_and_by_time() -> None:
+    now = [1000.0]
+    window = RefWindow(max_calls=2, max_minutes=1, clock=lambda: now[0])
+    window.begin_call()
+    window.record("a")
+    window.begin_call()
+    window.record("b")
+    window.begin_call()
+    assert window.expired() == []
+    window.begin_call()
+    assert window.expired() == ["a"]
+    now[0] += 61
+    assert window.expired() == ["b"]
+    assert RefWindow(max_calls=0).expired() == []
+    zero = RefWindow(max_calls=0)
+    zero.begin_call()
+    zero.record("c")
+    zero.begin_call()
+    assert zero.expired() == ["c"]
+    with pytest.raises(ValueError):
+        RefWindow(max_calls=-1)
+
+
+def test_connection_keys() -> None:
+    class Request:
+        def __init__(self, headers: dict[str, str]) -> None:
+            self.headers = headers
+
+    assert connection_key(None) == "stdio"
+    assert connection_key(Request({"mcp-session-id": "abc"})) == "http:abc"
+    assert connection_key(Request({})) is None
+
+
+async def test_outline_and_symbol_reads_pass_through(
+    root: Path, store_path: Path, errlog: Path
+) -> None:
+    if "symbol" not in inspect.signature(Session.read).parameters:
+        pytest.skip("this filecache has no symbol reads yet")
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with stdio_session(_serve(root, store_path), errlog) as client:
+            outline = await client.call_tool("read_file", {"path": "src/app.py", "mode": "outline"})
+            symbol = await client.call_tool("read_file", {"path": "src/app.py", "symbol": "main"})
+    assert not outline.is_error and meta_of(outline)["kind"] == "outline"
+    assert "main" in text_of(outline)
+    assert not symbol.is_error and meta_of(symbol)["kind"] == "symbol"
+    assert "return 1" in text_of(symbol)
