@@ -97,6 +97,31 @@ def m001_initial(conn: sqlite3.Connection) -> None:
     )
 
 
+@_migration
+def m002_archive_and_projections(conn: sqlite3.Connection) -> None:
+    """Pruning: every original tool result archived, and what each pruned result became."""
+    conn.execute(
+        """CREATE TABLE archive (
+            session_id TEXT NOT NULL,
+            call_id TEXT NOT NULL,
+            text BLOB NOT NULL,
+            created REAL NOT NULL,
+            PRIMARY KEY (session_id, call_id)
+        )"""
+    )
+    conn.execute("CREATE INDEX archive_call ON archive(call_id)")
+    conn.execute(
+        """CREATE TABLE projections (
+            session_id TEXT NOT NULL,
+            call_id TEXT NOT NULL,
+            tier TEXT NOT NULL,
+            text TEXT NOT NULL,
+            created REAL NOT NULL,
+            PRIMARY KEY (session_id, call_id)
+        )"""
+    )
+
+
 # Constant SQL text, so that sqlite3's statement cache reuses the prepared statements.
 _UPSERT_SESSION = (
     "INSERT INTO sessions (session_id, created, last_used) VALUES (?, ?, ?) "
@@ -332,6 +357,48 @@ class SqliteStore:
         with self._guard as conn:
             conn.execute(_UPSERT_CACHE, (namespace, key, value))
 
+    def archive_put(self, session_id: str, call_id: str, text: str) -> None:
+        """Keep the original text of a tool result; the first one stored wins."""
+        with self._guard as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO archive (session_id, call_id, text, created) "
+                "VALUES (?, ?, ?, ?)",
+                (session_id, call_id, compress(text.encode("utf-8")), time.time()),
+            )
+
+    def archive_get(self, call_id: str, session_id: str | None = None) -> str | None:
+        """The archived original of ``call_id`` (in ``session_id``, or the newest anywhere)."""
+        with self._guard as conn:
+            if session_id is None:
+                row = conn.execute(
+                    "SELECT text FROM archive WHERE call_id = ? ORDER BY created DESC LIMIT 1",
+                    (call_id,),
+                ).fetchone()
+            else:
+                row = conn.execute(
+                    "SELECT text FROM archive WHERE session_id = ? AND call_id = ?",
+                    (session_id, call_id),
+                ).fetchone()
+        return None if row is None else decompress(bytes(row[0])).decode("utf-8")
+
+    def projection_put(self, session_id: str, call_id: str, tier: str, text: str) -> None:
+        """Record what a pruned result became (replacing a lower tier)."""
+        with self._guard as conn:
+            conn.execute(
+                "INSERT INTO projections (session_id, call_id, tier, text, created) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, call_id) DO UPDATE SET "
+                "tier = excluded.tier, text = excluded.text",
+                (session_id, call_id, tier, text, time.time()),
+            )
+
+    def projections(self, session_id: str) -> dict[str, tuple[str, str]]:
+        """Every recorded projection of the session: call id -> (tier, text)."""
+        with self._guard as conn:
+            rows = conn.execute(
+                "SELECT call_id, tier, text FROM projections WHERE session_id = ?", (session_id,)
+            ).fetchall()
+        return {str(c): (str(t), str(x)) for c, t, x in rows}
+
     def close(self) -> None:
         """Close the connection; later calls raise ``StoreError``. Closing twice is fine."""
         with self._guard as conn:
@@ -353,6 +420,8 @@ def _delete_sessions(conn: sqlite3.Connection, session_ids: list[str]) -> None:
     params = [(sid,) for sid in session_ids]
     conn.executemany("DELETE FROM events WHERE session_id = ?", params)
     conn.executemany("DELETE FROM views WHERE session_id = ?", params)
+    conn.executemany("DELETE FROM archive WHERE session_id = ?", params)
+    conn.executemany("DELETE FROM projections WHERE session_id = ?", params)
     conn.executemany("DELETE FROM sessions WHERE session_id = ?", params)
 
 

@@ -113,6 +113,10 @@ class Store(Protocol):
     def gc(self, older_than: float) -> GcReport: ...
     def cache_get(self, namespace: str, key: str) -> str | None: ...
     def cache_put(self, namespace: str, key: str, value: str) -> None: ...
+    def archive_put(self, session_id: str, call_id: str, text: str) -> None: ...
+    def archive_get(self, call_id: str, session_id: str | None = None) -> str | None: ...
+    def projection_put(self, session_id: str, call_id: str, tier: str, text: str) -> None: ...
+    def projections(self, session_id: str) -> dict[str, tuple[str, str]]: ...
     def close(self) -> None: ...
 
 
@@ -141,6 +145,8 @@ class MemoryStore:
         self._views: dict[str, dict[str, str]] = {}
         self._sessions: dict[str, tuple[float, float]] = {}
         self._cache: dict[tuple[str, str], str] = {}
+        self._archive: dict[tuple[str, str], str] = {}
+        self._projections: dict[str, dict[str, tuple[str, str]]] = {}
 
     def put_blob(self, version: str, data: bytes) -> None:
         with self._lock:
@@ -212,6 +218,9 @@ class MemoryStore:
             self._sessions.pop(session_id, None)
             self._events.pop(session_id, None)
             self._views.pop(session_id, None)
+            self._projections.pop(session_id, None)
+            for key in [k for k in self._archive if k[0] == session_id]:
+                del self._archive[key]
 
     def gc(self, older_than: float) -> GcReport:
         with self._lock:
@@ -231,6 +240,25 @@ class MemoryStore:
     def cache_put(self, namespace: str, key: str, value: str) -> None:
         with self._lock:
             self._cache[(namespace, key)] = value
+
+    def archive_put(self, session_id: str, call_id: str, text: str) -> None:
+        with self._lock:
+            self._archive.setdefault((session_id, call_id), text)
+
+    def archive_get(self, call_id: str, session_id: str | None = None) -> str | None:
+        with self._lock:
+            if session_id is not None:
+                return self._archive.get((session_id, call_id))
+            found = [t for (_, c), t in self._archive.items() if c == call_id]
+            return found[-1] if found else None
+
+    def projection_put(self, session_id: str, call_id: str, tier: str, text: str) -> None:
+        with self._lock:
+            self._projections.setdefault(session_id, {})[call_id] = (tier, text)
+
+    def projections(self, session_id: str) -> dict[str, tuple[str, str]]:
+        with self._lock:
+            return dict(self._projections.get(session_id, {}))
 
     def close(self) -> None:
         pass

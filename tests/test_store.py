@@ -489,3 +489,36 @@ def test_default_store_path_with_nowhere_to_write_is_a_store_error(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-file"))
     with pytest.raises(StoreError, match="FILECACHE_STORE"):
         default_store_path(tmp_path)
+
+
+def test_archive_keeps_the_first_original(store: Store) -> None:
+    store.archive_put("s1", "call_1", "the original\n" * 50)
+    store.archive_put("s1", "call_1", "a placeholder")  # a second put never overwrites
+    store.archive_put("s2", "call_1", "another session's call_1")
+    assert store.archive_get("call_1", "s1") == "the original\n" * 50
+    assert store.archive_get("call_1", "s2") == "another session's call_1"
+    assert store.archive_get("call_1") is not None  # any session
+    assert store.archive_get("nope") is None and store.archive_get("call_1", "s3") is None
+
+
+def test_projections_replace_and_die_with_their_session(store: Store) -> None:
+    store.touch_session("s1")
+    store.projection_put("s1", "call_1", "outline", "outline text")
+    store.projection_put("s1", "call_1", "clear", "[cleared tool result: ...]")
+    store.projection_put("s1", "call_2", "truncate", "head ... tail")
+    assert store.projections("s1") == {
+        "call_1": ("clear", "[cleared tool result: ...]"),
+        "call_2": ("truncate", "head ... tail"),
+    }
+    store.archive_put("s1", "call_1", "original")
+    store.delete_session("s1")
+    assert store.projections("s1") == {} and store.archive_get("call_1", "s1") is None
+
+
+def test_archive_and_projections_survive_reopen(open_sqlite: Callable[[], SqliteStore]) -> None:
+    with open_sqlite() as first:
+        first.archive_put("s1", "c", "kept")
+        first.projection_put("s1", "c", "clear", "gone")
+    with open_sqlite() as second:
+        assert second.archive_get("c", "s1") == "kept"
+        assert second.projections("s1") == {"c": ("clear", "gone")}
