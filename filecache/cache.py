@@ -20,15 +20,17 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .diffing import diff_lines, equal_blocks, hunks_touching, unified_hunks
 from .errors import (
     ConfigError,
     ContentError,
     EditError,
+    FileCacheError,
     FileTooLargeError,
     MarkerError,
+    MissingFileError,
     RangeError,
     RequestError,
 )
@@ -49,6 +51,9 @@ from .store import Event, Store, open_store
 from .text import decode_text, join_lines, render_lines, split_lines
 from .tokens import TokenCounter
 from .views import Facts, PathView, Piece, map_through_edit
+
+if TYPE_CHECKING:
+    from .transcript import Transcript
 
 __all__ = ["FileCache", "ReadResult", "Session", "WriteResult"]
 
@@ -296,6 +301,8 @@ class Session:
         events = cache.store.events(session_id)
         self._seq = events[-1].seq if events else 0
         self._call_seq: dict[str, int] = {e.call_id: e.seq for e in events}
+        self._tool_keys: set[str] = {key for key in self._views if "{" in key}
+        self._seen: dict[str, str | None] = {}  # last version observed per path
         cache.store.touch_session(session_id)
 
     # -- public API -------------------------------------------------------------------------
@@ -414,6 +421,81 @@ class Session:
                 if view.forget(ids):
                     self._save_view(key, view)
 
+    def held_call_ids(self) -> set[str]:
+        """Every call id that some fact of the model's view relies on."""
+        with self._lock:
+            return {
+                cid
+                for view in self._views.values()
+                for facts in view.versions.values()
+                for _, _, deps in facts.spans
+                for cid in deps
+            }
+
+    def sync(self, transcript: Transcript) -> set[str]:
+        """Reconcile with a transcript changed elsewhere (compaction, rewind, server clearing).
+
+        A read's result must still be in the transcript with exactly the text filecache
+        answered (compared by hash); a write or edit needs only its call (the model knows what
+        it wrote from the arguments). Everything else is forgotten. Returns the forgotten ids.
+        """
+        results = {r.call_id: r.text for r in transcript.results()}
+        calls = {c.id for c in transcript.calls()}
+        ledger = self.ledger().calls
+        gone: set[str] = set()
+        for cid in self.held_call_ids():
+            record = ledger.get(cid)
+            if record is not None and record.tool in ("write", "edit"):
+                if cid not in calls:
+                    gone.add(cid)
+                continue
+            text = results.get(cid)
+            if text is None:
+                gone.add(cid)
+            elif record is not None and record.text_hash is not None:
+                if version_of(text.encode("utf-8")) != record.text_hash:
+                    gone.add(cid)
+        if gone:
+            self.forget(gone)
+        return gone
+
+    def rehash(self, call_id: str | None = None) -> list[str]:
+        """After a tool that is not a file tool (bash, ...): re-hash the files in the view.
+
+        A file whose bytes are no longer the newest version the model holds counts as a write
+        (recorded as a ``change``, which supersedes older reads); the next read is then a diff.
+        Only files in the view are touched, so this is cheap. Returns the changed paths.
+        """
+        changed: list[str] = []
+        with self._lock:
+            newest = {
+                key: self._seen.get(key, next(reversed(view.versions)))
+                for key, view in self._views.items()
+                if view.versions
+            }
+        for key, held in newest.items():
+            if key in self._tool_keys:
+                continue  # a decorated tool's output, not a file: its next call is hashed
+            try:
+                data = read_bytes(locate(self.cache.root, key), self.cache.settings.max_file_bytes)
+                version: str | None = version_of(data)
+            except MissingFileError:
+                version = None  # deleted: a change too
+            except FileCacheError:
+                continue  # unreadable now: the next read says why
+            if version == held:
+                continue
+            cid = self._call_id(call_id)
+            with self._lock:
+                seq = self._next_seq(cid)
+                self._seen[key] = version
+                self._log(
+                    Event(self.id, seq, cid, "change", key, version=version, base_version=held,
+                          kind="changed")
+                )  # fmt: skip
+            changed.append(key)
+        return changed
+
     def ledger(self) -> Ledger:
         """A snapshot of this session's ledger (what the pruner consumes)."""
         return build_ledger(self.id, self.cache.store.events(self.id))
@@ -444,6 +526,7 @@ class Session:
         """Answer a decorated read tool's ``output`` for the argument ``key``."""
         version = version_of(output.encode("utf-8"))
         lines = split_lines(output)
+        self._tool_keys.add(key)
         self.cache.remember(version, lines, not self.cache.denied(path))
         src = _Source(key, path, version, lines, False, True, output)
         return self._answer(src, 1, len(lines), fresh, call_id)
@@ -487,6 +570,7 @@ class Session:
             return self._answer_outline(src, cid, large=True)
         with self._lock:
             seq = self._next_seq(cid)
+            self._seen[src.key] = src.version
             view = self._views.get(src.key)
             answer = (
                 None
@@ -651,6 +735,7 @@ class Session:
         tokens = self.cache.count(message)
         with self._lock:
             seq = self._next_seq(cid)
+            self._seen[loc.rel] = version
             view = self._views.setdefault(loc.rel, PathView(self.cache.settings.versions_per_path))
             facts = view.facts_for(version, len(lines), seq)
             for s, e, d in spans:

@@ -1,0 +1,77 @@
+"""Session.sync (a transcript changed elsewhere) and Session.rehash (changes seen via bash)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from filecache import FileCache
+from filecache.transcript import parse_transcript
+
+TEXT = "".join(f"value_{i} = compute({i})  # long enough for a FileRef\n" for i in range(40))
+
+
+def chat(*results: tuple[str, str]) -> list[dict[str, object]]:
+    """An OpenAI chat transcript: one assistant call and one tool result per (id, text)."""
+    messages: list[dict[str, object]] = [{"role": "user", "content": "fix it"}]
+    for call_id, text in results:
+        call = {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": "read_file", "arguments": '{"path": "a.py"}'},
+        }
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+    return messages
+
+
+def test_sync_forgets_results_missing_or_changed_in_the_transcript(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(TEXT)
+    with FileCache(tmp_path, store=":memory:") as cache:
+        session = cache.session()
+        first = session.read("a.py", call_id="c1")
+        # the transcript still has c1 exactly as answered: nothing to forget
+        assert session.sync(parse_transcript(chat(("c1", first.text)))) == set()
+        assert session.read("a.py", call_id="c2").kind == "unchanged"
+        # a client compacted c1 into a summary: its text no longer matches
+        compacted = parse_transcript(chat(("c1", "[summary of the file]")))
+        assert session.sync(compacted) == {"c1"}
+        assert session.read("a.py", call_id="c3").kind == "full"
+        # a rewind dropped c3 altogether
+        assert session.sync(parse_transcript(chat())) == {"c3"}
+        assert session.read("a.py", call_id="c4").kind == "full"
+
+
+def test_sync_keeps_edits_whose_calls_remain(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(TEXT)
+    with FileCache(tmp_path, store=":memory:") as cache:
+        session = cache.session()
+        first = session.read("a.py", call_id="c1")
+        session.edit("a.py", "compute(3)", "compute(33)", call_id="e1")
+        messages = chat(("c1", first.text))
+        edit = {
+            "id": "e1",
+            "type": "function",
+            "function": {"name": "edit_file", "arguments": "{}"},
+        }
+        messages.append({"role": "assistant", "content": None, "tool_calls": [edit]})
+        messages.append({"role": "tool", "tool_call_id": "e1", "content": "[cleared tool result]"})
+        assert session.sync(parse_transcript(messages)) == set()
+        assert session.read("a.py").kind == "unchanged"
+
+
+def test_rehash_records_changes_made_outside_file_tools(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(TEXT)
+    (tmp_path / "b.py").write_text(TEXT)
+    with FileCache(tmp_path, store=":memory:") as cache:
+        session = cache.session()
+        session.read("a.py", call_id="r1")
+        session.read("b.py", call_id="r2")
+        assert session.rehash("bash_1") == []
+        (tmp_path / "a.py").write_text(TEXT.replace("compute(7)", "compute(70)"))  # sed -i
+        (tmp_path / "b.py").unlink()  # rm
+        assert sorted(session.rehash("bash_2")) == ["a.py", "b.py"]
+        assert session.rehash("bash_3") == []  # each change is recorded once
+        writes = session.ledger().writes
+        assert [(w.call_id, w.tool) for w in writes["a.py"]] == [("bash_2", "change")]
+        assert writes["b.py"][0].after is None
+        assert session.read("a.py").kind == "diff"
