@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 import click
 
 from .cache import FileCache, Session
-from .errors import FileCacheError
+from .errors import FileCacheError, RequestError, TranscriptError
+from .store import open_store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -267,16 +268,13 @@ def replay(dirs: tuple[Path, ...], tokenizer: str, as_json: bool) -> None:
 @click.option(
     "--ref-calls",
     type=click.IntRange(min=0),
-    default=50,
-    show_default=True,
-    help="A result backs FileRefs/diffs for this many later calls (0: always send content).",
+    help="A result backs FileRefs/diffs for this many later calls of its connection "
+    "(setting mcp_ref_calls, default 50; 0: always send content).",
 )
 @click.option(
     "--ref-minutes",
     type=click.FloatRange(min=0),
-    default=30.0,
-    show_default=True,
-    help="...and for this many minutes (0: always send content).",
+    help="...and for this many minutes (setting mcp_ref_minutes, default 30).",
 )
 @click.pass_context
 def serve(
@@ -287,8 +285,8 @@ def serve(
     port: int,
     store: str | None,
     session: str | None,
-    ref_calls: int,
-    ref_minutes: float,
+    ref_calls: int | None,
+    ref_minutes: float | None,
 ) -> None:
     """Run an MCP server with read_file/write_file/edit_file/cache_stats (needs filecache[mcp])."""
     try:
@@ -307,3 +305,88 @@ def serve(
         max_minutes=ref_minutes,
     )
     run_server(options, transport=transport, host=host, port=port)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("source", type=click.File("r", encoding="utf-8"))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["openai", "responses", "anthropic"]), help="Detected."
+)
+@click.option("--window", type=int, default=128_000, show_default=True, help="Context tokens.")
+@click.option(
+    "--cache-aware/--no-cache-aware",
+    default=True,
+    show_default=True,
+    help="Prune only when it pays for the cached prefix it invalidates.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print what was reclaimed as JSON.")
+@click.option("--store", envvar="FILECACHE_STORE", help="Store for the archive and projections.")
+@click.option("--session", envvar="FILECACHE_SESSION", help="Session id to archive under.")
+def prune(
+    source: Any,
+    output: Path | None,
+    fmt: str | None,
+    window: int,
+    cache_aware: bool,
+    as_json: bool,
+    store: str | None,
+    session: str | None,
+) -> None:
+    """Prune SOURCE (a message list, or an object with 'messages'/'input'; '-' for stdin)."""
+    from .pruner import prune_messages
+    from .pruning import PrunePolicy
+    from .store import default_store_path
+
+    try:
+        data = json.load(source)
+    except json.JSONDecodeError as exc:
+        raise TranscriptError(f"{source.name}: not JSON ({exc})") from exc
+    policy = PrunePolicy(context_window=window, cache_aware=cache_aware)
+    with open_store(Path("."), store or str(default_store_path(Path(".").resolve()))) as opened:
+        result = prune_messages(data, store=opened, policy=policy, format=fmt, session_id=session)
+    text = json.dumps(result.messages, ensure_ascii=False, indent=1)
+    if output is not None:
+        output.write_text(text + "\n", encoding="utf-8")
+    elif not as_json:
+        click.echo(text)
+    if as_json:
+        plan = result.plan
+        report = {
+            "format": result.format,
+            "prompt_tokens": plan.prompt_tokens,
+            "reclaimed": plan.reclaimed,
+            "triggered": plan.triggered,
+            "gate": plan.gate,
+            "actions": [
+                {
+                    "call_id": a.call_id,
+                    "tier": a.tier,
+                    "reason": a.reason,
+                    "tokens_before": a.tokens_before,
+                    "tokens_after": a.tokens_after,
+                }
+                for a in plan.actions
+            ],
+        }
+        click.echo(json.dumps(report, indent=2), err=output is None)
+
+
+@main.group(context_settings=CONTEXT)
+def archive() -> None:
+    """Originals of tool results that pruning changed."""
+
+
+@archive.command("show", context_settings=CONTEXT)
+@click.argument("call_id")
+@click.option("--session", envvar="FILECACHE_SESSION", help="Only this session's archive.")
+@click.option("--store", envvar="FILECACHE_STORE", help="Store path (default: ./.filecache).")
+def archive_show(call_id: str, session: str | None, store: str | None) -> None:
+    """Print the original text of CALL_ID's result."""
+    from .store import default_store_path
+
+    with open_store(Path("."), store or str(default_store_path(Path(".").resolve()))) as opened:
+        text = opened.archive_get(call_id, session)
+    if text is None:
+        raise RequestError(f"no archived result for {call_id}; check the id and --store")
+    click.echo(text, nl=False, color=True)

@@ -19,14 +19,19 @@ __all__ = [
     "mcp_instructions",
     "render_diff",
     "render_file_ref",
+    "render_cleared",
     "render_outline_answer",
+    "render_outlined",
+    "render_truncated",
     "render_result_tag",
     "render_write",
 ]
 
 MARKER = "[filecache]"
 PLACEHOLDER_MARKER = "[cleared tool result"
-MARKERS = (MARKER, PLACEHOLDER_MARKER)
+TRUNCATION_MARKER = "[filecache: "
+OUTLINE_TAG = f"{MARKER} old result "
+MARKERS = (MARKER, PLACEHOLDER_MARKER, TRUNCATION_MARKER)
 
 HINT_REF = "(If that result is gone from your context, read again with fresh=true.)"
 HINT_DIFF = (
@@ -104,6 +109,38 @@ def render_outline_answer(outline_text: str, *, large: bool, tokens_full: int) -
     why = f"shown instead of {tokens_full:,} tokens of content; " if large else ""
     hint = HINT_OUTLINE if not why else f"({why}{HINT_OUTLINE[1:]}"
     return f"{MARKER} {outline_text.rstrip()}\n{hint}\n"
+
+
+def _how_back(description: str) -> str:
+    if description.startswith("read "):
+        return "read the file again if you need it"
+    return "run it again if you need it"
+
+
+def render_cleared(description: str, original: str, reason: str) -> str:
+    """The placeholder of a cleared tool result: what was lost, why, and how to get it back."""
+    lines = original.count("\n") + (0 if original.endswith("\n") or not original else 1)
+    size = f"{lines:,} line{'s' if lines != 1 else ''}, {len(original):,} chars"
+    return f"{PLACEHOLDER_MARKER}: {description} ({size}): {reason}; {_how_back(description)}]"
+
+
+def render_outlined(description: str, outline: str) -> str:
+    """An old file read degraded to the outline of the version it showed."""
+    return (
+        f"{OUTLINE_TAG}({description}) shown as its outline to save context; "
+        f"{_how_back(description)} (offset/limit or symbol=NAME):\n{outline.rstrip()}\n"
+    )
+
+
+def render_truncated(
+    head: Sequence[str], tail: Sequence[str], lines_cut: int, chars_cut: int, why: str
+) -> str:
+    """Old output kept as head and tail, with what was cut in between."""
+    middle = (
+        f"{TRUNCATION_MARKER}{lines_cut:,} lines ({chars_cut:,} chars) cut here: {why}; "
+        "run it again if you need them]"
+    )
+    return "\n".join([*head, middle, *tail])
 
 
 def instructions() -> str:

@@ -1,0 +1,171 @@
+"""Pruning at the edges: parse, plan, archive, record projections, forget, render.
+
+``prune_messages`` is what adapters and the CLI call before a request. It keeps the pure
+planner (``pruning.py``) pure: the store (archive of every original, sticky projections), the
+session (its ledger, its outlines, ``forget`` for ref safety) and token counting live here.
+
+Invariants:
+- The input is never mutated; the output has the input's shape (a bare list, or the same
+  wrapper object with its other keys).
+- Every result a plan changes is archived first (the original text, once) and its projection
+  recorded, so the next pass renders the same bytes; then ``Session.forget`` drops every fact
+  that relied on it, so no FileRef or diff can point at content the model no longer has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .hashing import version_of
+from .outline import build_outline, language_for_path, render_outline
+from .pruning import PrunePlan, PrunePolicy, ResultInfo, apply_plan, plan_prune
+from .store import Store
+from .tokens import TokenCounter
+from .transcript import Transcript, parse_transcript, unwrap
+
+if TYPE_CHECKING:
+    from .cache import Session
+
+__all__ = ["PruneResult", "TokenMemo", "prune_messages", "transcript_session_id"]
+
+_NUMBERED = ("\t", "→")  # cat -n style prefixes: filecache/SWE-agent (TAB), Claude Code (→)
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """A pruned message list (in the input's shape), the plan, and the format it was in."""
+
+    messages: Any
+    plan: PrunePlan
+    format: str
+
+
+class TokenMemo:
+    """Counts each distinct text once (a transcript re-sends the same messages every turn)."""
+
+    def __init__(self, counter: TokenCounter, limit: int = 200_000) -> None:
+        self.counter = counter
+        self.limit = limit
+        self._memo: dict[str, int] = {}
+
+    def __call__(self, text: str) -> int:
+        n = self._memo.get(text)
+        if n is None:
+            if len(self._memo) >= self.limit:
+                self._memo.clear()
+            n = self._memo[text] = self.counter.count(text)
+        return n
+
+
+def transcript_session_id(transcript: Transcript) -> str:
+    """A stable id for a conversation without a session: its first call id and opening text."""
+    first = transcript.calls()[0].id if transcript.calls() else ""
+    opening = "\n".join(m.text for m in transcript.messages[:2])
+    return "transcript-" + version_of((first + "\n" + opening).encode("utf-8"))[5:21]
+
+
+def _strip_numbers(text: str) -> tuple[str, int] | None:
+    """Source text and first line number of a ``cat -n`` style read result, else None.
+
+    Up to two leading lines that are not numbered (a header such as filecache's, or SWE-agent's
+    "Here's the result of running `cat -n`...") are skipped.
+    """
+    source: list[str] = []
+    first = None
+    skipped = 0
+    for line in text.split("\n"):
+        number, rest = _numbered(line)
+        if number is None:
+            if first is None and skipped < 2:
+                skipped += 1
+                continue
+            if not line or line.startswith("\\ No newline"):
+                continue
+            return None
+        first = number if first is None else first
+        source.append(rest)
+    return ("\n".join(source) + "\n", first) if first is not None else None
+
+
+def _numbered(line: str) -> tuple[int | None, str]:
+    if line.strip().isdigit():  # an empty line numbered without its TAB (SWE-agent's viewer)
+        return int(line), ""
+    for mark in _NUMBERED:
+        head, sep, rest = line.partition(mark)
+        if sep and head.strip().isdigit():
+            return int(head), rest
+    return None, line
+
+
+def outline_callback(session: Session | None) -> Callable[[ResultInfo], str | None]:
+    """Outlines for old file reads: of the stored version when the session knows it, else of
+    the source recovered from the result's own numbered lines (whole-file reads only)."""
+
+    def outline_for(info: ResultInfo) -> str | None:
+        if info.path is None:
+            return None
+        if session is not None and info.version is not None:
+            try:
+                return session.cache.outline_text(info.version, info.path)
+            except Exception:  # noqa: BLE001 - no blob any more: fall back to the text
+                pass
+        if info.start != 1:
+            return None
+        recovered = _strip_numbers(info.text)
+        if recovered is None:
+            return None
+        source, _ = recovered
+        outline = build_outline(source.encode("utf-8"), language_for_path(info.path))
+        if not outline.definitions:
+            return None
+        return render_outline(outline, info.path, max(info.tokens // 5, 50))
+
+    return outline_for
+
+
+def prune_messages(
+    messages: Any,
+    *,
+    session: Session | None = None,
+    store: Store | None = None,
+    policy: PrunePolicy | None = None,
+    format: str | None = None,
+    count: Callable[[str], int] | None = None,
+    session_id: str | None = None,
+) -> PruneResult:
+    """Prune a message list (bare, or wrapped as ``{"messages": [...]}``/``{"input": [...]}``).
+
+    Args:
+        messages: OpenAI chat, OpenAI Responses or Anthropic messages.
+        session: the filecache session whose tools answered the reads (ledger, outlines,
+            ``forget``); without one the write→read map comes from the transcript.
+        store: where originals are archived and projections kept (default: the session's).
+        policy: when and how hard (``PrunePolicy`` defaults).
+        format: ``openai`` | ``responses`` | ``anthropic``; detected when None.
+        count: a token counter (default: the session's, or exact o200k), memoised.
+        session_id: the id to archive under without a session (default: derived from the
+            transcript, stable across its requests).
+    """
+    envelope = unwrap(messages)
+    transcript = parse_transcript(envelope.messages, format)
+    policy = policy or PrunePolicy()
+    store = store if store is not None else (session.cache.store if session else None)
+    sid = session.id if session is not None else (session_id or transcript_session_id(transcript))
+    if count is None:
+        count = TokenMemo(session.cache.tokens if session else TokenCounter())
+    prior = store.projections(sid) if store is not None else {}
+    ledger = session.ledger() if session is not None else None
+    plan = plan_prune(
+        transcript, ledger, policy, count, outline_for=outline_callback(session), prior=prior
+    )
+    if plan.actions:
+        originals = {r.call_id: r.text for r in transcript.results()}
+        for action in plan.actions:
+            if store is not None:
+                store.archive_put(sid, action.call_id, originals[action.call_id])
+                store.projection_put(sid, action.call_id, action.tier, action.text)
+        if session is not None:
+            session.forget(a.call_id for a in plan.actions)
+    return PruneResult(envelope.wrap(apply_plan(transcript, plan)), plan, transcript.format)

@@ -1,0 +1,449 @@
+"""The pruning planner: which old tool results to degrade or clear, and whether it pays.
+
+Pure: ``plan_prune`` takes a neutral ``Transcript``, an optional ``Ledger`` (from the session),
+a ``PrunePolicy``, a token counter and a few callbacks, and returns a frozen ``PrunePlan``;
+``apply_plan`` renders the new message list. No I/O here (``pruner.py`` does the archive,
+projections and ``Session.forget``).
+
+Passes, in order (DESIGN "Pruning"):
+
+1. Recency protection: the newest ``protect_recent`` tokens of tool output stay verbatim.
+2. Supersession: a file read is superseded by a later write, edit or outside change of the
+   same path, or by a later content read covering all its lines; superseded results clear.
+3. Keep-alive: a result that a later FileRef or diff (still in the transcript, not cleared)
+   relies on stays intact; so does a read of a file named in the protected tail.
+4. Tiered degradation, oldest first, until the prompt is back under ``target``: a large file
+   read becomes its outline, other large output its head and tail; small results clear; over
+   ``hard_at`` degraded results clear too.
+5. Placeholders say what was lost, why, and how to get it back (``render.py``).
+
+Invariants:
+- Only tool-result bodies change; every call keeps exactly one result, in place.
+- Tiers only escalate (verbatim < outline/truncate < clear). A projection seen before
+  (``prior``) renders to the same bytes again: prompt-cache friendly and restart-safe.
+- Idempotent: planning on the output of a plan (with the same ``prior``) adds nothing.
+- The cost gate (on by default) keeps only the actions whose saving, over the turns expected to
+  remain, pays for the cached prefix they invalidate; one cut per pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from .ledger import Ledger
+from .render import (
+    OUTLINE_TAG,
+    PLACEHOLDER_MARKER,
+    TRUNCATION_MARKER,
+    render_cleared,
+    render_outlined,
+    render_truncated,
+)
+from .transcript import Transcript, file_access
+
+__all__ = ["PruneAction", "PrunePlan", "PrunePolicy", "ResultInfo", "apply_plan", "plan_prune"]
+
+TIERS = {"keep": 0, "outline": 1, "truncate": 1, "clear": 2}
+
+
+@dataclass(frozen=True)
+class PrunePolicy:
+    """When and how hard to prune. Defaults follow the seeds (see ``docs/pruning.md``).
+
+    Attributes:
+        context_window: the model's context, in tokens.
+        prune_at: prune when the prompt passes this fraction of the window (neenee: 0.65).
+        target: prune down to this fraction, so the next passes do not churn.
+        hard_at: over this fraction degraded results clear too, and the cost gate is bypassed
+            (the alternative is overflowing the window).
+        protect_recent: the newest tool-output tokens kept verbatim (neenee: 6,000).
+        min_reclaim: a pass that would reclaim fewer tokens does nothing.
+        small_result: results under this many tokens clear instead of degrading
+            (neenee's 8,000-character floor, about 2,000 tokens).
+        head_lines, tail_lines: what a truncated result keeps.
+        cache_aware: gate on prompt-cache economics (on by default).
+        cache_read, cache_write: prices of cached and newly cached tokens, relative to 1.
+        turns_left: requests expected after this one; None estimates it as the number of
+            assistant turns so far, clamped to 4..40.
+    """
+
+    context_window: int = 128_000
+    prune_at: float = 0.65
+    target: float = 0.5
+    hard_at: float = 0.9
+    protect_recent: int = 6_000
+    min_reclaim: int = 2_000
+    small_result: int = 2_000
+    head_lines: int = 20
+    tail_lines: int = 10
+    cache_aware: bool = True
+    cache_read: float = 0.1
+    cache_write: float = 1.25
+    turns_left: int | None = None
+
+
+@dataclass(frozen=True)
+class ResultInfo:
+    """A tool result as the planner sees it."""
+
+    call_id: str
+    message_index: int
+    tool: str
+    kind: str  # read / write / edit / change / other
+    path: str | None
+    start: int
+    end: int | None
+    version: str | None
+    answer: str  # the ledger's kind of answer (full, unchanged, ...), "" when unknown
+    base_call_id: str | None
+    tokens: int
+    text: str
+    tier: str  # what it already is: keep / outline / truncate / clear
+    command: str = ""  # a short form of the call's arguments, for placeholders
+
+
+@dataclass(frozen=True)
+class PruneAction:
+    """One result's new body."""
+
+    call_id: str
+    message_index: int
+    tier: str
+    text: str
+    reason: str
+    tokens_before: int
+    tokens_after: int
+
+
+@dataclass(frozen=True)
+class PrunePlan:
+    """What a pass decided. ``replacements`` holds every body to render (new and sticky)."""
+
+    actions: tuple[PruneAction, ...]
+    replacements: Mapping[str, str]
+    prompt_tokens: int
+    reclaimed: int
+    triggered: bool
+    gate: str = ""
+    dropped_by_gate: tuple[str, ...] = field(default=())
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.replacements)
+
+
+def _tier_of(text: str) -> str:
+    if text.startswith(PLACEHOLDER_MARKER):
+        return "clear"
+    if text.startswith(OUTLINE_TAG):
+        return "outline"
+    if TRUNCATION_MARKER in text:
+        return "truncate"
+    return "keep"
+
+
+def _norm(path: str) -> str:
+    return path.removeprefix("./").lstrip("/")
+
+
+def _same_path(a: str, b: str) -> bool:
+    a, b = _norm(a), _norm(b)
+    return a == b or a.endswith("/" + b) or b.endswith("/" + a)
+
+
+def collect(
+    transcript: Transcript, ledger: Ledger | None, count: Callable[[str], int]
+) -> list[ResultInfo]:
+    """Every tool result with what is known of its call (ledger first, then the transcript)."""
+    calls = transcript.calls_by_id()
+    infos = []
+    for result in transcript.results():
+        call = calls.get(result.call_id)
+        record = ledger.calls.get(result.call_id) if ledger else None
+        access = file_access(call) if call is not None else None
+        if record is not None and record.tool in ("read", "write", "edit", "change"):
+            kind, path = record.tool, record.path
+            start, end = record.start or 1, record.end
+            version, answer, base = record.version, record.kind, record.base_call_id
+        elif access is not None:
+            kind, path, start, end = access.kind, access.path, access.start, access.end
+            version, answer, base = None, "", None
+        else:
+            kind, path, start, end, version, answer, base = "other", None, 1, None, None, "", None
+        tool = call.name if call is not None else "?"
+        command = _short_command(call.arguments, call.raw_arguments) if call is not None else ""
+        infos.append(
+            ResultInfo(
+                result.call_id, result.message_index, tool, kind, path, start, end, version,
+                answer, base, count(result.text), result.text, _tier_of(result.text), command,
+            )
+        )  # fmt: skip
+    return infos
+
+
+def _short_command(arguments: Mapping[str, object], raw: str) -> str:
+    value = next((arguments[k] for k in ("command", "cmd", "query") if k in arguments), raw)
+    text = " ".join(str(value).split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _covers(later: ResultInfo, earlier: ResultInfo) -> bool:
+    if later.end is None:
+        return later.start <= earlier.start
+    if earlier.end is None:
+        return False
+    return later.start <= earlier.start and later.end >= earlier.end
+
+
+def _superseded(infos: Sequence[ResultInfo], ledger: Ledger | None) -> dict[str, str]:
+    """call id -> why it is superseded (a later write/edit/change, or a covering read)."""
+    why: dict[str, str] = {}
+    for i, info in enumerate(infos):
+        if info.kind != "read" or info.path is None or info.tier == "clear":
+            continue
+        for later in infos[i + 1 :]:
+            if later.path is None or not _same_path(later.path, info.path):
+                continue
+            if later.kind in ("write", "edit", "change"):
+                verb = {"write": "write", "edit": "edit", "change": "a change seen outside"}
+                why[info.call_id] = f"superseded by {verb[later.kind]} {later.call_id}"
+                break
+            if (
+                later.kind == "read"
+                and later.answer in ("", "full", "partial")
+                and _covers(later, info)
+            ):
+                why[info.call_id] = f"superseded by a later read {later.call_id} of these lines"
+                break
+    if ledger is not None:  # changes seen by rehash/watchers have no result of their own
+        for info in infos:
+            if info.kind != "read" or info.path is None or info.call_id in why:
+                continue
+            record = ledger.calls.get(info.call_id)
+            for write in ledger.writes.get(info.path, ()):
+                if record is not None and write.seq > record.seq and write.tool == "change":
+                    why[info.call_id] = f"superseded by a change seen outside ({write.call_id})"
+                    break
+    return why
+
+
+def _protected(infos: Sequence[ResultInfo], budget: int) -> set[str]:
+    kept: set[str] = set()
+    used = 0
+    for info in reversed(infos):
+        if used + info.tokens > budget:
+            break
+        used += info.tokens
+        kept.add(info.call_id)
+    return kept
+
+
+def _relied_on(infos: Sequence[ResultInfo], cleared: set[str]) -> set[str]:
+    """Results that a later FileRef or diff still in the transcript (not cleared) relies on."""
+    by_id = {i.call_id: i for i in infos}
+    alive: set[str] = set()
+    for info in infos:
+        if info.base_call_id and info.call_id not in cleared:
+            base = by_id.get(info.base_call_id)
+            while base is not None and base.call_id not in alive:
+                alive.add(base.call_id)
+                base = by_id.get(base.base_call_id) if base.base_call_id else None
+    return alive
+
+
+def _in_use(infos: Sequence[ResultInfo], protected: set[str], tail_text: str) -> set[str]:
+    """Reads of files the recent turns name: not degraded while the model works on them."""
+    used = set()
+    for info in infos:
+        if info.kind == "read" and info.path and info.call_id not in protected:
+            name = _norm(info.path).rsplit("/", 1)[-1]
+            if len(name) > 3 and name in tail_text:
+                used.add(info.call_id)
+    return used
+
+
+def _truncate(text: str, policy: PrunePolicy, why: str) -> str | None:
+    lines = text.split("\n")
+    keep = policy.head_lines + policy.tail_lines
+    if len(lines) <= keep + 5:
+        return None
+    cut = lines[policy.head_lines : len(lines) - policy.tail_lines]
+    return render_truncated(
+        lines[: policy.head_lines], lines[len(lines) - policy.tail_lines :], len(cut),
+        sum(len(c) + 1 for c in cut), why,
+    )  # fmt: skip
+
+
+def _describe(info: ResultInfo) -> str:
+    if info.kind == "read" and info.path:
+        span = f" {info.start}-{info.end}" if info.end else ""
+        return f"read {info.path}{span}"
+    if info.kind in ("write", "edit") and info.path:
+        return f"{info.kind} {info.path}"
+    return f"{info.tool} `{info.command}`" if info.command else info.tool
+
+
+def plan_prune(
+    transcript: Transcript,
+    ledger: Ledger | None,
+    policy: PrunePolicy,
+    count: Callable[[str], int],
+    *,
+    outline_for: Callable[[ResultInfo], str | None] | None = None,
+    prior: Mapping[str, tuple[str, str]] | None = None,
+) -> PrunePlan:
+    """Decide this pass (see the module docstring). ``prior``: call id -> (tier, text)."""
+    prior = dict(prior or {})
+    infos = collect(transcript, ledger, count)
+    present = {i.call_id for i in infos}
+    sticky = {cid: text for cid, (_, text) in prior.items() if cid in present}
+    msg_tokens = _message_tokens(transcript, count, sticky)
+    total = sum(msg_tokens)
+    window = policy.context_window
+    if total <= policy.prune_at * window:
+        return PrunePlan((), sticky, total, 0, False)
+
+    infos = [_with_prior(i, prior, count) for i in infos]
+    protected = _protected(infos, policy.protect_recent)
+    superseded = _superseded(infos, ledger)
+    target = policy.target * window
+    actions: dict[str, PruneAction] = {}
+    excess = total - target
+
+    def act(info: ResultInfo, tier: str, text: str, reason: str) -> None:
+        nonlocal excess
+        after = count(text)
+        previous = actions.get(info.call_id)
+        before_tokens = previous.tokens_after if previous else info.tokens
+        if after >= before_tokens:
+            return
+        actions[info.call_id] = PruneAction(
+            info.call_id, info.message_index, tier, text, reason, info.tokens, after
+        )
+        excess -= before_tokens - after
+
+    candidates = [i for i in infos if i.call_id not in protected and i.tier != "clear"]
+    for info in candidates:
+        if info.call_id in superseded:
+            reason = superseded[info.call_id]
+            act(info, "clear", render_cleared(_describe(info), info.text, reason), reason)
+    first_protected = min(
+        (i.message_index for i in infos if i.call_id in protected), default=len(infos)
+    )
+    tail_text = "\n".join(
+        m.text + " " + " ".join(c.raw_arguments for c in m.tool_calls)
+        for m in transcript.messages[first_protected:]
+        if m.role != "tool"
+    )
+    for cid in [c for c in actions if c in _relied_on(infos, set(actions))]:
+        del actions[cid]  # a live FileRef or diff still points at it
+    alive = _relied_on(infos, set(actions)) | _in_use(infos, protected, tail_text)
+    for info in candidates:  # tier 1: degrade large results, clear small ones
+        if excess <= 0:
+            break
+        if info.call_id in actions or info.call_id in alive or info.tier != "keep":
+            continue
+        if info.tokens < policy.small_result:
+            why = "old, cleared to save context"
+            act(info, "clear", render_cleared(_describe(info), info.text, why), why)
+            continue
+        outline = outline_for(info) if outline_for is not None and info.kind == "read" else None
+        if outline is not None:
+            act(info, "outline", render_outlined(_describe(info), outline), "old, outlined")
+            continue
+        truncated = _truncate(info.text, policy, "old output")
+        if truncated is not None:
+            act(info, "truncate", truncated, "old, truncated")
+        else:
+            why = "old, cleared to save context"
+            act(info, "clear", render_cleared(_describe(info), info.text, why), why)
+    if total > policy.hard_at * window:  # tier 2: under high pressure, clear, oldest first
+        for info in candidates:
+            if excess <= 0:
+                break
+            current = actions.get(info.call_id)
+            if info.call_id in alive or (current is not None and current.tier == "clear"):
+                continue
+            why = "cleared under context pressure"
+            act(info, "clear", render_cleared(_describe(info), info.text, why), why)
+
+    chosen = sorted(actions.values(), key=lambda a: a.message_index)
+    reclaimed = sum(a.tokens_before - a.tokens_after for a in chosen)
+    if reclaimed < policy.min_reclaim:
+        return PrunePlan((), sticky, total, 0, True, "under min_reclaim")
+    gate: str = ""
+    dropped: tuple[str, ...] = ()
+    if policy.cache_aware and total <= policy.hard_at * window:
+        chosen, gate, dropped = _cost_gate(chosen, msg_tokens, policy, transcript)
+    replacements = dict(sticky)
+    replacements.update({a.call_id: a.text for a in chosen})
+    reclaimed = sum(a.tokens_before - a.tokens_after for a in chosen)
+    return PrunePlan(tuple(chosen), replacements, total, reclaimed, True, gate, dropped)
+
+
+def _with_prior(
+    info: ResultInfo, prior: Mapping[str, tuple[str, str]], count: Callable[[str], int]
+) -> ResultInfo:
+    if info.call_id not in prior:
+        return info
+    tier, text = prior[info.call_id]
+    return replace(info, text=text, tokens=count(text), tier=tier)
+
+
+def _message_tokens(
+    transcript: Transcript, count: Callable[[str], int], replaced: Mapping[str, str]
+) -> list[int]:
+    sizes = []
+    for m in transcript.messages:
+        n = count(m.text) if m.text else 0
+        n += sum(count(c.raw_arguments) + count(c.name) for c in m.tool_calls)
+        n += sum(count(replaced.get(r.call_id, r.text)) for r in m.results)
+        sizes.append(n)
+    return sizes
+
+
+def _turns_left(transcript: Transcript, policy: PrunePolicy) -> int:
+    if policy.turns_left is not None:
+        return policy.turns_left
+    turns = sum(1 for m in transcript.messages if m.role == "assistant")
+    return max(4, min(40, turns))
+
+
+def _cost_gate(
+    actions: list[PruneAction],
+    msg_tokens: Sequence[int],
+    policy: PrunePolicy,
+    transcript: Transcript,
+) -> tuple[list[PruneAction], str, tuple[str, ...]]:
+    """Keep the suffix of actions (by message) whose cut pays best; drop the rest.
+
+    Cutting at message k rewrites the cache from k on: ``(write - read) * suffix`` extra now.
+    Each removed token saves ``read`` on every later request: ``read * reclaimed * turns``.
+    """
+    turns = _turns_left(transcript, policy)
+    suffix = [0] * (len(msg_tokens) + 1)
+    for k in range(len(msg_tokens) - 1, -1, -1):
+        suffix[k] = suffix[k + 1] + msg_tokens[k]
+    best: tuple[float, int] = (0.0, len(actions))
+    for start in range(len(actions)):
+        kept = actions[start:]
+        reclaimed = sum(a.tokens_before - a.tokens_after for a in kept)
+        cut = kept[0].message_index
+        cost = (policy.cache_write - policy.cache_read) * max(0, suffix[cut] - reclaimed)
+        gain = policy.cache_read * reclaimed * turns
+        if gain - cost > best[0]:
+            best = (gain - cost, start)
+    net, start = best
+    kept = actions[start:]
+    dropped = tuple(a.call_id for a in actions[:start])
+    if not kept:
+        return [], f"cost gate: no cut pays over {turns} turns", dropped
+    return kept, f"cost gate: cut at message {kept[0].message_index} nets {net:,.0f}", dropped
+
+
+def apply_plan(transcript: Transcript, plan: PrunePlan) -> list[object]:
+    """The new message list (the input is never mutated)."""
+    if not plan.replacements:
+        return list(transcript.raw)
+    return transcript.with_results_replaced(plan.replacements)
