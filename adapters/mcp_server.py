@@ -31,13 +31,11 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import unquote, urlparse
 
-from filecache.cache import FileCache, ReadResult, Session, WriteResult
+from filecache import FileCache, ReadResult, Session, WriteResult
 from filecache.errors import ConfigError, FileCacheError, OutsideRootError, PathError
 from filecache.render import mcp_instructions
 
 from .mcp_sessions import (
-    DEFAULT_MAX_CALLS,
-    DEFAULT_MAX_MINUTES,
     MCP_INSTALL_HINT,
     Connections,
     RefWindow,
@@ -77,13 +75,14 @@ _ROOTS_TIMEOUT = 5.0  # seconds to wait for the client's roots/list answer
 @dataclass(frozen=True)
 class ServeOptions:
     """How ``filecache serve`` runs. ``max_calls``/``max_minutes`` bound how long a result may
-    back FileRefs (see ``RefWindow``); ``session`` fixes one session id for every connection."""
+    back FileRefs (see ``RefWindow``; None: the settings ``mcp_ref_calls``/``mcp_ref_minutes``);
+    ``session`` fixes one session id for every connection."""
 
     roots: tuple[Path, ...]
     store: str | None = None
     session: str | None = None
-    max_calls: int = DEFAULT_MAX_CALLS
-    max_minutes: float = DEFAULT_MAX_MINUTES
+    max_calls: int | None = None
+    max_minutes: float | None = None
     name: str = "filecache"
 
 
@@ -119,12 +118,17 @@ class FileCacheServer:
 
     def open(self) -> None:
         """Open one cache (and store) per root."""
+        overrides: dict[str, Any] = {}
+        if self.options.store:
+            overrides["store"] = self.options.store
+        if self.options.max_calls is not None:
+            overrides["mcp_ref_calls"] = self.options.max_calls
+        if self.options.max_minutes is not None:
+            overrides["mcp_ref_minutes"] = self.options.max_minutes
         with self._open_lock:
             if not self.caches:
-                store = self.options.store
-                self.caches = [
-                    FileCache(r, store=store) if store else FileCache(r) for r in self.roots
-                ]
+                self.caches = [FileCache(root, **overrides) for root in self.roots]
+                self.caches[0].count("warm up")  # load the BPE vocabulary before the first call
 
     def close(self) -> None:
         """Flush and close every store."""
@@ -149,7 +153,8 @@ class FileCacheServer:
             cache.session(session_id if i == 0 else f"{session_id}.{i}")
             for i, cache in enumerate(self.caches)
         ]
-        window = RefWindow(self.options.max_calls, self.options.max_minutes)
+        settings = self.caches[0].settings
+        window = RefWindow(settings.mcp_ref_calls, settings.mcp_ref_minutes)
         # A continued session (fixed --session): its earlier calls count towards the window.
         earlier = [e for s in sessions for e in session_events(s.cache.store, s.id)]
         window.seed(sorted(earlier, key=lambda e: e[0]))
@@ -241,7 +246,7 @@ class FileCacheServer:
         ``isError`` results."""
         rc = ctx.request_context
         try:
-            conn = await anyio.to_thread.run_sync(self.connections.get, connection_key(rc.request))
+            conn = await self._connection(rc)
             await self._client_roots(rc, conn)
             result = await anyio.to_thread.run_sync(self._run, conn, path, op)
         except FileCacheError as exc:
@@ -253,6 +258,14 @@ class FileCacheServer:
         return CallToolResult(
             content=[TextContent(type="text", text=result.text)], _meta={"filecache": meta}
         )
+
+    async def _connection(self, rc: ServerRequestContext[Any, Any]) -> _Connection:
+        """The request's connection; a new one is made in a worker thread (it reads the store)."""
+        key = connection_key(rc.request)
+        conn = self.connections.peek(key)
+        if conn is None:
+            conn = await anyio.to_thread.run_sync(self.connections.get, key)
+        return conn
 
     def _run(
         self, conn: _Connection, path: str | None, op: Callable[[Session], ReadResult | WriteResult]
@@ -271,7 +284,7 @@ class FileCacheServer:
         """This connection's numbers, as JSON."""
         rc = ctx.request_context
         try:
-            conn = await anyio.to_thread.run_sync(self.connections.get, connection_key(rc.request))
+            conn = await self._connection(rc)
             payload = await anyio.to_thread.run_sync(self._stats, conn)
         except FileCacheError as exc:
             return _error(str(exc))

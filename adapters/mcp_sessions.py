@@ -7,8 +7,8 @@ Invariants:
   request with neither (stateless HTTP) gets a session of its own, so it is always sent content.
 - An MCP server cannot see the client's transcript, so it cannot know when a result it answered
   was compacted away. ``RefWindow`` bounds that risk: a result backs FileRefs and diffs only for
-  ``max_calls`` later calls and ``max_minutes``; after that its call id is forgotten
-  (``Session.forget``), and the next read sends content again.
+  ``max_calls`` later calls and ``max_minutes`` (settings ``mcp_ref_calls``/``mcp_ref_minutes``);
+  after that its call id is forgotten (``Session.forget``), and the next read sends content.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ from typing import Generic, TypeVar
 from filecache.store import Store
 
 __all__ = [
-    "DEFAULT_MAX_CALLS",
-    "DEFAULT_MAX_MINUTES",
     "MCP_INSTALL_HINT",
     "Connections",
     "RefWindow",
@@ -35,11 +33,6 @@ __all__ = [
 ]
 
 MCP_INSTALL_HINT = "filecache's MCP support needs the mcp SDK: pip install 'filecache[mcp]'"
-
-DEFAULT_MAX_CALLS = 50
-"""A result backs FileRefs for this many later tool calls of its connection..."""
-DEFAULT_MAX_MINUTES = 30.0
-"""...and for this many minutes; then the next read of its lines sends content again."""
 
 _SESSION_HEADER = "mcp-session-id"
 _MAX_CONNECTIONS = 1024  # connection states kept (HTTP); the least recently used go first
@@ -76,10 +69,7 @@ class RefWindow:
     """
 
     def __init__(
-        self,
-        max_calls: int = DEFAULT_MAX_CALLS,
-        max_minutes: float = DEFAULT_MAX_MINUTES,
-        clock: Callable[[], float] = time.time,
+        self, max_calls: int, max_minutes: float, clock: Callable[[], float] = time.time
     ) -> None:
         if max_calls < 0 or max_minutes < 0:
             raise ValueError("max_calls and max_minutes must be 0 or more")

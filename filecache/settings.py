@@ -16,6 +16,10 @@ Precedence, lowest first: the defaults below; a ``[tool.filecache]`` table in th
 - ``versions_per_path`` (4): model-held versions remembered per path.
 - ``tokenizer`` (``o200k``): ``o200k``, ``cl100k`` (exact BPE, offline) or ``estimate``.
 - ``outline_threshold`` (6000): ``mode="auto"`` answers an outline above this many tokens.
+- ``mcp_ref_calls`` (50), ``mcp_ref_minutes`` (30): the MCP server and middleware cannot see
+  the client's context, so a result backs FileRefs and diffs only for this many later tool
+  calls of its connection and this many minutes; then its lines are sent again. 0: always
+  send content.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ class Settings:
     versions_per_path: int = 4
     tokenizer: str = "o200k"
     outline_threshold: int = 6000
+    mcp_ref_calls: int = 50
+    mcp_ref_minutes: float = 30.0
 
     def __post_init__(self) -> None:
         if self.max_file_bytes <= 0:
@@ -59,6 +65,8 @@ class Settings:
             raise ConfigError("retention_days must be positive")
         if self.outline_threshold < 0:
             raise ConfigError("outline_threshold must be >= 0")
+        if self.mcp_ref_calls < 0 or self.mcp_ref_minutes < 0:
+            raise ConfigError("mcp_ref_calls and mcp_ref_minutes must be >= 0")
 
 
 _FIELDS = {f.name: f for f in fields(Settings)}

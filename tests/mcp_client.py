@@ -32,10 +32,15 @@ def _roots_callback(roots: Sequence[Path]) -> Any:
 
 @asynccontextmanager
 async def stdio_session(
-    args: Sequence[str], errlog: Path, *, roots: Sequence[Path] | None = None
+    args: Sequence[str],
+    errlog: Path,
+    *,
+    roots: Sequence[Path] | None = None,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[ClientSession]:
-    """An initialized ``ClientSession`` to ``python ARGS`` started as a subprocess."""
-    params = StdioServerParameters(command=sys.executable, args=list(args), cwd=str(REPO))
+    """An initialized ``ClientSession`` to ``python ARGS`` started as a subprocess (``env`` is
+    added to the SDK's small default environment; ``FILECACHE_*`` is not inherited)."""
+    params = StdioServerParameters(command=sys.executable, args=list(args), cwd=str(REPO), env=env)
     with errlog.open("a", encoding="utf-8") as log:
         async with stdio_client(params, errlog=log) as (read, write):
             callback = _roots_callback(roots) if roots is not None else None

@@ -242,7 +242,8 @@ async def test_refs_expire_after_the_call_window(
             kinds = []
             for path in ["notes.txt", "notes.txt", "src/app.py", "empty.txt", "notes.txt"]:
                 kinds.append(meta_of(await client.call_tool("read_file", {"path": path}))["kind"])
-        async with stdio_session(_serve(root, store_path, "--ref-minutes", "0"), errlog) as client:
+        env = {"FILECACHE_MCP_REF_MINUTES": "0"}  # the setting, from the environment
+        async with stdio_session(_serve(root, store_path), errlog, env=env) as client:
             for _ in range(2):
                 kinds.append(
                     meta_of(await client.call_tool("read_file", {"path": "notes.txt"}))["kind"]
@@ -324,14 +325,14 @@ def test_ref_window_expires_by_calls_and_by_time() -> None:
     assert window.expired() == ["a"]
     now[0] += 61
     assert window.expired() == ["b"]
-    assert RefWindow(max_calls=0).expired() == []
-    zero = RefWindow(max_calls=0)
+    assert RefWindow(0, 30).expired() == []
+    zero = RefWindow(0, 30)
     zero.begin_call()
     zero.record("c")
     zero.begin_call()
     assert zero.expired() == ["c"]
     with pytest.raises(ValueError):
-        RefWindow(max_calls=-1)
+        RefWindow(-1, 30)
 
 
 def test_connection_keys() -> None:
