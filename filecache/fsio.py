@@ -86,16 +86,6 @@ def _require_regular(rel: str, mode: int) -> None:
     raise NotARegularFileError(f"{rel}: is {what}, not a regular file; filecache reads files only")
 
 
-def file_size(loc: Located) -> int:
-    """Size of a regular file (refusing anything else)."""
-    try:
-        st = os.stat(loc.real)
-    except OSError as exc:
-        raise _os_error(loc.rel, exc) from exc
-    _require_regular(loc.rel, st.st_mode)
-    return st.st_size
-
-
 def read_bytes(loc: Located, max_bytes: int | None = None) -> bytes:
     """The file's bytes, read in one open. Over ``max_bytes``: refused without reading it."""
     try:
@@ -112,26 +102,6 @@ def read_bytes(loc: Located, max_bytes: int | None = None) -> bytes:
             )
         with open(fd, "rb", closefd=False) as fh:
             return fh.read()
-    except OSError as exc:
-        raise _os_error(loc.rel, exc) from exc
-    finally:
-        os.close(fd)
-
-
-def iter_chunks(loc: Located, chunk: int = 1 << 20) -> tuple[int, list[bytes]]:
-    """Read a (large) regular file in chunks; returns (size, chunks). Used for ranged reads."""
-    try:
-        fd = os.open(loc.real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        raise _os_error(loc.rel, exc) from exc
-    try:
-        st = os.fstat(fd)
-        _require_regular(loc.rel, st.st_mode)
-        parts = []
-        with open(fd, "rb", closefd=False) as fh:
-            while block := fh.read(chunk):
-                parts.append(block)
-        return st.st_size, parts
     except OSError as exc:
         raise _os_error(loc.rel, exc) from exc
     finally:
