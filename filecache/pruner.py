@@ -167,5 +167,7 @@ def prune_messages(
                 store.archive_put(sid, action.call_id, originals[action.call_id])
                 store.projection_put(sid, action.call_id, action.tier, action.text)
         if session is not None:
-            session.forget(a.call_id for a in plan.actions)
+            # A cleared write/edit confirmation loses nothing the view needs: the model knows
+            # what it wrote from the call's arguments, which pruning never touches.
+            session.forget(a.call_id for a in plan.actions if a.kind not in ("write", "edit"))
     return PruneResult(envelope.wrap(apply_plan(transcript, plan)), plan, transcript.format)

@@ -114,6 +114,7 @@ class PruneAction:
     reason: str
     tokens_before: int
     tokens_after: int
+    kind: str = "other"  # the call's kind: read / write / edit / change / other
 
 
 @dataclass(frozen=True)
@@ -229,9 +230,16 @@ def _superseded(infos: Sequence[ResultInfo], ledger: Ledger | None) -> dict[str,
 
 
 def _protected(infos: Sequence[ResultInfo], budget: int) -> set[str]:
-    kept: set[str] = set()
-    used = 0
+    """The newest results within ``budget`` tokens, and always those of the newest message
+    with results (what the model just asked for is never pruned, however large)."""
+    if not infos:
+        return set()
+    newest = infos[-1].message_index
+    kept = {i.call_id for i in infos if i.message_index == newest}
+    used = sum(i.tokens for i in infos if i.call_id in kept)
     for info in reversed(infos):
+        if info.call_id in kept:
+            continue
         if used + info.tokens > budget:
             break
         used += info.tokens
@@ -319,7 +327,7 @@ def plan_prune(
         if after >= before_tokens:
             return
         actions[info.call_id] = PruneAction(
-            info.call_id, info.message_index, tier, text, reason, info.tokens, after
+            info.call_id, info.message_index, tier, text, reason, info.tokens, after, info.kind
         )
         excess -= before_tokens - after
 
