@@ -40,6 +40,7 @@ __all__ = ["FileCache", "ReadResult", "Session", "WriteResult"]
 
 
 _LINES_BUDGET = 64 * 1024 * 1024  # characters of decoded versions kept in memory
+_TOKEN_COUNTS_MAX = 100_000  # (version, range) token counts kept in memory (the store has all)
 
 
 class FileCache:
@@ -187,5 +188,7 @@ class FileCache:
             n = self.count(content_text(src, start, end))
             self.store.cache_put("tokens", skey, str(n))
         with self._lock:
+            if len(self._token_counts) >= _TOKEN_COUNTS_MAX:  # a long-lived server: bound it
+                self._token_counts.clear()
             self._token_counts[key] = n
         return n
