@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -59,6 +60,7 @@ ToolSpec = tuple[str, str]
 """``(tool name, name of its path argument)``."""
 
 ROLES = ("read", "write", "edit")
+log = logging.getLogger("filecache.mcp")
 _FRESH = {
     "type": "boolean",
     "default": False,
@@ -151,7 +153,8 @@ class FileCacheMiddleware:
         if ctx.method != "tools/call" or params is None:
             return await call_next(ctx)
         name = params.get("name")
-        key = connection_key(ctx.request)
+        # A fixed session is one model context: every connection shares its state.
+        key = "fixed" if self._session_id else connection_key(ctx.request)
         conn = self._connections.peek(key)
         if conn is None:  # a new connection reads the store: not on the event loop
             conn = await anyio.to_thread.run_sync(self._connections.get, key)
@@ -166,19 +169,21 @@ class FileCacheMiddleware:
             result = _as_dict(await call_next(ctx))
             if not result.get("isError"):
                 path = str(args.get(path_arg, ""))
-                await anyio.to_thread.run_sync(conn.session.record_write, path, role)
+                try:
+                    await anyio.to_thread.run_sync(conn.session.record_write, path, role)
+                except Exception:  # the write happened; a ledger failure must not hide that
+                    log.exception("filecache could not record %s of %s", role, path)
             return result
         fresh = args.pop("fresh", False) in (True, "true", "True", 1)
         inner = dataclasses.replace(ctx, params={**params, "arguments": args})
         result = _as_dict(await call_next(inner))
-        return await anyio.to_thread.run_sync(
-            self._answer,
-            conn,
-            f"{name}{_canonical(args)}",
-            str(args.get(path_arg, "")),
-            fresh,
-            result,
-        )
+        key = f"{name}{_canonical(args)}"
+        path = str(args.get(path_arg, ""))
+        try:
+            return await anyio.to_thread.run_sync(self._answer, conn, key, path, fresh, result)
+        except Exception:  # never lose the tool's answer to a filecache failure: send it as is
+            log.exception("filecache could not answer %s; sending the tool's own result", name)
+            return result
 
     def _answer(
         self, conn: _Connection, key: str, path: str, fresh: bool, result: dict[str, Any]

@@ -23,6 +23,7 @@ import inspect
 import json
 import logging
 import os
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -229,7 +230,7 @@ class FileCacheServer:
     ) -> HandlerResult:
         """Server middleware: a roots/list_changed notification makes the next call re-fetch."""
         if ctx.method == "notifications/roots/list_changed":
-            conn = self.connections.peek(connection_key(ctx.request))
+            conn = self.connections.peek(self._key(ctx))
             if conn is not None:
                 conn.roots_known = False
         return await call_next(ctx)
@@ -259,9 +260,14 @@ class FileCacheServer:
             content=[TextContent(type="text", text=result.text)], _meta={"filecache": meta}
         )
 
+    def _key(self, rc: ServerRequestContext[Any, Any]) -> str | None:
+        # A fixed --session is one model context: every connection shares its sessions (two
+        # Session objects of one id would each number its ledger rows).
+        return "fixed" if self.options.session else connection_key(rc.request)
+
     async def _connection(self, rc: ServerRequestContext[Any, Any]) -> _Connection:
         """The request's connection; a new one is made in a worker thread (it reads the store)."""
-        key = connection_key(rc.request)
+        key = self._key(rc)
         conn = self.connections.peek(key)
         if conn is None:
             conn = await anyio.to_thread.run_sync(self.connections.get, key)
@@ -462,6 +468,12 @@ def serve(
 ) -> None:
     """Run the server until the client disconnects (stdio) or the process is stopped (http)."""
     server = build_server(options)
+    if transport == "http" and host not in ("127.0.0.1", "localhost", "::1"):
+        print(
+            f"filecache: serving files on {host}:{port} without authentication; anyone who can "
+            "reach it can read and write under the roots",
+            file=sys.stderr,
+        )
     if transport == "stdio":
         server.run("stdio")
     elif transport == "http":

@@ -24,8 +24,11 @@ def serve_args(*args: str | Path) -> list[str]:
 
 
 def _roots_callback(roots: Sequence[Path]) -> Any:
+    """Answers roots/list with the current contents of ``roots`` (a test may change them)."""
+
     async def list_roots(_context: ClientRequestContext) -> ListRootsResult:
-        return ListRootsResult(roots=[Root(uri=p.resolve().as_uri()) for p in roots])  # type: ignore[arg-type]
+        uris = [p.resolve().as_uri() for p in roots]
+        return ListRootsResult(roots=[Root(uri=u) for u in uris])  # type: ignore[arg-type]
 
     return list_roots
 

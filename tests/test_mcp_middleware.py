@@ -13,7 +13,7 @@ from filecache.adapters.mcp_middleware import FileCacheMiddleware
 from mcp.server.context import ServerRequestContext
 from mcp_client import REPO, SAMPLE_SERVER, meta_of, stdio_session, text_of
 
-from filecache import ConfigError, instructions
+from filecache import ConfigError, Session, instructions
 
 pytestmark = pytest.mark.anyio
 TEST_TIMEOUT = 60.0
@@ -229,3 +229,32 @@ def test_bad_configuration_is_refused(root: Path) -> None:
         FileCacheMiddleware(TOOLS, root=root, max_calls=-1)
     several = FileCacheMiddleware({"read": [("cat", "file"), ("head", "file")]}, root=root)
     assert several._tools == {"cat": ("read", "file"), "head": ("read", "file")}
+
+
+async def test_a_fixed_session_is_shared_by_every_connection(root: Path, notes: str) -> None:
+    mw = FileCacheMiddleware(TOOLS, root=root, session="agent-1")
+    out = _text_result(notes)
+    assert _kind((await _read(mw, out, request=_Request("a")))[0]) == "full"
+    assert _kind((await _read(mw, out, request=_Request("b")))[0]) == "unchanged"
+    mw.close()
+
+
+async def test_a_filecache_failure_sends_the_tool_result(
+    root: Path, notes: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mw = FileCacheMiddleware(TOOLS, root=root)
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("store on fire")
+
+    monkeypatch.setattr(Session, "answer_output", broken)
+    monkeypatch.setattr(Session, "record_write", broken)
+    out = _text_result(notes)
+    assert (await _read(mw, out))[0] == out
+
+    async def ok(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+        return _text_result("done")
+
+    params = {"name": "edit_file", "arguments": {"path": "a.txt"}}
+    assert await mw(_ctx("tools/call", params), ok) == _text_result("done")
+    mw.close()

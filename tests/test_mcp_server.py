@@ -9,10 +9,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
+from filecache.adapters.mcp_server import FileCacheServer, ServeOptions
 from filecache.adapters.mcp_sessions import RefWindow, connection_key
+from mcp.server.context import ServerRequestContext
+from mcp.types import RootsListChangedNotification
 from mcp_client import http_session, meta_of, serve_args, stdio_session, text_of
 
 from filecache import Session, instructions
@@ -279,6 +283,20 @@ async def test_client_roots_narrow_the_served_roots(
     assert write.is_error and not (root / "new.txt").exists()
 
 
+async def test_client_roots_are_fetched_again_after_list_changed(
+    root: Path, store_path: Path, errlog: Path
+) -> None:
+    roots = [root / "src"]
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with stdio_session(_serve(root, store_path), errlog, roots=roots) as client:
+            before = await client.call_tool("read_file", {"path": "notes.txt"})
+            roots[:] = [root]
+            await client.send_notification(RootsListChangedNotification())
+            await anyio.sleep(0.2)  # a notification has no answer to wait for
+            after = await client.call_tool("read_file", {"path": "notes.txt"})
+    assert before.is_error and not after.is_error
+
+
 async def test_several_roots(tmp_path: Path, root: Path, store_path: Path, errlog: Path) -> None:
     other = tmp_path / "other"
     other.mkdir()
@@ -358,3 +376,35 @@ async def test_outline_and_symbol_reads_pass_through(
     assert "main" in text_of(outline)
     assert not symbol.is_error and meta_of(symbol)["kind"] == "symbol"
     assert "return 1" in text_of(symbol)
+
+
+async def test_a_fixed_session_is_shared_by_every_connection(root: Path) -> None:
+    state = FileCacheServer(ServeOptions(roots=(root,), store=":memory:", session="agent-1"))
+    state.open()
+    try:
+        contexts = [_request_context({"mcp-session-id": sid}) for sid in ("a", "b")]
+        first, second = [await state._connection(rc) for rc in contexts]
+        assert first is second and first.sessions[0].id == "agent-1"
+        per_connection = FileCacheServer(ServeOptions(roots=(root,), store=":memory:"))
+        per_connection.open()
+        try:
+            a, b = [await per_connection._connection(rc) for rc in contexts]
+            assert a is not b and a.sessions[0].id != b.sessions[0].id
+        finally:
+            per_connection.close()
+    finally:
+        state.close()
+
+
+def _request_context(headers: dict[str, str]) -> ServerRequestContext[Any, Any]:
+    class Request:
+        def __init__(self) -> None:
+            self.headers = headers
+
+    return ServerRequestContext(
+        session=None,  # type: ignore[arg-type]
+        lifespan_context=None,
+        protocol_version="2025-11-25",
+        method="tools/call",
+        request=Request(),
+    )
