@@ -21,10 +21,13 @@ from .errors import (
     TranscriptError,
 )
 from .ledger import CallRecord, Ledger, WriteRecord
+from .pruner import PruneResult, prune_messages
+from .pruning import PrunePlan, PrunePolicy
 from .render import instructions
 from .settings import Settings
 from .sqlite_store import SqliteStore
 from .store import MemoryStore, Store
+from .transcript import Transcript, parse_transcript
 
 __all__ = [
     "AccessDeniedError",
@@ -44,6 +47,9 @@ __all__ = [
     "NotARegularFileError",
     "OutsideRootError",
     "PathError",
+    "PrunePlan",
+    "PrunePolicy",
+    "PruneResult",
     "RangeError",
     "ReadResult",
     "RequestError",
@@ -52,8 +58,11 @@ __all__ = [
     "SqliteStore",
     "Store",
     "StoreError",
+    "Transcript",
     "TranscriptError",
     "WriteRecord",
     "WriteResult",
     "instructions",
+    "parse_transcript",
+    "prune_messages",
 ]
