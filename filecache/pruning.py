@@ -36,6 +36,7 @@ from .render import (
     OUTLINE_TAG,
     PLACEHOLDER_MARKER,
     TRUNCATION_MARKER,
+    answer_of,
     render_cleared,
     render_outlined,
     render_truncated,
@@ -45,6 +46,7 @@ from .transcript import Transcript, file_access
 __all__ = ["PruneAction", "PrunePlan", "PrunePolicy", "ResultInfo", "apply_plan", "plan_prune"]
 
 TIERS = {"keep": 0, "outline": 1, "truncate": 1, "clear": 2}
+_CONTENT = ("", "full", "partial")  # answers that show the lines ("": content, ledger unknown)
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,8 @@ def collect(
             version, answer, base = record.version, record.kind, record.base_call_id
         elif access is not None:
             kind, path, start, end = access.kind, access.path, access.start, access.end
-            version, answer, base = None, "", None
+            version = None
+            answer, base = ("error", None) if result.is_error else answer_of(result.text)
         else:
             kind, path, start, end, version, answer, base = "other", None, 1, None, None, "", None
         tool = call.name if call is not None else "?"
@@ -210,11 +213,7 @@ def _superseded(infos: Sequence[ResultInfo], ledger: Ledger | None) -> dict[str,
                 verb = {"write": "write", "edit": "edit", "change": "a change seen outside"}
                 why[info.call_id] = f"superseded by {verb[later.kind]} {later.call_id}"
                 break
-            if (
-                later.kind == "read"
-                and later.answer in ("", "full", "partial")
-                and _covers(later, info)
-            ):
+            if later.kind == "read" and later.answer in _CONTENT and _covers(later, info):
                 why[info.call_id] = f"superseded by a later read {later.call_id} of these lines"
                 break
     if ledger is not None:  # changes seen by rehash/watchers have no result of their own
@@ -248,15 +247,39 @@ def _protected(infos: Sequence[ResultInfo], budget: int) -> set[str]:
 
 
 def _relied_on(infos: Sequence[ResultInfo], cleared: set[str]) -> set[str]:
-    """Results that a later FileRef or diff still in the transcript (not cleared) relies on."""
-    by_id = {i.call_id: i for i in infos}
+    """Results that a later FileRef or diff still in the transcript (not cleared) relies on.
+
+    An answer names one base, the newest result it relies on; its lines may also rely on older
+    ones (lines read before an edit, parts read apart, the base of a diff). So from the base the
+    walk goes back through the results of the same path until a write (the model holds all it
+    wrote) or a content read of the whole file or of the answer's lines.
+    """
+    by_name: dict[str, list[int]] = {}
+    for n, info in enumerate(infos):
+        if info.path is not None:
+            by_name.setdefault(_norm(info.path).rsplit("/", 1)[-1], []).append(n)
+    position = {info.call_id: n for n, info in enumerate(infos)}
     alive: set[str] = set()
     for info in infos:
-        if info.base_call_id and info.call_id not in cleared:
-            base = by_id.get(info.base_call_id)
-            while base is not None and base.call_id not in alive:
-                alive.add(base.call_id)
-                base = by_id.get(base.base_call_id) if base.base_call_id else None
+        base = position.get(info.base_call_id or "")
+        if base is None or info.path is None or info.call_id in cleared or info.tier == "clear":
+            continue
+        same = by_name.get(_norm(info.path).rsplit("/", 1)[-1], [])
+        for n in reversed([n for n in same if n <= base]):
+            earlier = infos[n]
+            if (
+                earlier.kind not in ("read", "write", "edit")
+                or earlier.tier == "clear"
+                or not _same_path(earlier.path or "", info.path)
+            ):
+                continue
+            alive.add(earlier.call_id)
+            if earlier.kind == "write" or (
+                earlier.kind == "read"
+                and earlier.answer in _CONTENT
+                and (earlier.answer == "full" or _covers(earlier, info))
+            ):
+                break
     return alive
 
 
@@ -337,16 +360,21 @@ def plan_prune(
             reason = superseded[info.call_id]
             act(info, "clear", render_cleared(_describe(info), info.text, reason), reason)
     first_protected = min(
-        (i.message_index for i in infos if i.call_id in protected), default=len(infos)
+        (i.message_index for i in infos if i.call_id in protected),
+        default=len(transcript.messages),
     )
     tail_text = "\n".join(
         m.text + " " + " ".join(c.raw_arguments for c in m.tool_calls)
         for m in transcript.messages[first_protected:]
         if m.role != "tool"
     )
-    for cid in [c for c in actions if c in _relied_on(infos, set(actions))]:
-        del actions[cid]  # a live FileRef or diff still points at it
-    alive = _relied_on(infos, set(actions)) | _in_use(infos, protected, tail_text)
+    relied = _relied_on(infos, set(actions))
+    while restored := [c for c in actions if c in relied]:
+        for cid in restored:  # a live FileRef or diff still points at it
+            del actions[cid]
+        relied = _relied_on(infos, set(actions))  # a restored diff is live again
+    excess = total - target - sum(a.tokens_before - a.tokens_after for a in actions.values())
+    alive = relied | _in_use(infos, protected, tail_text)
     for info in candidates:  # tier 1: degrade large results, clear small ones
         if excess <= 0:
             break

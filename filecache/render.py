@@ -7,6 +7,7 @@ into a model's context, so that writes adding them can be refused.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from .diffing import Hunk, render_hunks
@@ -15,6 +16,7 @@ from .hashing import short_version
 __all__ = [
     "MARKER",
     "MARKERS",
+    "answer_of",
     "instructions",
     "mcp_instructions",
     "render_diff",
@@ -86,6 +88,24 @@ def render_diff(
     else:
         body = render_hunks(f"a/{path}", f"b/{path}", hunks)
     return head + body + HINT_DIFF + "\n"
+
+
+_REFERENCE = re.compile(rf"{re.escape(MARKER)} .* (unchanged|changed) since your result (\S+) \(")
+
+
+def answer_of(text: str) -> tuple[str, str | None]:
+    """The kind of a read's answer and the call id it relies on, from its text alone.
+
+    For transcripts pruned without the session's ledger: ``("unchanged" | "diff", base)`` for a
+    FileRef or a diff, ``("filecache", None)`` for another answer that is not the file's lines
+    (an outline), ``("", None)`` for content (a ``render_result_tag`` line may precede it).
+    """
+    if not text.startswith(MARKER + " ") or text.startswith(f"{MARKER} result "):
+        return "", None
+    found = _REFERENCE.match(text)
+    if found is None:
+        return "filecache", None
+    return ("unchanged" if found[1] == "unchanged" else "diff"), found[2]
 
 
 def render_write(path: str, kind: str, version: str, line_count: int, detail: str = "") -> str:
