@@ -204,41 +204,6 @@ def edit(
 
 
 @main.command(context_settings=CONTEXT)
-@click.argument(
-    "dirs",
-    nargs=-1,
-    required=True,
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
-)
-@click.option(
-    "--tokenizer",
-    type=click.Choice(["o200k", "cl100k", "estimate"]),
-    default="o200k",
-    show_default=True,
-    help="How prompt tokens are counted.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print totals and sessions as JSON.")
-def replay(dirs: tuple[Path, ...], tokenizer: str, as_json: bool) -> None:
-    """Replay recorded sessions (DIR/files + DIR/transcript.json) plain and through filecache."""
-    from .replay import combine, format_table, replay_session
-
-    hidden = not sys.stderr.isatty()
-    with click.progressbar(dirs, label="replaying", file=sys.stderr, hidden=hidden) as bar:
-        replays = [replay_session(d, tokenizer=tokenizer) for d in bar]
-    totals = combine(replays)
-    if as_json:
-        payload = {
-            "totals": totals.to_json(calls=False),
-            "sessions": [r.to_json() for r in replays],
-        }
-        click.echo(json.dumps(payload, indent=2))
-    else:
-        click.echo(format_table(replays, totals), nl=False)
-        for line in totals.mismatches:
-            click.echo(f"mismatch: {line}", err=True)
-
-
-@main.command(context_settings=CONTEXT)
 @click.option(
     "--root",
     "roots",
@@ -390,3 +355,13 @@ def archive_show(call_id: str, session: str | None, store: str | None) -> None:
     if text is None:
         raise RequestError(f"no archived result for {call_id}; check the id and --store")
     click.echo(text, nl=False, color=True)
+
+
+def _register_reports() -> None:
+    from .cli_reports import replay, sessions, stats
+
+    for command in (replay, stats, sessions):
+        main.add_command(command)
+
+
+_register_reports()

@@ -165,7 +165,10 @@ def prune_messages(
         for action in plan.actions:
             if store is not None:
                 store.archive_put(sid, action.call_id, originals[action.call_id])
-                store.projection_put(sid, action.call_id, action.tier, action.text)
+                store.projection_put(
+                    sid, action.call_id, action.tier, action.text,
+                    action.tokens_before, action.tokens_after,
+                )  # fmt: skip
         if session is not None:
             # A cleared write/edit confirmation loses nothing the view needs: the model knows
             # what it wrote from the call's arguments, which pruning never touches.

@@ -1,16 +1,23 @@
-"""Replay a recorded session (DESIGN "Session trace format") plain and through filecache.
+"""Replay a recorded session (DESIGN "Session trace format"): recorded, plain and filecache.
 
 The trace's file tools are executed twice on two copies of ``files/``: once plain (the baseline:
-the same ``Session`` tools with every read fresh: same content format, same confirmations and
-error texts, no FileRef, diff or outline) and once through one ``filecache.Session``. The two
-message lists differ only in the file tools' tool messages; other tools keep their recorded output.
+the same ``Session`` tools with every read fresh and whole: same content format, same
+confirmations and error texts, no FileRef, diff or outline) and once through one
+``filecache.Session`` (reads in ``read_mode``, ``auto`` by default: an outline for a whole-file
+read of a large file, as SWE-agent abbreviates one). Other tools keep their recorded output;
+after each, ``Session.rehash`` looks for files it changed (bash-aware). The recorded transcript
+itself is the third run.
+
+With a ``window``, the filecache run is pruned before every request: the full history is kept
+and passed to ``prune_messages`` each time, and the session's sticky projections (in its store)
+make every earlier pruned result render to the same bytes, so the request as sent is the
+pruned history. ``replay_check.ModelView`` rebuilds the model's view from each request as sent
+to count stale views, dangling refs and recall.
 
 Invariants:
-- Prompt tokens are counted per message once (``TokenCounter.count_many`` over distinct
-  messages); a request's size is a sum of message counts, never a re-tokenization.
+- Prompt tokens are counted once per distinct message text (``TokenMemo``); a request's size is
+  a sum of message counts, never a re-tokenization.
 - One request is sent before each assistant message and holds every message before it.
-- Billed equivalents: per request, the longest message prefix it shares with the previous request
-  is a cache read (0.1×), the rest a cache write (1.25×).
 - A file tool that fails answers ``str(exc)`` of its ``FileCacheError`` in both runs; the copies
   are compared after every write and edit and at the end, and any difference is reported.
 """
@@ -22,170 +29,33 @@ import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from .cache import FileCache, ReadResult, Session, WriteResult
 from .errors import FileCacheError, RequestError, TranscriptError
 from .fsio import STORE_DIR, locate
-from .tokens import TokenCounter
+from .pruner import TokenMemo, prune_messages
+from .pruning import PrunePolicy
+from .replay_check import FileCall, ModelView, dangling_refs, disk_lines, tag_of
+from .replay_metrics import (
+    MESSAGE_OVERHEAD,
+    READ_KINDS,
+    CostMeter,
+    Measure,
+    PruneSummary,
+    SessionReplay,
+    message_text,
+)
+from .store import Store
 
-__all__ = [
-    "CACHE_READ", "CACHE_WRITE", "TRACE_FORMAT", "CallReplay", "Compared", "PromptCost",
-    "SessionReplay", "combine", "format_table", "message_text", "prompt_cost", "replay_session"
-]  # fmt: skip
+__all__ = ["FILE_TOOLS", "READ_MODES", "TRACE_FORMAT", "replay_session"]
 
 TRACE_FORMAT = "filecache-trace/1"
 FILE_TOOLS = ("read_file", "write_file", "edit_file")
-CACHE_READ = 0.1  # price of a cached prompt token, relative to an uncached one
-CACHE_WRITE = 1.25  # price of a token written to the prompt cache
-MESSAGE_OVERHEAD = 3  # tokens a chat message costs beyond its text (role, separators)
-READ_KINDS = ("full", "partial", "unchanged", "diff", "error")
+READ_MODES = ("auto", "full")
 
-
-@dataclass(frozen=True)
-class Compared:
-    """One measure in both runs."""
-
-    plain: float
-    filecache: float
-
-    @property
-    def saved_pct(self) -> float:
-        """Percent of ``plain`` that filecache saved (negative when it cost more)."""
-        return 100.0 * (self.plain - self.filecache) / self.plain if self.plain else 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        plain, fc = (x if isinstance(x, int) else round(x, 1) for x in (self.plain, self.filecache))
-        return {"plain": plain, "filecache": fc, "saved_pct": round(self.saved_pct, 2)}
-
-
-@dataclass(frozen=True)
-class CallReplay:
-    """One file tool call as replayed: its answer's kind and tokens in both runs."""
-
-    call_id: str
-    tool: str
-    path: str
-    kind: str  # filecache's kind (full/partial/unchanged/diff/written/edited) or "error"
-    plain_tokens: int
-    filecache_tokens: int
-    error: str | None = None  # filecache's error text
-    plain_error: str | None = field(default=None, repr=False)
-
-
-@dataclass(frozen=True)
-class PromptCost:
-    """The prompt side of a list of requests."""
-
-    requests: int
-    tokens: int
-    peak: int
-    billed: float
-
-
-@dataclass(frozen=True)
-class SessionReplay:
-    """What replaying one session (or, from ``combine``, several) through filecache saved.
-
-    Attributes:
-        name: the session directory's name (``"total"`` for a combination).
-        source: the trace's ``source``.
-        tokenizer: the encoding counted with (``estimate`` when no BPE was available).
-        messages: messages in the transcript.
-        requests: requests replayed (one before each assistant message).
-        prompt_tokens: cumulative prompt tokens over all requests.
-        file_tool_tokens: tokens of the file tools' outputs.
-        peak_request: the largest request's prompt tokens.
-        billed: billed equivalents under prompt caching.
-        reads: filecache's reads by kind (``error`` for failed reads).
-        file_calls: file tool calls by tool (``read_file``, ``write_file``, ``edit_file``).
-        files_identical: the copies matched after every write/edit and at the end.
-        mismatches: what differed between the copies (empty when ``files_identical``).
-        calls: every file tool call, in order.
-        plain_messages / filecache_messages: the two replayed message lists.
-    """
-
-    name: str
-    source: str
-    tokenizer: str
-    messages: int
-    requests: int
-    prompt_tokens: Compared
-    file_tool_tokens: Compared
-    peak_request: Compared
-    billed: Compared
-    reads: Mapping[str, int]
-    file_calls: Mapping[str, int]
-    files_identical: bool
-    mismatches: tuple[str, ...]
-    calls: tuple[CallReplay, ...] = ()
-    plain_messages: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
-    filecache_messages: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
-
-    def to_json(self, *, calls: bool = True) -> dict[str, Any]:
-        """Every measure as JSON; ``calls`` adds the per-call records (not the messages)."""
-        out: dict[str, Any] = {}
-        for f in fields(self)[:13]:  # up to ``mismatches``
-            value = getattr(self, f.name)
-            if isinstance(value, Compared):
-                value = value.to_json()
-            out[f.name] = list(value) if isinstance(value, tuple) else value
-        if calls:
-            out["calls"] = [
-                {k: v for k, v in vars(c).items() if k != "plain_error"} for c in self.calls
-            ]
-        return out
-
-
-# -- prompt arithmetic (pure) ------------------------------------------------------------------
-
-
-def prompt_cost(
-    requests: Sequence[Sequence[tuple[object, int]]],
-    *,
-    cache_read: float = CACHE_READ,
-    cache_write: float = CACHE_WRITE,
-) -> PromptCost:
-    """Tokens and billed equivalents of ``requests``, each a list of ``(message key, tokens)``.
-
-    A request's longest prefix of messages equal (by key) to the previous request's is billed at
-    ``cache_read``, the rest at ``cache_write``; the first request is all writes.
-    """
-    total = peak = 0
-    billed = 0.0
-    previous: Sequence[tuple[object, int]] = ()
-    for request in requests:
-        size = sum(tokens for _, tokens in request)
-        cached = 0
-        for (key, tokens), (prev_key, _) in zip(request, previous, strict=False):
-            if key != prev_key:
-                break
-            cached += tokens
-        billed += cached * cache_read + (size - cached) * cache_write
-        total += size
-        peak = max(peak, size)
-        previous = request
-    return PromptCost(len(requests), total, peak, billed)
-
-
-def message_text(message: Mapping[str, Any]) -> str:
-    """The text of a chat message that its tokens are counted on: content plus tool calls."""
-    content = message.get("content")
-    if isinstance(content, list):  # content parts
-        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    parts = [content if isinstance(content, str) else ""]
-    for call in message.get("tool_calls") or ():
-        fn = call.get("function") or {}
-        parts.extend((str(fn.get("name", "")), str(fn.get("arguments", ""))))
-    return "\n".join(p for p in parts if p)
-
-
-# -- the baseline tools -------------------------------------------------------------------------
-
-
-# -- replay ------------------------------------------------------------------------------------
+Message = dict[str, Any]
 
 
 def _load_trace(trace_dir: Path) -> dict[str, Any]:
@@ -237,20 +107,19 @@ def _int_arg(args: Mapping[str, Any], name: str) -> int | None:
 
 
 def _run_tool(
-    session: Session, name: str, args: Mapping[str, Any], call_id: str, *, plain: bool
+    session: Session, name: str, args: Mapping[str, Any], call_id: str, *, mode: str | None
 ) -> tuple[str, str]:
-    """``(text, kind)`` of one file tool call. ``plain`` is the baseline: every read is fresh
-    content in the same format (no FileRef, no diff); writes and edits are the
+    """``(text, kind)`` of one file tool call. ``mode=None`` is the plain baseline: every read
+    fresh content in the same format (no FileRef, diff or outline); writes and edits are the
     same tools, so error texts and confirmations match by construction."""
     path = _str_arg(args, "path")
     result: ReadResult | WriteResult
     if name == "read_file":
         offset, limit = _int_arg(args, "offset"), _int_arg(args, "limit")
-        # mode="full" in both runs: the recorded agent acted on content, so an outline in its
-        # place would change what it saw; replay measures delta reads, not outlines.
         result = session.read(
-            path, offset=offset, limit=limit, mode="full", fresh=plain, call_id=call_id
-        )
+            path, offset=offset, limit=limit, mode=mode or "full", fresh=mode is None,
+            call_id=call_id,
+        )  # fmt: skip
     elif name == "write_file":
         result = session.write(path, _str_arg(args, "content"), call_id=call_id)
     else:
@@ -260,31 +129,24 @@ def _run_tool(
     return result.text, result.kind
 
 
-def _replay_call(
-    plain: Session, session: Session, name: str, args: Mapping[str, Any], call_id: str
-) -> tuple[str, str, CallReplay]:
-    """Run one file tool call in both runs: ``(plain text, filecache text, record)``."""
+def _attempt(
+    session: Session, name: str, args: Mapping[str, Any], call_id: str, mode: str | None
+) -> tuple[str, str, str | None]:
+    """``(text, kind, error)``: a failed tool answers its error text."""
     try:
-        plain_text, plain_error = _run_tool(plain, name, args, call_id, plain=True)[0], None
+        text, kind = _run_tool(session, name, args, call_id, mode=mode)
+        return text, kind, None
     except FileCacheError as exc:
-        plain_text, plain_error = str(exc), str(exc)
-    try:
-        (fc_text, kind), fc_error = _run_tool(session, name, args, call_id, plain=False), None
-    except FileCacheError as exc:
-        fc_text, kind, fc_error = str(exc), "error", str(exc)
-    count = session.cache.tokens.count
-    path = str(args.get("path", ""))
-    tokens = count(plain_text), count(fc_text)
-    call = CallReplay(call_id, name, path, kind, *tokens, fc_error, plain_error)
-    return plain_text, fc_text, call
+        return str(exc), "error", str(exc)
 
 
-def _bytes(root: Path, path: str) -> bytes | None:
+def _snapshot(root: Path, path: str) -> tuple[str, tuple[str, ...]] | None:
     try:
         real = locate(root, path).real
-        return real.read_bytes() if real.is_file() else None
+        data = real.read_bytes() if real.is_file() else None
     except (FileCacheError, OSError):
         return None
+    return None if data is None else (tag_of(data), disk_lines(data))
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -295,20 +157,132 @@ def _tree(root: Path) -> dict[str, bytes]:
     }
 
 
-def replay_session(trace_dir: Path, *, tokenizer: str = "o200k") -> SessionReplay:
-    """Replay the trace in ``trace_dir`` plain and through filecache; see the module docstring.
+class _Keys:
+    """Message keys and token counts, each distinct text counted once."""
+
+    def __init__(self, count: TokenMemo) -> None:
+        self.count = count
+        self._texts: dict[int, tuple[Mapping[str, Any], str]] = {}
+
+    def text(self, message: Mapping[str, Any]) -> str:
+        held = self._texts.get(id(message))
+        if held is not None and held[0] is message:
+            return held[1]
+        text = message_text(message)
+        self._texts[id(message)] = (message, text)
+        return text
+
+    def keyed(self, message: Mapping[str, Any]) -> tuple[object, int]:
+        text = self.text(message)
+        return (message.get("role"), text), self.count(text) + MESSAGE_OVERHEAD
+
+
+class _Checker:
+    """Feeds the model simulator request by request: stale views, dangling refs, recall."""
+
+    def __init__(self, calls: Mapping[str, FileCall], later_paths: Sequence[set[str]]) -> None:
+        self.calls = calls
+        self.unpruned = ModelView(calls)
+        self.later_paths = later_paths  # by message index: paths touched at or after it
+        self.fed = 0
+        self.problems: dict[str, str] = {}
+        self.dangling: dict[str, str] = {}
+        self.current: dict[str, tuple[str, tuple[str, ...]] | None] = {}
+        self.recall_sum = 0.0
+        self.recall_pairs = 0
+
+    def request(
+        self, index: int, history: Sequence[Message], sent: Sequence[Message], pruned: set[str]
+    ) -> None:
+        affected = {
+            self.calls[c].path
+            for c in pruned
+            if c in self.calls and self.calls[c].tool == "read_file"
+        }
+        new: dict[str, str | None] = {}
+        for message in history[self.fed : index]:
+            cid = str(message.get("tool_call_id") or "")
+            if message.get("role") != "tool" or cid not in self.calls:
+                continue
+            new[cid] = self.unpruned.feed(cid, str(message.get("content") or ""))
+            self.current[self.calls[cid].path] = self.calls[cid].after
+        self.fed = index
+        results = [
+            (str(m.get("tool_call_id")), str(m.get("content") or ""))
+            for m in sent
+            if m.get("role") == "tool"
+        ]
+        as_sent: ModelView | None = None
+        if affected:
+            as_sent = ModelView(self.calls, affected)
+            for cid, text in results:
+                problem = as_sent.feed(cid, text)
+                if cid in new and self.calls[cid].path in affected:
+                    new[cid] = problem
+        for cid, problem in new.items():
+            if problem is not None:
+                self.problems.setdefault(cid, problem)
+        for cid, why in dangling_refs(results, self.calls).items():
+            self.dangling.setdefault(cid, f"{cid}: {why} in the request before message {index}")
+        for path in self.later_paths[index]:
+            state = self.current.get(path)
+            if state is None:
+                continue
+            tag, lines = state
+            shown = self.unpruned.held(path, tag, lines)
+            if not shown:
+                continue
+            kept = shown
+            if as_sent is not None and path in affected:
+                kept = as_sent.held(path, tag, lines) & shown
+            self.recall_sum += len(kept) / len(shown)
+            self.recall_pairs += 1
+
+
+def _later_paths(
+    messages: Sequence[Mapping[str, Any]], calls: Mapping[str, tuple[str, dict[str, Any]]]
+) -> list[set[str]]:
+    out: list[set[str]] = [set() for _ in range(len(messages) + 1)]
+    for i in range(len(messages) - 1, -1, -1):
+        out[i] = set(out[i + 1])
+        for call in messages[i].get("tool_calls") or ():
+            found = calls.get(str(call.get("id")))
+            if found is not None and isinstance(found[1].get("path"), str):
+                out[i].add(found[1]["path"])
+    return out
+
+
+def replay_session(
+    trace_dir: Path,
+    *,
+    tokenizer: str = "o200k",
+    window: int | None = None,
+    cache_aware: bool = True,
+    read_mode: str = "auto",
+    store: str | Path | Store | None = None,
+) -> SessionReplay:
+    """Replay the trace in ``trace_dir``; see the module docstring.
+
+    Args:
+        trace_dir: a ``filecache-trace/1`` session directory.
+        tokenizer: how tokens are counted (``o200k``, ``cl100k``, ``estimate``).
+        window: the context window to prune for; None: no pruning (delta reads only).
+        cache_aware: the pruner's prompt-cache cost gate.
+        read_mode: filecache's read mode (``auto``: outlines for large whole files; ``full``).
+        store: where the filecache run's session is kept (default: in memory); the session is
+            named after the directory and replaced if it exists.
 
     Raises:
         TranscriptError: the directory is not a readable ``filecache-trace/1`` session.
     """
+    if read_mode not in READ_MODES:
+        raise RequestError(f"read_mode must be one of {', '.join(READ_MODES)}, not {read_mode!r}")
     trace_dir = Path(trace_dir)
+    name = trace_dir.resolve().name
     trace = _load_trace(trace_dir)
-    messages: list[dict[str, Any]] = trace["messages"]
+    messages: list[Message] = trace["messages"]
     calls = _tool_calls(messages)
-    plain_msgs: list[dict[str, Any]] = []
-    fc_msgs: list[dict[str, Any]] = []
-    done: list[CallReplay] = []
-    mismatches: list[str] = []
+    policy = PrunePolicy(context_window=window, cache_aware=cache_aware) if window else None
     with tempfile.TemporaryDirectory(prefix="filecache-replay-") as tmp:
         plain_root, fc_root = Path(tmp, "plain").resolve(), Path(tmp, "filecache").resolve()
         for root in (plain_root, fc_root):
@@ -316,138 +290,173 @@ def replay_session(trace_dir: Path, *, tokenizer: str = "o200k") -> SessionRepla
             if (trace_dir / "files").is_dir():
                 shutil.copytree(trace_dir / "files", root, symlinks=True, dirs_exist_ok=True)
         with (
-            FileCache(fc_root, store=":memory:", tokenizer=tokenizer) as cache,
+            FileCache(fc_root, store=store or ":memory:", tokenizer=tokenizer) as cache,
             FileCache(plain_root, store=":memory:", tokenizer=tokenizer) as plain_cache,
         ):
-            session = cache.session("replay")
-            plain = plain_cache.session("plain")
-            counter = cache.tokens
+            cache.store.delete_session(name)
+            run = _Run(
+                cache.session(name), plain_cache.session("plain"), calls, policy,
+                _later_paths(messages, calls), read_mode,
+            )  # fmt: skip
             for message in messages:
-                call_id = str(message.get("tool_call_id") or "")
-                if message.get("role") != "tool" or call_id not in calls:
-                    plain_msgs.append(message)
-                    fc_msgs.append(message)
-                    continue
-                name, args = calls[call_id]
-                plain_text, fc_text, call = _replay_call(plain, session, name, args, call_id)
-                plain_msgs.append({**message, "content": plain_text})
-                fc_msgs.append({**message, "content": fc_text})
-                done.append(call)
-                if (call.error is None) != (call.plain_error is None):
-                    mismatches.append(f"{call_id}: failed in one run only")
-                changed = name != "read_file"
-                if changed and _bytes(plain_root, call.path) != _bytes(fc_root, call.path):
-                    mismatches.append(f"{call_id}: {call.path} differs after {name}")
-            tokenizer_used = counter.encoding
+                run.step(message, fc_root, plain_root)
+            tokenizer_used = cache.tokens.encoding
             plain_tree, fc_tree = _tree(plain_root), _tree(fc_root)
-        for rel in sorted(plain_tree.keys() | fc_tree.keys()):
-            if plain_tree.get(rel) != fc_tree.get(rel):
-                mismatches.append(f"end: {rel} differs between the runs")
-    plain_cost, fc_cost = _prompt_costs(plain_msgs, fc_msgs, counter)
-    reads = Counter({kind: 0 for kind in READ_KINDS})
-    reads.update(c.kind for c in done if c.tool == "read_file")
-    return SessionReplay(
-        name=trace_dir.resolve().name,
-        source=str(trace.get("source", "")),
-        tokenizer=tokenizer_used,
-        messages=len(messages),
-        requests=plain_cost.requests,
-        prompt_tokens=Compared(plain_cost.tokens, fc_cost.tokens),
-        file_tool_tokens=Compared(
-            sum(c.plain_tokens for c in done), sum(c.filecache_tokens for c in done)
-        ),
-        peak_request=Compared(plain_cost.peak, fc_cost.peak),
-        billed=Compared(plain_cost.billed, fc_cost.billed),
-        reads=dict(reads),
-        file_calls={tool: sum(c.tool == tool for c in done) for tool in FILE_TOOLS},
-        files_identical=not mismatches,
-        mismatches=tuple(mismatches),
-        calls=tuple(done),
-        plain_messages=tuple(plain_msgs),
-        filecache_messages=tuple(fc_msgs),
-    )
+    for rel in sorted(plain_tree.keys() | fc_tree.keys()):
+        if plain_tree.get(rel) != fc_tree.get(rel):
+            run.mismatches.append(f"end: {rel} differs between the runs")
+    return run.result(name, str(trace.get("source", "")), tokenizer_used, len(messages))
 
 
-def _prompt_costs(
-    plain: Sequence[Mapping[str, Any]], fc: Sequence[Mapping[str, Any]], counter: TokenCounter
-) -> tuple[PromptCost, PromptCost]:
-    """Both runs' prompt costs, counting every distinct message text once."""
-    plain_texts = [message_text(m) for m in plain]
-    fc_texts = [message_text(m) for m in fc]
-    distinct = list(dict.fromkeys(plain_texts + fc_texts))
-    counts = dict(zip(distinct, counter.count_many(distinct), strict=True))
+class _Run:
+    """The state of one replay while its messages are stepped through."""
 
-    def requests(
-        msgs: Sequence[Mapping[str, Any]], texts: Sequence[str]
-    ) -> list[list[tuple[object, int]]]:
-        keyed: list[tuple[object, int]] = [
-            ((m.get("role"), t), counts[t] + MESSAGE_OVERHEAD)
-            for m, t in zip(msgs, texts, strict=True)
-        ]
-        return [keyed[:i] for i, m in enumerate(msgs) if m.get("role") == "assistant"]
+    def __init__(
+        self,
+        session: Session,
+        plain: Session,
+        calls: Mapping[str, tuple[str, dict[str, Any]]],
+        policy: PrunePolicy | None,
+        later_paths: Sequence[set[str]],
+        read_mode: str,
+    ) -> None:
+        self.session, self.plain, self.calls, self.policy = session, plain, calls, policy
+        self.read_mode = read_mode
+        self.memo = TokenMemo(session.cache.tokens)
+        self.keys = _Keys(self.memo)
+        self.index = 0
+        self.recorded: list[tuple[object, int]] = []
+        self.plain_keyed: list[tuple[object, int]] = []
+        self.history: list[Message] = []
+        self.plain_history: list[Message] = []
+        self.meters = {run: CostMeter() for run in ("recorded", "plain", "filecache")}
+        self.file_calls: dict[str, FileCall] = {}
+        self.records: list[dict[str, Any]] = []
+        self.mismatches: list[str] = []
+        self.tool_tokens = {run: 0 for run in ("recorded", "plain", "filecache")}
+        self.file_tokens = {run: 0 for run in ("recorded", "plain", "filecache")}
+        self.checker = _Checker(self.file_calls, later_paths)
+        self.passes = self.dropped = 0
+        self.final_tiers: dict[str, str] = {}
+        self.reclaimed_final = 0
 
-    return prompt_cost(requests(plain, plain_texts)), prompt_cost(requests(fc, fc_texts))
+    def step(self, message: Message, fc_root: Path, plain_root: Path) -> None:
+        if message.get("role") == "assistant":
+            self._request()
+        self.recorded.append(self.keys.keyed(message))
+        cid = str(message.get("tool_call_id") or "")
+        if message.get("role") != "tool" or cid not in self.calls:
+            self.plain_keyed.append(self.recorded[-1])
+            self.history.append(message)
+            self.plain_history.append(message)
+            if message.get("role") == "tool":
+                for run in self.tool_tokens:
+                    self.tool_tokens[run] += self.recorded[-1][1] - MESSAGE_OVERHEAD
+                self.session.rehash(cid or None)
+            self.index += 1
+            return
+        name, args = self.calls[cid]
+        path = str(args.get("path", ""))
+        before = _snapshot(fc_root, path) if name != "read_file" else None
+        plain_text, _, plain_error = _attempt(self.plain, name, args, cid, None)
+        fc_text, kind, fc_error = _attempt(self.session, name, args, cid, self.read_mode)
+        after = _snapshot(fc_root, path)
+        self.file_calls[cid] = FileCall(cid, name, path, args, kind, fc_text, before, after)
+        plain_msg, fc_msg = {**message, "content": plain_text}, {**message, "content": fc_text}
+        self.plain_keyed.append(self.keys.keyed(plain_msg))
+        self.history.append(fc_msg)
+        self.plain_history.append(plain_msg)
+        tokens = {
+            "recorded": self.recorded[-1][1] - MESSAGE_OVERHEAD,
+            "plain": self.memo(plain_text),
+            "filecache": self.memo(fc_text),
+        }
+        for run, n in tokens.items():
+            self.tool_tokens[run] += n
+            self.file_tokens[run] += n
+        self.records.append(
+            {"call_id": cid, "tool": name, "path": path, "kind": kind,
+             "plain_tokens": tokens["plain"], "filecache_tokens": tokens["filecache"],
+             "error": fc_error}
+        )  # fmt: skip
+        if (fc_error is None) != (plain_error is None):
+            self.mismatches.append(f"{cid}: failed in one run only")
+        if name != "read_file" and _snapshot(plain_root, path) != after:
+            self.mismatches.append(f"{cid}: {path} differs after {name}")
+        self.index += 1
 
+    def _request(self) -> None:
+        self.meters["recorded"].add(list(self.recorded))
+        self.meters["plain"].add(list(self.plain_keyed))
+        sent: Sequence[Message] = self.history
+        pruned: set[str] = set()
+        if self.policy is not None:
+            result = prune_messages(
+                self.history, session=self.session, policy=self.policy, format="openai",
+                count=self.memo,
+            )  # fmt: skip
+            sent = result.messages
+            plan = result.plan
+            pruned = set(plan.replacements)
+            self.passes += bool(plan.actions)
+            self.dropped += len(plan.dropped_by_gate)
+            for action in plan.actions:
+                self.final_tiers[action.call_id] = action.tier
+        self.meters["filecache"].add([self.keys.keyed(m) for m in sent])
+        self.checker.request(self.index, self.history, sent, pruned)
+        if pruned:
+            originals = {str(m.get("tool_call_id")): m for m in self.history}
+            now = {str(m.get("tool_call_id")): m for m in sent if m.get("role") == "tool"}
+            self.reclaimed_final = sum(
+                self.memo(self.keys.text(originals[c])) - self.memo(self.keys.text(now[c]))
+                for c in pruned
+                if c in now and c in originals
+            )
 
-def combine(replays: Sequence[SessionReplay], name: str = "total") -> SessionReplay:
-    """Totals over several replays (peak request: the largest of any session)."""
+    def result(self, name: str, source: str, tokenizer: str, messages: int) -> SessionReplay:
+        costs = {run: meter.cost() for run, meter in self.meters.items()}
 
-    def total(attr: str) -> Compared:
-        values = [getattr(r, attr) for r in replays]
-        return Compared(sum(v.plain for v in values), sum(v.filecache for v in values))
+        def measure(attr: str) -> Measure:
+            return Measure(*(getattr(costs[run], attr) for run in self.meters))
 
-    reads: Counter[str] = Counter()
-    file_calls: Counter[str] = Counter()
-    for r in replays:
-        reads.update(r.reads)
-        file_calls.update(r.file_calls)
-    return SessionReplay(
-        name=name,
-        source="",
-        tokenizer=",".join(sorted({r.tokenizer for r in replays})),
-        messages=sum(r.messages for r in replays),
-        requests=sum(r.requests for r in replays),
-        prompt_tokens=total("prompt_tokens"),
-        file_tool_tokens=total("file_tool_tokens"),
-        peak_request=Compared(
-            max((r.peak_request.plain for r in replays), default=0),
-            max((r.peak_request.filecache for r in replays), default=0),
-        ),
-        billed=total("billed"),
-        reads=dict(reads),
-        file_calls=dict(file_calls),
-        files_identical=all(r.files_identical for r in replays),
-        mismatches=tuple(f"{r.name}: {m}" for r in replays for m in r.mismatches),
-    )
-
-
-def format_table(replays: Sequence[SessionReplay], totals: SessionReplay | None = None) -> str:
-    """A markdown table: one row per session, then the totals row."""
-    head = (
-        "session|requests|prompt plain|prompt filecache|change|file tools plain"
-        "|file tools filecache|reads f/p/u/d/err|peak plain|peak filecache|billed plain"
-        "|billed filecache|change|files"
-    ).split("|")
-    rows = [head, ["---", *("---:" for _ in head[1:-1]), ":---:"]]
-    for r in [*replays, *([totals] if totals is not None else [])]:
-        bold = "**" if r is totals else ""
-        reads = "/".join(str(r.reads.get(k, 0)) for k in READ_KINDS)
-        rows.append(
-            [
-                f"{bold}{r.name}{bold}",
-                f"{r.requests:,}",
-                f"{r.prompt_tokens.plain:,.0f}",
-                f"{r.prompt_tokens.filecache:,.0f}",
-                f"{bold}{-r.prompt_tokens.saved_pct:+.1f}%{bold}",
-                f"{r.file_tool_tokens.plain:,.0f}",
-                f"{r.file_tool_tokens.filecache:,.0f}",
-                reads,
-                f"{r.peak_request.plain:,.0f}",
-                f"{r.peak_request.filecache:,.0f}",
-                f"{r.billed.plain:,.0f}",
-                f"{r.billed.filecache:,.0f}",
-                f"{bold}{-r.billed.saved_pct:+.1f}%{bold}",
-                "same" if r.files_identical else "DIFFER",
-            ]
+        reads = Counter({kind: 0 for kind in READ_KINDS})
+        reads.update(c["kind"] for c in self.records if c["tool"] == "read_file")
+        checker = self.checker
+        window = self.policy.context_window if self.policy else None
+        cache_aware = self.policy.cache_aware if self.policy else True
+        problems = [*checker.problems.values(), *checker.dangling.values()]
+        return SessionReplay(
+            name=name,
+            source=source,
+            tokenizer=tokenizer,
+            sessions=1,
+            messages=messages,
+            requests=costs["plain"].requests,
+            prompt_tokens=measure("tokens"),
+            billed=measure("billed"),
+            peak_request=measure("peak"),
+            final_request=measure("final"),
+            tool_output_tokens=Measure(*self.tool_tokens.values()),
+            file_tool_tokens=Measure(*self.file_tokens.values()),
+            reads=dict(reads),
+            file_calls={tool: sum(c["tool"] == tool for c in self.records) for tool in FILE_TOOLS},
+            pruning=PruneSummary(
+                window,
+                cache_aware,
+                self.passes,
+                dict(Counter(self.final_tiers.values())),
+                self.reclaimed_final,
+                self.dropped,
+            ),  # fmt: skip
+            stale_views=len(checker.problems),
+            dangling_refs=len(checker.dangling),
+            recall=checker.recall_sum / checker.recall_pairs if checker.recall_pairs else 1.0,
+            recall_pairs=checker.recall_pairs,
+            problems=tuple(problems),
+            files_identical=not self.mismatches,
+            mismatches=tuple(self.mismatches),
+            series={run: cost.sizes for run, cost in costs.items()},
+            calls=tuple(self.records),
+            plain_messages=tuple(self.plain_history),
+            filecache_messages=tuple(self.history),
         )
-    return "\n".join("| " + " | ".join(row) + " |" for row in rows) + "\n"

@@ -26,7 +26,7 @@ from types import TracebackType
 from typing import Self
 
 from .errors import StoreError
-from .store import Event, GcReport, SessionInfo, compress, decompress
+from .store import Event, GcReport, Projection, SessionInfo, compress, decompress
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
 
@@ -120,6 +120,13 @@ def m002_archive_and_projections(conn: sqlite3.Connection) -> None:
             PRIMARY KEY (session_id, call_id)
         )"""
     )
+
+
+@_migration
+def m003_projection_tokens(conn: sqlite3.Connection) -> None:
+    """Pruning: the tokens a pruned result took originally and takes now (for stats)."""
+    conn.execute("ALTER TABLE projections ADD COLUMN tokens_before INTEGER NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE projections ADD COLUMN tokens_after INTEGER NOT NULL DEFAULT 0")
 
 
 # Constant SQL text, so that sqlite3's statement cache reuses the prepared statements.
@@ -381,14 +388,26 @@ class SqliteStore:
                 ).fetchone()
         return None if row is None else decompress(bytes(row[0])).decode("utf-8")
 
-    def projection_put(self, session_id: str, call_id: str, tier: str, text: str) -> None:
-        """Record what a pruned result became (replacing a lower tier)."""
+    def projection_put(
+        self,
+        session_id: str,
+        call_id: str,
+        tier: str,
+        text: str,
+        tokens_before: int = 0,
+        tokens_after: int = 0,
+    ) -> None:
+        """Record what a pruned result became (replacing a lower tier); the original's
+        ``tokens_before`` is kept from the first projection."""
         with self._guard as conn:
             conn.execute(
-                "INSERT INTO projections (session_id, call_id, tier, text, created) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, call_id) DO UPDATE SET "
-                "tier = excluded.tier, text = excluded.text",
-                (session_id, call_id, tier, text, time.time()),
+                "INSERT INTO projections (session_id, call_id, tier, text, created, "
+                "tokens_before, tokens_after) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (session_id, call_id) DO UPDATE SET tier = excluded.tier, "
+                "text = excluded.text, tokens_after = excluded.tokens_after, "
+                "tokens_before = CASE WHEN projections.tokens_before = 0 "
+                "THEN excluded.tokens_before ELSE projections.tokens_before END",
+                (session_id, call_id, tier, text, time.time(), tokens_before, tokens_after),
             )
 
     def projections(self, session_id: str) -> dict[str, tuple[str, str]]:
@@ -398,6 +417,16 @@ class SqliteStore:
                 "SELECT call_id, tier, text FROM projections WHERE session_id = ?", (session_id,)
             ).fetchall()
         return {str(c): (str(t), str(x)) for c, t, x in rows}
+
+    def projection_records(self, session_id: str) -> list[Projection]:
+        """The session's projections with their token counts, oldest first."""
+        with self._guard as conn:
+            rows = conn.execute(
+                "SELECT call_id, tier, tokens_before, tokens_after, created FROM projections "
+                "WHERE session_id = ? ORDER BY created, call_id",
+                (session_id,),
+            ).fetchall()
+        return [Projection(str(c), str(t), int(b), int(a), float(w)) for c, t, b, a, w in rows]
 
     def close(self) -> None:
         """Close the connection; later calls raise ``StoreError``. Closing twice is fine."""

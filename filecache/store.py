@@ -29,6 +29,7 @@ __all__ = [
     "Event",
     "GcReport",
     "MemoryStore",
+    "Projection",
     "SessionInfo",
     "Store",
     "default_store_path",
@@ -89,6 +90,21 @@ class SessionInfo:
 
 
 @dataclass(frozen=True)
+class Projection:
+    """What pruning made of one tool result, and the tokens it took before and takes now.
+
+    ``tokens_before`` is the original result's (kept from the first projection when a later
+    pass escalates it); ``tokens_after`` the current projection's; 0 when not recorded.
+    """
+
+    call_id: str
+    tier: str
+    tokens_before: int
+    tokens_after: int
+    created: float
+
+
+@dataclass(frozen=True)
 class GcReport:
     """What a garbage collection removed."""
 
@@ -115,8 +131,17 @@ class Store(Protocol):
     def cache_put(self, namespace: str, key: str, value: str) -> None: ...
     def archive_put(self, session_id: str, call_id: str, text: str) -> None: ...
     def archive_get(self, call_id: str, session_id: str | None = None) -> str | None: ...
-    def projection_put(self, session_id: str, call_id: str, tier: str, text: str) -> None: ...
+    def projection_put(
+        self,
+        session_id: str,
+        call_id: str,
+        tier: str,
+        text: str,
+        tokens_before: int = 0,
+        tokens_after: int = 0,
+    ) -> None: ...
     def projections(self, session_id: str) -> dict[str, tuple[str, str]]: ...
+    def projection_records(self, session_id: str) -> list[Projection]: ...
     def close(self) -> None: ...
     def __enter__(self) -> Self: ...
     def __exit__(
@@ -155,6 +180,7 @@ class MemoryStore:
         self._cache: dict[tuple[str, str], str] = {}
         self._archive: dict[tuple[str, str], str] = {}
         self._projections: dict[str, dict[str, tuple[str, str]]] = {}
+        self._projection_tokens: dict[str, dict[str, tuple[int, int, float]]] = {}
 
     def put_blob(self, version: str, data: bytes) -> None:
         with self._lock:
@@ -227,6 +253,7 @@ class MemoryStore:
             self._events.pop(session_id, None)
             self._views.pop(session_id, None)
             self._projections.pop(session_id, None)
+            self._projection_tokens.pop(session_id, None)
             for key in [k for k in self._archive if k[0] == session_id]:
                 del self._archive[key]
 
@@ -260,13 +287,36 @@ class MemoryStore:
             found = [t for (_, c), t in self._archive.items() if c == call_id]
             return found[-1] if found else None
 
-    def projection_put(self, session_id: str, call_id: str, tier: str, text: str) -> None:
+    def projection_put(
+        self,
+        session_id: str,
+        call_id: str,
+        tier: str,
+        text: str,
+        tokens_before: int = 0,
+        tokens_after: int = 0,
+    ) -> None:
         with self._lock:
             self._projections.setdefault(session_id, {})[call_id] = (tier, text)
+            tokens = self._projection_tokens.setdefault(session_id, {})
+            first_before, _, created = tokens.get(call_id, (0, 0, time.time()))
+            tokens[call_id] = (first_before or tokens_before, tokens_after, created)
 
     def projections(self, session_id: str) -> dict[str, tuple[str, str]]:
         with self._lock:
             return dict(self._projections.get(session_id, {}))
+
+    def projection_records(self, session_id: str) -> list[Projection]:
+        with self._lock:
+            projections = self._projections.get(session_id, {})
+            tokens = self._projection_tokens.get(session_id, {})
+            return sorted(
+                (
+                    Projection(cid, tier, *tokens.get(cid, (0, 0, 0.0)))
+                    for cid, (tier, _) in projections.items()
+                ),
+                key=lambda p: (p.created, p.call_id),
+            )
 
     def close(self) -> None:
         pass

@@ -1,4 +1,4 @@
-"""Replay of recorded sessions: plain vs filecache on the same trace, and the CLI around it."""
+"""Replay of recorded sessions: recorded, plain and filecache runs of one trace, and the CLI."""
 
 from __future__ import annotations
 
@@ -9,18 +9,31 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from filecache.cache import Session
 from filecache.cli import main
-from filecache.replay import (
+from filecache.replay import replay_session
+from filecache.replay_metrics import (
     CACHE_READ,
     CACHE_WRITE,
+    MESSAGE_OVERHEAD,
     combine,
-    format_table,
+    message_text,
     prompt_cost,
-    replay_session,
 )
+from filecache.replay_report import format_replay, format_table
+from filecache.tokens import TokenCounter
 
-FIXTURE = Path(__file__).parent.parent / "fixtures" / "sessions" / "lm32b__pytest-dev__pytest-7571"
-FILE_TOOLS = {"read_file", "write_file", "edit_file"}
+SESSIONS = Path(__file__).parent.parent / "fixtures" / "sessions"
+FIXTURE = SESSIONS / "lm32b__pytest-dev__pytest-7571"  # real, SWE-agent's output format
+SCRIPTED = SESSIONS / "scripted__polyglot-peek"  # scripted, in the plain tools' format
+TOTALS_KEYS = {
+    "sessions",
+    "stale_views",
+    "dangling_refs",
+    "saved_pct",
+    "billed_saved_pct",
+    "recall",
+}
 
 
 def _call(n: int, name: str, **args: Any) -> dict[str, Any]:
@@ -54,38 +67,97 @@ def _trace(tmp_path: Path, messages: list[dict[str, Any]], files: dict[str, str]
 
 def test_fixture_replay_saves_tokens_and_ends_identical() -> None:
     r = replay_session(FIXTURE)
-    assert r.requests == 17
+    assert r.requests == 17 and r.sessions == 1
     assert r.prompt_tokens.filecache < r.prompt_tokens.plain
-    assert r.billed.filecache < r.billed.plain
+    assert r.prompt_tokens.filecache < r.prompt_tokens.recorded
+    assert r.billed.filecache < min(r.billed.plain, r.billed.recorded)
+    assert r.saved_pct == min(
+        r.prompt_tokens.saved_vs_plain_pct, r.prompt_tokens.saved_vs_recorded_pct
+    )
     assert r.file_tool_tokens.filecache < r.file_tool_tokens.plain
     assert r.peak_request.filecache <= r.peak_request.plain
     assert r.files_identical and r.mismatches == ()
     assert r.file_calls == {"read_file": 6, "write_file": 1, "edit_file": 4}
-    assert r.reads["unchanged"] >= 4 and r.reads["error"] == 0
+    # auto read mode: the 9,000-token logging.py is outlined, as SWE-agent abbreviated it
+    assert r.reads["outline"] == 1 and r.reads["error"] == 0
     assert sum(r.reads.values()) == 6
+    assert (r.stale_views, r.dangling_refs, r.recall) == (0, 0, 1.0)
+    assert r.recall_pairs > 0 and r.pruning.window is None and r.pruning.passes == 0
 
 
-def test_runs_differ_only_in_file_tool_results() -> None:
-    r = replay_session(FIXTURE)
-    trace = json.loads((FIXTURE / "transcript.json").read_text(encoding="utf-8"))
-    assert len(r.plain_messages) == len(r.filecache_messages) == len(trace["messages"])
-    file_ids = {c.call_id for c in r.calls}
-    for recorded, plain, fc in zip(
-        trace["messages"], r.plain_messages, r.filecache_messages, strict=True
-    ):
-        if recorded.get("tool_call_id") in file_ids:
-            assert {k: v for k, v in plain.items() if k != "content"} == {
-                k: v for k, v in fc.items() if k != "content"
-            }
-        else:
-            assert plain == fc == recorded
-    # The baseline renders content the same way filecache does for a first read.
-    first = next(c for c in r.calls if c.tool == "read_file")
-    assert first.kind == "full"
-    # Writes and edits confirm with the same text in both runs.
-    for c in r.calls:
-        if c.tool != "read_file":
-            assert c.plain_tokens == c.filecache_tokens
+def test_full_read_mode_sends_file_refs() -> None:
+    r = replay_session(FIXTURE, read_mode="full")
+    assert r.reads["outline"] == 0 and r.reads["unchanged"] >= 4
+    assert (r.stale_views, r.dangling_refs) == (0, 0)
+
+
+def test_plain_baseline_equals_the_recording_in_the_same_format() -> None:
+    """The scripted session was recorded with the plain tools: the plain run is the recording."""
+    r = replay_session(SCRIPTED)
+    trace = json.loads((SCRIPTED / "transcript.json").read_text(encoding="utf-8"))
+    assert list(r.plain_messages) == trace["messages"]
+    for measure in (r.prompt_tokens, r.billed, r.peak_request, r.final_request):
+        assert measure.plain == measure.recorded
+    assert r.tool_output_tokens.plain == r.tool_output_tokens.recorded
+    assert r.file_tool_tokens.plain == r.file_tool_tokens.recorded
+    assert r.series["plain"] == r.series["recorded"] and len(r.series["plain"]) == r.requests
+    # ... and the recording's token count is the sum over its requests, counted independently
+    counter = TokenCounter()
+    sizes = [counter.count(message_text(m)) + MESSAGE_OVERHEAD for m in trace["messages"]]
+    requests = [sum(sizes[:i]) for i, m in enumerate(trace["messages"]) if m["role"] == "assistant"]
+    assert r.prompt_tokens.recorded == sum(requests)
+    assert r.prompt_tokens.filecache < r.prompt_tokens.plain
+    assert (r.stale_views, r.dangling_refs, r.recall) == (0, 0, 1.0)
+    assert r.files_identical
+
+
+@pytest.mark.parametrize("cache_aware", [True, False])
+@pytest.mark.parametrize("session", [SCRIPTED, FIXTURE])
+def test_pruned_replays_are_never_stale_nor_dangling(session: Path, cache_aware: bool) -> None:
+    unpruned = replay_session(session)
+    r = replay_session(session, window=16_000, cache_aware=cache_aware)
+    assert (r.stale_views, r.dangling_refs) == (0, 0), r.problems
+    assert r.files_identical
+    assert r.pruning.window == 16_000 and r.pruning.cache_aware is cache_aware
+    if session == SCRIPTED:
+        assert r.pruning.passes >= 1 and sum(r.pruning.results.values()) >= 1
+        assert r.pruning.reclaimed_final > 0
+        assert r.prompt_tokens.filecache < unpruned.prompt_tokens.filecache
+        assert 0 < r.recall < 1
+        # a re-read of a pruned file sends content again (no FileRef to what is gone)
+        assert r.reads["unchanged"] < unpruned.reads["unchanged"]
+
+
+def test_the_checker_notices_a_session_that_does_not_forget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without ``forget``, FileRefs point at pruned results: the counters must say so."""
+    monkeypatch.setattr(Session, "forget", lambda self, ids: None)
+    r = replay_session(SCRIPTED, window=16_000, cache_aware=False)
+    assert r.stale_views > 0 and r.dangling_refs > 0
+    assert any("cannot be rebuilt" in p for p in r.problems)
+    assert any("is pruned" in p for p in r.problems)
+
+
+def test_bash_results_are_followed_by_a_rehash(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str | None] = []
+    original = Session.rehash
+
+    def rehash(self: Session, call_id: str | None = None) -> list[str]:
+        seen.append(call_id)
+        return original(self, call_id)
+
+    monkeypatch.setattr(Session, "rehash", rehash)
+    r = replay_session(SCRIPTED)
+    trace = json.loads((SCRIPTED / "transcript.json").read_text(encoding="utf-8"))
+    bash = [
+        c["id"]
+        for m in trace["messages"]
+        for c in m.get("tool_calls") or ()
+        if c["function"]["name"] == "bash"
+    ]
+    assert seen == bash and len(bash) == 6
+    assert r.files_identical
 
 
 def test_tool_errors_replay_as_error_text_in_both_runs(tmp_path: Path) -> None:
@@ -109,20 +181,20 @@ def test_tool_errors_replay_as_error_text_in_both_runs(tmp_path: Path) -> None:
         {"a.py": "def f():\n    return 1\n"},
     )
     r = replay_session(session)
-    errors = [c for c in r.calls if c.kind == "error"]
-    assert [c.call_id for c in errors] == ["call_1", "call_2", "call_3"]
-    assert "missing.py: no such file" in (errors[0].error or "")
-    assert "a.py: old_string not found" in (errors[1].error or "")
-    assert "a.py: offset 99 is past the end; the file has 2 lines" in (errors[2].error or "")
+    errors = [c for c in r.calls if c["kind"] == "error"]
+    assert [c["call_id"] for c in errors] == ["call_1", "call_2", "call_3"]
+    assert "missing.py: no such file" in errors[0]["error"]
+    assert "a.py: old_string not found" in errors[1]["error"]
+    assert "a.py: offset 99 is past the end; the file has 2 lines" in errors[2]["error"]
     by_id = {m.get("tool_call_id"): i for i, m in enumerate(r.plain_messages)}
     for c in errors:
-        i = by_id[c.call_id]
-        assert r.plain_messages[i]["content"] == r.filecache_messages[i]["content"] == c.error
+        i = by_id[c["call_id"]]
+        assert r.plain_messages[i]["content"] == r.filecache_messages[i]["content"] == c["error"]
     bash = by_id["call_4"]
     assert r.plain_messages[bash]["content"] == r.filecache_messages[bash]["content"] == "a.py\n"
     assert r.reads["error"] == 2 and r.reads["full"] == 1
-    assert r.files_identical
-    assert r.requests == 6
+    assert r.files_identical and r.requests == 6
+    assert (r.stale_views, r.dangling_refs) == (0, 0)
 
 
 def test_replayed_edits_match_a_plain_application(tmp_path: Path) -> None:
@@ -148,10 +220,11 @@ def test_replayed_edits_match_a_plain_application(tmp_path: Path) -> None:
     r = replay_session(session)
     assert r.files_identical
     # A FileRef is never larger than the content: the one-line file is sent again.
-    assert [c.kind for c in r.calls] == ["full", "edited", "written", "unchanged", "full"]
+    assert [c["kind"] for c in r.calls] == ["full", "edited", "written", "unchanged", "full"]
     edit = r.plain_messages[4]["content"]
     assert edit == r.filecache_messages[4]["content"]
     assert "edited notes.txt: 40 lines" in edit and "1 replacement" in edit
+    assert (r.stale_views, r.dangling_refs, r.recall) == (0, 0, 1.0)
 
 
 def test_prompt_cost_bills_the_shared_prefix_as_cache_reads() -> None:
@@ -163,64 +236,92 @@ def test_prompt_cost_bills_the_shared_prefix_as_cache_reads() -> None:
     cost = prompt_cost(requests)
     assert cost.requests == 3
     assert cost.tokens == 100 + 110 + 125
-    assert cost.peak == 125
+    assert (cost.peak, cost.final, cost.sizes) == (125, 125, (100, 110, 125))
     expected = 100 * CACHE_WRITE + (100 * CACHE_READ + 10 * CACHE_WRITE)
     expected += 100 * CACHE_READ + 25 * CACHE_WRITE
     assert cost.billed == pytest.approx(expected)
     assert prompt_cost([]).tokens == 0
 
 
-def test_combine_and_table() -> None:
+def test_combine_and_tables() -> None:
     r = replay_session(FIXTURE, tokenizer="estimate")
     assert r.tokenizer == "estimate"
     total = combine([r, r])
-    assert total.requests == 2 * r.requests
+    assert total.sessions == 2 and total.requests == 2 * r.requests
     assert total.prompt_tokens.plain == 2 * r.prompt_tokens.plain
+    assert total.final_request.filecache == 2 * r.final_request.filecache
     assert total.peak_request == r.peak_request
+    assert total.recall == 1.0 and total.recall_pairs == 2 * r.recall_pairs
     table = format_table([r], total)
     assert r.name in table and "**total**" in table
     assert len(table.splitlines()) == 4
+    text = format_replay([r], total)
+    assert "cumulative prompt tokens" in text and "pruning off" in text
+
+
+def _invoke(*args: str) -> Any:
+    return CliRunner().invoke(main, ["replay", *args])
 
 
 def test_cli_json_schema() -> None:
-    result = CliRunner().invoke(main, ["replay", str(FIXTURE), "--json"])
+    result = _invoke(str(FIXTURE), str(SCRIPTED), "--json", "--window", "16000")
     assert result.exit_code == 0, result.output
+    assert result.stderr == ""  # no progress bar when not on a terminal
     data = json.loads(result.stdout)
     assert set(data) == {"totals", "sessions"}
-    [session] = data["sessions"]
-    keys = {
-        "name",
-        "source",
-        "tokenizer",
-        "messages",
-        "requests",
-        "prompt_tokens",
-        "file_tool_tokens",
-        "peak_request",
-        "billed",
-        "reads",
-        "file_calls",
-        "files_identical",
-        "mismatches",
-    }
-    assert set(data["totals"]) == keys
-    assert set(session) == keys | {"calls"}
-    for measure in ("prompt_tokens", "file_tool_tokens", "peak_request", "billed"):
-        assert set(session[measure]) == {"plain", "filecache", "saved_pct"}
-    assert session["prompt_tokens"]["saved_pct"] > 0
-    assert session["name"] == FIXTURE.name and session["files_identical"] is True
-    assert set(session["reads"]) >= {"full", "partial", "unchanged", "diff", "error"}
-    assert {"call_id", "tool", "path", "kind", "plain_tokens", "filecache_tokens", "error"} == set(
-        session["calls"][0]
-    )
+    totals, sessions = data["totals"], data["sessions"]
+    assert TOTALS_KEYS <= set(totals)
+    assert totals["sessions"] == len(sessions) == 2
+    assert totals["stale_views"] == totals["dangling_refs"] == 0
+    assert 0 < totals["recall"] <= 1
+    measures = ("prompt_tokens", "billed", "peak_request", "final_request", "tool_output_tokens")
+    for entry in [totals, *sessions]:
+        assert TOTALS_KEYS <= set(entry)
+        for measure in measures:
+            assert set(entry[measure]) == {
+                "recorded", "plain", "filecache", "saved_vs_recorded_pct", "saved_vs_plain_pct",
+                "saved_pct",
+            }  # fmt: skip
+        assert entry["saved_pct"] == entry["prompt_tokens"]["saved_pct"]
+        assert entry["pruning"]["window"] == 16000 and entry["pruning"]["cache_aware"] is True
+    assert "series" not in totals and "calls" not in totals
+    for s in sessions:
+        assert s["sessions"] == 1
+        assert set(s["series"]) == {"recorded", "plain", "filecache"}
+        assert all(len(v) == s["requests"] for v in s["series"].values())
+        assert {"call_id", "tool", "path", "kind", "plain_tokens", "filecache_tokens", "error"} == (
+            set(s["calls"][0])
+        )
+    assert sessions[0]["name"] == FIXTURE.name and sessions[0]["files_identical"] is True
 
 
-def test_cli_table_and_bad_trace(tmp_path: Path) -> None:
-    runner = CliRunner()
-    result = runner.invoke(main, ["replay", str(FIXTURE), "--tokenizer", "cl100k"])
+def test_cli_table_and_errors(tmp_path: Path) -> None:
+    result = _invoke(str(FIXTURE), "--tokenizer", "cl100k", "--no-cache-aware")
     assert result.exit_code == 0, result.output
     assert FIXTURE.name in result.stdout and "**total**" in result.stdout
+    assert "stale views 0, dangling refs 0" in result.stdout
     (tmp_path / "transcript.json").write_text('{"format": "other"}', encoding="utf-8")
-    bad = runner.invoke(main, ["replay", str(tmp_path)])
+    bad = _invoke(str(tmp_path))
     assert bad.exit_code == 2
     assert "expected 'filecache-trace/1'" in bad.stderr
+    assert _invoke(str(tmp_path / "missing")).exit_code == 2
+    assert _invoke(str(FIXTURE), "--window", "10").exit_code == 2  # below the minimum
+    assert _invoke().exit_code == 2  # DIR is required
+    for args in (["replay", "-h"], ["replay", "--help"]):
+        helped = CliRunner().invoke(main, args)
+        assert helped.exit_code == 0 and "--window" in helped.stdout and "--html" in helped.stdout
+
+
+def test_cli_html_page(tmp_path: Path) -> None:
+    from html_check import check_page
+
+    out = tmp_path / "replay.html"
+    result = _invoke(str(SCRIPTED), "--window", "16000", "--html", str(out))
+    assert result.exit_code == 0, result.output
+    page = out.read_text(encoding="utf-8")
+    svgs = check_page(page, tmp_path)
+    assert len(svgs) == 1
+    lines = svgs[0].findall("{http://www.w3.org/2000/svg}polyline")
+    assert len(lines) == 3  # recorded, plain, filecache
+    assert "<script" not in page.lower()
+    assert SCRIPTED.name in page

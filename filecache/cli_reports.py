@@ -1,0 +1,266 @@
+"""The reporting commands: ``replay``, ``stats`` and ``sessions``. Thin: parse, call, format.
+
+Registered on ``filecache.cli.main``; a ``FileCacheError`` raised here exits with its class's
+code through the main group.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .errors import RequestError
+
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+def _progress_hidden() -> bool:
+    return not sys.stderr.isatty()
+
+
+def _write_html(path: Path, page: str) -> None:
+    path.write_text(page, encoding="utf-8")
+    click.echo(f"wrote {path}", err=True)
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument(
+    "dirs",
+    nargs=-1,
+    required=True,
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+)
+@click.option(
+    "--window",
+    type=click.IntRange(min=1000),
+    help="Prune before every request for a model with this context window (tokens). "
+    "Default: no pruning (delta reads only).",
+)
+@click.option(
+    "--cache-aware/--no-cache-aware",
+    default=True,
+    show_default=True,
+    help="With --window: prune only when it pays for the cached prefix it invalidates.",
+)
+@click.option(
+    "--read-mode",
+    type=click.Choice(["auto", "full"]),
+    default="auto",
+    show_default=True,
+    help="filecache's reads: auto outlines a large whole file (as SWE-agent abbreviates one).",
+)
+@click.option(
+    "--tokenizer",
+    type=click.Choice(["o200k", "cl100k", "estimate"]),
+    default="o200k",
+    show_default=True,
+    help="How prompt tokens are counted.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print totals and sessions as JSON.")
+@click.option(
+    "--html",
+    "html_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write a self-contained HTML page with a chart of every request.",
+)
+@click.option(
+    "--store",
+    help="Keep the filecache runs' sessions in this SQLite store (for 'filecache stats').",
+)
+def replay(
+    dirs: tuple[Path, ...],
+    window: int | None,
+    cache_aware: bool,
+    read_mode: str,
+    tokenizer: str,
+    as_json: bool,
+    html_out: Path | None,
+    store: str | None,
+) -> None:
+    """Replay recorded sessions (DIR/files + DIR/transcript.json): recorded, plain, filecache."""
+    from .replay import replay_session
+    from .replay_metrics import combine
+    from .replay_report import format_replay, replay_html
+
+    with click.progressbar(
+        dirs,
+        label="replaying",
+        file=sys.stderr,
+        hidden=_progress_hidden(),
+        item_show_func=lambda d: d.name if d is not None else None,
+    ) as bar:
+        replays = [
+            replay_session(
+                d, tokenizer=tokenizer, window=window, cache_aware=cache_aware,
+                read_mode=read_mode, store=store,
+            )
+            for d in bar
+        ]  # fmt: skip
+    totals = combine(replays)
+    if html_out is not None:
+        _write_html(html_out, replay_html(replays, totals))
+    if as_json:
+        payload = {
+            "totals": totals.to_json(detail=False),
+            "sessions": [r.to_json() for r in replays],
+        }
+        click.echo(json.dumps(payload, indent=2))
+    else:
+        click.echo(format_replay(replays, totals), nl=False)
+    for line in totals.mismatches:
+        click.echo(f"mismatch: {line}", err=True)
+    for line in totals.problems:
+        click.echo(f"problem: {line}", err=True)
+
+
+def _store_path(store: str | None) -> str:
+    from .store import default_store_path
+
+    return store or str(default_store_path(Path(".").resolve()))
+
+
+def _open(store: str | None) -> Any:
+    from .store import open_store
+
+    path = _store_path(store)
+    if path != ":memory:" and not Path(path).exists():
+        raise RequestError(f"no store at {path}; pass --store PATH (or set FILECACHE_STORE)")
+    return open_store(Path("."), path)
+
+
+def store_option(fn: Any) -> Any:
+    return click.option(
+        "--store",
+        envvar="FILECACHE_STORE",
+        help="SQLite store path. Default: ./.filecache/cache.db; env FILECACHE_STORE.",
+    )(fn)
+
+
+def _json_or(as_json: bool, payload: Any, text: str) -> None:
+    if as_json:
+        click.echo(json.dumps(payload, indent=2))
+    else:
+        click.echo(text, nl=False)
+
+
+@click.command(context_settings=CONTEXT)
+@click.option("--session", "session_id", help="Only this session.")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Top files.")
+@click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
+@click.option(
+    "--html",
+    "html_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write a self-contained HTML page with a chart per session.",
+)
+@store_option
+def stats(
+    session_id: str | None, top: int, as_json: bool, html_out: Path | None, store: str | None
+) -> None:
+    """What filecache saved, per session and overall: reads by kind, tokens, pruning."""
+    from .stats import collect_stats, format_stats, stats_html
+
+    with _open(store) as opened:
+        report = collect_stats(opened, session_id, top=top)
+    if html_out is not None:
+        _write_html(html_out, stats_html(report))
+    _json_or(as_json, report.to_json(), format_stats(report))
+
+
+@click.group(context_settings=CONTEXT)
+def sessions() -> None:
+    """The sessions in the store: list, show, delete, gc."""
+
+
+@sessions.command("list", context_settings=CONTEXT)
+@click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON.")
+@store_option
+def sessions_list(as_json: bool, store: str | None) -> None:
+    """Every session: when it was used, its ledger rows, tokens served and saved."""
+    from .stats import format_sessions, session_rows
+
+    with _open(store) as opened:
+        rows = session_rows(opened)
+    _json_or(as_json, {"sessions": rows}, format_sessions(rows))
+
+
+@sessions.command("show", context_settings=CONTEXT)
+@click.argument("session_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the session as JSON.")
+@store_option
+def sessions_show(session_id: str, as_json: bool, store: str | None) -> None:
+    """One session's statistics and its ledger."""
+    from .stats import collect_stats, format_events, format_stats
+
+    with _open(store) as opened:
+        report = collect_stats(opened, session_id)
+        events = opened.events(session_id)
+    payload = report.to_json() | {
+        "events": [
+            {
+                k: getattr(e, k)
+                for k in (
+                    "seq",
+                    "call_id",
+                    "tool",
+                    "path",
+                    "kind",
+                    "start",
+                    "end",
+                    "tokens",
+                    "tokens_full",
+                    "base_call_id",
+                )
+            }
+            for e in events
+        ]  # fmt: skip
+    }
+    _json_or(as_json, payload, format_stats(report) + "\n" + format_events(events))
+
+
+@sessions.command("delete", context_settings=CONTEXT)
+@click.argument("session_id")
+@click.option("--json", "as_json", is_flag=True, help="Print what was deleted as JSON.")
+@store_option
+def sessions_delete(session_id: str, as_json: bool, store: str | None) -> None:
+    """Delete SESSION_ID: its ledger, views, archive and projections (blobs stay until gc)."""
+    with _open(store) as opened:
+        if session_id not in {s.session_id for s in opened.sessions()}:
+            raise RequestError(f"no session {session_id!r}; 'filecache sessions list' shows them")
+        opened.delete_session(session_id)
+    _json_or(as_json, {"deleted": session_id}, f"deleted session {session_id}\n")
+
+
+@sessions.command("gc", context_settings=CONTEXT)
+@click.option(
+    "--older-than",
+    "days",
+    type=click.FloatRange(min=0),
+    help="Delete sessions unused this many days. Default: the retention_days setting.",
+)
+@click.option("--root", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              default=Path("."), show_default=True, help="Root whose settings apply.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print what was removed as JSON.")
+@store_option
+def sessions_gc(days: float | None, root: Path, as_json: bool, store: str | None) -> None:
+    """Delete sessions past retention, then every content blob no session refers to."""
+    from .settings import load_settings
+
+    retention = days if days is not None else load_settings(root.resolve(), {}).retention_days
+    with _open(store) as opened:
+        report = opened.gc(time.time() - retention * 86400)
+    payload = {
+        "retention_days": retention,
+        "sessions_deleted": report.sessions_deleted,
+        "blobs_deleted": report.blobs_deleted,
+    }
+    text = (
+        f"deleted {report.sessions_deleted} session(s) unused for {retention:g} days and "
+        f"{report.blobs_deleted} unreferenced blob(s)\n"
+    )
+    _json_or(as_json, payload, text)

@@ -1,0 +1,350 @@
+"""Correctness counters of a replay: a model that rebuilds files only from the request as sent.
+
+``ModelView`` reads filecache's answers the way the instructions tell a model to: content
+answers give lines of the version named in their header; a diff is applied (parsed with
+``unidiff`` and applied here, never with filecache's diff code) to the copy of the version it
+names; a FileRef says the lines of the copy of the named version are current; the model's own
+writes give the whole file and its own edits are replayed on its copy of the file as it was. A
+read whose text in the request is not the text filecache answered (pruned: cleared, outlined,
+truncated) gives nothing; a write or an edit counts as long as its call is there (its
+arguments say what the model wrote; pruning never touches them).
+
+Invariants:
+- Only what is in the messages is used, plus the bytes on disk to compare with; a version tag
+  is the first 8 hex digits of xxh3-128 of the bytes, computed here with ``xxhash``.
+- A read is ``stale`` when, at its first appearance in a request, the lines it answers cannot
+  be rebuilt from that request or differ from disk. A FileRef or diff is ``dangling`` when, in
+  some request, its base result (or its base's base) is missing or pruned.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import xxhash
+from unidiff.errors import UnidiffParseError
+from unidiff.patch import PatchSet
+
+__all__ = ["FileCall", "ModelView", "dangling_refs", "disk_lines", "tag_of"]
+
+_HEADER = re.compile(
+    r"^\[(?P<path>.+?): (?:(?P<label>[^\[\]]+?), )?(?:lines (?P<a>\d+)-(?P<b>\d+) of (?P<n>\d+)"
+    r"|(?P<all>\d+) lines?|(?P<empty>empty file))(?:, xxh3 (?P<tag>[0-9a-f]+))?\]$"
+)
+_NUMBERED = re.compile(r"^ *(\d+)\t")
+_REF = re.compile(
+    r"^\[filecache\] (?P<path>.+?) unchanged since your result (?P<base>\S+) \((?P<span>.+), "
+    r"xxh3 (?P<tag>[0-9a-f]+)\)\.$"
+)
+_DIFF = re.compile(
+    r"^\[filecache\] (?P<path>.+?) changed since your result (?P<base>\S+) "
+    r"\(xxh3 (?P<old>[0-9a-f]+) -> (?P<new>[0-9a-f]+)\); (?P<where>.*):$"
+)
+_SPAN = re.compile(
+    r"^(?:all (?P<all>\d+) lines?|lines (?P<a>\d+)-(?P<b>\d+) of (?P<n>\d+)|the file is empty)"
+)
+_OLD_SPAN = re.compile(r"\(lines (?P<x>\d+)-(?P<y>\d+) of your version\)")
+_NO_NEWLINE = "\\ No newline at end of file"
+_BASE = re.compile(r"since your result (\S+) ")
+
+Lines = dict[int, str]  # line number -> text with its "\n" (none on an unterminated last line)
+
+
+def tag_of(data: bytes) -> str:
+    """The short version tag filecache shows for these bytes."""
+    return xxhash.xxh3_128_hexdigest(data)[:8]
+
+
+def disk_lines(data: bytes) -> tuple[str, ...]:
+    """The lines of a file, each with its ``\\n`` (``\\r`` stays part of the line)."""
+    parts = data.decode("utf-8", errors="replace").split("\n")
+    return tuple([p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else []))
+
+
+@dataclass(frozen=True)
+class FileCall:
+    """A file tool call of the filecache run, with the disk around it.
+
+    Attributes:
+        call_id, tool, path, args: the call (``read_file``/``write_file``/``edit_file``).
+        kind: filecache's kind of answer (``error`` when the tool failed).
+        text: the text filecache answered.
+        before: (tag, lines) of the file before the call; None if it did not exist.
+        after: (tag, lines) after the call; None if it does not exist.
+    """
+
+    call_id: str
+    tool: str
+    path: str
+    args: Mapping[str, Any]
+    kind: str
+    text: str
+    before: tuple[str, tuple[str, ...]] | None
+    after: tuple[str, tuple[str, ...]] | None
+
+    def span(self) -> tuple[int, int] | None:
+        """The lines a read asked for, from its arguments and the file on disk."""
+        if self.after is None:
+            return None
+        total = len(self.after[1])
+        offset, limit = self.args.get("offset"), self.args.get("limit")
+        start = offset if isinstance(offset, int) else 1
+        end = total if not isinstance(limit, int) else min(total, start + limit - 1)
+        return start, end
+
+
+@dataclass
+class _Copy:
+    total: int | None = None
+    lines: Lines = field(default_factory=dict)
+
+
+class ModelView:
+    """The model's copies of files (per path, per version tag), rebuilt from messages.
+
+    Args:
+        calls: the file tool calls of the run, by call id.
+        paths: only these paths are tracked (None: all).
+    """
+
+    def __init__(self, calls: Mapping[str, FileCall], paths: Iterable[str] | None = None) -> None:
+        self.calls = calls
+        self.paths = None if paths is None else set(paths)
+        self.copies: dict[str, dict[str, _Copy]] = {}
+
+    def feed(self, call_id: str, text: str) -> str | None:
+        """Take in one tool result as the model sees it. Returns a problem (str) when the
+        result is a read whose answer cannot be rebuilt or differs from disk, else None."""
+        call = self.calls.get(call_id)
+        if call is None or (self.paths is not None and call.path not in self.paths):
+            return None
+        if call.kind == "error":
+            return None  # a failure: nothing to learn
+        copies = self.copies.setdefault(call.path, {})
+        if call.tool == "read_file" and text != call.text:
+            return None  # pruned: what it showed is gone
+        # The model's own writes and edits count even when their confirmation was pruned: the
+        # call's arguments, which pruning never touches, say what it wrote.
+        if call.tool == "write_file":
+            if call.after is not None:
+                lines = disk_lines(str(call.args.get("content", "")).encode("utf-8"))
+                copies[call.after[0]] = _Copy(len(lines), dict(enumerate(lines, 1)))
+            return None
+        if call.tool == "edit_file":
+            if call.before is not None and call.after is not None:
+                base = copies.get(call.before[0])
+                copies[call.after[0]] = _edited(base, call.args, len(call.after[1]))
+            return None
+        if call.kind == "outline":
+            return None
+        problem = self._read(call, copies)
+        return problem or self.check(call)
+
+    def _read(self, call: FileCall, copies: dict[str, _Copy]) -> str | None:
+        first, _, body = call.text.partition("\n")
+        if call.kind in ("full", "partial", "symbol"):
+            match = _HEADER.match(first)
+            if match is None or match["tag"] is None:
+                return f"{call.call_id}: content header not understood: {first[:80]!r}"
+            total = 0 if match["empty"] else int(match["n"] or match["all"])
+            copy = copies.setdefault(match["tag"], _Copy())
+            copy.total = total
+            parsed = _numbered_lines(body)
+            if parsed is None:
+                return f"{call.call_id}: content lines not understood"
+            copy.lines.update(parsed)
+            return None
+        if call.kind == "diff":
+            return _apply_diff(call, first, body, copies)
+        return None  # unchanged: nothing new, the check says whether it holds
+
+    def check(self, call: FileCall) -> str | None:
+        """Whether the lines ``call`` (a read) answered are rebuilt as they are on disk."""
+        if call.tool != "read_file" or call.kind in ("error", "outline") or call.after is None:
+            return None
+        span = call.span()
+        if span is None:
+            return None
+        tag, lines = call.after
+        copy = self.copies.get(call.path, {}).get(tag)
+        start, end = span
+        for n in range(start, end + 1):
+            held = copy.lines.get(n) if copy is not None else None
+            if held is None:
+                return f"{call.call_id}: {call.path} line {n} ({call.kind}) cannot be rebuilt"
+            if held != lines[n - 1]:
+                return f"{call.call_id}: {call.path} line {n} ({call.kind}) differs from disk"
+        return None
+
+    def held(self, path: str, tag: str, lines: Sequence[str]) -> set[int]:
+        """Line numbers of version ``tag`` of ``path`` held and equal to ``lines`` (disk)."""
+        copy = self.copies.get(path, {}).get(tag)
+        if copy is None:
+            return set()
+        return {n for n, text in copy.lines.items() if n <= len(lines) and lines[n - 1] == text}
+
+
+def _numbered_lines(body: str) -> Lines | None:
+    out: Lines = {}
+    last: int | None = None
+    for line in body.split("\n"):
+        if line == _NO_NEWLINE and last is not None:
+            out[last] = out[last].removesuffix("\n")
+            continue
+        if not line:
+            continue
+        match = _NUMBERED.match(line)
+        if match is None:
+            return None
+        last = int(match.group(1))
+        out[last] = line[match.end() :] + "\n"
+    return out
+
+
+def _apply_diff(call: FileCall, first: str, body: str, copies: dict[str, _Copy]) -> str | None:
+    head = _DIFF.match(first)
+    if head is None:
+        return f"{call.call_id}: diff header not understood: {first[:80]!r}"
+    span = _SPAN.match(head["where"])
+    if span is None:
+        return f"{call.call_id}: diff span not understood: {head['where']!r}"
+    whole = span["all"] is not None
+    total = int(span["all"] or span["n"] or 0)
+    start, end = (1, total) if whole else (int(span["a"] or 1), int(span["b"] or 0))
+    base = copies.get(head["old"])
+    old = base.lines if base is not None else {}
+    diff_lines = [line for line in body.split("\n") if not line.startswith("(")]
+    diff_text = "\n".join(diff_lines).strip("\n")
+    hunks: list[tuple[int, int, int, int]] = []  # normalised (s0, s_len, t0, t_len)
+    new: Lines = {}
+    if diff_text:
+        try:
+            patch = PatchSet(diff_text + "\n")
+        except UnidiffParseError as exc:
+            return f"{call.call_id}: diff not parsed by unidiff ({exc})"
+        for patched in patch:
+            for hunk in patched:
+                s_len, t_len = hunk.source_length, hunk.target_length
+                s0 = hunk.source_start + (1 if s_len == 0 else 0)
+                t0 = hunk.target_start + (1 if t_len == 0 else 0)
+                hunks.append((s0, s_len, t0, t_len))
+                s, t = s0, t0
+                rows = list(hunk)
+                for i, row in enumerate(rows):
+                    if row.line_type == "\\":
+                        continue
+                    value = row.value
+                    if i + 1 < len(rows) and rows[i + 1].line_type == "\\":
+                        value = value.removesuffix("\n")
+                    if row.line_type in (" ", "-"):
+                        if s in old and old[s] != value:
+                            return f"{call.call_id}: diff context at line {s} differs from the copy"
+                        s += 1
+                    if row.line_type in (" ", "+"):
+                        new[t] = value
+                        t += 1
+    old_span = _OLD_SPAN.search(head["where"])
+    for n, text in old.items():
+        if any(s0 <= n < s0 + s_len for s0, s_len, _, _ in hunks):
+            continue
+        before = [h for h in hunks if h[0] + h[1] <= n]
+        after = [h for h in hunks if h[0] > n]
+        if before:
+            s0, s_len, t0, t_len = before[-1]
+            target = n + (t0 + t_len) - (s0 + s_len)
+        elif after:
+            s0, _, t0, _ = after[0]
+            target = n + t0 - s0
+        elif whole:
+            target = n
+        elif old_span is not None and int(old_span["x"]) <= n <= int(old_span["y"]):
+            target = n + start - int(old_span["x"])
+        else:
+            continue
+        if whole or start <= target <= end:
+            new.setdefault(target, text)
+    copy = copies.setdefault(head["new"], _Copy())
+    copy.total = total
+    copy.lines.update(new)
+    return None
+
+
+def _runs(lines: Lines) -> list[tuple[int, list[str]]]:
+    """Consecutive known lines: (first line number, texts)."""
+    runs: list[tuple[int, list[str]]] = []
+    for n in sorted(lines):
+        if runs and runs[-1][0] + len(runs[-1][1]) == n:
+            runs[-1][1].append(lines[n])
+        else:
+            runs.append((n, [lines[n]]))
+    return runs
+
+
+def _edited(base: _Copy | None, args: Mapping[str, Any], total: int) -> _Copy:
+    """The model's copy after its own edit of ``base`` (what it can know for sure)."""
+    old, new = str(args.get("old_string", "")), str(args.get("new_string", ""))
+    if base is None or not old:
+        return _Copy(total)
+    runs = _runs(base.lines)
+    complete = base.total is not None and sum(len(r) for _, r in runs) == base.total
+    if args.get("replace_all"):
+        if not complete:
+            return _Copy(total)
+        text = "".join(runs[0][1]) if runs else ""
+        lines = disk_lines(text.replace(old, new).encode("utf-8"))
+        return _Copy(total, dict(enumerate(lines, 1)))
+    hits = [i for i, (_, texts) in enumerate(runs) if old in "".join(texts)]
+    if len(hits) != 1:
+        return _Copy(total)  # the model cannot tell where its edit landed
+    out: Lines = {}
+    shift = 0
+    for i, (first, texts) in enumerate(runs):
+        if i == hits[0]:
+            edited = disk_lines("".join(texts).replace(old, new, 1).encode("utf-8"))
+            out.update(enumerate(edited, first))
+            shift = len(edited) - len(texts)
+        else:
+            out.update((first + k + (shift if i > hits[0] else 0), t) for k, t in enumerate(texts))
+    return _Copy(total, out)
+
+
+def dangling_refs(
+    results: Sequence[tuple[str, str]], calls: Mapping[str, FileCall]
+) -> dict[str, str]:
+    """FileRefs/diffs in one request (``(call id, text as sent)`` of its tool results) whose
+    base is missing or pruned there, directly or through their base's base: id -> why."""
+    sent = dict(results)
+
+    def intact(cid: str) -> bool:
+        call = calls.get(cid)
+        if call is None or cid not in sent:
+            return False
+        # an edit or write is known from its call's arguments, whatever its result became
+        return call.tool != "read_file" or sent[cid] == call.text
+
+    def why_not(cid: str, seen: frozenset[str]) -> str | None:
+        call = calls[cid]
+        found = _BASE.search(call.text.partition("\n")[0])
+        if found is None:
+            return "names no base"
+        base = found.group(1)
+        if base in seen:
+            return None
+        if not intact(base):
+            return f"base {base} is {'pruned' if base in sent else 'missing'}"
+        if calls[base].kind in ("unchanged", "diff"):
+            return why_not(base, seen | {base})
+        return None
+
+    out: dict[str, str] = {}
+    for cid, _ in results:
+        call = calls.get(cid)
+        if call is None or call.kind not in ("unchanged", "diff") or not intact(cid):
+            continue
+        why = why_not(cid, frozenset([cid]))
+        if why is not None:
+            out[cid] = why
+    return out
