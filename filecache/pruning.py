@@ -412,9 +412,11 @@ def plan_prune(
     dropped: tuple[str, ...] = ()
     if policy.cache_aware and total <= policy.hard_at * window:
         chosen, gate, dropped = _cost_gate(chosen, msg_tokens, policy, transcript)
+    reclaimed = sum(a.tokens_before - a.tokens_after for a in chosen)
+    if chosen and reclaimed < policy.min_reclaim:  # what the gate kept is not worth a cut
+        return PrunePlan((), sticky, total, 0, True, f"{gate}: under min_reclaim", dropped)
     replacements = dict(sticky)
     replacements.update({a.call_id: a.text for a in chosen})
-    reclaimed = sum(a.tokens_before - a.tokens_after for a in chosen)
     return PrunePlan(tuple(chosen), replacements, total, reclaimed, True, gate, dropped)
 
 

@@ -329,20 +329,28 @@ def test_a_restored_diff_keeps_its_own_base_too() -> None:
 # -- the cost gate --------------------------------------------------------------------------
 
 
-def _gate_chat(deep: bool, recent: bool) -> Chat:
+def _gate_chat(deep: bool, recent: bool, recent_words: int = 300) -> Chat:
     chat = Chat()
     if deep:
         chat.bash("pytest -q", filler(300, "deep"))
     chat.say(filler(3_000, "talk"))
     if recent:
-        chat.bash("pytest -q", filler(300, "recent"))
+        chat.bash("pytest -q", filler(recent_words, "recent"))
     chat.bash("ls", filler(10))
     return chat
 
 
-def _gated(chat: Chat, turns: int, aware: bool = True, hard: bool = False) -> PrunePlan:
+def _gated(
+    chat: Chat, turns: int, aware: bool = True, hard: bool = False, floor: int = 0
+) -> PrunePlan:
     window = total(chat.messages) if hard else int(total(chat.messages) / 0.8)
-    rules = policy(context_window=window, protect_recent=10, turns_left=turns, cache_aware=aware)
+    rules = policy(
+        context_window=window,
+        protect_recent=10,
+        turns_left=turns,
+        cache_aware=aware,
+        min_reclaim=floor,
+    )
     result, out = plan(chat.messages, rules)
     assert bool(result.actions) == (out != chat.messages)
     return result
@@ -374,6 +382,15 @@ def test_the_cost_gate_keeps_the_recent_cut_and_drops_the_deep_one() -> None:
     assert result.gate.startswith("cost gate: cut at message 6 nets ")
 
 
+def test_min_reclaim_applies_to_what_the_gate_keeps() -> None:
+    chat = _gate_chat(deep=True, recent=True, recent_words=40)
+    assert [a.call_id for a in _gated(chat, turns=40).actions] == ["call_2"]  # 18 words
+    result = _gated(chat, turns=40, floor=100)  # 280 + 18 before the gate
+    assert (result.actions, result.dropped_by_gate, result.reclaimed) == ((), ("call_1",), 0)
+    assert result.gate.startswith("cost gate: cut at message 6 nets ")
+    assert result.gate.endswith(": under min_reclaim")
+
+
 @pytest.mark.parametrize("deep", [True, False])
 def test_without_cache_awareness_or_over_hard_at_both_cuts_are_made(deep: bool) -> None:
     chat = _gate_chat(deep=deep, recent=not deep)
@@ -385,34 +402,20 @@ def test_without_cache_awareness_or_over_hard_at_both_cuts_are_made(deep: bool) 
 # -- placeholders and sticky projections ----------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("description", "original", "reason", "expected"),
-    [
-        (
-            "read src/auth.py 1-120",
-            "x\n" * 120,
-            "superseded by edit call_9",
-            "read src/auth.py 1-120 (120 lines, 240 chars): superseded by edit call_9; "
-            "read the file again if you need it]",
-        ),
-        (
-            "bash `pytest -q`",
-            "one line, no newline",
-            "old, cleared to save context",
-            "bash `pytest -q` (1 line, 20 chars): old, cleared to save context; "
-            "run it again if you need it]",
-        ),
-        ("grep", "", "why", "grep (0 lines, 0 chars): why; run it again if you need it]"),
-        (
-            "write a.py",
-            "a\n" * 1500,
-            "why",
-            "write a.py (1,500 lines, 3,000 chars): why; run it again if you need it]",
-        ),
-    ],
-)
-def test_render_cleared(description: str, original: str, reason: str, expected: str) -> None:
-    assert render_cleared(description, original, reason) == "[cleared tool result: " + expected
+AGAIN = {"read": "read the file again if you need it]", "run": "run it again if you need it]"}
+PLACEHOLDERS = [
+    ("read src/auth.py 1-120", "x\n" * 120, "(120 lines, 240 chars)", "read"),
+    ("bash `pytest -q`", "one line, no newline", "(1 line, 20 chars)", "run"),
+    ("grep", "", "(0 lines, 0 chars)", "run"),
+    ("write a.py", "a\n" * 1500, "(1,500 lines, 3,000 chars)", "run"),
+]
+
+
+@pytest.mark.parametrize(("description", "original", "size", "how"), PLACEHOLDERS)
+def test_render_cleared(description: str, original: str, size: str, how: str) -> None:
+    assert render_cleared(description, original, "superseded by edit call_9") == (
+        f"[cleared tool result: {description} {size}: superseded by edit call_9; {AGAIN[how]}"
+    )
 
 
 def test_placeholders_say_what_why_and_how() -> None:
