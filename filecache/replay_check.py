@@ -136,7 +136,10 @@ class ModelView:
         if call.tool == "edit_file":
             if call.before is not None and call.after is not None:
                 base = copies.get(call.before[0])
-                copies[call.after[0]] = _edited(base, call.args, len(call.after[1]))
+                # The confirmation says where the edit landed ("changed: line N"); without it
+                # the model can place its edit only inside lines it holds.
+                seen = call.before[1] if text == call.text else None
+                copies[call.after[0]] = _edited(base, call.args, len(call.after[1]), seen)
             return None
         if call.kind == "outline":
             return None
@@ -283,22 +286,89 @@ def _runs(lines: Lines) -> list[tuple[int, list[str]]]:
     return runs
 
 
-def _edited(base: _Copy | None, args: Mapping[str, Any], total: int) -> _Copy:
-    """The model's copy after its own edit of ``base`` (what it can know for sure)."""
-    old, new = str(args.get("old_string", "")), str(args.get("new_string", ""))
-    if base is None or not old:
-        return _Copy(total)
-    runs = _runs(base.lines)
-    complete = base.total is not None and sum(len(r) for _, r in runs) == base.total
-    if args.get("replace_all"):
-        if not complete:
+def _edited(
+    base: _Copy | None, args: Mapping[str, Any], total: int, before: Sequence[str] | None
+) -> _Copy:
+    """The model's copy after its own edit of ``base`` (what it can know for sure): one
+    ``old_string``/``new_string``, or ``edits``, a list of them applied in order. ``before``:
+    the file as it was, when the model was told where the edit landed (else None)."""
+    replace_all = bool(args.get("replace_all"))
+    edits = args.get("edits")
+    if isinstance(edits, list):
+        pairs = [(str(e.get("old_string", "")), str(e.get("new_string", ""))) for e in edits]
+        replace_all = replace_all or any(bool(e.get("replace_all")) for e in edits)
+    else:
+        pairs = [(str(args.get("old_string", "")), str(args.get("new_string", "")))]
+    copy = base
+    text = "".join(before) if before is not None else None
+    for old, new in pairs:
+        if copy is None or not old:
             return _Copy(total)
+        if text is not None:
+            copy, text = _edit_at(copy, text, old, new, replace_all)
+        else:
+            copy = _edit_once(copy, old, new, replace_all)
+    return _Copy(total, copy.lines if copy is not None else {})
+
+
+def _edit_at(
+    base: _Copy, before: str, old: str, new: str, replace_all: bool
+) -> tuple[_Copy | None, str]:
+    """An edit whose place the model knows: a line of the result is known when each of its
+    characters is new text or comes from a line the model holds. Returns the copy and the
+    file's text after the edit."""
+    lines = disk_lines(before.encode("utf-8"))
+    known = bytearray(len(before))
+    at = 0
+    for n, line in enumerate(lines, 1):
+        held = base.lines.get(n)
+        if held is not None:
+            if held != line:
+                return None, before  # a copy that is not the file: nothing can be placed
+            known[at : at + len(line)] = b"\x01" * len(line)
+        at += len(line)
+    text_parts: list[str] = []
+    known_parts: list[bytes] = []
+    pos = 0
+    while True:
+        hit = before.find(old, pos)
+        if hit < 0:
+            break
+        text_parts += [before[pos:hit], new]
+        known_parts += [bytes(known[pos:hit]), b"\x01" * len(new)]
+        pos = hit + len(old)
+        if not replace_all:
+            break
+    text_parts.append(before[pos:])
+    known_parts.append(bytes(known[pos:]))
+    after, flags = "".join(text_parts), b"".join(known_parts)
+    out: Lines = {}
+    at = 0
+    for n, line in enumerate(disk_lines(after.encode("utf-8")), 1):
+        if 0 not in flags[at : at + len(line)]:
+            out[n] = line
+        at += len(line)
+    return _Copy(None, out), after
+
+
+def _edit_once(base: _Copy, old: str, new: str, replace_all: bool) -> _Copy | None:
+    """One replacement on the model's copy; None when the model cannot tell the result."""
+    runs = _runs(base.lines)
+    complete = (
+        base.total is not None
+        and len(runs) <= 1
+        and sum(len(r) for _, r in runs) == base.total
+        and (not runs or runs[0][0] == 1)
+    )
+    if replace_all:
+        if not complete:
+            return None
         text = "".join(runs[0][1]) if runs else ""
         lines = disk_lines(text.replace(old, new).encode("utf-8"))
-        return _Copy(total, dict(enumerate(lines, 1)))
+        return _Copy(len(lines), dict(enumerate(lines, 1)))
     hits = [i for i, (_, texts) in enumerate(runs) if old in "".join(texts)]
     if len(hits) != 1:
-        return _Copy(total)  # the model cannot tell where its edit landed
+        return None  # the model cannot tell where its edit landed
     out: Lines = {}
     shift = 0
     for i, (first, texts) in enumerate(runs):
@@ -308,43 +378,33 @@ def _edited(base: _Copy | None, args: Mapping[str, Any], total: int) -> _Copy:
             shift = len(edited) - len(texts)
         else:
             out.update((first + k + (shift if i > hits[0] else 0), t) for k, t in enumerate(texts))
-    return _Copy(total, out)
+    return _Copy(None if base.total is None else base.total + shift, out)
 
 
 def dangling_refs(
     results: Sequence[tuple[str, str]], calls: Mapping[str, FileCall]
 ) -> dict[str, str]:
     """FileRefs/diffs in one request (``(call id, text as sent)`` of its tool results) whose
-    base is missing or pruned there, directly or through their base's base: id -> why."""
+    base (the result they name) is missing or pruned there: id -> why.
+
+    Only the named base: the lines a diff shows need nothing older, and whether everything a
+    ref relies on is still there is what ``ModelView`` checks.
+    """
     sent = dict(results)
-
-    def intact(cid: str) -> bool:
+    out: dict[str, str] = {}
+    for cid, text in results:
         call = calls.get(cid)
-        if call is None or cid not in sent:
-            return False
-        # an edit or write is known from its call's arguments, whatever its result became
-        return call.tool != "read_file" or sent[cid] == call.text
-
-    def why_not(cid: str, seen: frozenset[str]) -> str | None:
-        call = calls[cid]
+        if call is None or call.kind not in ("unchanged", "diff") or text != call.text:
+            continue
         found = _BASE.search(call.text.partition("\n")[0])
         if found is None:
-            return "names no base"
-        base = found.group(1)
-        if base in seen:
-            return None
-        if not intact(base):
-            return f"base {base} is {'pruned' if base in sent else 'missing'}"
-        if calls[base].kind in ("unchanged", "diff"):
-            return why_not(base, seen | {base})
-        return None
-
-    out: dict[str, str] = {}
-    for cid, _ in results:
-        call = calls.get(cid)
-        if call is None or call.kind not in ("unchanged", "diff") or not intact(cid):
+            out[cid] = "names no base"
             continue
-        why = why_not(cid, frozenset([cid]))
-        if why is not None:
-            out[cid] = why
+        base = found.group(1)
+        based = calls.get(base)
+        if based is None or base not in sent:
+            out[cid] = f"base {base} is missing"
+        elif based.tool == "read_file" and sent[base] != based.text:
+            out[cid] = f"base {base} is pruned"
+        # an edit or write is known from its call's arguments, whatever its result became
     return out

@@ -522,3 +522,35 @@ def test_archive_and_projections_survive_reopen(open_sqlite: Callable[[], Sqlite
     with open_sqlite() as second:
         assert second.archive_get("c", "s1") == "kept"
         assert second.projections("s1") == {"c": ("clear", "gone")}
+
+
+def test_projections_keep_the_original_tokens_as_they_escalate(store: Store) -> None:
+    store.touch_session("s1")
+    store.projection_put("s1", "call_1", "outline", "outline text", 900, 120)
+    store.projection_put("s1", "call_1", "clear", "[cleared tool result: ...]", 120, 20)
+    store.projection_put("s1", "call_2", "truncate", "head ... tail")  # tokens not given
+    records = {p.call_id: p for p in store.projection_records("s1")}
+    assert (records["call_1"].tier, records["call_1"].tokens_before) == ("clear", 900)
+    assert records["call_1"].tokens_after == 20 and records["call_1"].created > 0
+    assert (records["call_2"].tokens_before, records["call_2"].tokens_after) == (0, 0)
+    assert store.projection_records("other") == []
+    store.delete_session("s1")
+    assert store.projection_records("s1") == []
+
+
+def test_migration_m003_adds_projection_tokens_to_an_older_store(db_path: Path) -> None:
+    db_path.parent.mkdir(parents=True)
+    conn = sqlite3.connect(db_path)
+    conn.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at REAL)")
+    for migration in MIGRATIONS[:2]:  # a store made before m003
+        migration(conn)
+        conn.execute("INSERT INTO _migrations VALUES (?, 0)", (migration.__name__,))
+    conn.execute("INSERT INTO projections VALUES ('s1', 'c', 'clear', 'gone', 0)")
+    conn.commit()
+    conn.close()
+    with SqliteStore(db_path) as opened:
+        [record] = opened.projection_records("s1")
+        assert (record.tier, record.tokens_before, record.tokens_after) == ("clear", 0, 0)
+        assert opened.projections("s1") == {"c": ("clear", "gone")}
+    names = [n for (n,) in raw_rows(db_path, "SELECT name FROM _migrations ORDER BY rowid")]
+    assert names[:3] == ["m001_initial", "m002_archive_and_projections", "m003_projection_tokens"]
