@@ -6,6 +6,8 @@ range, and outlines per version.
 
 Invariants: a version's lines in memory are the decoded bytes of that version (keyed by its
 hash); token counts are cached per (version, range, format); nothing here decides an answer.
+With ``watch=True`` a watcher (``filecache.watch``) marks every file changed on disk in every
+live session of this cache; each session decides what its model is told (``outside.py``).
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ import fnmatch
 import secrets
 import threading
 import time
+import weakref
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import (
     ConfigError,
@@ -36,6 +40,9 @@ from .store import Store, open_store
 from .text import join_lines, split_lines
 from .tokens import TokenCounter
 
+if TYPE_CHECKING:
+    from .watch import Change, Watcher
+
 __all__ = ["FileCache", "ReadResult", "Session", "WriteResult"]
 
 
@@ -50,7 +57,8 @@ class FileCache:
         root: the directory whose files are served; paths outside it are refused.
         store: a SQLite path, ``":memory:"``, a ``Store`` object, or None for
             ``<root>/.filecache/cache.db``.
-        **settings: overrides of ``filecache.settings.Settings``.
+        **settings: overrides of ``filecache.settings.Settings`` (``watch=True``: watch the root
+            for files changed outside the agent; ``close()`` stops the watcher).
     """
 
     def __init__(self, root: str | Path, store: Any = None, **settings: Any) -> None:
@@ -69,14 +77,47 @@ class FileCache:
         self._token_counts: dict[tuple[str, int, int, bool], int] = {}
         self._stored: set[str] = set()
         self._pending: set[str] = set()
+        self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
+        self.watcher: Watcher | None = None
         self._collect_garbage()
+        if self.settings.watch:
+            self.watch()
 
     def session(self, session_id: str | None = None) -> Session:
         """A session: one model context. A known id continues that session from the store."""
-        return Session(self, session_id or self.settings.session or "s-" + secrets.token_hex(6))
+        session = Session(self, session_id or self.settings.session or "s-" + secrets.token_hex(6))
+        with self._lock:
+            self._sessions.add(session)
+        return session
+
+    def watch(self) -> Watcher:
+        """Watch the root for files changed outside the agent (also ``watch=True``); idempotent.
+
+        Each live session that holds a changed file starts its next answer with a notice and
+        the diff from its model's version. The store's own files and VCS folders are ignored.
+        """
+        from .watch import Watcher
+
+        with self._lock:
+            if self.watcher is None:
+                store = self.settings.store
+                ignore = [store] if store and store != ":memory:" else []
+                self.watcher = Watcher(
+                    self.root, self._changed, debounce=self.settings.watch_debounce, ignore=ignore
+                ).start()
+            return self.watcher
+
+    def _changed(self, changes: Sequence[Change]) -> None:
+        with self._lock:
+            sessions = list(self._sessions)
+        for session in sessions:
+            for change in changes:
+                session.note_external_change(change.path)
 
     def close(self) -> None:
-        """Flush pending blobs and close the store."""
+        """Stop the watcher, flush pending blobs and close the store."""
+        if self.watcher is not None:
+            self.watcher.stop()
         self.flush()
         self.store.close()
 

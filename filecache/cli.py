@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -335,6 +335,96 @@ def prune(
             ],
         }
         click.echo(json.dumps(report, indent=2), err=output is None)
+
+
+@main.command("import", context_settings=CONTEXT)
+@click.argument(
+    "fmt", metavar="FORMAT", type=click.Choice(["claude-code", "swe-agent", "mini-swe-agent"])
+)
+@click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory for the traces (one subdirectory per session).",
+)
+@click.option(
+    "--repo",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="A checkout with the files as they were before the sessions (default: rebuild them "
+    "from what the logs show).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+def import_(
+    fmt: str, sources: tuple[Path, ...], output: Path, repo: Path | None, as_json: bool
+) -> None:
+    """Convert agent logs (SOURCES: files or directories) into traces for `filecache replay`."""
+    from .importers import import_logs
+
+    hidden = not sys.stderr.isatty()
+    with click.progressbar(length=0, label="importing", file=sys.stderr, hidden=hidden) as bar:
+        results = import_logs(fmt, sources, output, repo=repo, progress=lambda _: bar.update(1))
+    if as_json:
+        click.echo(json.dumps([r.to_json() for r in results], indent=2))
+        return
+    for r in results:
+        click.echo(f"{r.directory}: {r.messages} messages, {r.file_calls} file tool calls")
+        if r.rebuilt:
+            partial = f", {len(r.unknown_files)} known only in part" if r.unknown_files else ""
+            click.echo(f"  files/ rebuilt from the log: {len(r.files)} files{partial}")
+        for path, unknown in r.unknown_files.items():
+            click.echo(f"    {path}: {unknown.describe()}")
+        if r.unknown_calls:
+            click.echo(
+                f"  {len(r.unknown_calls)} file tool calls kept as recorded by replay "
+                "(the log does not show their files; see 'unknown' in transcript.json)"
+            )
+        for note in r.notes:
+            click.echo(f"  note: {note}")
+    click.echo(f"next: filecache replay {output}/*")
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("root", default=".", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option(
+    "--debounce", type=click.FloatRange(min=0), default=0.2, show_default=True,
+    help="Seconds of quiet that end a burst of changes.",
+)  # fmt: skip
+@click.option("--count", type=click.IntRange(min=1), help="Stop after this many changes.")
+@click.option("--duration", type=click.FloatRange(min=0), help="Stop after this many seconds.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per change.")
+def watch(
+    root: Path, debounce: float, count: int | None, duration: float | None, as_json: bool
+) -> None:
+    """Print files changed under ROOT (debounced; the store's folder and VCS folders ignored)."""
+    import threading
+
+    from .watch import Change, Watcher
+
+    done = threading.Event()
+    seen = 0
+
+    def show(changes: Sequence[Change]) -> None:
+        nonlocal seen
+        for change in changes:
+            if done.is_set():
+                return
+            if as_json:
+                click.echo(json.dumps({"path": change.path, "kind": change.kind}))
+            else:
+                click.echo(f"{change.kind} {change.path}")
+            seen += 1
+            if count is not None and seen >= count:
+                done.set()
+
+    with Watcher(root, show, debounce=debounce):
+        if not as_json:
+            click.echo(f"watching {root.resolve()} (Ctrl-C to stop)", err=True)
+        try:
+            done.wait(duration)
+        except KeyboardInterrupt:
+            pass
 
 
 @main.group(context_settings=CONTEXT)

@@ -114,6 +114,12 @@ def replay(
         click.echo(format_replay(replays, totals), nl=False)
     for line in totals.mismatches:
         click.echo(f"mismatch: {line}", err=True)
+    if totals.skipped:
+        click.echo(
+            f"skipped: {len(totals.skipped)} file tool calls kept as recorded (the logs do not "
+            "show their files; 'unknown' in transcript.json)",
+            err=True,
+        )
     for line in totals.problems:
         click.echo(f"problem: {line}", err=True)
 

@@ -23,6 +23,7 @@ __all__ = [
     "render_file_ref",
     "render_cleared",
     "render_outline_answer",
+    "render_outside_change",
     "render_outlined",
     "render_truncated",
     "render_result_tag",
@@ -35,6 +36,7 @@ TRUNCATION_MARKER = "[filecache: "
 OUTLINE_TAG = f"{MARKER} old result "
 MARKERS = (MARKER, PLACEHOLDER_MARKER, TRUNCATION_MARKER)
 
+OUTSIDE = "changed outside the agent"
 HINT_REF = "(If that result is gone from your context, read again with fresh=true.)"
 HINT_DIFF = (
     "(Apply this diff to the text you already have; read with fresh=true for the full text.)"
@@ -108,6 +110,27 @@ def answer_of(text: str) -> tuple[str, str | None]:
     return ("unchanged" if found[1] == "unchanged" else "diff"), found[2]
 
 
+def render_outside_change(
+    path: str, old_version: str | None, new_version: str | None, diff_answer: str | None
+) -> str:
+    """The notice that ``path`` changed outside the agent, at the start of the next answer.
+
+    ``diff_answer`` is the ``render_diff`` answer from the model's version to the file (its
+    head line then says "outside the agent"); without one, a line that says to read it again.
+    """
+    if new_version is None:
+        return f"{MARKER} {path} was deleted outside the agent.\n"
+    if diff_answer is not None:
+        return diff_answer.replace(
+            " changed since your result ", f" {OUTSIDE} since your result ", 1
+        )
+    old = f"xxh3 {short_version(old_version)} -> " if old_version else "xxh3 "
+    return (
+        f"{MARKER} {path} {OUTSIDE} ({old}{short_version(new_version)}); read it again "
+        "before you rely on your copy of it.\n"
+    )
+
+
 def render_write(path: str, kind: str, version: str, line_count: int, detail: str = "") -> str:
     """The one-line confirmation of a write or an edit."""
     verb = "wrote" if kind == "written" else "edited"
@@ -178,6 +201,8 @@ def instructions() -> str:
         "need with offset/limit, or one definition with symbol=NAME.\n"
         "- Your own edits and writes are remembered: after an edit, the file is what you made "
         "it.\n"
+        f"- An answer may start with '{MARKER} PATH {OUTSIDE} ...': someone else changed that "
+        "file since you saw it; the diff that follows brings your copy up to date.\n"
         "- If the text an answer refers to is no longer in your context, read again with "
         "fresh=true to get the full content.\n"
         f"- Never copy {MARKER} lines into a file: writes that add them are refused."

@@ -20,10 +20,14 @@ Invariants:
 - One request is sent before each assistant message and holds every message before it.
 - A file tool that fails answers ``str(exc)`` of its ``FileCacheError`` in both runs; the copies
   are compared after every write and edit and at the end, and any difference is reported.
+- A file tool call that the trace marks unknown (``unknown.calls``, written by ``filecache
+  import`` when the log does not show its files; ``trace_format``) is not executed: its recorded
+  output stands in every run, and ``SessionReplay.skipped`` names it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import tempfile
@@ -48,6 +52,7 @@ from .replay_metrics import (
     message_text,
 )
 from .store import Store
+from .trace_format import edit_pairs, unknown_calls
 
 __all__ = ["FILE_TOOLS", "READ_MODES", "TRACE_FORMAT", "replay_session"]
 
@@ -122,6 +127,9 @@ def _run_tool(
         )  # fmt: skip
     elif name == "write_file":
         result = session.write(path, _str_arg(args, "content"), call_id=call_id)
+    elif "edits" in args:  # several replacements in one call (Claude Code's MultiEdit)
+        pairs, replace_all = edit_pairs(args)
+        result = session.edit(path, edits=pairs, replace_all=replace_all, call_id=call_id)
     else:
         old, new = _str_arg(args, "old_string"), _str_arg(args, "new_string")
         replace_all = bool(args.get("replace_all", False))
@@ -282,6 +290,8 @@ def replay_session(
     trace = _load_trace(trace_dir)
     messages: list[Message] = trace["messages"]
     calls = _tool_calls(messages)
+    skipped = {k: v for k, v in unknown_calls(trace).items() if k in calls}
+    calls = {k: v for k, v in calls.items() if k not in skipped}  # kept as recorded
     policy = PrunePolicy(context_window=window, cache_aware=cache_aware) if window else None
     with tempfile.TemporaryDirectory(prefix="filecache-replay-") as tmp:
         plain_root, fc_root = Path(tmp, "plain").resolve(), Path(tmp, "filecache").resolve()
@@ -305,7 +315,8 @@ def replay_session(
     for rel in sorted(plain_tree.keys() | fc_tree.keys()):
         if plain_tree.get(rel) != fc_tree.get(rel):
             run.mismatches.append(f"end: {rel} differs between the runs")
-    return run.result(name, str(trace.get("source", "")), tokenizer_used, len(messages))
+    result = run.result(name, str(trace.get("source", "")), tokenizer_used, len(messages))
+    return dataclasses.replace(result, skipped=skipped) if skipped else result
 
 
 class _Run:

@@ -219,6 +219,8 @@ class SessionReplay:
         problems: one line per stale view or dangling ref.
         files_identical: the plain and filecache copies matched after every write and at the end.
         mismatches: what differed between the copies.
+        skipped: file tool calls the trace marks unknown (``trace_format``), kept as recorded in
+            every run and not executed: call id -> why.
         series: prompt tokens of every request, per run (``recorded``/``plain``/``filecache``).
         calls: every file tool call (``call_id``, ``tool``, ``path``, ``kind``, tokens, error).
     """
@@ -245,6 +247,7 @@ class SessionReplay:
     problems: tuple[str, ...] = ()
     files_identical: bool = True
     mismatches: tuple[str, ...] = ()
+    skipped: Mapping[str, str] = field(default_factory=dict)
     series: Mapping[str, tuple[int, ...]] = field(default_factory=dict, repr=False)
     calls: tuple[Mapping[str, Any], ...] = field(default=(), repr=False)
     plain_messages: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
@@ -286,6 +289,7 @@ class SessionReplay:
         out["problems"] = list(self.problems)
         out["files_identical"] = self.files_identical
         out["mismatches"] = list(self.mismatches)
+        out["skipped"] = dict(self.skipped)
         if detail:
             out["series"] = {run: list(self.series.get(run, ())) for run in RUNS}
             out["calls"] = [dict(c) for c in self.calls]
@@ -345,4 +349,5 @@ def combine(replays: Sequence[SessionReplay], name: str = "total") -> SessionRep
         problems=tuple(f"{r.name}: {p}" for r in replays for p in r.problems),
         files_identical=all(r.files_identical for r in replays),
         mismatches=tuple(f"{r.name}: {m}" for r in replays for m in r.mismatches),
+        skipped={f"{r.name}: {k}": v for r in replays for k, v in r.skipped.items()},
     )

@@ -33,6 +33,7 @@ from .ledger import Ledger, build_ledger
 from .outline import (
     find_symbol,
 )
+from .outside import outside_notices
 from .render import render_diff, render_file_ref, render_outline_answer, render_write
 from .results import ReadResult, Source, WriteResult, content_text
 from .store import Event
@@ -68,6 +69,7 @@ class Session:
         self._call_seq: dict[str, int] = {e.call_id: e.seq for e in events}
         self._tool_keys: set[str] = {key for key in self._views if "{" in key}
         self._seen: dict[str, str | None] = {}  # last version observed per path
+        self._outside: set[str] = set()  # paths the watcher saw change (``outside.py``)
         cache.store.touch_session(session_id)
 
     # -- public API -------------------------------------------------------------------------
@@ -261,6 +263,14 @@ class Session:
             changed.append(key)
         return changed
 
+    def note_external_change(self, path: str) -> None:
+        """A watcher saw ``path`` change on disk: if the model holds it, the next answer starts
+        with a notice and the diff from the model's version (see ``filecache.outside``)."""
+        with self._lock:
+            view = self._views.get(path)
+            if view is not None and view.versions and path not in self._tool_keys:
+                self._outside.add(path)
+
     def ledger(self) -> Ledger:
         """A snapshot of this session's ledger (what the pruner consumes)."""
         return build_ledger(self.id, self.cache.store.events(self.id))
@@ -333,6 +343,7 @@ class Session:
             and (fresh or not self._holds(src, start, end))
         ):
             return self._answer_outline(src, cid, large=True)
+        notice = outside_notices(self, cid, src.key) if self._outside else ""
         with self._lock:
             seq = self._next_seq(cid)
             self._seen[src.key] = src.version
@@ -356,6 +367,8 @@ class Session:
                 kind, text, base, base_version, tokens = answer
                 if kind == "diff":
                     self._save_view(src.key, view)  # type: ignore[arg-type]
+            if notice:
+                text, tokens = notice + text, tokens + self.cache.count(notice)
             result = ReadResult(
                 kind, text, src.path, src.version, cid, base, tokens, plain, start, end, total
             )
@@ -389,7 +402,8 @@ class Session:
         total = len(src.lines)
         plain = self.cache.plain_tokens(src, 1, total, src.path)
         outline_text = self.cache.outline_text(src.version, src.path, src.lines, plain)
-        text = render_outline_answer(outline_text, large=large, tokens_full=plain)
+        notice = outside_notices(self, cid, src.key) if self._outside else ""
+        text = notice + render_outline_answer(outline_text, large=large, tokens_full=plain)
         tokens = self.cache.count(text)
         with self._lock:
             seq = self._next_seq(cid)
@@ -490,13 +504,14 @@ class Session:
         cid: str,
         detail: str,
     ) -> WriteResult:
+        notice = outside_notices(self, cid, loc.rel) if self._outside else ""
         data = text.encode("utf-8")
         write_bytes(loc, data)
         version = version_of(data)
         lines = split_lines(text)
         storable = not self.cache.denied(loc.rel)
         self.cache.remember(version, lines, storable)
-        message = render_write(loc.rel, kind, version, len(lines), detail)
+        message = notice + render_write(loc.rel, kind, version, len(lines), detail)
         tokens = self.cache.count(message)
         with self._lock:
             seq = self._next_seq(cid)

@@ -20,6 +20,9 @@ Precedence, lowest first: the defaults below; a ``[tool.filecache]`` table in th
   the client's context, so a result backs FileRefs and diffs only for this many later tool
   calls of its connection and this many minutes; then its lines are sent again. 0: always
   send content.
+- ``watch`` (False): watch the root for files changed outside the agent (``filecache.watch``);
+  the next answer to a session that holds such a file starts with a notice and the diff.
+- ``watch_debounce`` (0.2): seconds of quiet that end a burst of file events.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ class Settings:
     outline_threshold: int = 6000
     mcp_ref_calls: int = 50
     mcp_ref_minutes: float = 30.0
+    watch: bool = False
+    watch_debounce: float = 0.2
 
     def __post_init__(self) -> None:
         if self.max_file_bytes <= 0:
@@ -67,9 +72,13 @@ class Settings:
             raise ConfigError("outline_threshold must be >= 0")
         if self.mcp_ref_calls < 0 or self.mcp_ref_minutes < 0:
             raise ConfigError("mcp_ref_calls and mcp_ref_minutes must be >= 0")
+        if not self.watch_debounce >= 0:
+            raise ConfigError("watch_debounce must be >= 0")
 
 
 _FIELDS = {f.name: f for f in fields(Settings)}
+_BOOLEAN = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False}
+_BOOLEAN |= {"no": False, "off": False, "": False}
 
 
 def _coerce(name: str, value: Any, source: str) -> Any:
@@ -81,12 +90,16 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             return tuple(str(p) for p in value)
         if value is None:
             return None
+        if kind in ("bool",):
+            if isinstance(value, str):
+                return _BOOLEAN[value.strip().lower()]
+            return bool(value)
         if kind in ("int",):
             return int(value)
         if kind in ("float",):
             return float(value)
         return str(value)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, KeyError) as exc:
         raise ConfigError(f"{source}: bad value for {name}: {value!r} ({exc})") from exc
 
 

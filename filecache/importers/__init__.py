@@ -1,0 +1,87 @@
+"""Importers: real agent logs -> session traces (DESIGN "Session trace format").
+
+``import_logs(format, sources, out_dir)`` converts logs of one agent into trace directories that
+``filecache replay`` measures, so a user can see what filecache would have saved on their own
+sessions. One module per format (``claude_code``, ``swe_agent``, ``mini_swe_agent``) parses a log
+into a ``Recorded`` session; ``trace.write_trace`` builds ``files/`` (from a checkout, or rebuilt
+from what the log's reads show, the rest marked unknown) and ``transcript.json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from ..errors import RequestError
+from .claude_code import parse_claude_code
+from .mini_swe_agent import parse_mini_swe_agent
+from .swe_agent import parse_swe_agent
+from .trace import ImportResult, Recorded, UnknownFile, write_trace
+
+__all__ = ["FORMATS", "ImportResult", "UnknownFile", "find_logs", "import_logs"]
+
+_PARSERS: dict[str, Callable[[Path], list[Recorded]]] = {
+    "claude-code": parse_claude_code,
+    "swe-agent": lambda path: [parse_swe_agent(path)],
+    "mini-swe-agent": lambda path: [parse_mini_swe_agent(path)],
+}
+FORMATS = tuple(_PARSERS)
+"""The log formats ``import_logs`` reads."""
+
+_SUFFIXES = {
+    "claude-code": (".jsonl", ".jsonl.gz"),
+    "swe-agent": (".traj", ".traj.gz"),
+    "mini-swe-agent": (".traj.json", ".traj.json.gz"),
+}
+
+
+def find_logs(format: str, sources: Iterable[Path]) -> list[Path]:
+    """The log files among ``sources``: files as given, directories searched for the format's
+    suffixes (``.jsonl``, ``.traj``, ``.traj.json``, gzipped too), in name order."""
+    found: list[Path] = []
+    for source in sources:
+        source = Path(source)
+        if source.is_dir():
+            suffixes = _SUFFIXES[format]
+            found.extend(
+                sorted(p for p in source.rglob("*") if p.is_file() and p.name.endswith(suffixes))
+            )
+        else:
+            found.append(source)
+    return found
+
+
+def import_logs(
+    format: str,
+    sources: Iterable[Path],
+    out_dir: Path,
+    *,
+    repo: Path | None = None,
+    progress: Callable[[Path], None] | None = None,
+) -> list[ImportResult]:
+    """Convert the logs in ``sources`` into trace directories under ``out_dir``.
+
+    Args:
+        format: one of ``FORMATS``.
+        sources: log files, or directories holding them.
+        out_dir: where the trace directories go (one per session, named after its log).
+        repo: a checkout with the files as they were before the sessions; without one,
+            ``files/`` is rebuilt from the logs and what they do not show is marked unknown.
+        progress: called with each log before it is read.
+
+    Raises:
+        RequestError: an unknown format, or no logs found.
+        TranscriptError: a log that is not of the format.
+    """
+    if format not in _PARSERS:
+        raise RequestError(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
+    logs = find_logs(format, sources)
+    if not logs:
+        raise RequestError(f"no {format} logs found in the given sources")
+    results: list[ImportResult] = []
+    for log in logs:
+        if progress is not None:
+            progress(log)
+        for recorded in _PARSERS[format](log):
+            results.append(write_trace(recorded, Path(out_dir), repo=repo))
+    return results

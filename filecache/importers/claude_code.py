@@ -1,0 +1,275 @@
+"""Claude Code logs -> session traces.
+
+Two kinds of log, told apart by their lines:
+
+- ``--output-format stream-json`` transcripts: a ``system``/``init`` event (with ``cwd``),
+  ``assistant`` events (one content block each; blocks of one API message share its id), ``user``
+  events with ``tool_result`` blocks and Claude Code's own ``tool_use_result`` payload, and a
+  final ``result``. The user's first prompt is not in the stream.
+- the session files Claude Code keeps per project (``~/.claude/projects/<project>/<id>.jsonl``):
+  ``user``/``assistant`` entries linked by ``uuid``/``parentUuid`` (``toolUseResult`` for the
+  payload), plus ``summary``, ``file-history-snapshot`` and other bookkeeping lines. The
+  conversation is the chain from the last entry back; entries off it (rewound branches) and
+  sidechains (subagents) are left out. A compaction starts a new chain (``parentUuid`` null,
+  ``logicalParentUuid`` naming the old one): each chain becomes its own trace, ``<id>.1``,
+  ``<id>.2``..., since the model's context restarted there.
+
+Messages: consecutive assistant blocks of one API message become one assistant message (text
+joined; ``thinking`` left out), each ``tool_result`` a tool message in the order the results
+came (parallel calls answered out of order stay so). ``Read``/``Write``/``Edit``/``MultiEdit`` on
+paths under the working directory become ``read_file``/``write_file``/``edit_file`` (``MultiEdit``
+with ``edits``); every other call keeps its name and input. What a ``Read`` showed comes from the
+payload's ``file`` (exact text, ``startLine``, ``totalLines``) or else from the ``N→`` lines of
+its result (the ``<system-reminder>`` tail cut off); ``Edit``/``Write`` payloads'
+``originalFile`` gives a file's whole text before the session changed it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import TranscriptError
+from .logs import changed_paths, read_log, relative_path, trace_name
+from .trace import FileCall, Recorded, Shown, tool_call
+
+__all__ = ["parse_claude_code"]
+
+_LINE = re.compile(r"^ *(\d+)(?:→|\t)(.*)$")
+_REMINDER = "<system-reminder>"
+_MAX_LINE = 2000  # Claude Code cuts longer lines in what Read shows
+_READ_ONLY_TOOLS = frozenset(
+    "Read Glob Grep LS WebFetch WebSearch TodoWrite TodoRead Skill BashOutput KillShell "
+    "ExitPlanMode EnterPlanMode AskUserQuestion ToolSearch TaskOutput TaskStop".split()
+)
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    for n, line in enumerate(read_log(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TranscriptError(f"{path}:{n}: not a JSON line ({exc})") from exc
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def _chains(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The conversation of a project session file: its chains, oldest first."""
+    talk = [
+        e
+        for e in events
+        if e.get("type") in ("user", "assistant", "system") and not e.get("isSidechain")
+    ]
+    by_uuid = {str(e["uuid"]): e for e in talk if e.get("uuid")}
+    leaf = next((e for e in reversed(talk) if e.get("type") in ("user", "assistant")), None)
+    chains: list[list[dict[str, Any]]] = []
+    seen: set[str] = set()
+    while leaf is not None:
+        chain: list[dict[str, Any]] = []
+        node: dict[str, Any] | None = leaf
+        head = leaf
+        while node is not None and str(node.get("uuid")) not in seen:
+            seen.add(str(node.get("uuid")))
+            chain.append(node)
+            head = node
+            node = by_uuid.get(str(node.get("parentUuid")))
+        chains.append(list(reversed(chain)))
+        leaf = by_uuid.get(str(head.get("logicalParentUuid")))
+    return list(reversed(chains))
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(
+            str(b.get("text", ""))
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text"
+        )
+    return "" if content is None else str(content)
+
+
+def _read_shown(text: str, payload: Any) -> tuple[Shown | None, int | None, int | None]:
+    """(what a Read showed, its first line, its line count) from the payload or the text."""
+    file = payload.get("file") if isinstance(payload, Mapping) else None
+    if isinstance(file, Mapping) and isinstance(file.get("content"), str):
+        content = str(file["content"])
+        start = int(file.get("startLine") or 1)
+        total = file.get("totalLines")
+        rows = content.split("\n")
+        count = int(file.get("numLines") or len(rows))
+        to_end = isinstance(total, int) and start + count - 1 >= total
+        if to_end and rows and rows[-1] == "":
+            rows.pop()  # Claude Code counts the empty "line" after a final newline
+        lines = {start + i: r for i, r in enumerate(rows) if len(r) < _MAX_LINE}
+        whole = start == 1 and to_end and all(len(r) < _MAX_LINE for r in rows)
+        file_total = start + len(rows) - 1 if to_end else None
+        return Shown(lines, file_total, content if whole else None), start, count
+    body = text.split(_REMINDER, 1)[0] if _REMINDER in text else text
+    lines = {}
+    for raw in body.rstrip("\n").split("\n"):
+        m = _LINE.match(raw)
+        if m and len(m.group(2)) < _MAX_LINE:
+            lines[int(m.group(1))] = m.group(2)
+    if not lines:
+        empty = "contents are empty" in text
+        return (Shown({}, 0), 1, 0) if empty else (None, None, None)
+    start, last = min(lines), max(lines)
+    return Shown(lines), start, last - start + 1
+
+
+def _file_call(
+    name: str, given: Mapping[str, Any], rel: str, cid: str, result: Mapping[str, Any]
+) -> tuple[dict[str, Any], FileCall] | None:
+    """The trace's arguments and the recorded call, or None when it is not a file tool call."""
+    text, failed, payload = str(result["text"]), bool(result["failed"]), result["payload"]
+    before = None
+    if isinstance(payload, Mapping):
+        original = payload.get("originalFile", payload.get("originalFileContents"))
+        before = original if isinstance(original, str) else None
+    if name == "Read":
+        args: dict[str, Any] = {"path": rel}
+        shown, start, count = (None, None, None) if failed else _read_shown(text, payload)
+        total = shown.total if shown is not None else None
+        if given.get("offset") is not None and start is not None:
+            args["offset"] = start
+        if isinstance(given.get("limit"), int):
+            args["limit"] = given["limit"]
+        elif count and total is None and shown is not None and shown.lines:
+            args["limit"] = count  # Claude Code stopped before the end (its line cap)
+        return args, FileCall(cid, "read_file", args, failed, shown)
+    if name == "Write" and isinstance(given.get("content"), str):
+        args = {"path": rel, "content": given["content"]}
+        return args, FileCall(cid, "write_file", args, failed, before=before)
+    if name == "Edit" and isinstance(given.get("old_string"), str):
+        args = {"path": rel, "old_string": given["old_string"]}
+        args["new_string"] = given.get("new_string") or ""
+        if given.get("replace_all"):
+            args["replace_all"] = True
+        return args, FileCall(cid, "edit_file", args, failed, before=before)
+    if name == "MultiEdit" and isinstance(given.get("edits"), list):
+        args = {"path": rel, "edits": given["edits"]}
+        return args, FileCall(cid, "edit_file", args, failed, before=before)
+    return None
+
+
+class _Builder:
+    """Turns one chain of events into a ``Recorded``."""
+
+    def __init__(self, recorded: Recorded, cwd: str) -> None:
+        self.recorded = recorded
+        self.cwd = cwd
+        self.uses: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {}
+        self.last_id: str | None = None
+        self.opaque: dict[str, tuple[str, Mapping[str, Any]]] = {}
+
+    def assistant(self, message: Mapping[str, Any]) -> None:
+        msgs = self.recorded.messages
+        mid = message.get("id")
+        if not (msgs and msgs[-1]["role"] == "assistant" and mid and mid == self.last_id):
+            msgs.append({"role": "assistant", "content": None})
+        self.last_id = str(mid) if mid else None
+        current = msgs[-1]
+        for block in message.get("content") or ():
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and block.get("text"):
+                current["content"] = "\n\n".join(filter(None, [current["content"], block["text"]]))
+            elif block.get("type") == "tool_use" and block.get("id"):
+                raw = block.get("input")
+                given: dict[str, Any] = raw if isinstance(raw, dict) else {}
+                call = tool_call(str(block["id"]), str(block.get("name", "")), given)
+                current.setdefault("tool_calls", []).append(call)
+                self.uses[str(block["id"])] = (str(block.get("name", "")), given, call)
+
+    def user(self, content: Any, payload: Any) -> None:
+        msgs = self.recorded.messages
+        self.last_id = None
+        if not isinstance(content, list):
+            msgs.append({"role": "user", "content": _result_text(content)})
+            return
+        texts = [_result_text([b]) for b in content]
+        for block in content:
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                continue
+            cid = str(block.get("tool_use_id", ""))
+            text = _result_text(block.get("content"))
+            failed = bool(block.get("is_error")) or text.startswith("<tool_use_error>")
+            msgs.append({"role": "tool", "tool_call_id": cid, "content": text})
+            self._map(cid, {"text": text, "failed": failed, "payload": payload})
+        if any(texts):
+            msgs.append({"role": "user", "content": "\n\n".join(t for t in texts if t)})
+
+    def _map(self, cid: str, result: Mapping[str, Any]) -> None:
+        if cid not in self.uses:
+            return
+        name, given, call = self.uses[cid]
+        raw = given.get("file_path")
+        rel = relative_path(str(raw), self.cwd) if isinstance(raw, str) and raw else None
+        mapped = _file_call(name, given, rel, cid, result) if rel is not None else None
+        if mapped is None:
+            self.opaque[cid] = (name, given)
+            return
+        args, file_call = mapped
+        call["function"]["name"] = file_call.tool
+        call["function"]["arguments"] = json.dumps(args, ensure_ascii=False)
+        self.recorded.calls[cid] = file_call
+
+    def finish(self) -> Recorded:
+        paths = {c.path for c in self.recorded.calls.values()}
+        for cid, (name, given) in self.opaque.items():
+            if name in _READ_ONLY_TOOLS:
+                continue
+            if name == "Bash" and isinstance(given.get("command"), str):
+                changed = changed_paths(str(given["command"]), paths)
+            else:  # an Edit outside the root, NotebookEdit, a subagent (Task), an MCP tool...
+                changed = None
+            if changed is None or changed:
+                self.recorded.changes[cid] = changed
+        return self.recorded
+
+
+def parse_claude_code(path: Path) -> list[Recorded]:
+    """Parse a stream-json transcript or a project session file (plain or gzipped).
+
+    Returns one ``Recorded`` per conversation chain (one, unless the session was compacted).
+
+    Raises:
+        TranscriptError: not a Claude Code log.
+    """
+    events = _events(path)
+    kinds = {e.get("type") for e in events}
+    if not kinds & {"user", "assistant"}:
+        raise TranscriptError(f"{path}: no Claude Code user/assistant lines; is this its log?")
+    name = trace_name(path)
+    project = any("parentUuid" in e for e in events)
+    chains = _chains(events) if project else [events]
+    out: list[Recorded] = []
+    for n, chain in enumerate(chains, 1):
+        cwd = next((str(e["cwd"]) for e in chain if e.get("cwd")), "")
+        cwd = cwd or next((str(e["cwd"]) for e in events if e.get("cwd")), "/")
+        kind = "session file" if project else "stream-json"
+        label = f"{name}.{n}" if len(chains) > 1 else name
+        builder = _Builder(Recorded(label, f"claude-code {kind}: {Path(path).name}", []), cwd)
+        for event in chain:
+            message = event.get("message")
+            if not isinstance(message, dict):
+                continue
+            if event.get("type") == "assistant":
+                builder.assistant(message)
+            elif event.get("type") == "user":
+                payload = event.get("toolUseResult", event.get("tool_use_result"))
+                builder.user(message.get("content"), payload)
+        recorded = builder.finish()
+        recorded.extra["cwd"] = cwd
+        if project and len(chains) > 1:
+            recorded.notes.append(f"conversation {n} of {len(chains)} (split at compactions)")
+        out.append(recorded)
+    return out
