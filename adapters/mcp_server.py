@@ -77,7 +77,8 @@ _ROOTS_TIMEOUT = 5.0  # seconds to wait for the client's roots/list answer
 class ServeOptions:
     """How ``filecache serve`` runs. ``max_calls``/``max_minutes`` bound how long a result may
     back FileRefs (see ``RefWindow``; None: the settings ``mcp_ref_calls``/``mcp_ref_minutes``);
-    ``session`` fixes one session id for every connection."""
+    ``session`` fixes one session id for every connection; ``watch`` watches the roots for files
+    changed outside the agent (the setting ``watch``)."""
 
     roots: tuple[Path, ...]
     store: str | None = None
@@ -85,6 +86,7 @@ class ServeOptions:
     max_calls: int | None = None
     max_minutes: float | None = None
     name: str = "filecache"
+    watch: bool = False
 
 
 class _Connection:
@@ -126,6 +128,8 @@ class FileCacheServer:
             overrides["mcp_ref_calls"] = self.options.max_calls
         if self.options.max_minutes is not None:
             overrides["mcp_ref_minutes"] = self.options.max_minutes
+        if self.options.watch:
+            overrides["watch"] = True
         with self._open_lock:
             if not self.caches:
                 self.caches = [FileCache(root, **overrides) for root in self.roots]

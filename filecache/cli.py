@@ -241,6 +241,11 @@ def edit(
     type=click.FloatRange(min=0),
     help="...and for this many minutes (setting mcp_ref_minutes, default 30).",
 )
+@click.option(
+    "--watch",
+    is_flag=True,
+    help="Tell each session about files changed outside the agent, with the diff (setting watch).",
+)
 @click.pass_context
 def serve(
     ctx: click.Context,
@@ -252,6 +257,7 @@ def serve(
     session: str | None,
     ref_calls: int | None,
     ref_minutes: float | None,
+    watch: bool,
 ) -> None:
     """Run an MCP server with read_file/write_file/edit_file/cache_stats (needs filecache[mcp])."""
     try:
@@ -268,6 +274,7 @@ def serve(
         session=session,
         max_calls=ref_calls,
         max_minutes=ref_minutes,
+        watch=watch,
     )
     run_server(options, transport=transport, host=host, port=port)
 

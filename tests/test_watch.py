@@ -178,3 +178,17 @@ def test_watch_setting_and_cli(root: Path, runner: CliRunner) -> None:
         writer.join()
     assert result.exit_code == 0, result.output
     assert result.stdout == '{"path": "notes.txt", "kind": "modified"}\n'
+
+
+def test_serve_watch_option_starts_a_watcher_per_root(root: Path) -> None:
+    pytest.importorskip("mcp")
+    from filecache.adapters.mcp_server import FileCacheServer, ServeOptions
+
+    server = FileCacheServer(ServeOptions(roots=(root,), store=":memory:", watch=True))
+    server.open()
+    try:
+        [cache] = server.caches
+        assert cache.watcher is not None and cache.settings.watch
+    finally:
+        server.close()
+    assert not FileCacheServer(ServeOptions(roots=(root,), store=":memory:")).options.watch
