@@ -170,7 +170,7 @@ def prune_messages(
                     action.tokens_before, action.tokens_after,
                 )  # fmt: skip
         if session is not None:
-            # A cleared write/edit confirmation loses nothing the view needs: the model knows
-            # what it wrote from the call's arguments, which pruning never touches.
-            session.forget(a.call_id for a in plan.actions if a.kind not in ("write", "edit"))
+            # Writes and edits too: the arguments say what the model wrote, but where an edit
+            # landed may only be in its confirmation; without it, send content again.
+            session.forget(a.call_id for a in plan.actions)
     return PruneResult(envelope.wrap(apply_plan(transcript, plan)), plan, transcript.format)

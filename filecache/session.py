@@ -202,20 +202,15 @@ class Session:
     def sync(self, transcript: Transcript) -> set[str]:
         """Reconcile with a transcript changed elsewhere (compaction, rewind, server clearing).
 
-        A read's result must still be in the transcript with exactly the text filecache
-        answered (compared by hash); a write or edit needs only its call (the model knows what
-        it wrote from the arguments). Everything else is forgotten. Returns the forgotten ids.
+        Every result the view relies on (reads, and writes/edits, whose confirmation says where
+        an edit landed) must still be in the transcript with exactly the text filecache
+        answered (compared by hash); everything else is forgotten. Returns the forgotten ids.
         """
         results = {r.call_id: r.text for r in transcript.results()}
-        calls = {c.id for c in transcript.calls()}
         ledger = self.ledger().calls
         gone: set[str] = set()
         for cid in self.held_call_ids():
             record = ledger.get(cid)
-            if record is not None and record.tool in ("write", "edit"):
-                if cid not in calls:
-                    gone.add(cid)
-                continue
             text = results.get(cid)
             if text is None:
                 gone.add(cid)

@@ -41,12 +41,13 @@ def test_sync_forgets_results_missing_or_changed_in_the_transcript(tmp_path: Pat
         assert session.read("a.py", call_id="c4").kind == "full"
 
 
-def test_sync_keeps_edits_whose_calls_remain(tmp_path: Path) -> None:
+def test_sync_keeps_edits_only_while_their_confirmation_holds(tmp_path: Path) -> None:
+    """The confirmation says where an edit landed: a model without it may not place the edit."""
     (tmp_path / "a.py").write_text(TEXT)
     with FileCache(tmp_path, store=":memory:") as cache:
         session = cache.session()
         first = session.read("a.py", call_id="c1")
-        session.edit("a.py", "compute(3)", "compute(33)", call_id="e1")
+        confirmation = session.edit("a.py", "compute(3)", "compute(33)", call_id="e1").text
         messages = chat(("c1", first.text))
         edit = {
             "id": "e1",
@@ -54,9 +55,14 @@ def test_sync_keeps_edits_whose_calls_remain(tmp_path: Path) -> None:
             "function": {"name": "edit_file", "arguments": "{}"},
         }
         messages.append({"role": "assistant", "content": None, "tool_calls": [edit]})
-        messages.append({"role": "tool", "tool_call_id": "e1", "content": "[cleared tool result]"})
+        messages.append({"role": "tool", "tool_call_id": "e1", "content": confirmation})
         assert session.sync(parse_transcript(messages)) == set()
         assert session.read("a.py").kind == "unchanged"
+        messages[-1] = {"role": "tool", "tool_call_id": "e1", "content": "[cleared tool result]"}
+        assert "e1" in session.sync(parse_transcript(messages))
+        after = session.read("a.py")  # c1's text is still there: a diff of the edit from it
+        assert after.kind == "diff" and after.base_call_id == "c1"
+        assert "+value_3 = compute(33)" in after.text
 
 
 def test_rehash_records_changes_made_outside_file_tools(tmp_path: Path) -> None:
