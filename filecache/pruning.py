@@ -28,6 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -200,13 +201,26 @@ def _covers(later: ResultInfo, earlier: ResultInfo) -> bool:
     return later.start <= earlier.start and later.end >= earlier.end
 
 
+def _by_name(infos: Sequence[ResultInfo]) -> dict[str, list[int]]:
+    """Indices of the results by their path's file name: two paths that are the same path
+    (``_same_path``) have the same file name, so only those need comparing."""
+    index: dict[str, list[int]] = {}
+    for n, info in enumerate(infos):
+        if info.path is not None:
+            index.setdefault(_norm(info.path).rsplit("/", 1)[-1], []).append(n)
+    return index
+
+
 def _superseded(infos: Sequence[ResultInfo], ledger: Ledger | None) -> dict[str, str]:
     """call id -> why it is superseded (a later write/edit/change, or a covering read)."""
     why: dict[str, str] = {}
+    by_name = _by_name(infos)
     for i, info in enumerate(infos):
         if info.kind != "read" or info.path is None or info.tier == "clear":
             continue
-        for later in infos[i + 1 :]:
+        same = by_name[_norm(info.path).rsplit("/", 1)[-1]]
+        for n in same[bisect_right(same, i) :]:
+            later = infos[n]
             if later.path is None or not _same_path(later.path, info.path):
                 continue
             if later.kind in ("write", "edit", "change"):
@@ -254,10 +268,7 @@ def _relied_on(infos: Sequence[ResultInfo], cleared: set[str]) -> set[str]:
     walk goes back through the results of the same path until a write (the model holds all it
     wrote) or a content read of the whole file or of the answer's lines.
     """
-    by_name: dict[str, list[int]] = {}
-    for n, info in enumerate(infos):
-        if info.path is not None:
-            by_name.setdefault(_norm(info.path).rsplit("/", 1)[-1], []).append(n)
+    by_name = _by_name(infos)
     position = {info.call_id: n for n, info in enumerate(infos)}
     alive: set[str] = set()
     for info in infos:
@@ -265,7 +276,7 @@ def _relied_on(infos: Sequence[ResultInfo], cleared: set[str]) -> set[str]:
         if base is None or info.path is None or info.call_id in cleared or info.tier == "clear":
             continue
         same = by_name.get(_norm(info.path).rsplit("/", 1)[-1], [])
-        for n in reversed([n for n in same if n <= base]):
+        for n in reversed(same[: bisect_right(same, base)]):
             earlier = infos[n]
             if (
                 earlier.kind not in ("read", "write", "edit")
@@ -463,11 +474,15 @@ def _cost_gate(
     suffix = [0] * (len(msg_tokens) + 1)
     for k in range(len(msg_tokens) - 1, -1, -1):
         suffix[k] = suffix[k + 1] + msg_tokens[k]
+    reclaimed_from = [0] * (len(actions) + 1)
+    for k in range(len(actions) - 1, -1, -1):
+        reclaimed_from[k] = (
+            reclaimed_from[k + 1] + actions[k].tokens_before - actions[k].tokens_after
+        )
     best: tuple[float, int] = (0.0, len(actions))
     for start in range(len(actions)):
-        kept = actions[start:]
-        reclaimed = sum(a.tokens_before - a.tokens_after for a in kept)
-        cut = kept[0].message_index
+        reclaimed = reclaimed_from[start]
+        cut = actions[start].message_index
         cost = (policy.cache_write - policy.cache_read) * max(0, suffix[cut] - reclaimed)
         gain = policy.cache_read * reclaimed * turns
         if gain - cost > best[0]:
