@@ -156,6 +156,15 @@ def prune_messages(
     if count is None:
         count = TokenMemo(session.cache.tokens if session else TokenCounter())
     prior = store.projections(sid) if store is not None else {}
+    if store is not None and prior:
+        # Only this conversation's: a derived (or reused) session id can be shared by another
+        # one with the same opening and call ids; its projections must not replace our results.
+        texts = {r.call_id: r.text for r in transcript.results()}
+        prior = {
+            cid: (tier, text)
+            for cid, (tier, text) in prior.items()
+            if cid in texts and (texts[cid] == text or store.archive_get(cid, sid) == texts[cid])
+        }
     ledger = session.ledger() if session is not None else None
     plan = plan_prune(
         transcript, ledger, policy, count, outline_for=outline_callback(session), prior=prior

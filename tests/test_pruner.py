@@ -276,3 +276,20 @@ def test_prune_reads_stdin_and_archives_under_the_session_given(
     assert shown.stdout == filler(3_000, "FAILED")
     other = run(runner, "archive", "show", "b1", "--store", store, "--session", "other")
     assert other.exit_code == 2
+
+
+def test_projections_of_another_conversation_with_the_same_opening_are_not_applied(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """Without --session the id is derived from the opening and the first call id: two runs
+    of one task can share it. What was projected for one must not replace the other's results."""
+    store = tmp_path / "s.db"
+    for word, window in [("alpha", "20000"), ("beta", "1000000")]:
+        chat = deep_chat()
+        chat.messages[7]["content"] = filler(3_000, word)  # b1's output differs
+        (tmp_path / f"{word}.json").write_text(json.dumps(chat.messages))
+        out = run(runner, "prune", tmp_path / f"{word}.json", "--store", store, "--window", window)
+        assert out.exit_code == 0, out.stderr
+    # beta has no pressure at 1M; alpha's projection of b1 (other text) is not applied to it
+    assert bodies(json.loads(out.stdout))["b1"] == filler(3_000, "beta")
+    assert run(runner, "archive", "show", "b1", "--store", store).stdout == filler(3_000, "alpha")
