@@ -320,7 +320,7 @@ def prune(
     text = json.dumps(result.messages, ensure_ascii=False, indent=1)
     if output is not None:
         output.write_text(text + "\n", encoding="utf-8")
-    elif not as_json:
+    else:
         click.echo(text)
     if as_json:
         plan = result.plan

@@ -104,6 +104,7 @@ class ResultInfo:
     text: str
     tier: str  # what it already is: keep / outline / truncate / clear
     command: str = ""  # a short form of the call's arguments, for placeholders
+    original: str = ""  # the result's text in the transcript, when ``text`` is a projection
 
 
 @dataclass(frozen=True)
@@ -369,7 +370,12 @@ def plan_prune(
     for info in candidates:
         if info.call_id in superseded:
             reason = superseded[info.call_id]
-            act(info, "clear", render_cleared(_describe(info), info.text, reason), reason)
+            act(
+                info,
+                "clear",
+                render_cleared(_describe(info), info.original or info.text, reason),
+                reason,
+            )
     first_protected = min(
         (i.message_index for i in infos if i.call_id in protected),
         default=len(transcript.messages),
@@ -393,7 +399,9 @@ def plan_prune(
             continue
         if info.tokens < policy.small_result:
             why = "old, cleared to save context"
-            act(info, "clear", render_cleared(_describe(info), info.text, why), why)
+            act(
+                info, "clear", render_cleared(_describe(info), info.original or info.text, why), why
+            )
             continue
         outline = outline_for(info) if outline_for is not None and info.kind == "read" else None
         if outline is not None:
@@ -404,7 +412,9 @@ def plan_prune(
             act(info, "truncate", truncated, "old, truncated")
         else:
             why = "old, cleared to save context"
-            act(info, "clear", render_cleared(_describe(info), info.text, why), why)
+            act(
+                info, "clear", render_cleared(_describe(info), info.original or info.text, why), why
+            )
     if total > policy.hard_at * window:  # tier 2: under high pressure, clear, oldest first
         for info in candidates:
             if excess <= 0:
@@ -413,7 +423,9 @@ def plan_prune(
             if info.call_id in alive or (current is not None and current.tier == "clear"):
                 continue
             why = "cleared under context pressure"
-            act(info, "clear", render_cleared(_describe(info), info.text, why), why)
+            act(
+                info, "clear", render_cleared(_describe(info), info.original or info.text, why), why
+            )
 
     chosen = sorted(actions.values(), key=lambda a: a.message_index)
     reclaimed = sum(a.tokens_before - a.tokens_after for a in chosen)
@@ -437,7 +449,7 @@ def _with_prior(
     if info.call_id not in prior:
         return info
     tier, text = prior[info.call_id]
-    return replace(info, text=text, tokens=count(text), tier=tier)
+    return replace(info, text=text, tokens=count(text), tier=tier, original=info.text)
 
 
 def _message_tokens(

@@ -211,6 +211,17 @@ def test_prune_to_stdout_with_the_window_and_format_given(
     assert wrong.exit_code == 2 and "message 2" in wrong.stderr
 
 
+def test_prune_json_without_output_keeps_messages_on_stdout(
+    runner: CliRunner, tmp_path: Path, transcript: tuple[Path, list[Any]]
+) -> None:
+    source, messages = transcript
+    window = str(prompt_tokens(messages) // 2)
+    both = run(runner, "prune", source, "--window", window, "--store", tmp_path / "s.db", "--json")
+    assert both.exit_code == 0
+    assert tier(bodies(json.loads(both.stdout))["r1"]) == "clear"  # the messages: stdout
+    assert json.loads(both.stderr)["reclaimed"] > 0  # the report: stderr
+
+
 @pytest.mark.parametrize(
     ("flag", "changed"), [("--cache-aware", False), ("--no-cache-aware", True)]
 )
