@@ -21,8 +21,8 @@ class CallRecord:
 
     ``tool`` is read / write / edit / change / other; ``start``/``end`` the read's line range;
     ``version`` the file version the answer reflects; ``kind`` the answer's kind;
-    ``base_call_id`` what an unchanged/diff answer relied on; ``text_hash`` the hash of the
-    answered text.
+    ``base_call_id`` the newest result an unchanged/diff answer relied on and ``deps`` all of
+    them; ``text_hash`` the hash of the answered text.
     """
 
     call_id: str
@@ -38,6 +38,7 @@ class CallRecord:
     tokens: int
     tokens_full: int
     text_hash: str | None
+    deps: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ def build_ledger(session_id: str, events: Iterable[Event]) -> Ledger:
             e.tokens,
             e.tokens_full,
             e.text_hash,
+            e.deps,
         )
         if e.tool in ("write", "edit", "change") and e.kind != "error":
             writes.setdefault(e.path, []).append(

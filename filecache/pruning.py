@@ -105,6 +105,7 @@ class ResultInfo:
     tier: str  # what it already is: keep / outline / truncate / clear
     command: str = ""  # a short form of the call's arguments, for placeholders
     original: str = ""  # the result's text in the transcript, when ``text`` is a projection
+    deps: tuple[str, ...] = ()  # every result an unchanged/diff answer relies on (ledger)
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,7 @@ def collect(
             ResultInfo(
                 result.call_id, result.message_index, tool, kind, path, start, end, version,
                 answer, base, count(result.text), result.text, _tier_of(result.text), command,
+                deps=record.deps if record is not None else (),
             )
         )  # fmt: skip
     return infos
@@ -264,10 +266,11 @@ def _protected(infos: Sequence[ResultInfo], budget: int) -> set[str]:
 def _relied_on(infos: Sequence[ResultInfo], cleared: set[str]) -> set[str]:
     """Results that a later FileRef or diff still in the transcript (not cleared) relies on.
 
-    An answer names one base, the newest result it relies on; its lines may also rely on older
-    ones (lines read before an edit, parts read apart, the base of a diff). So from the base the
-    walk goes back through the results of the same path until a write (the model holds all it
-    wrote) or a content read of the whole file or of the answer's lines.
+    With a ledger, an answer's ``deps`` name every result its lines rely on. Without one, the
+    answer names only its base, the newest; its lines may also rely on older results (lines
+    read before an edit, parts read apart, the base of a diff), so from the base the walk goes
+    back through the results of the same path until a write (the model holds all it wrote) or
+    a content read of the whole file or of the answer's lines.
     """
     by_name = _by_name(infos)
     position = {info.call_id: n for n, info in enumerate(infos)}
@@ -275,6 +278,9 @@ def _relied_on(infos: Sequence[ResultInfo], cleared: set[str]) -> set[str]:
     for info in infos:
         base = position.get(info.base_call_id or "")
         if base is None or info.path is None or info.call_id in cleared or info.tier == "clear":
+            continue
+        if info.deps:  # the ledger says exactly which results the answer's lines rely on
+            alive.update(d for d in info.deps if d in position)
             continue
         same = by_name.get(_norm(info.path).rsplit("/", 1)[-1], [])
         for n in reversed(same[: bisect_right(same, base)]):

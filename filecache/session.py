@@ -352,6 +352,7 @@ class Session:
                 text = content_text(src, start, end, label)
                 kind = "symbol" if label else "full" if start == 1 and end == total else "partial"
                 base = base_version = None
+                relied: frozenset[str] = frozenset()
                 view = view or self._views.setdefault(
                     src.key, PathView(self.cache.settings.versions_per_path)
                 )
@@ -359,7 +360,7 @@ class Session:
                 self._save_view(src.key, view)
                 tokens = self.cache.count(text) if label else plain
             else:
-                kind, text, base, base_version, tokens = answer
+                kind, text, base, base_version, tokens, relied = answer
                 if kind == "diff":
                     self._save_view(src.key, view)  # type: ignore[arg-type]
             if notice:
@@ -383,6 +384,7 @@ class Session:
                     tokens,
                     plain,
                     version_of(text.encode("utf-8")),
+                    deps=tuple(sorted(relied)),
                 )
             )
             return result
@@ -414,7 +416,8 @@ class Session:
 
     def _cached_answer(
         self, view: PathView, src: Source, start: int, end: int, cid: str, plain: int
-    ) -> tuple[str, str, str, str, int] | None:
+    ) -> tuple[str, str, str, str, int, frozenset[str]] | None:
+        """``(kind, text, base call id, base version, tokens, every call id relied on)``."""
         total = len(src.lines)
         current = view.get(src.version)
         deps = current.covering(start, end) if current else None
@@ -425,7 +428,7 @@ class Session:
             if tokens >= plain:
                 return None  # a reference no smaller than the content: send the content
             view.facts_for(src.version, total, self._seq)
-            return "unchanged", text, base, src.version, tokens
+            return "unchanged", text, base, src.version, tokens, deps
         tried = 0
         for held in view.recent():
             if held.version == src.version:
@@ -470,7 +473,7 @@ class Session:
                     facts.add(s, e, d)
                 for h in hunks:
                     facts.add(h.b_start, h.b_start + h.b_len - 1, frozenset([cid]))
-                return "diff", text, base, held.version, tokens
+                return "diff", text, base, held.version, tokens, frozenset(need)
         return None
 
     # -- writing ----------------------------------------------------------------------------

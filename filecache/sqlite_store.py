@@ -129,6 +129,12 @@ def m003_projection_tokens(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE projections ADD COLUMN tokens_after INTEGER NOT NULL DEFAULT 0")
 
 
+@_migration
+def m004_event_deps(conn: sqlite3.Connection) -> None:
+    """Every call id a FileRef/diff answer relies on (space-separated), for exact keep-alive."""
+    conn.execute("ALTER TABLE events ADD COLUMN deps TEXT NOT NULL DEFAULT ''")
+
+
 # Constant SQL text, so that sqlite3's statement cache reuses the prepared statements.
 _UPSERT_SESSION = (
     "INSERT INTO sessions (session_id, created, last_used) VALUES (?, ?, ?) "
@@ -136,9 +142,9 @@ _UPSERT_SESSION = (
 )
 _EVENT_COLUMNS = (
     'session_id, seq, call_id, tool, path, start, "end", version, base_version, kind, '
-    "base_call_id, tokens, tokens_full, text_hash, created"
+    "base_call_id, tokens, tokens_full, text_hash, created, deps"
 )
-_INSERT_EVENT = f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES ({', '.join('?' * 15)})"
+_INSERT_EVENT = f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES ({', '.join('?' * 16)})"
 _SELECT_EVENTS = f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ? ORDER BY seq"
 _INSERT_BLOB = "INSERT OR IGNORE INTO blobs (version, size, data) VALUES (?, ?, ?)"
 _SELECT_BLOB = "SELECT data FROM blobs WHERE version = ?"
@@ -298,6 +304,7 @@ class SqliteStore:
             e.tokens_full,
             e.text_hash,
             e.created,
+            " ".join(e.deps),
         )
         with self._guard as conn:
             conn.execute("BEGIN IMMEDIATE")
@@ -309,7 +316,8 @@ class SqliteStore:
         """The session's events in ``seq`` order."""
         with self._guard as conn:
             rows = conn.execute(_SELECT_EVENTS, (session_id,)).fetchall()
-        return [Event(*row) for row in rows]
+        # the first 15 columns are Event's first 15 fields; the last is deps, space-separated
+        return [Event(*row[:-1], deps=tuple(row[-1].split())) for row in rows]  # type: ignore[misc]
 
     def save_view(self, session_id: str, path: str, state: str | None) -> None:
         """Record the view state of ``path`` in the session; None forgets it."""

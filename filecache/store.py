@@ -58,6 +58,8 @@ class Event:
         tokens_full: tokens the plain tool would have answered.
         text_hash: ``xxh3:`` hash of the answered text (lets ``sync`` tell if it still holds).
         created: UNIX time.
+        deps: every call id an ``unchanged``/``diff`` answer relies on (``base_call_id`` is
+            the newest of them).
     """
 
     session_id: str
@@ -75,6 +77,7 @@ class Event:
     tokens_full: int = 0
     text_hash: str | None = None
     created: float = field(default_factory=time.time)
+    deps: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -98,3 +98,17 @@ def test_concurrent_reads_and_edits_from_threads(tmp_path: Path) -> None:
         assert not errors, errors
         seqs = [c.seq for c in session.ledger().calls.values()]
     assert len(seqs) == len(set(seqs)) == 4 * 25 * 3
+
+
+def test_the_ledger_records_every_result_an_answer_relies_on(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(TEXT)
+    db = str(tmp_path / "store.db")
+    with FileCache(tmp_path, store=db) as cache:
+        session = cache.session("s")
+        session.read("a.py", offset=1, limit=20, call_id="top")
+        session.read("a.py", offset=21, limit=20, call_id="bottom")
+        whole = session.read("a.py", call_id="whole")
+    assert whole.kind == "unchanged" and whole.base_call_id == "bottom"
+    with FileCache(tmp_path, store=db) as cache:  # deps survive in SQLite
+        record = cache.session("s").ledger().calls["whole"]
+    assert record.deps == ("bottom", "top")

@@ -6,6 +6,7 @@ Sizes are words (``prune_chat.words``), so every number below can be checked by 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -451,3 +452,35 @@ def test_prior_projections_render_the_same_bytes_and_only_escalate() -> None:
     rules = policy(context_window=total(chat.messages) // 2, protect_recent=10, target=0.0)
     result, out = plan(chat.messages, rules, prior=prior, outline_for=_outline)
     assert tier(bodies(out)[ids["big.py"]]) == "clear"
+
+
+def test_keep_alive_uses_the_ledgers_deps_for_every_relied_on_result(tmp_path: Path) -> None:
+    """A FileRef over two partial reads relies on both: neither is cleared while it lives."""
+    from filecache import FileCache
+    from filecache.pruner import prune_messages
+
+    text = "".join(f"line {i}: " + "word " * 12 + "\n" for i in range(80))
+    (tmp_path / "a.py").write_text(text)
+    messages: list[dict[str, object]] = [{"role": "user", "content": "go"}]
+    with FileCache(tmp_path, store=":memory:") as cache:
+        session = cache.session()
+        for call_id, args in [
+            ("top", {"path": "a.py", "offset": 1, "limit": 40}),
+            ("bottom", {"path": "a.py", "offset": 41, "limit": 40}),
+            ("whole", {"path": "a.py"}),
+        ]:
+            answer = session.read("a.py", offset=args.get("offset"), limit=args.get("limit"),
+                                  call_id=call_id)  # fmt: skip
+            call = {"id": call_id, "type": "function",
+                    "function": {"name": "read_file", "arguments": json.dumps(args)}}  # fmt: skip
+            messages += [
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": call_id, "content": answer.text},
+            ]
+        assert session.ledger().calls["whole"].deps == ("bottom", "top")
+        policy = PrunePolicy(
+            context_window=1_000, protect_recent=10, min_reclaim=1, small_result=10,
+            cache_aware=False,
+        )  # fmt: skip
+        plan = prune_messages(messages, session=session, policy=policy).plan
+    assert {"top", "bottom"}.isdisjoint(a.call_id for a in plan.actions)
