@@ -294,7 +294,19 @@ def serve(
 )
 @click.option("--json", "as_json", is_flag=True, help="Print what was reclaimed as JSON.")
 @click.option("--store", envvar="FILECACHE_STORE", help="Store for the archive and projections.")
-@click.option("--session", envvar="FILECACHE_SESSION", help="Session id to archive under.")
+@click.option(
+    "--session",
+    envvar="FILECACHE_SESSION",
+    help="The filecache session whose reads these are: its ledger guides pruning, and it "
+    "forgets what is cleared.",
+)
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="The session's root (with --session).",
+)
 def prune(
     source: Any,
     output: Path | None,
@@ -304,6 +316,7 @@ def prune(
     as_json: bool,
     store: str | None,
     session: str | None,
+    root: Path,
 ) -> None:
     """Prune SOURCE (a message list, or an object with 'messages'/'input'; '-' for stdin)."""
     from .pruner import prune_messages
@@ -315,8 +328,13 @@ def prune(
     except json.JSONDecodeError as exc:
         raise TranscriptError(f"{source.name}: not JSON ({exc})") from exc
     policy = PrunePolicy(context_window=window, cache_aware=cache_aware)
-    with open_store(Path("."), store or str(default_store_path(Path(".").resolve()))) as opened:
-        result = prune_messages(data, store=opened, policy=policy, format=fmt, session_id=session)
+    if session is not None:  # a filecache session: its ledger guides the plan, and it forgets
+        with FileCache(root, store=store) as cache:  # what the plan clears (ref safety)
+            result = prune_messages(data, session=cache.session(session), policy=policy, format=fmt)
+    else:
+        path = store or str(default_store_path(root.resolve()))
+        with open_store(root, path) as opened:
+            result = prune_messages(data, store=opened, policy=policy, format=fmt)
     text = json.dumps(result.messages, ensure_ascii=False, indent=1)
     if output is not None:
         output.write_text(text + "\n", encoding="utf-8")

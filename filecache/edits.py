@@ -8,14 +8,22 @@ unique; ``check_markers`` refuses new content that adds filecache's own answer m
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Sequence
 
-from .diffing import diff_lines
 from .errors import EditError, MarkerError, RangeError
 from .render import MARKERS
 from .views import Piece
 
-__all__ = ["apply_edit", "changed_lines", "check_markers", "line_range", "old_span"]
+__all__ = [
+    "MAX_LANDINGS",
+    "apply_edit",
+    "check_markers",
+    "describe_landings",
+    "landings",
+    "line_range",
+    "old_span",
+]
 
 _LONE_LF = re.compile(r"(?<!\r)\n")
 
@@ -51,17 +59,45 @@ def old_span(
     return old_line(start, True), old_line(end, False)
 
 
-def changed_lines(old: list[str], new: list[str]) -> str:
-    """Where an edit landed, in the new file's line numbers (so the model can place it)."""
-    spans = [(b0 + 1, b1) for tag, _, _, b0, b1 in diff_lines(old, new) if tag != "equal"]
-    if not spans:
-        return ""
-    shown = [
-        f"lines {s}-{e}" if e > s else (f"line {s}" if e == s else f"lines removed before line {s}")
-        for s, e in spans
-    ]
-    more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
-    return "; changed: " + ", ".join(shown[:3]) + more
+MAX_LANDINGS = 20
+"""An edit landing in more places is confirmed without positions, and the model's view of the
+file is not carried through it (the next read sends content)."""
+
+
+def landings(text: str, pieces: Sequence[Piece]) -> list[tuple[int, int]]:
+    """Where each replacement landed in ``text`` (the text after it), as 1-based line spans.
+
+    Taken from the pieces, not from a diff, so repetitive text cannot misplace them. A
+    replacement by nothing is ``(n, n - 1)``: lines removed just before line ``n``.
+    """
+    starts = [0]
+    pos = text.find("\n")
+    while pos >= 0:
+        starts.append(pos + 1)
+        pos = text.find("\n", pos + 1)
+    out: list[tuple[int, int]] = []
+    offset = 0
+    for piece in pieces:
+        if piece.src is None:
+            first = bisect_right(starts, offset)
+            last = bisect_right(starts, offset + piece.length - 1) if piece.length else first - 1
+            out.append((first, last))
+        offset += piece.length
+    return out
+
+
+def describe_landings(steps: Sequence[Sequence[tuple[int, int]]]) -> str:
+    """The confirmation's "changed: ..." part: every place, so the model can place the edit."""
+
+    def span(first: int, last: int) -> str:
+        if last < first:
+            return f"lines removed before line {first}"
+        return f"line {first}" if first == last else f"lines {first}-{last}"
+
+    parts = [", ".join(span(*where) for where in step) for step in steps]
+    if len(parts) == 1:
+        return f"; changed: {parts[0]}"
+    return "; " + "; ".join(f"edit {n}: {p}" for n, p in enumerate(parts, 1))
 
 
 def check_markers(rel: str, old: str, new: str) -> None:

@@ -178,8 +178,9 @@ def prune_messages(
                     sid, action.call_id, action.tier, action.text,
                     action.tokens_before, action.tokens_after,
                 )  # fmt: skip
-        if session is not None:
-            # Writes and edits too: the arguments say what the model wrote, but where an edit
-            # landed may only be in its confirmation; without it, send content again.
-            session.forget(a.call_id for a in plan.actions)
+    if session is not None and plan.replacements:
+        # Every result the request shows changed, new or sticky (a projection from an earlier
+        # pass or process), and writes/edits too: the arguments say what the model wrote, but
+        # where an edit landed may only be in its confirmation. Without them: content again.
+        session.forget(plan.replacements)
     return PruneResult(envelope.wrap(apply_plan(transcript, plan)), plan, transcript.format)

@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .diffing import diff_lines, equal_blocks, hunks_touching, unified_hunks
-from .edits import apply_edit, changed_lines, check_markers, line_range, old_span
+from .edits import (
+    MAX_LANDINGS,
+    apply_edit,
+    check_markers,
+    describe_landings,
+    landings,
+    line_range,
+    old_span,
+)
 from .errors import (
     ContentError,
     EditError,
@@ -132,12 +140,13 @@ class Session:
     def write(self, path: str | Path, content: str, *, call_id: str | None = None) -> WriteResult:
         """Create or replace ``path`` with ``content`` (atomically)."""
         loc = locate(self.cache.root, path)
-        old, before = self._previous(loc)
-        check_markers(loc.rel, old or "", content)
         cid = self._call_id(call_id)
-        count = len(split_lines(content))
-        spans = [(1, count, frozenset([cid]))] if count else []
-        return self._commit(loc, before, content, spans, "written", cid, "")
+        with self._lock:  # read-to-replace under the lock: no edit of this session in between
+            old, before = self._previous(loc)
+            check_markers(loc.rel, old or "", content)
+            count = len(split_lines(content))
+            spans = [(1, count, frozenset([cid]))] if count else []
+            return self._commit(loc, before, content, spans, "written", cid, "")
 
     def edit(
         self,
@@ -157,16 +166,16 @@ class Session:
         elif old_string is not None or new_string is not None:
             raise EditError("pass either old_string/new_string or edits, not both")
         loc = locate(self.cache.root, path)
-        if not loc.real.exists():
-            raise EditError(f"{loc.rel}: no such file; use write to create it")
-        data = read_bytes(loc, self.cache.settings.max_file_bytes)
-        old, before = decode_text(data, loc.rel), version_of(data)
         cid = self._call_id(call_id)
-        with self._lock:
+        with self._lock:  # read-to-replace under the lock: no edit of this session in between
+            if not loc.real.exists():
+                raise EditError(f"{loc.rel}: no such file; use write to create it")
+            data = read_bytes(loc, self.cache.settings.max_file_bytes)
+            old, before = decode_text(data, loc.rel), version_of(data)
             view = self._views.get(loc.rel)
-            first_lines = old_lines = split_lines(old)
+            old_lines = split_lines(old)
             facts = view.get(before) if view else None
-            text, replaced = old, 0
+            text, replaced, steps = old, 0, []
             for old_s, new_s in edits:
                 text, pieces, count = apply_edit(loc.rel, text, old_s, new_s, replace_all)
                 replaced += count
@@ -174,10 +183,14 @@ class Session:
                 spans = map_through_edit(old_lines, facts, new_lines, pieces, cid)
                 facts = _scratch(spans, len(new_lines))
                 old_lines = new_lines
+                steps.append(landings(text, pieces))
             check_markers(loc.rel, old, text)
             detail = f"{replaced} replacement{'s' if replaced != 1 else ''}"
-            detail += changed_lines(first_lines, old_lines)
-            spans = facts.spans if facts else []
+            if sum(map(len, steps)) <= MAX_LANDINGS:
+                detail += describe_landings(steps)
+                spans = facts.spans if facts else []
+            else:  # too many places to list: the model cannot place them, so hold nothing
+                spans = []
             return self._commit(loc, before, text, spans, "edited", cid, detail)
 
     def forget(self, call_ids: Iterable[str]) -> None:
@@ -335,7 +348,8 @@ class Session:
         if (
             may_outline
             and plain > self.cache.settings.outline_threshold
-            and (fresh or not self._holds(src, start, end))
+            and not fresh  # fresh=true is the recovery path every FileRef names: content
+            and not self._holds(src, start, end)
         ):
             return self._answer_outline(src, cid, large=True)
         notice = outside_notices(self, cid, src.key) if self._outside else ""
@@ -502,9 +516,10 @@ class Session:
         cid: str,
         detail: str,
     ) -> WriteResult:
-        notice = outside_notices(self, cid, loc.rel) if self._outside else ""
         data = text.encode("utf-8")
         write_bytes(loc, data)
+        # after the write: a failed write must not consume (and lose) a pending notice
+        notice = outside_notices(self, cid, loc.rel) if self._outside else ""
         version = version_of(data)
         lines = split_lines(text)
         storable = not self.cache.denied(loc.rel)
