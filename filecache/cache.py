@@ -24,8 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import (
     ConfigError,
+    OutsideRootError,
     RequestError,
 )
+from .fsio import Located, locate
 from .outline import (
     OUTLINE_VERSION,
     Outline,
@@ -71,6 +73,7 @@ class FileCache:
             root_path, store if store is not None else self.settings.store
         )
         self.tokens = TokenCounter(self.settings.tokenizer)
+        self._protected = _store_files(self.store)
         self._lock = threading.RLock()
         self._lines: OrderedDict[str, list[str]] = OrderedDict()
         self._lines_size = 0
@@ -82,6 +85,13 @@ class FileCache:
         self._collect_garbage()
         if self.settings.watch:
             self.watch()
+
+    def locate(self, path: str | Path) -> Located:
+        """``path`` confined to the root, refusing the store's own files wherever they are."""
+        loc = locate(self.root, path)
+        if loc.real in self._protected:
+            raise OutsideRootError(f"{loc.rel}: filecache's own store is not served or written")
+        return loc
 
     def session(self, session_id: str | None = None) -> Session:
         """A session: one model context. A known id continues that session from the store."""
@@ -233,3 +243,12 @@ class FileCache:
                 self._token_counts.clear()
             self._token_counts[key] = n
         return n
+
+
+def _store_files(store: Store) -> frozenset[Path]:
+    """A SQLite store's database file and its journals (wherever the store lives)."""
+    path = getattr(store, "path", None)
+    if not isinstance(path, Path):
+        return frozenset()
+    base = path.resolve()
+    return frozenset([base, *(base.with_name(base.name + s) for s in ("-wal", "-shm", "-journal"))])

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .errors import ContentError, FileCacheError, MissingFileError
-from .fsio import locate, read_bytes
+from .fsio import read_bytes
 from .hashing import version_of
 from .render import render_outside_change
 from .store import Event
@@ -50,7 +50,7 @@ def _notice(session: Session, path: str, call_id: str) -> str:
             return ""
         held = session._seen.get(path, next(reversed(view.versions)))
     try:
-        loc = locate(cache.root, path)
+        loc = cache.locate(path)
         data: bytes | None = read_bytes(loc, cache.settings.max_file_bytes)
     except MissingFileError:
         data = None

@@ -35,7 +35,7 @@ from .errors import (
     MissingFileError,
     RequestError,
 )
-from .fsio import Located, locate, read_bytes, write_bytes
+from .fsio import Located, read_bytes, write_bytes
 from .hashing import version_of
 from .ledger import Ledger, build_ledger
 from .outline import (
@@ -114,7 +114,7 @@ class Session:
         ranged = offset is not None or limit is not None
         if symbol is not None and (ranged or mode == "outline"):
             raise RequestError("pass symbol alone, without offset/limit or mode='outline'")
-        loc = locate(self.cache.root, path)
+        loc = self.cache.locate(path)
         data = read_bytes(loc, None if ranged else self.cache.settings.max_file_bytes)
         storable = (
             not self.cache.denied(loc.rel) and len(data) <= self.cache.settings.max_file_bytes
@@ -139,7 +139,7 @@ class Session:
 
     def write(self, path: str | Path, content: str, *, call_id: str | None = None) -> WriteResult:
         """Create or replace ``path`` with ``content`` (atomically)."""
-        loc = locate(self.cache.root, path)
+        loc = self.cache.locate(path)
         cid = self._call_id(call_id)
         with self._lock:  # read-to-replace under the lock: no edit of this session in between
             old, before = self._previous(loc)
@@ -165,7 +165,7 @@ class Session:
             edits = [(old_string, new_string)]
         elif old_string is not None or new_string is not None:
             raise EditError("pass either old_string/new_string or edits, not both")
-        loc = locate(self.cache.root, path)
+        loc = self.cache.locate(path)
         cid = self._call_id(call_id)
         with self._lock:  # read-to-replace under the lock: no edit of this session in between
             if not loc.real.exists():
@@ -252,7 +252,7 @@ class Session:
             if key in self._tool_keys:
                 continue  # a decorated tool's output, not a file: its next call is hashed
             try:
-                data = read_bytes(locate(self.cache.root, key), self.cache.settings.max_file_bytes)
+                data = read_bytes(self.cache.locate(key), self.cache.settings.max_file_bytes)
                 version: str | None = version_of(data)
             except MissingFileError:
                 version = None  # deleted: a change too

@@ -88,3 +88,19 @@ def test_cli_prune_with_a_session_forgets_what_it_cleared(tmp_path: Path) -> Non
     assert bodies["c1"] != first.output  # pruned
     again = runner.invoke(main, ["read", "a.txt", "--mode", "full", *base])
     assert not again.output.startswith("[filecache] a.txt unchanged since your result c1")
+
+
+@pytest.mark.parametrize("name", ["fc.db", "fc.db-wal"])
+def test_a_store_inside_the_root_is_neither_read_nor_written(tmp_path: Path, name: str) -> None:
+    from filecache import OutsideRootError
+
+    (tmp_path / "a.txt").write_text(BODY)
+    with FileCache(tmp_path, store=str(tmp_path / "fc.db")) as cache:
+        session = cache.session()
+        session.read("a.txt")
+        before = (tmp_path / "fc.db").read_bytes()
+        with pytest.raises(OutsideRootError, match="own store"):
+            session.write(name, "oops\n")
+        with pytest.raises(OutsideRootError):
+            session.read("fc.db")
+        assert (tmp_path / "fc.db").read_bytes()[:16] == before[:16]
