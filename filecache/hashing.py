@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import xxhash
 
-__all__ = ["short_version", "version_of"]
+__all__ = ["args_hash", "short_version", "version_of"]
 
 PREFIX = "xxh3:"
 
@@ -21,3 +21,8 @@ def version_of(data: bytes) -> str:
 def short_version(version: str) -> str:
     """The first 8 hex digits of a version, for model-facing text."""
     return version.removeprefix(PREFIX)[:8]
+
+
+def args_hash(text: str) -> str:
+    """A short tag of a string a write/edit call carried (64-bit xxh3 hex)."""
+    return xxhash.xxh3_64_hexdigest(text.encode("utf-8"))

@@ -39,6 +39,7 @@ class CallRecord:
     tokens_full: int
     text_hash: str | None
     deps: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ def build_ledger(session_id: str, events: Iterable[Event]) -> Ledger:
             e.tokens_full,
             e.text_hash,
             e.deps,
+            e.args,
         )
         if e.tool in ("write", "edit", "change") and e.kind != "error":
             writes.setdefault(e.path, []).append(

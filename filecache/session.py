@@ -36,7 +36,7 @@ from .errors import (
     RequestError,
 )
 from .fsio import Located, read_bytes, write_bytes
-from .hashing import version_of
+from .hashing import args_hash, version_of
 from .ledger import Ledger, build_ledger
 from .outline import (
     find_symbol,
@@ -146,7 +146,7 @@ class Session:
             check_markers(loc.rel, old or "", content)
             count = len(split_lines(content))
             spans = [(1, count, frozenset([cid]))] if count else []
-            return self._commit(loc, before, content, spans, "written", cid, "")
+            return self._commit(loc, before, content, spans, "written", cid, "", [content])
 
     def edit(
         self,
@@ -191,7 +191,8 @@ class Session:
                 spans = facts.spans if facts else []
             else:  # too many places to list: the model cannot place them, so hold nothing
                 spans = []
-            return self._commit(loc, before, text, spans, "edited", cid, detail)
+            written = [new for _, new in edits]
+            return self._commit(loc, before, text, spans, "edited", cid, detail, written)
 
     def forget(self, call_ids: Iterable[str]) -> None:
         """The model no longer has these results: drop every fact that relies on them."""
@@ -217,9 +218,12 @@ class Session:
 
         Every result the view relies on (reads, and writes/edits, whose confirmation says where
         an edit landed) must still be in the transcript with exactly the text filecache
-        answered (compared by hash); everything else is forgotten. Returns the forgotten ids.
+        answered (compared by hash), and a write's or edit's call must still carry what it
+        wrote (a client may clear tool inputs); everything else is forgotten. Returns the
+        forgotten ids.
         """
         results = {r.call_id: r.text for r in transcript.results()}
+        calls = transcript.calls_by_id()
         ledger = self.ledger().calls
         gone: set[str] = set()
         for cid in self.held_call_ids():
@@ -229,6 +233,11 @@ class Session:
                 gone.add(cid)
             elif record is not None and record.text_hash is not None:
                 if version_of(text.encode("utf-8")) != record.text_hash:
+                    gone.add(cid)
+            if record is not None and record.args:  # a write/edit: its arguments must remain
+                call = calls.get(cid)
+                carried = _strings(call.arguments) if call is not None else set()
+                if not set(record.args) <= {args_hash(v) for v in carried}:
                     gone.add(cid)
         if gone:
             self.forget(gone)
@@ -515,7 +524,10 @@ class Session:
         kind: str,
         cid: str,
         detail: str,
+        written: Sequence[str] = (),
     ) -> WriteResult:
+        """Write ``text``; ``written``: what the call's arguments carried (content or new
+        strings), whose hashes ``sync`` checks later."""
         data = text.encode("utf-8")
         write_bytes(loc, data)
         # after the write: a failed write must not consume (and lose) a pending notice
@@ -551,6 +563,7 @@ class Session:
                     tokens,
                     tokens,
                     version_of(message.encode("utf-8")),
+                    args=tuple(args_hash(w) for w in written),
                 )
             )
         return WriteResult(kind, message, loc.rel, version, before, cid, tokens)
@@ -578,3 +591,14 @@ class Session:
 
 def _scratch(spans: list[tuple[int, int, frozenset[str]]], line_count: int) -> Facts:
     return Facts("", line_count, list(spans))
+
+
+def _strings(value: object) -> set[str]:
+    """Every string inside a call's (JSON) arguments."""
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return set().union(*(_strings(v) for v in value.values())) if value else set()
+    if isinstance(value, (list, tuple)):
+        return set().union(*(_strings(v) for v in value)) if value else set()
+    return set()

@@ -135,6 +135,12 @@ def m004_event_deps(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE events ADD COLUMN deps TEXT NOT NULL DEFAULT ''")
 
 
+@_migration
+def m005_event_args(conn: sqlite3.Connection) -> None:
+    """Hashes of what a write/edit call wrote (its content, its new strings), for ``sync``."""
+    conn.execute("ALTER TABLE events ADD COLUMN args TEXT NOT NULL DEFAULT ''")
+
+
 # Constant SQL text, so that sqlite3's statement cache reuses the prepared statements.
 _UPSERT_SESSION = (
     "INSERT INTO sessions (session_id, created, last_used) VALUES (?, ?, ?) "
@@ -142,9 +148,9 @@ _UPSERT_SESSION = (
 )
 _EVENT_COLUMNS = (
     'session_id, seq, call_id, tool, path, start, "end", version, base_version, kind, '
-    "base_call_id, tokens, tokens_full, text_hash, created, deps"
+    "base_call_id, tokens, tokens_full, text_hash, created, deps, args"
 )
-_INSERT_EVENT = f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES ({', '.join('?' * 16)})"
+_INSERT_EVENT = f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES ({', '.join('?' * 17)})"
 _SELECT_EVENTS = f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ? ORDER BY seq"
 _INSERT_BLOB = "INSERT OR IGNORE INTO blobs (version, size, data) VALUES (?, ?, ?)"
 _SELECT_BLOB = "SELECT data FROM blobs WHERE version = ?"
@@ -305,6 +311,7 @@ class SqliteStore:
             e.text_hash,
             e.created,
             " ".join(e.deps),
+            " ".join(e.args),
         )
         with self._guard as conn:
             conn.execute("BEGIN IMMEDIATE")
@@ -316,8 +323,11 @@ class SqliteStore:
         """The session's events in ``seq`` order."""
         with self._guard as conn:
             rows = conn.execute(_SELECT_EVENTS, (session_id,)).fetchall()
-        # the first 15 columns are Event's first 15 fields; the last is deps, space-separated
-        return [Event(*row[:-1], deps=tuple(row[-1].split())) for row in rows]  # type: ignore[misc]
+        # the first 15 columns are Event's first 15 fields; then deps and args, space-separated
+        return [
+            Event(*row[:-2], deps=tuple(row[-2].split()), args=tuple(row[-1].split()))  # type: ignore[misc]
+            for row in rows
+        ]
 
     def save_view(self, session_id: str, path: str, state: str | None) -> None:
         """Record the view state of ``path`` in the session; None forgets it."""

@@ -60,6 +60,8 @@ class Event:
         created: UNIX time.
         deps: every call id an ``unchanged``/``diff`` answer relies on (``base_call_id`` is
             the newest of them).
+        args: hashes (``args_hash``) of what a write/edit call wrote: its content, or each
+            new string; ``Session.sync`` checks the call's arguments still hold them.
     """
 
     session_id: str
@@ -78,6 +80,7 @@ class Event:
     text_hash: str | None = None
     created: float = field(default_factory=time.time)
     deps: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

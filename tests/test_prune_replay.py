@@ -115,10 +115,12 @@ class Loop:
             cid = self.cid("edit")
             if old:
                 edit = session.edit(path, old + "\n", new + "\n", replace_all=True, call_id=cid)
-                chat.edit(path, edit.text, call_id=cid)
+                args = {"path": path, "old_string": old + "\n", "new_string": new + "\n"}
+                chat.call("edit_file", args, edit.text, cid)  # the arguments as the model sent them
             else:
                 write = session.write(path, text + new + "\n", call_id=cid)
-                chat.call("write_file", {"path": path, "content": "..."}, write.text, cid)
+                args = {"path": path, "content": text + new + "\n"}
+                chat.call("write_file", args, write.text, cid)
         elif kind == "write":
             _, path, n = op
             cid = self.cid("write")

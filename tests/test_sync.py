@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from filecache import FileCache
@@ -49,17 +50,21 @@ def test_sync_keeps_edits_only_while_their_confirmation_holds(tmp_path: Path) ->
         first = session.read("a.py", call_id="c1")
         confirmation = session.edit("a.py", "compute(3)", "compute(33)", call_id="e1").text
         messages = chat(("c1", first.text))
+        args = {"path": "a.py", "old_string": "compute(3)", "new_string": "compute(33)"}
         edit = {
             "id": "e1",
             "type": "function",
-            "function": {"name": "edit_file", "arguments": "{}"},
+            "function": {"name": "edit_file", "arguments": json.dumps(args)},
         }
         messages.append({"role": "assistant", "content": None, "tool_calls": [edit]})
         messages.append({"role": "tool", "tool_call_id": "e1", "content": confirmation})
         assert session.sync(parse_transcript(messages)) == set()
         assert session.read("a.py").kind == "unchanged"
+        cleared_inputs = json.loads(json.dumps(messages))  # a client that clears tool inputs
+        cleared_inputs[-2]["tool_calls"][0]["function"]["arguments"] = "{}"
+        assert session.sync(parse_transcript(cleared_inputs)) == {"e1"}
         messages[-1] = {"role": "tool", "tool_call_id": "e1", "content": "[cleared tool result]"}
-        assert "e1" in session.sync(parse_transcript(messages))
+        assert session.sync(parse_transcript(messages)) == set()  # e1 already forgotten
         after = session.read("a.py")  # c1's text is still there: a diff of the edit from it
         assert after.kind == "diff" and after.base_call_id == "c1"
         assert "+value_3 = compute(33)" in after.text
