@@ -14,6 +14,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -165,22 +166,25 @@ def prune_messages(
             for cid, (tier, text) in prior.items()
             if cid in texts and (texts[cid] == text or store.archive_get(cid, sid) == texts[cid])
         }
-    ledger = session.ledger() if session is not None else None
-    plan = plan_prune(
-        transcript, ledger, policy, count, outline_for=outline_callback(session), prior=prior
-    )
-    if plan.actions:
-        originals = {r.call_id: r.text for r in transcript.results()}
-        for action in plan.actions:
-            if store is not None:
-                store.archive_put(sid, action.call_id, originals[action.call_id])
-                store.projection_put(
-                    sid, action.call_id, action.tier, action.text,
-                    action.tokens_before, action.tokens_after,
-                )  # fmt: skip
-    if session is not None and plan.replacements:
-        # Every result the request shows changed, new or sticky (a projection from an earlier
-        # pass or process), and writes/edits too: the arguments say what the model wrote, but
-        # where an edit landed may only be in its confirmation. Without them: content again.
-        session.forget(plan.replacements)
+    # The session's answers wait while a pass plans and forgets: no FileRef can be answered
+    # from a result between the snapshot that decides to clear it and the forget.
+    with session.lock if session is not None else contextlib.nullcontext():
+        ledger = session.ledger() if session is not None else None
+        plan = plan_prune(
+            transcript, ledger, policy, count, outline_for=outline_callback(session), prior=prior
+        )
+        if plan.actions:
+            originals = {r.call_id: r.text for r in transcript.results()}
+            for action in plan.actions:
+                if store is not None:
+                    store.archive_put(sid, action.call_id, originals[action.call_id])
+                    store.projection_put(
+                        sid, action.call_id, action.tier, action.text,
+                        action.tokens_before, action.tokens_after,
+                    )  # fmt: skip
+        if session is not None and plan.replacements:
+            # Every result the request shows changed, new or sticky (a projection from an earlier
+            # pass or process), and writes/edits too: the arguments say what the model wrote, but
+            # where an edit landed may only be in its confirmation. Without them: content again.
+            session.forget(plan.replacements)
     return PruneResult(envelope.wrap(apply_plan(transcript, plan)), plan, transcript.format)

@@ -280,6 +280,11 @@ class Session:
             changed.append(key)
         return changed
 
+    @property
+    def lock(self) -> threading.RLock:
+        """Held by every answer; hold it to make a sequence of calls atomic (the pruner does)."""
+        return self._lock
+
     def note_external_change(self, path: str) -> None:
         """A watcher saw ``path`` change on disk: if the model holds it, the next answer starts
         with a notice and the diff from the model's version (see ``filecache.outside``)."""
