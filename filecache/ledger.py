@@ -7,7 +7,7 @@ public way to get one.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from types import MappingProxyType
 
 from .store import Event
@@ -65,28 +65,15 @@ class Ledger:
         return [c for c in self.calls.values() if c.tool == "read"]
 
 
+_RECORD_FIELDS = tuple(f.name for f in fields(CallRecord))  # each is a field of Event too
+
+
 def build_ledger(session_id: str, events: Iterable[Event]) -> Ledger:
     """Fold events (in seq order) into a snapshot; a call id seen twice keeps its last row."""
     calls: dict[str, CallRecord] = {}
     writes: dict[str, list[WriteRecord]] = {}
     for e in sorted(events, key=lambda ev: ev.seq):
-        calls[e.call_id] = CallRecord(
-            e.call_id,
-            e.seq,
-            e.tool,
-            e.path,
-            e.start,
-            e.end,
-            e.version,
-            e.base_version,
-            e.kind,
-            e.base_call_id,
-            e.tokens,
-            e.tokens_full,
-            e.text_hash,
-            e.deps,
-            e.args,
-        )
+        calls[e.call_id] = CallRecord(**{name: getattr(e, name) for name in _RECORD_FIELDS})
         if e.tool in ("write", "edit", "change") and e.kind != "error":
             writes.setdefault(e.path, []).append(
                 WriteRecord(e.call_id, e.seq, e.tool, e.base_version, e.version)
