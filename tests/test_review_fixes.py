@@ -104,3 +104,51 @@ def test_a_store_inside_the_root_is_neither_read_nor_written(tmp_path: Path, nam
         with pytest.raises(OutsideRootError):
             session.read("fc.db")
         assert (tmp_path / "fc.db").read_bytes()[:16] == before[:16]
+
+
+def _swap_for_link(folder: Path, target: Path) -> None:
+    folder.rename(folder.with_name(folder.name + ".old"))
+    folder.symlink_to(target, target_is_directory=True)
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc to see the swap")
+def test_a_folder_swapped_for_a_link_after_locate_is_refused_on_read(tmp_path: Path) -> None:
+    from filecache import OutsideRootError
+    from filecache.fsio import locate, read_bytes
+
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (root / "sub" / "a.txt").write_text("inside\n")
+    (outside / "a.txt").write_text("secret\n")
+    loc = locate(root, "sub/a.txt")
+    _swap_for_link(root / "sub", outside)
+    with pytest.raises(OutsideRootError, match="moved while being opened"):
+        read_bytes(loc)
+
+
+def test_a_folder_swapped_for_a_link_after_locate_is_refused_on_write(tmp_path: Path) -> None:
+    from filecache import OutsideRootError
+    from filecache.fsio import locate, write_bytes
+
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "sub").mkdir(parents=True)
+    outside.mkdir()
+    loc = locate(root, "sub/new.txt")
+    _swap_for_link(root / "sub", outside)
+    with pytest.raises(OutsideRootError):
+        write_bytes(loc, b"data\n")
+    assert list(outside.iterdir()) == []
+
+
+def test_writes_leave_no_temporary_files_and_keep_the_mode(tmp_path: Path) -> None:
+    from filecache.fsio import locate, write_bytes
+
+    (tmp_path / "a.sh").write_text("echo hi\n")
+    (tmp_path / "a.sh").chmod(0o755)
+    write_bytes(locate(tmp_path, "a.sh"), b"echo there\n")
+    write_bytes(locate(tmp_path, "deep/er/b.txt"), b"new\n")
+    assert (tmp_path / "a.sh").read_text() == "echo there\n"
+    assert (tmp_path / "a.sh").stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "deep" / "er" / "b.txt").read_text() == "new\n"
+    assert not [p for p in tmp_path.rglob(".fc-*")]
