@@ -268,6 +268,7 @@ def replay_session(
     cache_aware: bool = True,
     read_mode: str = "auto",
     store: str | Path | Store | None = None,
+    policy: PrunePolicy | None = None,
 ) -> SessionReplay:
     """Replay the trace in ``trace_dir``; see the module docstring.
 
@@ -279,6 +280,7 @@ def replay_session(
         read_mode: filecache's read mode (``auto``: outlines for large whole files; ``full``).
         store: where the filecache run's session is kept (default: in memory); the session is
             named after the directory and replaced if it exists.
+        policy: a whole pruning policy (overrides ``window`` and ``cache_aware``).
 
     Raises:
         TranscriptError: the directory is not a readable ``filecache-trace/1`` session.
@@ -292,7 +294,8 @@ def replay_session(
     calls = _tool_calls(messages)
     skipped = {k: v for k, v in unknown_calls(trace).items() if k in calls}
     calls = {k: v for k, v in calls.items() if k not in skipped}  # kept as recorded
-    policy = PrunePolicy(context_window=window, cache_aware=cache_aware) if window else None
+    if policy is None and window:
+        policy = PrunePolicy(context_window=window, cache_aware=cache_aware)
     with tempfile.TemporaryDirectory(prefix="filecache-replay-") as tmp:
         plain_root, fc_root = Path(tmp, "plain").resolve(), Path(tmp, "filecache").resolve()
         for root in (plain_root, fc_root):
