@@ -252,6 +252,30 @@ def edit_pieces(text: str, old: str, new: str) -> list[tuple[int, int, str]]:
     return out
 
 
+def check_confirmation(text: str, before: str, old: str, new: str) -> None:
+    """The model places its edit by the confirmation: it must name every place, exactly.
+
+    Computed here by counting newlines before each replacement in the edited text (the
+    simulated model above uses the harness's own positions, so this keeps the confirmation
+    honest)."""
+    after = before.replace(old, new)
+    expected, shift, pos = [], 0, 0
+    while (at := before.find(old, pos)) >= 0:
+        start = at + shift  # where this replacement's new text begins in ``after``
+        line = after[:start].count("\n") + 1
+        if new:
+            last = after[: start + len(new) - 1].count("\n") + 1
+            expected.append(f"line {line}" if last == line else f"lines {line}-{last}")
+        else:
+            expected.append(f"lines removed before line {line}")
+        shift += len(new) - len(old)
+        pos = at + len(old)
+    if len(expected) > 20:
+        assert "changed:" not in text
+    else:
+        assert f"; changed: {', '.join(expected)}." in text, (text, expected)
+
+
 def run_ops(root: Path, ops, ratio: float, versions: int, store) -> None:
     model = Model()
     issued: list[str] = []
@@ -299,6 +323,7 @@ def run_ops(root: Path, ops, ratio: float, versions: int, store) -> None:
                 issued.append(result.call_id)
                 after = path.read_bytes().decode()
                 assert after == before.replace(old, new)
+                check_confirmation(result.text, before, old, new)
                 absorb_own_change(
                     model, before, after, result.call_id, edit_pieces(before, old, new)
                 )
