@@ -13,20 +13,19 @@ Invariant (``filecache.transcript``): ``render`` changes only the ``content`` of
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping
 from typing import Any
 
 from filecache.errors import TranscriptError
-from filecache.message_blocks import body_text, expect_string, replaced_body, type_name
+from filecache.message_blocks import body_text, expect_string, type_name
 from filecache.transcript import (
     Message,
     ToolCall,
     ToolResult,
     Transcript,
-    link,
-    replacements_by_message,
+    parse_list,
+    render_replaced,
 )
 
 __all__ = ["FORMAT", "parse", "render"]
@@ -104,23 +103,9 @@ def parse(messages: object) -> Transcript:
         TranscriptError: naming the message index (wrong types, a result without an earlier
             call, a call id used twice, a second result for a call, a block in the wrong role).
     """
-    if not isinstance(messages, list):
-        raise TranscriptError(f"expected a list of messages, got {type_name(messages)}")
-    return link([_message(i, m) for i, m in enumerate(messages)], FORMAT, messages)
+    return parse_list(messages, FORMAT, _message)
 
 
 def render(transcript: Transcript, replacements: Mapping[str, str]) -> list[Any]:
     """``transcript.raw`` with the ``content`` of each replaced ``tool_result`` block replaced."""
-    if transcript.format != FORMAT:
-        raise TranscriptError(f"a {transcript.format} transcript cannot be rendered as {FORMAT}")
-    out = list(transcript.raw)
-    for index, texts in replacements_by_message(transcript, replacements).items():
-        message = copy.deepcopy(out[index])
-        for result in transcript.messages[index].results:
-            if result.call_id in texts:
-                block = message["content"][result.block_index]
-                block["content"] = replaced_body(
-                    block.get("content"), texts[result.call_id], "text"
-                )
-        out[index] = message
-    return out
+    return render_replaced(transcript, FORMAT, replacements, "content", "text")

@@ -11,20 +11,19 @@ messages; every other message is the input's own object.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping
 from typing import Any
 
 from filecache.errors import TranscriptError
-from filecache.message_blocks import body_text, expect_string, replaced_body, type_name
+from filecache.message_blocks import body_text, expect_string, json_object, type_name
 from filecache.transcript import (
     Message,
     ToolCall,
     ToolResult,
     Transcript,
-    link,
-    replacements_by_message,
+    parse_list,
+    render_replaced,
 )
 
 __all__ = ["FORMAT", "parse", "render"]
@@ -47,11 +46,8 @@ def _arguments(raw: object, where: str) -> tuple[dict[str, Any], str, bool]:
         raw = ""
     if not isinstance(raw, str):
         raise TranscriptError(f"{where}: arguments must be a JSON string, got {type_name(raw)}")
-    try:
-        parsed = json.loads(raw)
-    except ValueError:
-        return {}, raw, False
-    return (parsed, raw, True) if isinstance(parsed, dict) else ({}, raw, False)
+    parsed = json_object(raw)
+    return (parsed, raw, True) if parsed is not None else ({}, raw, False)
 
 
 def _call(index: int, j: int, entry: object) -> ToolCall:
@@ -109,19 +105,9 @@ def parse(messages: object) -> Transcript:
         TranscriptError: naming the message index (wrong types, a result without an earlier
             call, a call id used twice, a second result for a call).
     """
-    if not isinstance(messages, list):
-        raise TranscriptError(f"expected a list of messages, got {type_name(messages)}")
-    return link([_message(i, m) for i, m in enumerate(messages)], FORMAT, messages)
+    return parse_list(messages, FORMAT, _message)
 
 
 def render(transcript: Transcript, replacements: Mapping[str, str]) -> list[Any]:
     """``transcript.raw`` with the ``content`` of each replaced ``tool`` message replaced."""
-    if transcript.format != FORMAT:
-        raise TranscriptError(f"a {transcript.format} transcript cannot be rendered as {FORMAT}")
-    out = list(transcript.raw)
-    for index, texts in replacements_by_message(transcript, replacements).items():
-        message = copy.deepcopy(out[index])
-        (text,) = texts.values()
-        message["content"] = replaced_body(message.get("content"), text, "text")
-        out[index] = message
-    return out
+    return render_replaced(transcript, FORMAT, replacements, "content", "text")

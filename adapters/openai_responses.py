@@ -14,20 +14,18 @@ items; every other item is the input's own object.
 
 from __future__ import annotations
 
-import copy
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from filecache.errors import TranscriptError
-from filecache.message_blocks import body_text, expect_string, replaced_body, type_name
+from filecache.message_blocks import body_text, expect_string, json_object, type_name
 from filecache.transcript import (
     Message,
     ToolCall,
     ToolResult,
     Transcript,
-    link,
-    replacements_by_message,
+    parse_list,
+    render_replaced,
 )
 
 __all__ = ["FORMAT", "parse", "render"]
@@ -45,15 +43,8 @@ def _call(index: int, kind: str, item: Mapping[str, Any]) -> ToolCall:
     raw = item.get(field, "")
     if not isinstance(raw, str):
         raise TranscriptError(f"{where}: {field} must be a string, got {type_name(raw)}")
-    if kind != "function_call":
-        return ToolCall(call_id, name, {}, raw, False, index, None)
-    try:
-        parsed = json.loads(raw)
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, dict):
-        return ToolCall(call_id, name, parsed, raw, True, index, None)
-    return ToolCall(call_id, name, {}, raw, False, index, None)
+    parsed = json_object(raw) if kind == "function_call" else None
+    return ToolCall(call_id, name, parsed or {}, raw, parsed is not None, index, None)
 
 
 def _summary(item: Mapping[str, Any], where: str) -> str:
@@ -102,19 +93,9 @@ def parse(messages: object) -> Transcript:
         TranscriptError: naming the item index (wrong types, an output without an earlier
             call, a call id used twice, a second output for a call).
     """
-    if not isinstance(messages, list):
-        raise TranscriptError(f"expected a list of input items, got {type_name(messages)}")
-    return link([_message(i, m) for i, m in enumerate(messages)], FORMAT, messages)
+    return parse_list(messages, FORMAT, _message, "input items")
 
 
 def render(transcript: Transcript, replacements: Mapping[str, str]) -> list[Any]:
     """``transcript.raw`` with the ``output`` of each replaced output item replaced."""
-    if transcript.format != FORMAT:
-        raise TranscriptError(f"a {transcript.format} transcript cannot be rendered as {FORMAT}")
-    out = list(transcript.raw)
-    for index, texts in replacements_by_message(transcript, replacements).items():
-        item = copy.deepcopy(out[index])
-        (text,) = texts.values()
-        item["output"] = replaced_body(item.get("output"), text, "input_text")
-        out[index] = item
-    return out
+    return render_replaced(transcript, FORMAT, replacements, "output", "input_text")

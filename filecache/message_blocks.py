@@ -7,11 +7,19 @@ Errors name where they happened (``"message 3: block 1"``).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from .errors import TranscriptError
 
-__all__ = ["TEXT_BLOCK_TYPES", "body_text", "expect_string", "replaced_body", "type_name"]
+__all__ = [
+    "TEXT_BLOCK_TYPES",
+    "body_text",
+    "expect_string",
+    "json_object",
+    "replaced_body",
+    "type_name",
+]
 
 TEXT_BLOCK_TYPES = frozenset({"text", "input_text", "output_text"})
 """Block types whose ``text`` is body text (Anthropic and chat ``text``; Responses parts)."""
@@ -31,6 +39,15 @@ def expect_string(value: object, where: str, what: str) -> str:
     if not isinstance(value, str) or not value:
         raise TranscriptError(f"{where}: {what} must be a non-empty string, got {type_name(value)}")
     return value
+
+
+def json_object(raw: str) -> dict[str, Any] | None:
+    """``raw`` parsed, if it is a JSON object (a call's arguments); else ``None``."""
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
 
 
 def body_text(content: object, where: str, what: str = "content", sep: str = "") -> tuple[str, int]:

@@ -29,14 +29,15 @@ text blocks).
 
 from __future__ import annotations
 
+import copy
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 from .errors import TranscriptError
 from .file_tools import FILE_TOOLS, FileAccess, FileTool, file_access
-from .message_blocks import type_name
+from .message_blocks import replaced_body, type_name
 
 __all__ = [
     "FILE_TOOLS",
@@ -51,7 +52,9 @@ __all__ = [
     "detect_format",
     "file_access",
     "link",
+    "parse_list",
     "parse_transcript",
+    "render_replaced",
     "render_transcript",
     "replacements_by_message",
     "unwrap",
@@ -208,7 +211,19 @@ def render_transcript(transcript: Transcript, replacements: Mapping[str, str]) -
     return _adapter(transcript.format).render(transcript, replacements)
 
 
-# -- linking, for the adapters ----------------------------------------------------------------
+# -- linking and rendering, for the adapters --------------------------------------------------
+
+
+def parse_list(
+    messages: object,
+    format: str,
+    parse_message: Callable[[int, object], Message],
+    what: str = "messages",
+) -> Transcript:
+    """An adapter's ``parse``: each entry of the list through ``parse_message``, then ``link``."""
+    if not isinstance(messages, list):
+        raise TranscriptError(f"expected a list of {what}, got {type_name(messages)}")
+    return link([parse_message(i, m) for i, m in enumerate(messages)], format, messages)
 
 
 def link(messages: Sequence[Message], format: str, raw: Sequence[Any]) -> Transcript:
@@ -254,6 +269,29 @@ def replacements_by_message(
             )
         grouped.setdefault(where[call_id], {})[call_id] = text
     return grouped
+
+
+def render_replaced(
+    transcript: Transcript, format: str, replacements: Mapping[str, str], body: str, text_type: str
+) -> list[Any]:
+    """An adapter's ``render``: ``transcript.raw`` with each replaced result body replaced.
+
+    A result with a ``block_index`` is that block of its message's ``content``; otherwise the
+    message is the result. Its ``body`` key gets ``replaced_body`` (new blocks: ``text_type``).
+    """
+    if transcript.format != format:
+        raise TranscriptError(f"a {transcript.format} transcript cannot be rendered as {format}")
+    out = list(transcript.raw)
+    for index, texts in replacements_by_message(transcript, replacements).items():
+        message = copy.deepcopy(out[index])
+        for result in transcript.messages[index].results:
+            if result.call_id in texts:
+                holder = message
+                if result.block_index is not None:
+                    holder = message["content"][result.block_index]
+                holder[body] = replaced_body(holder.get(body), texts[result.call_id], text_type)
+        out[index] = message
+    return out
 
 
 # -- format detection and wrappers ------------------------------------------------------------
