@@ -45,6 +45,7 @@ from .replay_check import FileCall, ModelView, dangling_refs, disk_lines, tag_of
 from .replay_metrics import (
     MESSAGE_OVERHEAD,
     READ_KINDS,
+    RUNS,
     CostMeter,
     Measure,
     PruneSummary,
@@ -52,11 +53,10 @@ from .replay_metrics import (
     message_text,
 )
 from .store import Store
-from .trace_format import edit_pairs, unknown_calls
+from .trace_format import TRACE_FORMAT, edit_pairs, unknown_calls
 
-__all__ = ["FILE_TOOLS", "READ_MODES", "TRACE_FORMAT", "replay_session"]
+__all__ = ["FILE_TOOLS", "READ_MODES", "TRACE_FORMAT", "replay_session", "run_file_tool"]
 
-TRACE_FORMAT = "filecache-trace/1"
 FILE_TOOLS = ("read_file", "write_file", "edit_file")
 READ_MODES = ("auto", "full")
 
@@ -111,12 +111,16 @@ def _int_arg(args: Mapping[str, Any], name: str) -> int | None:
     raise RequestError(f"argument {name!r} must be an integer, got {value!r}")
 
 
-def _run_tool(
+def run_file_tool(
     session: Session, name: str, args: Mapping[str, Any], call_id: str, *, mode: str | None
-) -> tuple[str, str]:
-    """``(text, kind)`` of one file tool call. ``mode=None`` is the plain baseline: every read
-    fresh content in the same format (no FileRef, diff or outline); writes and edits are the
-    same tools, so error texts and confirmations match by construction."""
+) -> ReadResult | WriteResult:
+    """One file tool call of a trace. ``mode=None`` is the plain baseline (also the importers'
+    check): every read fresh content in the same format (no FileRef, diff or outline); writes
+    and edits are the same tools, so error texts and confirmations match by construction.
+
+    Raises:
+        FileCacheError: the tool failed, or its arguments are malformed (``RequestError``).
+    """
     path = _str_arg(args, "path")
     result: ReadResult | WriteResult
     if name == "read_file":
@@ -134,7 +138,7 @@ def _run_tool(
         old, new = _str_arg(args, "old_string"), _str_arg(args, "new_string")
         replace_all = bool(args.get("replace_all", False))
         result = session.edit(path, old, new, replace_all=replace_all, call_id=call_id)
-    return result.text, result.kind
+    return result
 
 
 def _attempt(
@@ -142,8 +146,8 @@ def _attempt(
 ) -> tuple[str, str, str | None]:
     """``(text, kind, error)``: a failed tool answers its error text."""
     try:
-        text, kind = _run_tool(session, name, args, call_id, mode=mode)
-        return text, kind, None
+        result = run_file_tool(session, name, args, call_id, mode=mode)
+        return result.text, result.kind, None
     except FileCacheError as exc:
         return str(exc), "error", str(exc)
 
@@ -343,12 +347,12 @@ class _Run:
         self.plain_keyed: list[tuple[object, int]] = []
         self.history: list[Message] = []
         self.plain_history: list[Message] = []
-        self.meters = {run: CostMeter() for run in ("recorded", "plain", "filecache")}
+        self.meters = {run: CostMeter() for run in RUNS}
         self.file_calls: dict[str, FileCall] = {}
         self.records: list[dict[str, Any]] = []
         self.mismatches: list[str] = []
-        self.tool_tokens = {run: 0 for run in ("recorded", "plain", "filecache")}
-        self.file_tokens = {run: 0 for run in ("recorded", "plain", "filecache")}
+        self.tool_tokens = {run: 0 for run in RUNS}
+        self.file_tokens = {run: 0 for run in RUNS}
         self.checker = _Checker(self.file_calls, later_paths)
         self.passes = self.dropped = 0
         self.final_tiers: dict[str, str] = {}

@@ -22,6 +22,16 @@ def _row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+_MEASURE_HEAD = ["measure", "recorded", "plain", "filecache", "vs recorded", "vs plain"]
+
+
+def _measure_row(label: str, m: Measure) -> list[str]:
+    return [
+        label, f"{m.recorded:,.0f}", f"{m.plain:,.0f}", f"{m.filecache:,.0f}",
+        _pct(m.saved_vs_recorded_pct), _pct(m.saved_vs_plain_pct),
+    ]  # fmt: skip
+
+
 def format_table(replays: Sequence[SessionReplay], totals: SessionReplay | None = None) -> str:
     """One row per session, then the totals row. ``change``: the headline, the smaller saving
     of the two baselines (recorded, plain), as a change (negative: filecache saved)."""
@@ -58,25 +68,16 @@ def format_table(replays: Sequence[SessionReplay], totals: SessionReplay | None 
 
 def format_totals(totals: SessionReplay) -> str:
     """Every measure of the totals against both baselines."""
-    rows: list[tuple[str, Measure, str]] = [
-        ("cumulative prompt tokens", totals.prompt_tokens, ",.0f"),
-        ("billed equivalents", totals.billed, ",.0f"),
-        ("peak request", totals.peak_request, ",.0f"),
-        ("final requests (sum)", totals.final_request, ",.0f"),
-        ("tool output tokens", totals.tool_output_tokens, ",.0f"),
-        ("file tool output tokens", totals.file_tool_tokens, ",.0f"),
+    rows = [
+        ("cumulative prompt tokens", totals.prompt_tokens),
+        ("billed equivalents", totals.billed),
+        ("peak request", totals.peak_request),
+        ("final requests (sum)", totals.final_request),
+        ("tool output tokens", totals.tool_output_tokens),
+        ("file tool output tokens", totals.file_tool_tokens),
     ]
-    head = ["measure", "recorded", "plain", "filecache", "vs recorded", "vs plain"]
-    lines = [_row(head), _row(["---", *("---:" for _ in head[1:])])]
-    for label, m, fmt in rows:
-        lines.append(
-            _row(
-                [
-                    label, format(m.recorded, fmt), format(m.plain, fmt), format(m.filecache, fmt),
-                    _pct(m.saved_vs_recorded_pct), _pct(m.saved_vs_plain_pct),
-                ]
-            )
-        )  # fmt: skip
+    lines = [_row(_MEASURE_HEAD), _row(["---", *("---:" for _ in _MEASURE_HEAD[1:])])]
+    lines += [_row(_measure_row(label, m)) for label, m in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -100,27 +101,21 @@ def format_replay(replays: Sequence[SessionReplay], totals: SessionReplay) -> st
 
 
 def _measure_rows(r: SessionReplay) -> list[list[str]]:
-    rows = []
-    for label, m in (
-        ("cumulative prompt tokens", r.prompt_tokens),
-        ("billed equivalents", r.billed),
-        ("peak request", r.peak_request),
-        ("final request" if r.sessions == 1 else "final requests (sum)", r.final_request),
-        ("tool output tokens", r.tool_output_tokens),
-    ):
-        rows.append(
-            [
-                label, f"{m.recorded:,.0f}", f"{m.plain:,.0f}", f"{m.filecache:,.0f}",
-                _pct(m.saved_vs_recorded_pct), _pct(m.saved_vs_plain_pct),
-            ]
-        )  # fmt: skip
-    return rows
+    return [
+        _measure_row(label, m)
+        for label, m in (
+            ("cumulative prompt tokens", r.prompt_tokens),
+            ("billed equivalents", r.billed),
+            ("peak request", r.peak_request),
+            ("final request" if r.sessions == 1 else "final requests (sum)", r.final_request),
+            ("tool output tokens", r.tool_output_tokens),
+        )
+    ]
 
 
 def replay_html(replays: Sequence[SessionReplay], totals: SessionReplay) -> str:
     """One page: the totals, then per session its measures and a chart of every request's
     prompt tokens (recorded, plain, filecache)."""
-    head = ["measure", "recorded", "plain", "filecache", "vs recorded", "vs plain"]
     counters = (
         f"Stale views {totals.stale_views}, dangling refs {totals.dangling_refs}, "
         f"recall {100 * totals.recall:.1f}% over {totals.recall_pairs:,} (request, file) pairs."
@@ -135,7 +130,7 @@ def replay_html(replays: Sequence[SessionReplay], totals: SessionReplay) -> str:
     body = [
         f"<p>{totals.sessions} replayed session{'s' if totals.sessions != 1 else ''}, "
         f"{totals.requests:,} requests. {pruning} {counters}</p>",
-        html_table(head, _measure_rows(totals)),
+        html_table(_MEASURE_HEAD, _measure_rows(totals)),
         '<p class="note">Billed: the prefix a request shares with the previous one at 0.1x, '
         "the rest at 1.25x. Changes are against each baseline; negative is a saving.</p>",
     ]
@@ -143,7 +138,7 @@ def replay_html(replays: Sequence[SessionReplay], totals: SessionReplay) -> str:
         body.append(f"<h2>{escape(r.name)}</h2>")
         if r.source:
             body.append(f'<p class="note">{escape(r.source)}</p>')
-        body.append(html_table(head, _measure_rows(r)))
+        body.append(html_table(_MEASURE_HEAD, _measure_rows(r)))
         order = ("plain", "filecache", "recorded")  # the dashed recorded line on top
         series = {run: r.series[run] for run in order if r.series.get(run)}
         body.append(line_chart(series, title=f"prompt tokens per request: {r.name}"))

@@ -233,11 +233,13 @@ def _reads(reads: Mapping[str, int]) -> str:
     return ", ".join(f"{k} {reads[k]}" for k in sorted(reads, key=lambda k: (k not in order, k)))
 
 
+_STATS_HEAD = ("session", "reads", "tokens served", "plain reads", "saved", "saved %", "pruned",
+               "reclaimed")  # fmt: skip
+
+
 def format_stats(report: StatsReport) -> str:
     """Markdown: one row per session and the overall row, then saved by kind and top files."""
-    head = ["session", "reads", "tokens served", "plain reads", "saved", "saved %",
-            "pruned", "reclaimed"]  # fmt: skip
-    lines = [_row(head), _row(["---", *("---:" for _ in head[1:])])]
+    lines = [_row(_STATS_HEAD), _row(["---", *("---:" for _ in _STATS_HEAD[1:])])]
     rows = [*report.sessions, report.overall] if len(report.sessions) != 1 else [report.overall]
     for s in rows:
         label = f"**{s.session_id}**" if s is report.overall else s.session_id
@@ -272,15 +274,13 @@ def format_stats(report: StatsReport) -> str:
 def stats_html(report: StatsReport) -> str:
     """One page: the tables of ``format_stats`` and, per session, its cumulative read tokens."""
     o = report.overall
-    head = ["session", "reads", "tokens served", "plain reads", "saved", "saved %", "pruned",
-            "reclaimed"]  # fmt: skip
     rows = [
         [s.session_id, sum(s.reads.values()), f"{s.tokens:,}", f"{s.tokens_full:,}",
          f"{s.saved:,}", f"{s.saved_pct:.1f}%", sum(s.pruned.values()), f"{s.reclaimed:,}"]
         for s in [*report.sessions, o]
     ]  # fmt: skip
     body = [
-        html_table(head, rows),
+        html_table(_STATS_HEAD, rows),
         "<h2>Saved by kind</h2>",
         html_table(["kind", "tokens saved"], [[k, f"{v:,}"] for k, v in o.saved_by_kind.items()]),
         "<h2>Top files by saving</h2>",

@@ -31,7 +31,10 @@ from typing import Any
 
 from .errors import RequestError
 
-__all__ = ["PLACEHOLDER", "edit_pairs", "unknown_calls"]
+__all__ = ["PLACEHOLDER", "TRACE_FORMAT", "edit_pairs", "unknown_calls"]
+
+TRACE_FORMAT = "filecache-trace/1"
+"""The ``format`` of ``transcript.json`` that replay reads and importers write."""
 
 PLACEHOLDER = "\u2026 [filecache import: this line is not in the log] \u2026"
 """The text of a line of a rebuilt ``files/<path>`` that no read in the log showed."""

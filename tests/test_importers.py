@@ -22,11 +22,18 @@ from filecache.replay import replay_session
 from filecache.trace_format import PLACEHOLDER, edit_pairs, unknown_calls
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "imports"
+BUNDLED = Path(__file__).parent.parent / "fixtures" / "sessions"  # the quick start's traces
 SWE_SESSIONS = (
     "lm32b__astropy__astropy-13033",
     "lm32b__pytest-dev__pytest-7571",
     "sonnet4__sympy__sympy-13480",
 )
+
+
+def _provided(name: str) -> Path:
+    """The provided trace of a SWE-agent log: one the quick start bundles is not kept twice."""
+    bundled = BUNDLED / name
+    return bundled if bundled.is_dir() else FIXTURES / "swe-agent" / "traces" / name
 
 
 def _trace(directory: Path) -> dict[str, Any]:
@@ -51,7 +58,7 @@ def _calls(messages: list[dict[str, Any]]) -> dict[str, tuple[str, dict[str, Any
 
 @pytest.mark.parametrize("name", SWE_SESSIONS)
 def test_swe_agent_import_equals_the_provided_trace(tmp_path: Path, name: str) -> None:
-    reference = FIXTURES / "swe-agent" / "traces" / name
+    reference = _provided(name)
     recorded = parse_swe_agent(FIXTURES / "swe-agent" / "raw" / f"{name}.traj.gz")
     result = write_trace(recorded, tmp_path, repo=reference / "files")
     assert result.directory == tmp_path / name
@@ -65,7 +72,7 @@ def test_swe_agent_import_equals_the_provided_trace(tmp_path: Path, name: str) -
 
 def test_swe_agent_import_replays_to_the_provided_traces_totals(tmp_path: Path) -> None:
     for name in SWE_SESSIONS:
-        reference = FIXTURES / "swe-agent" / "traces" / name
+        reference = _provided(name)
         recorded = parse_swe_agent(FIXTURES / "swe-agent" / "raw" / f"{name}.traj.gz")
         imported = write_trace(recorded, tmp_path, repo=reference / "files").directory
         ours, provided = replay_session(imported), replay_session(reference)
@@ -83,7 +90,7 @@ def test_swe_agent_import_without_the_repository_rebuilds_from_the_views(tmp_pat
     result = write_trace(recorded, tmp_path)
     assert result.rebuilt and result.files == ("src/_pytest/logging.py",)
     rebuilt = (result.directory / "files" / "src/_pytest/logging.py").read_text("utf-8")
-    original = (FIXTURES / "swe-agent/traces" / name / "files/src/_pytest/logging.py").read_text()
+    original = (_provided(name) / "files/src/_pytest/logging.py").read_text()
     # Every line a view showed is the original's (tabs expanded, as SWE-agent shows them); the
     # rest are placeholders, listed as unknown.
     unknown = result.unknown_files["src/_pytest/logging.py"]

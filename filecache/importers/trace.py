@@ -29,12 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cache import FileCache
+from ..cache import FileCache, ReadResult
 from ..errors import FileCacheError, RequestError
 from ..fsio import locate
+from ..replay import run_file_tool
 from ..session import Session
 from ..text import EOF_MARK, split_lines
-from ..trace_format import PLACEHOLDER, edit_pairs
+from ..trace_format import PLACEHOLDER, TRACE_FORMAT
 
 __all__ = [
     "FileCall",
@@ -49,8 +50,6 @@ __all__ = [
     "write_trace",
 ]
 
-TRACE_FORMAT = "filecache-trace/1"
-FILE_TOOLS = ("read_file", "write_file", "edit_file")
 UNKNOWN_NOTE = (
     "files/ was rebuilt from what the log shows; placeholder lines are not in the log, and the "
     "calls listed here are kept as recorded by replay (their files are not known well enough)"
@@ -293,31 +292,8 @@ def rebuild_files(recorded: Recorded) -> dict[str, tuple[str, UnknownFile | None
 
 def _run(session: Session, call: FileCall) -> tuple[int, int] | None:
     """Run one call as replay's baseline does; a read's answered range."""
-    args = call.args
-    if call.tool == "read_file":
-        offset, limit = args.get("offset"), args.get("limit")
-        for value in (offset, limit):
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-                raise RequestError("offset and limit must be integers")
-        r = session.read(
-            call.path, offset=offset, limit=limit, mode="full", fresh=True, call_id=call.call_id
-        )
-        return r.start, r.end
-    if call.tool == "write_file":
-        content = args.get("content")
-        if not isinstance(content, str):
-            raise RequestError("argument 'content' must be a string")
-        session.write(call.path, content, call_id=call.call_id)
-    elif "edits" in args:
-        pairs, replace_all = edit_pairs(args)
-        session.edit(call.path, edits=pairs, replace_all=replace_all, call_id=call.call_id)
-    else:
-        old, new = args.get("old_string"), args.get("new_string")
-        if not isinstance(old, str) or not isinstance(new, str):
-            raise RequestError("old_string and new_string must be strings")
-        replace_all = bool(args.get("replace_all", False))
-        session.edit(call.path, old, new, replace_all=replace_all, call_id=call.call_id)
-    return None
+    result = run_file_tool(session, call.tool, call.args, call.call_id, mode=None)
+    return (result.start, result.end) if isinstance(result, ReadResult) else None
 
 
 def _disk(root: Path, path: str) -> bytes | None:
