@@ -181,13 +181,19 @@ class FileCache:
             for version in list(self._pending):
                 self._store_blob(version, self._lines[version])
 
-    def lines_of(self, version: str) -> list[str] | None:
-        """A held version's lines: from memory, else from the store's blob, else None."""
+    def held_lines(self, version: str) -> list[str] | None:
+        """A version's lines if they are in memory (the store is not asked), else None."""
         with self._lock:
             lines = self._lines.get(version)
             if lines is not None:
                 self._lines.move_to_end(version)
-                return lines
+            return lines
+
+    def lines_of(self, version: str) -> list[str] | None:
+        """A held version's lines: from memory, else from the store's blob, else None."""
+        lines = self.held_lines(version)
+        if lines is not None:
+            return lines
         blob = self.store.get_blob(version)
         if blob is None:
             return None
@@ -224,7 +230,7 @@ class FileCache:
     def count(self, text: str) -> int:
         return self.tokens.count(text)
 
-    def plain_tokens(self, src: Source, start: int, end: int, path: str) -> int:
+    def plain_tokens(self, src: Source, start: int, end: int) -> int:
         """Tokens of the plain read of ``start..end`` (counted once per version and range)."""
         key = (src.version, start, end, src.numbered)
         with self._lock:

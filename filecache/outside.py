@@ -26,7 +26,6 @@ from .errors import ContentError, FileCacheError, MissingFileError
 from .fsio import read_bytes
 from .hashing import version_of
 from .render import render_outside_change
-from .store import Event
 
 if TYPE_CHECKING:
     from .session import Session
@@ -48,7 +47,7 @@ def _notice(session: Session, path: str, call_id: str) -> str:
         view = session._views.get(path)
         if view is None or not view.versions:
             return ""
-        held = session._seen.get(path, next(reversed(view.versions)))
+        held = session._last_seen(path, view)
     try:
         loc = cache.locate(path)
         data: bytes | None = read_bytes(loc, cache.settings.max_file_bytes)
@@ -59,21 +58,15 @@ def _notice(session: Session, path: str, call_id: str) -> str:
     version = None if data is None else version_of(data)
     if version == held:
         return ""  # the session's own write, or changed back
-    with session._lock:
-        seq = session._next_seq(call_id)
-        session._seen[path] = version
-        session._log(
-            Event(session.id, seq, call_id, "change", path, version=version, base_version=held,
-                  kind="changed")
-        )  # fmt: skip
+    session._record_change(call_id, path, version, held)
     if data is None or version is None:
         return render_outside_change(path, held, None, None)
     try:
-        src = session._source_from_bytes(loc, data, True, not cache.denied(loc.rel))
+        src = session._source_from_bytes(loc, data, True)
     except ContentError:
         return render_outside_change(path, held, version, None)
     total = len(src.lines)
-    plain = cache.plain_tokens(src, 1, total, path)
+    plain = cache.plain_tokens(src, 1, total)
     with session._lock:
         answer = session._cached_answer(view, src, 1, total, call_id, plain)
         if answer is not None and answer[0] == "diff":

@@ -72,7 +72,6 @@ class Source:
     version: str
     lines: list[str]
     numbered: bool
-    storable: bool
     output: str | None = None  # a decorated tool's exact output (its content rendering)
 
 

@@ -116,10 +116,7 @@ class Session:
             raise RequestError("pass symbol alone, without offset/limit or mode='outline'")
         loc = self.cache.locate(path)
         data = read_bytes(loc, None if ranged else self.cache.settings.max_file_bytes)
-        storable = (
-            not self.cache.denied(loc.rel) and len(data) <= self.cache.settings.max_file_bytes
-        )
-        src = self._source_from_bytes(loc, data, numbered, storable)
+        src = self._source_from_bytes(loc, data, numbered)
         if mode == "outline":
             return self._answer_outline(src, call_id, large=False)
         label = None
@@ -252,11 +249,8 @@ class Session:
         """
         changed: list[str] = []
         with self._lock:
-            newest = {
-                key: self._seen.get(key, next(reversed(view.versions)))
-                for key, view in self._views.items()
-                if view.versions
-            }
+            views = [(key, view) for key, view in self._views.items() if view.versions]
+            newest = {key: self._last_seen(key, view) for key, view in views}
         for key, held in newest.items():
             if key in self._tool_keys:
                 continue  # a decorated tool's output, not a file: its next call is hashed
@@ -269,14 +263,7 @@ class Session:
                 continue  # unreadable now: the next read says why
             if version == held:
                 continue
-            cid = self._call_id(call_id)
-            with self._lock:
-                seq = self._next_seq(cid)
-                self._seen[key] = version
-                self._log(
-                    Event(self.id, seq, cid, "change", key, version=version, base_version=held,
-                          kind="changed")
-                )  # fmt: skip
+            self._record_change(self._call_id(call_id), key, version, held)
             changed.append(key)
         return changed
 
@@ -325,7 +312,7 @@ class Session:
         lines = split_lines(output)
         self._tool_keys.add(key)
         self.cache.remember(version, lines, not self.cache.denied(path))
-        src = Source(key, path, version, lines, False, True, output)
+        src = Source(key, path, version, lines, False, output)
         return self._answer(src, 1, len(lines), fresh, call_id)
 
     def record_write(self, path: str, tool: str, call_id: str | None = None) -> str:
@@ -335,15 +322,15 @@ class Session:
             self._log(Event(self.id, self._next_seq(cid), cid, tool, path, kind=tool + "ed"))
         return cid
 
-    def _source_from_bytes(
-        self, loc: Located, data: bytes, numbered: bool, storable: bool
-    ) -> Source:
+    def _source_from_bytes(self, loc: Located, data: bytes, numbered: bool) -> Source:
         version = version_of(data)
-        lines = self.cache.lines_of(version) if version in self.cache._lines else None
-        if lines is None:
+        lines = self.cache.held_lines(version)
+        if lines is None:  # decoded once per version (in memory): only then is it kept
             lines = split_lines(decode_text(data, loc.rel))
+            settings = self.cache.settings
+            storable = len(data) <= settings.max_file_bytes and not self.cache.denied(loc.rel)
             self.cache.remember(version, lines, storable)
-        return Source(loc.rel, loc.rel, version, lines, numbered, storable)
+        return Source(loc.rel, loc.rel, version, lines, numbered)
 
     def _answer(
         self,
@@ -358,7 +345,7 @@ class Session:
     ) -> ReadResult:
         cid = self._call_id(call_id)
         total = len(src.lines)
-        plain = self.cache.plain_tokens(src, start, end, src.path)
+        plain = self.cache.plain_tokens(src, start, end)
         if (
             may_outline
             and plain > self.cache.settings.outline_threshold
@@ -425,7 +412,7 @@ class Session:
     def _answer_outline(self, src: Source, call_id: str | None, *, large: bool) -> ReadResult:
         cid = self._call_id(call_id)
         total = len(src.lines)
-        plain = self.cache.plain_tokens(src, 1, total, src.path)
+        plain = self.cache.plain_tokens(src, 1, total)
         outline_text = self.cache.outline_text(src.version, src.path, src.lines, plain)
         notice = outside_notices(self, cid, src.key) if self._outside else ""
         text = notice + render_outline_answer(outline_text, large=large, tokens_full=plain)
@@ -583,6 +570,22 @@ class Session:
             self._seq += 1
             self._call_seq[call_id] = self._seq
             return self._seq
+
+    def _last_seen(self, key: str, view: PathView) -> str | None:
+        """The version of ``key`` this session last saw (read, wrote or noticed), else the newest
+        its model holds."""
+        return self._seen.get(key, next(reversed(view.versions)))
+
+    def _record_change(self, cid: str, key: str, version: str | None, held: str | None) -> None:
+        """``key`` is now ``version`` (None: deleted), not the ``held`` one: a ``change`` event,
+        which supersedes older reads; ``version`` becomes the one seen."""
+        with self._lock:
+            seq = self._next_seq(cid)
+            self._seen[key] = version
+            self._log(
+                Event(self.id, seq, cid, "change", key, version=version, base_version=held,
+                      kind="changed")
+            )  # fmt: skip
 
     def _newest(self, deps: frozenset[str] | set[str]) -> str:
         return max(deps, key=lambda c: self._call_seq.get(c, -1))

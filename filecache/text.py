@@ -21,7 +21,6 @@ __all__ = [
     "EOF_MARK",
     "decode_text",
     "join_lines",
-    "line_text",
     "render_lines",
     "split_lines",
 ]
@@ -65,11 +64,6 @@ def join_lines(lines: Sequence[str]) -> str:
         return ""
     text = "\n".join(lines)
     return text[:-1] if text.endswith(EOF_MARK) else text + "\n"
-
-
-def line_text(line: str) -> str:
-    """One line as it stands in the file: with its ``\\n``, or without it at an unterminated end."""
-    return line[:-1] if line.endswith(EOF_MARK) else line + "\n"
 
 
 def describe_binary(data: bytes) -> str | None:

@@ -102,12 +102,6 @@ class Facts:
         self.spans = kept
         return changed
 
-    def deps_at(self, line: int) -> Deps | None:
-        k = bisect_right(self.spans, line, key=lambda s: s[0]) - 1
-        if k >= 0 and self.spans[k][1] >= line:
-            return self.spans[k][2]
-        return None
-
     def map_blocks(self, blocks: Iterable[tuple[int, int, int]], extra: Deps) -> list[Span]:
         """Facts carried through equal blocks ``(a0, b0, size)`` (0-based), deps plus ``extra``."""
         out: list[Span] = []
