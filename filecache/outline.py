@@ -10,8 +10,9 @@ Invariants:
   an exception. Code with syntax errors outlines what parses (``Outline.errors`` is set).
 - Languages with a query file are outlined by tree-sitter (``outline_ts``); any other text
   gets a generic summary (line count and first non-empty lines).
-- ``OUTLINE_VERSION`` changes whenever the query files, this code's revision or the grammar
-  package change, so outlines cached under ``(content version, OUTLINE_VERSION)`` stay true.
+- ``OUTLINE_VERSION`` (``outline_version()``, computed on first use, not at import) changes
+  whenever the query files, this code's revision or the grammar package change, so outlines
+  cached under ``(content version, OUTLINE_VERSION)`` stay true.
 - ``cached_outline`` returns the same ``Outline`` object for the same (version, language)
   without parsing again; it holds at most ``CACHE_SIZE`` outlines.
 - ``find_symbol`` returns exactly one definition or raises ``RequestError`` naming the
@@ -21,8 +22,8 @@ Invariants:
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
-import importlib.metadata
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -43,6 +44,7 @@ __all__ = [
     "cached_outline",
     "find_symbol",
     "language_for_path",
+    "outline_version",
     "render_outline",
     "supported_languages",
 ]
@@ -82,20 +84,31 @@ _SECONDARY_KINDS = frozenset({"impl", "extension"})
 
 
 def _grammar_version() -> str:
+    import importlib.metadata  # here, not at the top: it costs ~15 ms of every CLI start
+
     try:
         return importlib.metadata.version("tree-sitter-language-pack")
     except importlib.metadata.PackageNotFoundError:  # pragma: no cover - not installed as dist
         return "unknown"
 
 
-def _outline_version() -> str:
+@functools.cache
+def outline_version() -> str:
+    """The outline revision for cache keys: this code's revision, the grammar package's
+    version and a digest of the query files (computed once, on first use)."""
     digest = hashlib.sha256(
         f"{_CODE_REVISION}\0{_grammar_version()}\0{queries_digest()}".encode()
     ).hexdigest()
     return f"outline/{_CODE_REVISION}:{digest[:16]}"
 
 
-OUTLINE_VERSION: str = _outline_version()
+OUTLINE_VERSION: str  # no value here: ``__getattr__`` computes it on first access
+
+
+def __getattr__(name: str) -> str:
+    if name == "OUTLINE_VERSION":
+        return outline_version()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def supported_languages() -> tuple[str, ...]:
@@ -146,14 +159,14 @@ def build_outline(source: bytes, language: str | None) -> Outline:
     return Outline(language, line_count, definitions, summary, errors, tokens)
 
 
-_cache: OrderedDict[tuple[str, str | None, str], Outline] = OrderedDict()
+_cache: OrderedDict[tuple[str, str | None], Outline] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
 def cached_outline(
     version: str, source: bytes | Callable[[], bytes], language: str | None
 ) -> Outline:
-    """``build_outline`` memoised in-process by (content version, language, OUTLINE_VERSION).
+    """``build_outline`` memoised in-process by (content version, language).
 
     Args:
         version: The content version of ``source`` (its ``xxh3:`` hash); the caller
@@ -164,7 +177,7 @@ def cached_outline(
     Returns:
         The outline; the same object on every hit.
     """
-    key = (version, language, OUTLINE_VERSION)
+    key = (version, language)
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None:

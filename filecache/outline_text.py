@@ -7,19 +7,10 @@ and otherwise something no longer than ``limit`` characters.
 
 from __future__ import annotations
 
-import importlib
+import functools
 import re
-from types import ModuleType
 
-
-def _load_toktok() -> ModuleType | None:
-    try:
-        return importlib.import_module("toktok")
-    except ImportError:  # pragma: no cover - toktok is a dependency; this is a safety net
-        return None
-
-
-_toktok = _load_toktok()
+from filecache.tokens import TokenCounter
 
 SIGNATURE_LIMIT = 120
 DOC_LIMIT = 64
@@ -258,8 +249,11 @@ def summarize(source: bytes, line_count: int, first: int = 5, width: int = 100) 
     return "\n".join([head + "; first lines:", *shown])
 
 
+@functools.cache
+def _o200k() -> TokenCounter:
+    return TokenCounter("o200k")  # on first use: importing the BPE package costs import time
+
+
 def count_tokens(text: str) -> int:
-    """Tokens of ``text`` in o200k_base (``toktok``, offline), or about len/4 without it."""
-    if _toktok is None:  # pragma: no cover - toktok is a dependency; this is a safety net
-        return (len(text) + 3) // 4
-    return int(_toktok.batch_count([text], "o200k_base", 1)[0])
+    """Tokens of ``text`` in o200k_base (``TokenCounter``: exact offline, or an estimate)."""
+    return _o200k().count(text)

@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.resources
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-
-from tree_sitter import Language, Node, Parser, Query, QueryCursor
-from tree_sitter_language_pack import get_language
+from typing import TYPE_CHECKING
 
 from filecache.outline_model import Definition
 from filecache.outline_text import count_lines, doc_first_line, one_line, shorten_signature
+
+if TYPE_CHECKING:  # tree-sitter is imported on first parse, not with the package
+    from tree_sitter import Language, Node, Query
 
 # Kinds whose function members are methods.
 _CLASSLIKE = frozenset(
@@ -95,6 +95,8 @@ SPECS: dict[str, LanguageSpec] = {
 
 def query_source(language: str) -> str:
     """The query text for ``language``, followed by that of any ``; inherits:`` parents."""
+    import importlib.resources  # on first use: it costs a few ms of every CLI start
+
     text = (
         importlib.resources.files("filecache")
         .joinpath("queries", f"{language}.scm")
@@ -117,16 +119,22 @@ def queries_digest() -> str:
 
 @functools.cache
 def _language(grammar: str) -> Language:
+    from tree_sitter_language_pack import get_language
+
     return get_language(grammar)  # type: ignore[arg-type]
 
 
 @functools.cache
 def _query(language: str) -> Query:
+    from tree_sitter import Query
+
     return Query(_language(SPECS[language].grammar), query_source(language))
 
 
 def parse(source: bytes, language: str) -> Node:
     """Parse ``source`` and return the root node (no query run)."""
+    from tree_sitter import Parser
+
     return Parser(_language(SPECS[language].grammar)).parse(source).root_node
 
 
@@ -365,6 +373,8 @@ def extract(source: bytes, language: str) -> tuple[tuple[Definition, ...], bool]
     Returns:
         The definitions in source order, and whether the parse met syntax errors.
     """
+    from tree_sitter import QueryCursor
+
     spec = SPECS[language]
     root = parse(source, language)
     raws = _captured(QueryCursor(_query(language)).matches(root))
