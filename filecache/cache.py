@@ -13,7 +13,7 @@ live session of this cache; each session decides what its model is told (``outsi
 from __future__ import annotations
 
 import fnmatch
-import secrets
+import os
 import threading
 import time
 import weakref
@@ -28,13 +28,6 @@ from .errors import (
     RequestError,
 )
 from .fsio import Located, locate
-from .outline import (
-    OUTLINE_VERSION,
-    Outline,
-    cached_outline,
-    language_for_path,
-    render_outline,
-)
 from .results import ReadResult, Source, WriteResult, content_text
 from .session import Session
 from .settings import Settings, load_settings
@@ -43,6 +36,7 @@ from .text import join_lines, split_lines
 from .tokens import TokenCounter
 
 if TYPE_CHECKING:
+    from .outline import Outline
     from .watch import Change, Watcher
 
 __all__ = ["FileCache", "ReadResult", "Session", "WriteResult"]
@@ -95,7 +89,7 @@ class FileCache:
 
     def session(self, session_id: str | None = None) -> Session:
         """A session: one model context. A known id continues that session from the store."""
-        session = Session(self, session_id or self.settings.session or "s-" + secrets.token_hex(6))
+        session = Session(self, session_id or self.settings.session or "s-" + os.urandom(6).hex())
         with self._lock:
             self._sessions.add(session)
         return session
@@ -203,6 +197,10 @@ class FileCache:
 
     def outline_of(self, version: str, path: str, lines: list[str] | None = None) -> Outline:
         """The outline of a version (parsed once per version and outline code revision)."""
+        # Outlines are imported on first use: tree-sitter and the outline revision (a digest of
+        # the grammar package and query files) are not needed to import filecache or to read.
+        from .outline import cached_outline, language_for_path
+
         held = lines if lines is not None else self.lines_of(version)
         if held is None:
             raise RequestError(f"{path}: version {version} is no longer stored; read the file")
@@ -218,6 +216,8 @@ class FileCache:
         Cached in the store by (version, outline revision, path): the pruning pass calls this
         for its middle tier, and a second call costs no parse.
         """
+        from .outline import OUTLINE_VERSION, render_outline  # on first use (see outline_of)
+
         key = f"{version}:{OUTLINE_VERSION}:{path}:{tokens_full}"
         cached = self.store.cache_get("outline", key)
         if cached is not None:

@@ -11,7 +11,7 @@ Invariants (DESIGN "The one invariant"):
 
 from __future__ import annotations
 
-import secrets
+import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -38,9 +38,6 @@ from .errors import (
 from .fsio import Located, read_bytes, write_bytes
 from .hashing import args_hash, version_of
 from .ledger import Ledger, build_ledger
-from .outline import (
-    find_symbol,
-)
 from .outside import outside_notices
 from .render import render_diff, render_file_ref, render_outline_answer, render_write
 from .results import ReadResult, Source, WriteResult, content_text
@@ -121,6 +118,8 @@ class Session:
             return self._answer_outline(src, call_id, large=False)
         label = None
         if symbol is not None:
+            from .outline import find_symbol  # on first use (see FileCache.outline_of)
+
             definition = find_symbol(
                 self.cache.outline_of(src.version, src.path, src.lines), symbol
             )
@@ -563,7 +562,8 @@ class Session:
     # -- bookkeeping --------------------------------------------------------------------------
 
     def _call_id(self, call_id: str | None) -> str:
-        return call_id if call_id else "fc-" + secrets.token_hex(5)
+        # os.urandom is what secrets.token_hex reads; secrets itself (hmac) costs ~10 ms import
+        return call_id if call_id else "fc-" + os.urandom(5).hex()
 
     def _next_seq(self, call_id: str) -> int:
         with self._lock:
