@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from .ledger import Ledger
 from .render import (
@@ -153,18 +153,35 @@ def _norm(path: str) -> str:
     return path.removeprefix("./").lstrip("/")
 
 
+def _file_name(path: str) -> str:
+    return _norm(path).rsplit("/", 1)[-1]
+
+
 def _same_path(a: str, b: str) -> bool:
     a, b = _norm(a), _norm(b)
     return a == b or a.endswith("/" + b) or b.endswith("/" + a)
 
 
 def collect(
-    transcript: Transcript, ledger: Ledger | None, count: Callable[[str], int]
+    transcript: Transcript,
+    ledger: Ledger | None,
+    count: Callable[[str], int],
+    prior: Mapping[str, tuple[str, str]] | None = None,
 ) -> list[ResultInfo]:
-    """Every tool result with what is known of its call (ledger first, then the transcript)."""
+    """Every tool result with what is known of its call (ledger first, then the transcript).
+
+    A result in ``prior`` (call id -> (tier, text)) is seen as that projection, with its text in
+    the transcript as ``original``.
+    """
     calls = transcript.calls_by_id()
     infos = []
     for result in transcript.results():
+        text, original = result.text, ""
+        if prior and result.call_id in prior:
+            tier, text = prior[result.call_id]
+            original = result.text
+        else:
+            tier = _tier_of(text)
         call = calls.get(result.call_id)
         record = ledger.calls.get(result.call_id) if ledger else None
         access = file_access(call) if call is not None else None
@@ -183,8 +200,8 @@ def collect(
         infos.append(
             ResultInfo(
                 result.call_id, result.message_index, tool, kind, path, start, end, version,
-                answer, base, count(result.text), result.text, _tier_of(result.text), command,
-                deps=record.deps if record is not None else (),
+                answer, base, count(text), text, tier, command, original,
+                record.deps if record is not None else (),
             )
         )  # fmt: skip
     return infos
@@ -210,7 +227,7 @@ def _by_name(infos: Sequence[ResultInfo]) -> dict[str, list[int]]:
     index: dict[str, list[int]] = {}
     for n, info in enumerate(infos):
         if info.path is not None:
-            index.setdefault(_norm(info.path).rsplit("/", 1)[-1], []).append(n)
+            index.setdefault(_file_name(info.path), []).append(n)
     return index
 
 
@@ -221,7 +238,7 @@ def _superseded(infos: Sequence[ResultInfo], ledger: Ledger | None) -> dict[str,
     for i, info in enumerate(infos):
         if info.kind != "read" or info.path is None or info.tier == "clear":
             continue
-        same = by_name[_norm(info.path).rsplit("/", 1)[-1]]
+        same = by_name[_file_name(info.path)]
         for n in same[bisect_right(same, i) :]:
             later = infos[n]
             if later.path is None or not _same_path(later.path, info.path):
@@ -282,7 +299,7 @@ def _relied_on(infos: Sequence[ResultInfo], cleared: set[str]) -> set[str]:
         if info.deps:  # the ledger says exactly which results the answer's lines rely on
             alive.update(d for d in info.deps if d in position)
             continue
-        same = by_name.get(_norm(info.path).rsplit("/", 1)[-1], [])
+        same = by_name.get(_file_name(info.path), [])
         for n in reversed(same[: bisect_right(same, base)]):
             earlier = infos[n]
             if (
@@ -306,7 +323,7 @@ def _in_use(infos: Sequence[ResultInfo], protected: set[str], tail_text: str) ->
     used = set()
     for info in infos:
         if info.kind == "read" and info.path and info.call_id not in protected:
-            name = _norm(info.path).rsplit("/", 1)[-1]
+            name = _file_name(info.path)
             if len(name) > 3 and name in tail_text:
                 used.add(info.call_id)
     return used
@@ -322,6 +339,10 @@ def _truncate(text: str, policy: PrunePolicy, why: str) -> str | None:
         lines[: policy.head_lines], lines[len(lines) - policy.tail_lines :], len(cut),
         sum(len(c) + 1 for c in cut), why,
     )  # fmt: skip
+
+
+def _cleared(info: ResultInfo, why: str) -> str:
+    return render_cleared(_describe(info), info.original or info.text, why)
 
 
 def _describe(info: ResultInfo) -> str:
@@ -343,17 +364,16 @@ def plan_prune(
     prior: Mapping[str, tuple[str, str]] | None = None,
 ) -> PrunePlan:
     """Decide this pass (see the module docstring). ``prior``: call id -> (tier, text)."""
-    prior = dict(prior or {})
-    infos = collect(transcript, ledger, count)
+    prior = prior or {}
+    infos = collect(transcript, ledger, count, prior)
     present = {i.call_id for i in infos}
     sticky = {cid: text for cid, (_, text) in prior.items() if cid in present}
-    msg_tokens = _message_tokens(transcript, count, sticky)
+    msg_tokens = _message_tokens(transcript, count, infos)
     total = sum(msg_tokens)
     window = policy.context_window
     if total <= policy.prune_at * window:
         return PrunePlan((), sticky, total, 0, False)
 
-    infos = [_with_prior(i, prior, count) for i in infos]
     protected = _protected(infos, policy.protect_recent)
     superseded = _superseded(infos, ledger)
     target = policy.target * window
@@ -376,12 +396,7 @@ def plan_prune(
     for info in candidates:
         if info.call_id in superseded:
             reason = superseded[info.call_id]
-            act(
-                info,
-                "clear",
-                render_cleared(_describe(info), info.original or info.text, reason),
-                reason,
-            )
+            act(info, "clear", _cleared(info, reason), reason)
     first_protected = min(
         (i.message_index for i in infos if i.call_id in protected),
         default=len(transcript.messages),
@@ -405,9 +420,7 @@ def plan_prune(
             continue
         if info.tokens < policy.small_result:
             why = "old, cleared to save context"
-            act(
-                info, "clear", render_cleared(_describe(info), info.original or info.text, why), why
-            )
+            act(info, "clear", _cleared(info, why), why)
             continue
         outline = outline_for(info) if outline_for is not None and info.kind == "read" else None
         if outline is not None:
@@ -418,9 +431,7 @@ def plan_prune(
             act(info, "truncate", truncated, "old, truncated")
         else:
             why = "old, cleared to save context"
-            act(
-                info, "clear", render_cleared(_describe(info), info.original or info.text, why), why
-            )
+            act(info, "clear", _cleared(info, why), why)
     if total > policy.hard_at * window:  # tier 2: under high pressure, clear, oldest first
         for info in candidates:
             if excess <= 0:
@@ -429,9 +440,7 @@ def plan_prune(
             if info.call_id in alive or (current is not None and current.tier == "clear"):
                 continue
             why = "cleared under context pressure"
-            act(
-                info, "clear", render_cleared(_describe(info), info.original or info.text, why), why
-            )
+            act(info, "clear", _cleared(info, why), why)
 
     chosen = sorted(actions.values(), key=lambda a: a.message_index)
     reclaimed = sum(a.tokens_before - a.tokens_after for a in chosen)
@@ -449,24 +458,17 @@ def plan_prune(
     return PrunePlan(tuple(chosen), replacements, total, reclaimed, True, gate, dropped)
 
 
-def _with_prior(
-    info: ResultInfo, prior: Mapping[str, tuple[str, str]], count: Callable[[str], int]
-) -> ResultInfo:
-    if info.call_id not in prior:
-        return info
-    tier, text = prior[info.call_id]
-    return replace(info, text=text, tokens=count(text), tier=tier, original=info.text)
-
-
 def _message_tokens(
-    transcript: Transcript, count: Callable[[str], int], replaced: Mapping[str, str]
+    transcript: Transcript, count: Callable[[str], int], infos: Sequence[ResultInfo]
 ) -> list[int]:
-    sizes = []
-    for m in transcript.messages:
-        n = count(m.text) if m.text else 0
-        n += sum(count(c.raw_arguments) + count(c.name) for c in m.tool_calls)
-        n += sum(count(replaced.get(r.call_id, r.text)) for r in m.results)
-        sizes.append(n)
+    """Each message's tokens as sent: its text, its calls and its results (``infos``' counts)."""
+    sizes = [
+        (count(m.text) if m.text else 0)
+        + sum(count(c.raw_arguments) + count(c.name) for c in m.tool_calls)
+        for m in transcript.messages
+    ]
+    for info in infos:
+        sizes[info.message_index] += info.tokens
     return sizes
 
 
