@@ -8,7 +8,9 @@ Run from the repository root::
 ``../shared/corpus/swe-agent-dev.tar.gz``, unpacked to a temporary directory). It prints, as
 markdown for the README:
 
-1. the totals of ``filecache replay`` without pruning, and the wall time of that replay;
+1. the totals of ``filecache replay`` without pruning, and the wall time of that replay; the
+   file tool answers split into outlines and the rest, against what the recording answered for
+   the same calls; and ``--read-mode full`` (no outlines) against both baselines;
 2. ``filecache replay --window W [--no-cache-aware]`` for W in 32k, 64k, 128k, 200k: filecache
    whole (delta reads, outlines and pruning) against the recorded transcripts and the plain run;
 3. pruning alone, as DESIGN's table measures it: the recorded transcripts themselves pruned
@@ -29,7 +31,13 @@ from typing import Any
 from filecache.pruner import TokenMemo, prune_messages
 from filecache.pruning import PrunePolicy
 from filecache.replay import replay_session
-from filecache.replay_metrics import MESSAGE_OVERHEAD, CostMeter, combine, message_text
+from filecache.replay_metrics import (
+    MESSAGE_OVERHEAD,
+    CostMeter,
+    SessionReplay,
+    combine,
+    message_text,
+)
 from filecache.store import MemoryStore
 from filecache.tokens import TokenCounter
 
@@ -74,6 +82,22 @@ def prune_recorded(session: Path, policy: PrunePolicy, counter: TokenCounter) ->
     return cost.tokens, cost.billed
 
 
+def answer_tokens(
+    dirs: list[Path], replays: list[SessionReplay], memo: TokenMemo
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(recorded, filecache) tokens of the file tool answers that filecache outlined, and of
+    the others (the recorded answer of a call counted as replay counts it)."""
+    outlines, others = [0, 0], [0, 0]
+    for d, r in zip(dirs, replays, strict=True):
+        messages = json.loads((d / "transcript.json").read_text())["messages"]
+        recorded = {m.get("tool_call_id"): m for m in messages if m.get("role") == "tool"}
+        for call in r.calls:
+            acc = outlines if call["kind"] == "outline" else others
+            acc[0] += memo(message_text(recorded[call["call_id"]]))
+            acc[1] += call["filecache_tokens"]
+    return (outlines[0], outlines[1]), (others[0], others[1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("corpus", nargs="?", type=Path, default=DEFAULT)
@@ -81,8 +105,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         dirs = sessions_in(args.corpus, Path(tmp))
         start = time.perf_counter()
-        base = combine([replay_session(d) for d in dirs])
+        replays = [replay_session(d) for d in dirs]
         elapsed = time.perf_counter() - start
+        base = combine(replays)
         p, b = base.prompt_tokens, base.billed
         print(f"{len(dirs)} sessions, {base.requests} requests; replay without pruning in "
               f"{elapsed:.1f} s\n")  # fmt: skip
@@ -97,7 +122,19 @@ def main() -> None:
             vs_billed = f"{pct(b.recorded, billed)} | {pct(b.plain, billed)}"
             print(f"| {label} | {tokens:,.0f} | {vs_tokens} | {billed:,.0f} | {vs_billed} |")
         print(f"\nstale views {base.stale_views}, dangling refs {base.dangling_refs}, "
-              f"recall {100 * base.recall:.1f}%, reads {dict(base.reads)}\n")  # fmt: skip
+              f"recall {100 * base.recall:.1f}%, reads {dict(base.reads)}")  # fmt: skip
+        outlines, others = answer_tokens(dirs, replays, TokenMemo(TokenCounter()))
+        print(
+            f"file tool answers: {base.reads['outline']} outlines {outlines[1]:,} tokens "
+            f"(recorded: {outlines[0]:,}), the others {others[1]:,} (recorded: {others[0]:,})"
+        )
+        full = combine([replay_session(d, read_mode="full") for d in dirs])
+        reads = sum(full.reads.values())
+        print(
+            f"--read-mode full: {full.reads['unchanged']} of {reads} reads FileRefs; prompt "
+            f"tokens {pct(full.prompt_tokens.plain, full.prompt_tokens.filecache)} vs plain, "
+            f"{pct(full.prompt_tokens.recorded, full.prompt_tokens.filecache)} vs recorded\n"
+        )
 
         print(
             "| window | cache-aware | prompt vs recorded | vs plain | billed vs recorded "
