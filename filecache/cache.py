@@ -104,10 +104,11 @@ class FileCache:
 
         with self._lock:
             if self.watcher is None:
-                store = self.settings.store
-                ignore = [store] if store and store != ":memory:" else []
                 self.watcher = Watcher(
-                    self.root, self._changed, debounce=self.settings.watch_debounce, ignore=ignore
+                    self.root,
+                    self._changed,
+                    debounce=self.settings.watch_debounce,
+                    ignore=sorted(self._protected),  # the store's files, however it was given
                 ).start()
             return self.watcher
 

@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
 from .errors import StoreError
+from .fsio import STORE_DIR
 
 __all__ = [
     "Event",
@@ -359,7 +360,7 @@ def default_store_path(root: Path) -> Path:
     Raises:
         StoreError: neither folder is writable.
     """
-    folder = root / ".filecache"
+    folder = root / STORE_DIR
     try:
         folder.mkdir(exist_ok=True)
         ignore = folder / ".gitignore"

@@ -20,6 +20,8 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from .text import EOF_MARK
+
 __all__ = ["Facts", "PathView", "Piece", "map_through_edit"]
 
 Deps = frozenset[str]
@@ -241,6 +243,6 @@ def _starts(lines: Sequence[str]) -> list[int]:
     starts = [0]
     pos = 0
     for line in lines:
-        pos += len(line) + (0 if line.endswith("\x00") else 1)
+        pos += len(line) + (0 if line.endswith(EOF_MARK) else 1)
         starts.append(pos)
     return starts

@@ -192,3 +192,11 @@ def test_serve_watch_option_starts_a_watcher_per_root(root: Path) -> None:
     finally:
         server.close()
     assert not FileCacheServer(ServeOptions(roots=(root,), store=":memory:")).options.watch
+
+
+def test_a_store_given_as_a_path_inside_the_root_is_not_watched(root: Path) -> None:
+    """Every answer writes the store: its file and journals must not wake the watcher."""
+    with FileCache(root, store=str(root / "fc.db"), watch=True) as cache:
+        assert cache.watcher is not None
+        assert cache.watcher.ignored("fc.db") and cache.watcher.ignored("fc.db-wal")
+        assert not cache.watcher.ignored("notes.txt")
