@@ -38,21 +38,17 @@ from filecache.render import mcp_instructions, render_result_tag
 from filecache.settings import load_settings
 
 from .mcp_sessions import (
-    MCP_INSTALL_HINT,
     Connections,
     RefWindow,
     connection_key,
+    mcp_required,
     new_session_id,
 )
 
-try:
+with mcp_required():
     import anyio.to_thread
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
     from pydantic import BaseModel
-except ModuleNotFoundError as exc:  # the [mcp] extra is not installed
-    if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types"):
-        raise
-    raise ModuleNotFoundError(MCP_INSTALL_HINT, name="mcp") from exc
 
 __all__ = ["FileCacheMiddleware", "ToolSpec"]
 

@@ -19,7 +19,6 @@ Invariants:
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import logging
 import os
@@ -37,15 +36,15 @@ from filecache.errors import ConfigError, FileCacheError, OutsideRootError, Path
 from filecache.render import mcp_instructions
 
 from .mcp_sessions import (
-    MCP_INSTALL_HINT,
     Connections,
     RefWindow,
     connection_key,
+    mcp_required,
     new_session_id,
     session_events,
 )
 
-try:
+with mcp_required():
     import anyio
     import anyio.to_thread
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -58,17 +57,10 @@ try:
         ToolAnnotations,
     )
     from pydantic import Field
-except ModuleNotFoundError as exc:  # the [mcp] extra is not installed
-    if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types"):
-        raise
-    raise ModuleNotFoundError(MCP_INSTALL_HINT, name="mcp") from exc
 
 __all__ = ["FileCacheServer", "ServeOptions", "build_server", "serve"]
 
 log = logging.getLogger("filecache.mcp")
-
-_READ_ACCEPTS = frozenset(inspect.signature(Session.read).parameters)
-"""``Session.read`` gains ``symbol=`` and ``mode="outline"`` with outlines; pass what it takes."""
 
 _ROOTS_TIMEOUT = 5.0  # seconds to wait for the client's roots/list answer
 
@@ -403,22 +395,12 @@ def build_server(options: ServeOptions) -> MCPServer[Any]:
             ),
         ] = False,
     ) -> CallToolResult:
-        extra: dict[str, Any] = {}
-        if "mode" in _READ_ACCEPTS:
-            extra["mode"] = mode
-        elif mode != "auto":
-            return _error(f"mode {mode!r} is not available in this filecache version; use 'auto'")
-        if symbol is not None:
-            if "symbol" not in _READ_ACCEPTS:
-                return _error(
-                    "symbol reads are not available in this filecache version; "
-                    "read the file (or a line range) instead"
-                )
-            extra["symbol"] = symbol
         return await state.call(
             ctx,
             path,
-            lambda s: s.read(path, offset=offset, limit=limit, fresh=fresh, **extra),
+            lambda s: s.read(
+                path, offset=offset, limit=limit, mode=mode, symbol=symbol, fresh=fresh
+            ),
         )
 
     async def write_file(

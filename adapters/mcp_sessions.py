@@ -17,7 +17,8 @@ import secrets
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -28,6 +29,7 @@ __all__ = [
     "Connections",
     "RefWindow",
     "connection_key",
+    "mcp_required",
     "new_session_id",
     "session_events",
 ]
@@ -38,6 +40,18 @@ _SESSION_HEADER = "mcp-session-id"
 _MAX_CONNECTIONS = 1024  # connection states kept (HTTP); the least recently used go first
 
 T = TypeVar("T")
+
+
+@contextmanager
+def mcp_required() -> Iterator[None]:
+    """Around the MCP SDK's imports: a missing SDK raises ``ModuleNotFoundError`` (name
+    ``mcp``) with ``MCP_INSTALL_HINT``; any other missing module is raised as it is."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:  # the [mcp] extra is not installed
+        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types"):
+            raise
+        raise ModuleNotFoundError(MCP_INSTALL_HINT, name="mcp") from exc
 
 
 def connection_key(request: object) -> str | None:

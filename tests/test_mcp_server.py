@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import os
 import socket
 import subprocess
@@ -19,7 +18,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.types import RootsListChangedNotification
 from mcp_client import http_session, meta_of, serve_args, stdio_session, text_of
 
-from filecache import Session, instructions
+from filecache import instructions
 
 pytestmark = pytest.mark.anyio
 TEST_TIMEOUT = 60.0
@@ -366,8 +365,6 @@ def test_connection_keys() -> None:
 async def test_outline_and_symbol_reads_pass_through(
     root: Path, store_path: Path, errlog: Path
 ) -> None:
-    if "symbol" not in inspect.signature(Session.read).parameters:
-        pytest.skip("this filecache has no symbol reads yet")
     with anyio.fail_after(TEST_TIMEOUT):
         async with stdio_session(_serve(root, store_path), errlog) as client:
             outline = await client.call_tool("read_file", {"path": "src/app.py", "mode": "outline"})
