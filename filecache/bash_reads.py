@@ -140,9 +140,7 @@ def _serve(session: Session, read: BashRead, call_id: str | None) -> str:
         read.path, offset=offset, limit=limit, mode="full", numbered=read.numbered,
         call_id=call_id,
     )  # fmt: skip
-    if result.kind not in ("full", "partial"):
-        return result.text
-    if not read.numbered:
+    if result.kind not in ("full", "partial") or not read.numbered:
         return result.text
     body = result.text.split("\n", 1)[1] if "\n" in result.text else ""
     return body.replace("\n\\ No newline at end of file\n", "\n")

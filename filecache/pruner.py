@@ -67,8 +67,8 @@ def transcript_session_id(transcript: Transcript) -> str:
     return "transcript-" + version_of((first + "\n" + opening).encode("utf-8"))[5:21]
 
 
-def _strip_numbers(text: str) -> tuple[str, int] | None:
-    """Source text and first line number of a ``cat -n`` style read result, else None.
+def _strip_numbers(text: str) -> str | None:
+    """The source text of a ``cat -n`` style read result, else None.
 
     Up to two leading lines that are not numbered (a header such as filecache's, or SWE-agent's
     "Here's the result of running `cat -n`...") are skipped.
@@ -87,7 +87,7 @@ def _strip_numbers(text: str) -> tuple[str, int] | None:
             return None
         first = number if first is None else first
         source.append(rest)
-    return ("\n".join(source) + "\n", first) if first is not None else None
+    return "\n".join(source) + "\n" if first is not None else None
 
 
 def _numbered(line: str) -> tuple[int | None, str]:
@@ -114,10 +114,9 @@ def outline_callback(session: Session | None) -> Callable[[ResultInfo], str | No
                 pass
         if info.start != 1:
             return None
-        recovered = _strip_numbers(info.text)
-        if recovered is None:
+        source = _strip_numbers(info.text)
+        if source is None:
             return None
-        source, _ = recovered
         outline = build_outline(source.encode("utf-8"), language_for_path(info.path))
         if not outline.definitions:
             return None
@@ -156,11 +155,11 @@ def prune_messages(
     sid = session.id if session is not None else (session_id or transcript_session_id(transcript))
     if count is None:
         count = TokenMemo(session.cache.tokens if session else TokenCounter())
+    texts = {r.call_id: r.text for r in transcript.results()}
     prior = store.projections(sid) if store is not None else {}
     if store is not None and prior:
         # Only this conversation's: a derived (or reused) session id can be shared by another
         # one with the same opening and call ids; its projections must not replace our results.
-        texts = {r.call_id: r.text for r in transcript.results()}
         prior = {
             cid: (tier, text)
             for cid, (tier, text) in prior.items()
@@ -173,15 +172,13 @@ def prune_messages(
         plan = plan_prune(
             transcript, ledger, policy, count, outline_for=outline_callback(session), prior=prior
         )
-        if plan.actions:
-            originals = {r.call_id: r.text for r in transcript.results()}
-            for action in plan.actions:
-                if store is not None:
-                    store.archive_put(sid, action.call_id, originals[action.call_id])
-                    store.projection_put(
-                        sid, action.call_id, action.tier, action.text,
-                        action.tokens_before, action.tokens_after,
-                    )  # fmt: skip
+        for action in plan.actions:
+            if store is not None:
+                store.archive_put(sid, action.call_id, texts[action.call_id])
+                store.projection_put(
+                    sid, action.call_id, action.tier, action.text,
+                    action.tokens_before, action.tokens_after,
+                )  # fmt: skip
         if session is not None and plan.replacements:
             # Every result the request shows changed, new or sticky (a projection from an earlier
             # pass or process), and writes/edits too: the arguments say what the model wrote, but
