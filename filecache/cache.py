@@ -214,8 +214,8 @@ class FileCache:
     ) -> str:
         """The rendered outline of a stored version, at most a fifth of the file's tokens.
 
-        Cached in the store by (version, outline revision, path): the pruning pass calls this
-        for its middle tier, and a second call costs no parse.
+        Cached in the store by (version, outline revision, path, token budget): the pruning pass
+        calls this for its middle tier, and a second call costs no parse.
         """
         from .outline import OUTLINE_VERSION, render_outline  # on first use (see outline_of)
 

@@ -11,6 +11,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Sequence
 
+from .diffing import Opcode
 from .errors import EditError, MarkerError, RangeError
 from .render import MARKERS
 from .views import Piece
@@ -43,9 +44,7 @@ def line_range(rel: str, total: int, offset: int | None, limit: int | None) -> t
     return start, end
 
 
-def old_span(
-    ops: Sequence[tuple[str, int, int, int, int]], start: int, end: int
-) -> tuple[int, int]:
+def old_span(ops: Sequence[Opcode], start: int, end: int) -> tuple[int, int]:
     """Lines ``start..end`` of the new side as a 1-based range of the old side."""
 
     def old_line(x: int, first: bool) -> int:

@@ -90,13 +90,13 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             return tuple(str(p) for p in value)
         if value is None:
             return None
-        if kind in ("bool",):
+        if kind == "bool":
             if isinstance(value, str):
                 return _BOOLEAN[value.strip().lower()]
             return bool(value)
-        if kind in ("int",):
+        if kind == "int":
             return int(value)
-        if kind in ("float",):
+        if kind == "float":
             return float(value)
         return str(value)
     except (TypeError, ValueError, KeyError) as exc:
