@@ -21,7 +21,9 @@ from typing import Any
 
 from ..errors import TranscriptError
 
-__all__ = ["changed_paths", "load_json", "read_log", "relative_path", "trace_name"]
+__all__ = [
+    "changed_paths", "content_text", "load_json", "read_log", "relative_path", "trace_name",
+]  # fmt: skip
 
 _READ_ONLY = frozenset(
     "cat nl head tail grep egrep fgrep rg ag ls ll find wc file stat diff cmp less more echo "
@@ -56,6 +58,13 @@ def load_json(path: Path) -> Any:
         return json.loads(read_log(path))
     except json.JSONDecodeError as exc:
         raise TranscriptError(f"{path}: not JSON ({exc})") from exc
+
+
+def content_text(content: Any) -> str:
+    """A chat message's content as text: a string, or the ``text`` of its parts joined."""
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)
 
 
 def trace_name(path: Path) -> str:

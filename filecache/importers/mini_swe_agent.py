@@ -18,13 +18,12 @@ repository, so ``files/`` is rebuilt from what the reads show (``trace.py``).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..bash_reads import BashRead, parse_read
 from ..errors import TranscriptError
-from .logs import changed_paths, load_json, relative_path, trace_name
+from .logs import changed_paths, content_text, load_json, relative_path, trace_name
 from .trace import FileCall, Recorded, Shown, tool_call
 
 __all__ = ["parse_mini_swe_agent"]
@@ -91,13 +90,6 @@ def _read_args(read: BashRead, path: str, command: str) -> dict[str, Any]:
     return args
 
 
-def _content(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return "" if content is None else str(content)
-
-
 def parse_mini_swe_agent(path: Path) -> Recorded:
     """Parse one ``.traj.json`` (plain or gzipped) into a ``Recorded`` session.
 
@@ -121,7 +113,7 @@ def parse_mini_swe_agent(path: Path) -> Recorded:
     n = 0
     i = 0
     while i < len(raw):
-        message, text = raw[i], _content(raw[i])
+        message, text = raw[i], content_text(raw[i].get("content"))
         blocks = _BLOCK.findall(text) if message.get("role") == "assistant" else []
         if len(blocks) != 1:
             messages.append({"role": str(message.get("role", "user")), "content": text})
@@ -133,7 +125,7 @@ def parse_mini_swe_agent(path: Path) -> Recorded:
         reasoning = _BLOCK.sub("", text, count=1).strip()
         read = parse_read(command)
         rel = relative_path(read.path, cwd) if read is not None and read.tail is None else None
-        result = _content(raw[i + 1]) if i + 1 < len(raw) else None
+        result = content_text(raw[i + 1].get("content")) if i + 1 < len(raw) else None
         if read is not None and rel is not None:
             name, args = "read_file", _read_args(read, rel, command)
             if result is not None:

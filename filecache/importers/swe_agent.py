@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TranscriptError
-from .logs import changed_paths, load_json, relative_path, trace_name
+from .logs import changed_paths, content_text, load_json, relative_path, trace_name
 from .trace import FileCall, Recorded, Shown, tool_call
 
 __all__ = ["parse_swe_agent"]
@@ -47,12 +47,6 @@ _FLAGS = {
     "--new_str": "new_str",
     "--insert_line": "insert_line",
 }
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return "" if content is None else str(content)
 
 
 def _editor_args(action: str) -> dict[str, Any] | None:
@@ -186,7 +180,7 @@ def parse_swe_agent(path: Path) -> Recorded:
     for role in ("system", "user"):
         first = next((m for m in history if m.get("role") == role), None)
         if first is not None:
-            messages.append({"role": role, "content": _text(first.get("content"))})
+            messages.append({"role": role, "content": content_text(first.get("content"))})
     actions = [m for m in history if m.get("role") == "assistant"]
     steps = [s for s in data["trajectory"] if isinstance(s, dict) and s.get("action")]
     recorded = Recorded(trace_name(path), f"swe-agent: {Path(path).name}", messages)
