@@ -108,6 +108,13 @@ def check_markers(rel: str, old: str, new: str) -> None:
             )
 
 
+def _crlf(s: str, keep_first_lf: bool) -> str:
+    """``s`` with every lone LF made CRLF (a leading one kept when ``keep_first_lf``)."""
+    if keep_first_lf and s.startswith("\n"):
+        return "\n" + _LONE_LF.sub("\r\n", s[1:])
+    return _LONE_LF.sub("\r\n", s)
+
+
 def apply_edit(
     rel: str, text: str, old: str, new: str, replace_all: bool
 ) -> tuple[str, list[Piece], int]:
@@ -118,8 +125,10 @@ def apply_edit(
         raise EditError(f"{rel}: old_string and new_string are the same; nothing to change")
     if "\r\n" in text and text.count("\n") == text.count("\r\n"):
         # A CRLF file edited with LF strings: match and write CRLF, as the file has (also
-        # for a new_string that adds lines to an old_string without any).
-        old, new = _LONE_LF.sub("\r\n", old), _LONE_LF.sub("\r\n", new)
+        # for a new_string that adds lines to an old_string without any). An old_string that
+        # starts at the LF of a CRLF names no CR: that LF (and a new_string's first) stays.
+        at_lf = old.startswith("\n")
+        old, new = _crlf(old, at_lf), _crlf(new, at_lf)
     count = text.count(old)
     if count == 0 and "\r\n" in text and "\n" in old and "\r\n" not in old:
         # Mixed line endings: an LF old_string may still match a CRLF stretch.

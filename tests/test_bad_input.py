@@ -94,8 +94,10 @@ def test_crlf_read_shows_cr_hashes_bytes_and_write_round_trips(
         ("alpha\nbeta\n", "ALPHA\nBETA\nextra\n", b"ALPHA\r\nBETA\r\nextra\r\ngamma\r\n"),
         ("beta", "beta\nbeta 2", b"alpha\r\nbeta\r\nbeta 2\r\ngamma\r\n"),
         ("beta\r\n", "", b"alpha\r\ngamma\r\n"),
+        ("\nbeta", "\nBETA\nmore", b"alpha\r\nBETA\r\nmore\r\ngamma\r\n"),
+        ("\nbeta", " beta", b"alpha\r beta\r\ngamma\r\n"),
     ],
-    ids=["lf-strings", "lf-only-in-new", "crlf-strings"],
+    ids=["lf-strings", "lf-only-in-new", "crlf-strings", "from-the-lf", "from-the-lf-no-cr"],
 )
 def test_crlf_edit_with_lf_strings_keeps_crlf(
     cache: FileCache, root: Path, old: str, new: str, expected: bytes
