@@ -57,12 +57,13 @@ def wrap_read_tool(session: Session, fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, call_id: str | None = None, **kwargs: Any) -> Any:
-        fresh = bool(kwargs.get("fresh", False)) if own_fresh else bool(kwargs.pop("fresh", False))
+        popped = False if own_fresh else bool(kwargs.pop("fresh", False))
         output = fn(*args, **kwargs)
         if not isinstance(output, str) or "\x00" in output:
             return output  # not text that lines can carry (a NUL is the no-final-newline mark)
         arguments = _bound(fn, args, kwargs)
-        arguments.pop("fresh", None)
+        own = arguments.pop("fresh", False)  # fn's own flag, by keyword or by position
+        fresh = bool(own) if own_fresh else popped
         key = f"{fn.__qualname__}{json.dumps(arguments, sort_keys=True, default=str)}"
         path = _path_of(arguments)
         return session.answer_output(key, path, output, fresh=fresh, call_id=call_id).text

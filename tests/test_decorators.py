@@ -76,7 +76,8 @@ def test_a_function_taking_fresh_gets_it(session: Session, root: Path) -> None:
     read_file("notes.txt")
     assert "unchanged" in read_file("notes.txt")
     assert "unchanged" not in read_file("notes.txt", fresh=True)
-    assert seen == [False, False, True]
+    assert "unchanged" not in read_file("notes.txt", True)  # by position too
+    assert seen == [False, False, True, True]
 
 
 def test_same_arguments_positional_or_keyword_share_a_view(
