@@ -193,7 +193,8 @@ def cached_outline(
 
 
 def _normalise(name: str) -> str:
-    return ".".join(part for part in name.strip().replace("::", ".").replace("#", ".").split("."))
+    parts = name.strip().replace("::", ".").replace("#", ".").split(".")
+    return ".".join(part for part in parts if part)
 
 
 def _best_of_group(group: list[Definition]) -> list[Definition]:

@@ -410,6 +410,8 @@ def test_find_symbol_unqualified_and_qualified() -> None:
     assert lines[pop.end_line - 1] == "}"
     assert find_symbol(outline, "Queue::Pop") == pop
     assert find_symbol(outline, " Stack.Pop ").qualified_name == "Stack.Pop"
+    for spelled in ("::TryPop", "#TryPop", "Queue..TryPop"):  # empty scope parts are dropped
+        assert find_symbol(outline, spelled).qualified_name == "Queue.TryPop", spelled
 
 
 def test_find_symbol_ambiguous_lists_candidates_with_ranges() -> None:
