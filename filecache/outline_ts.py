@@ -266,6 +266,12 @@ def _broken_header(node: Node, body_start: int) -> bool:
     return False
 
 
+def _line_end(source: bytes, at: int, limit: int) -> int:
+    """Where the line holding ``at`` ends, but not past ``limit``."""
+    newline = source.find(b"\n", at)
+    return limit if newline < 0 else min(newline, limit)
+
+
 def _signature(source: bytes, raw: _Raw, name: str, implicit: frozenset[str]) -> str:
     start = raw.start_byte
     if raw.kind == "heading":
@@ -273,18 +279,15 @@ def _signature(source: bytes, raw: _Raw, name: str, implicit: frozenset[str]) ->
             underline = raw.node.child_by_field_name("underline") or raw.node.children[-1]
             marker = "#" if "h1" in underline.type else "##"
             return shorten_signature(f"{marker} {name}", 0)
-        line_end = source.find(b"\n", raw.node.start_byte)
-        end = raw.node.end_byte if line_end < 0 else min(line_end, raw.node.end_byte)
+        end = _line_end(source, raw.node.start_byte, raw.node.end_byte)
         return shorten_signature(one_line(_text(source, raw.node.start_byte, end)), 0)
     if raw.body is not None and raw.body.end_byte <= raw.name.start_byte:
         # The name follows the body (C ``typedef struct {...} name``).
         before = one_line(_strip_comments(source, raw, start, raw.body.start_byte))
-        line_end = source.find(b"\n", raw.name.end_byte)
-        end = raw.node.end_byte if line_end < 0 else min(line_end, raw.node.end_byte)
+        end = _line_end(source, raw.name.end_byte, raw.node.end_byte)
         after = one_line(_text(source, raw.body.end_byte, end)).rstrip(" ;,")
         return shorten_signature(f"{before} {_container_mark(raw.body)} {after}", 0)
-    line_end = source.find(b"\n", raw.name.end_byte)
-    name_line_end = raw.node.end_byte if line_end < 0 else min(line_end, raw.node.end_byte)
+    name_line_end = _line_end(source, raw.name.end_byte, raw.node.end_byte)
     if raw.body is not None and raw.body.start_byte >= raw.name.end_byte:
         end = raw.body.start_byte
         if raw.node.has_error and _broken_header(raw.node, raw.body.start_byte):
