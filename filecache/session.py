@@ -525,7 +525,10 @@ class Session:
         notice = outside_notices(self, cid, loc.rel) if self._outside else ""
         version = version_of(data)
         lines = split_lines(text)
-        storable = not self.cache.denied(loc.rel)
+        # as for reads: denied files and files over max_file_bytes are never stored
+        storable = (
+            not self.cache.denied(loc.rel) and len(data) <= self.cache.settings.max_file_bytes
+        )
         self.cache.remember(version, lines, storable)
         message = notice + render_write(loc.rel, kind, version, len(lines), detail)
         tokens = self.cache.count(message)
