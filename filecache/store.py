@@ -263,9 +263,9 @@ class MemoryStore:
 
     def events(self, session_id: str, after: int | None = None) -> list[Event]:
         with self._lock:
+            stored = self._events.get(session_id, {}).values()
             return sorted(
-                (e for e in self._events.get(session_id, {}).values() if after is None or e.seq > after),
-                key=lambda e: e.seq,
+                (e for e in stored if after is None or e.seq > after), key=lambda e: e.seq
             )
 
     def head(self, session_id: str) -> int:
