@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING
 from .errors import ContentError, FileCacheError, MissingFileError
 from .fsio import read_bytes
 from .hashing import version_of
+from .planner import ReadRequest, plan_read
 from .render import render_outside_change
+from .results import Kind
 
 if TYPE_CHECKING:
     from .session import Session, _Turn
@@ -70,7 +72,15 @@ def _notice(session: Session, turn: _Turn, path: str, call_id: str) -> str:
         return render_outside_change(path, held, version, None)
     total = len(src.lines)
     plain = cache.plain_tokens(src, 1, total)
-    answer = session._cached_answer(view, src, 1, total, call_id, plain)
-    if answer is not None and answer[0] == "diff":
-        return render_outside_change(path, held, version, answer[1])
+    request = ReadRequest(
+        src=src, start=1, end=total, call_id=call_id, seq=turn.next_seq(), plain=plain
+    )
+    decision = plan_read(
+        request, view, bases=session._bases(view, version), call_seq=session._call_seq,
+        count=cache.count, diff_max_ratio=cache.settings.diff_max_ratio,
+        max_versions=cache.settings.versions_per_path,
+    )  # fmt: skip
+    if decision.kind == Kind.DIFF:
+        turn.views[path] = decision.view
+        return render_outside_change(path, held, version, decision.text)
     return render_outside_change(path, held, version, None)

@@ -23,9 +23,11 @@ __all__ = [
     "render_file_ref",
     "render_cleared",
     "render_outline_answer",
+    "render_outline_ref",
     "render_outside_change",
     "render_outlined",
     "render_truncated",
+    "render_undone_edit",
     "render_result_tag",
     "render_write",
 ]
@@ -52,13 +54,29 @@ def _span(start: int, end: int, total: int) -> str:
 
 
 def render_file_ref(
-    path: str, version: str, start: int, end: int, total: int, base_call_id: str
+    path: str, version: str, start: int, end: int, total: int, base: str | Sequence[str]
 ) -> str:
-    """The answer for a read whose lines the model already holds at the current version."""
+    """The answer for a read whose lines the model already holds at the current version;
+    ``base`` names the result (or results, in line order) that show them."""
+    names = [base] if isinstance(base, str) else list(base)
+    which = f"result {names[0]}" if len(names) == 1 else "results " + " and ".join(names)
     return (
-        f"{MARKER} {path} unchanged since your result {base_call_id} "
+        f"{MARKER} {path} unchanged since your {which} "
         f"({_span(start, end, total)}, xxh3 {short_version(version)}).\n{HINT_REF}\n"
     )
+
+
+def render_outline_ref(path: str, version: str, line_count: int, call_id: str) -> str:
+    """A whole-file read of a version whose outline the model still has: refer to it."""
+    return (
+        f"{MARKER} {path} outline unchanged since your result {call_id} ({line_count} lines, "
+        f"xxh3 {short_version(version)}).\n{HINT_REF}\n"
+    )
+
+
+def render_undone_edit(path: str, call_id: str) -> str:
+    """Before the answer for a file that no longer holds the model's own edit ``call_id``."""
+    return f"{MARKER} {path}: your change {call_id} is no longer on disk (undone outside).\n"
 
 
 def render_diff(
@@ -92,7 +110,9 @@ def render_diff(
     return head + body + HINT_DIFF + "\n"
 
 
-_REFERENCE = re.compile(rf"{re.escape(MARKER)} .* (unchanged|changed) since your result (\S+) \(")
+_REFERENCE = re.compile(
+    rf"{re.escape(MARKER)} .* (unchanged|changed) since your results? (\S+?)(?: and \S+)* \("
+)
 
 
 def answer_of(text: str) -> tuple[str, str | None]:

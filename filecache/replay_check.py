@@ -36,7 +36,8 @@ _HEADER = re.compile(
 )
 _NUMBERED = re.compile(r"^ *(\d+)\t")
 _REF = re.compile(
-    r"^\[filecache\] (?P<path>.+?) unchanged since your result (?P<base>\S+) \((?P<span>.+), "
+    r"^\[filecache\] (?P<path>.+?) unchanged since your results? (?P<base>\S+?(?: and \S+?)*) "
+    r"\((?P<span>.+), "
     r"xxh3 (?P<tag>[0-9a-f]+)\)\.$"
 )
 _DIFF = re.compile(
@@ -48,7 +49,7 @@ _SPAN = re.compile(
 )
 _OLD_SPAN = re.compile(r"\(lines (?P<x>\d+)-(?P<y>\d+) of your version\)")
 _NO_NEWLINE = "\\ No newline at end of file"
-_BASE = re.compile(r"since your result (\S+) ")
+_BASE = re.compile(r"since your results? (\S+?(?: and \S+?)*) \(")
 
 Lines = dict[int, str]  # line number -> text with its "\n" (none on an unterminated last line)
 
@@ -400,11 +401,11 @@ def dangling_refs(
         if found is None:
             out[cid] = "names no base"
             continue
-        base = found.group(1)
-        based = calls.get(base)
-        if based is None or base not in sent:
-            out[cid] = f"base {base} is missing"
-        elif based.tool == "read_file" and sent[base] != based.text:
-            out[cid] = f"base {base} is pruned"
+        for base in found.group(1).split(" and "):  # a FileRef may name several results
+            based = calls.get(base)
+            if based is None or base not in sent:
+                out[cid] = f"base {base} is missing"
+            elif based.tool == "read_file" and sent[base] != based.text:
+                out[cid] = f"base {base} is pruned"
         # an edit or write is known from its call's arguments, whatever its result became
     return out

@@ -7,10 +7,26 @@ sends content (the replay baseline uses the same), so savings compare like with 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from .text import render_lines
 
-__all__ = ["ReadResult", "Source", "WriteResult", "content_text"]
+__all__ = ["Kind", "ReadResult", "Source", "WriteResult", "content_text"]
+
+
+class Kind(StrEnum):
+    """The kind of an answer (and of a ledger row); equal to its plain string value."""
+
+    FULL = "full"
+    PARTIAL = "partial"
+    UNCHANGED = "unchanged"
+    DIFF = "diff"
+    OUTLINE = "outline"
+    SYMBOL = "symbol"
+    WRITTEN = "written"
+    EDITED = "edited"
+    CHANGED = "changed"
+    ERROR = "error"
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from .diffing import diff_lines, equal_blocks, hunks_touching, unified_hunks
 from .edits import (
     MAX_LANDINGS,
     apply_edit,
@@ -41,7 +40,6 @@ from .edits import (
     describe_landings,
     landings,
     line_range,
-    old_span,
 )
 from .errors import (
     ConflictError,
@@ -56,11 +54,19 @@ from .fsio import Located, read_bytes, write_bytes
 from .hashing import args_hash, version_of
 from .ledger import Ledger, build_ledger
 from .outside import outside_notices
-from .render import render_diff, render_file_ref, render_outline_answer, render_write
-from .results import ReadResult, Source, WriteResult, content_text
+from .planner import (
+    ReadDecision,
+    ReadRequest,
+    diff_bases,
+    plan_outline,
+    plan_read,
+    wants_outline,
+)
+from .render import render_write
+from .results import Kind, ReadResult, Source, WriteResult
 from .store import Event, Intent
 from .text import decode_text, split_lines
-from .views import Facts, PathView, map_through_edit
+from .views import Facts, PathView, Span, map_through_edit
 
 if TYPE_CHECKING:
     from .cache import FileCache
@@ -70,7 +76,6 @@ __all__ = ["MODES", "Session"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_DIFF_CANDIDATES = 2  # held versions tried as a diff base, newest first
 MODES = ("auto", "full", "outline")
 
 
@@ -158,7 +163,7 @@ class Session:
         data = read_bytes(loc, None if ranged else self.cache.settings.max_file_bytes)
         src = self._source_from_bytes(loc, data, numbered)
         if mode == "outline":
-            return self._answer_outline(turn, src, cid, large=False)
+            return self._answer_outline(turn, src, cid, fresh, large=False)
         label = None
         if symbol is not None:
             from .outline import find_symbol  # on first use (see FileCache.outline_of)
@@ -187,12 +192,10 @@ class Session:
         loc = self.cache.locate(path)
         cid = self._call_id(call_id)
 
-        def plan(
-            old: str | None, before: str | None
-        ) -> tuple[str, list[tuple[int, int, frozenset[str]]], str]:
+        def plan(old: str | None, before: str | None) -> tuple[str, list[Span], str]:
             check_markers(loc.rel, old or "", content)
             count = len(split_lines(content))
-            return content, ([(1, count, frozenset([cid]))] if count else []), ""
+            return content, ([(1, count, (frozenset([cid]),))] if count else []), ""
 
         return self._change(loc, cid, "written", plan, [content], must_exist=False)
 
@@ -238,9 +241,7 @@ class Session:
         pairs: Sequence[tuple[str, str]],
         replace_all: bool,
     ) -> _Plan:
-        def plan(
-            old: str | None, before: str | None
-        ) -> tuple[str, list[tuple[int, int, frozenset[str]]], str]:
+        def plan(old: str | None, before: str | None) -> tuple[str, list[Span], str]:
             if old is None:
                 raise EditError(f"{loc.rel}: not a text file filecache can edit; use write")
             turn = self._current
@@ -279,13 +280,7 @@ class Session:
     def held_call_ids(self) -> set[str]:
         """Every call id that some fact of the model's view relies on."""
         with self._turn():
-            return {
-                cid
-                for view in self._views.values()
-                for facts in view.versions.values()
-                for _, _, deps in facts.spans
-                for cid in deps
-            }
+            return set().union(*(view.call_ids() for view in self._views.values()))
 
     def sync(self, transcript: Transcript) -> set[str]:
         """Reconcile with a transcript changed elsewhere (compaction, rewind, server clearing).
@@ -432,127 +427,75 @@ class Session:
         label: str | None = None,
         may_outline: bool = False,
     ) -> ReadResult:
-        total = len(src.lines)
+        settings = self.cache.settings
         plain = self.cache.plain_tokens(src, start, end)
-        if (
-            may_outline
-            and plain > self.cache.settings.outline_threshold
-            and not fresh  # fresh=true is the recovery path every FileRef names: content
-            and not self._holds(turn, src, start, end)
+        probe = ReadRequest(src=src, start=start, end=end, call_id=cid, seq=0, plain=plain,
+                            fresh=fresh, label=label)  # fmt: skip
+        if wants_outline(
+            probe, turn.view(src.key), settings.outline_threshold, may_outline=may_outline
         ):
-            return self._answer_outline(turn, src, cid, large=True)
+            return self._answer_outline(turn, src, cid, fresh, large=True)
         notice = outside_notices(self, turn, cid, src.key) if self._outside else ""
-        seq = turn.next_seq()
-        turn.seen[src.key] = src.version
+        request = ReadRequest(src=src, start=start, end=end, call_id=cid, seq=turn.next_seq(),
+                              plain=plain, fresh=fresh, label=label)  # fmt: skip
         view = turn.view(src.key)
-        answer = (
-            None
-            if fresh or view is None
-            else self._cached_answer(view, src, start, end, cid, plain)
-        )
-        if answer is None:
-            text = content_text(src, start, end, label)
-            kind = "symbol" if label else "full" if start == 1 and end == total else "partial"
-            base = base_version = None
-            relied: frozenset[str] = frozenset()
-            view = view or turn.new_view(src.key)
-            view.facts_for(src.version, total, seq).add(start, end, frozenset([cid]))
-            tokens = self.cache.count(text) if label else plain
-        else:
-            kind, text, base, base_version, tokens, relied = answer
+        decision = plan_read(
+            request, view, bases=self._bases(view, src.version), call_seq=self._call_seq,
+            count=self.cache.count, diff_max_ratio=settings.diff_max_ratio,
+            max_versions=settings.versions_per_path,
+        )  # fmt: skip
+        return self._answered(turn, request, decision, notice)
+
+    def _answered(
+        self, turn: _Turn, request: ReadRequest, decision: ReadDecision, notice: str
+    ) -> ReadResult:
+        """Log the decision in the turn and return its result (the view becomes the turn's)."""
+        src = request.src
+        turn.views[src.key] = decision.view
+        turn.seen[src.key] = src.version
+        text, tokens = decision.text, decision.tokens
         if notice:
             text, tokens = notice + text, tokens + self.cache.count(notice)
+        start, end = (1, len(src.lines)) if decision.kind == Kind.OUTLINE else (
+            request.start, request.end)  # fmt: skip
         turn.log(
-            cid, "read", src.path, start=start, end=end, version=src.version,
-            base_version=base_version, kind=kind, base_call_id=base, tokens=tokens,
-            tokens_full=plain, text_hash=version_of(text.encode("utf-8")),
-            deps=tuple(sorted(relied)),
+            request.call_id, "read", src.path, start=start, end=end, version=src.version,
+            base_version=decision.base_version, kind=str(decision.kind),
+            base_call_id=decision.base_call_id, tokens=tokens, tokens_full=request.plain,
+            text_hash=version_of(text.encode("utf-8")), deps=tuple(sorted(decision.relied)),
         )  # fmt: skip
         return ReadResult(
-            kind, text, src.path, src.version, cid, base, tokens, plain, start, end, total
-        )
+            str(decision.kind), text, src.path, src.version, request.call_id,
+            decision.base_call_id, tokens, request.plain, start, end, len(src.lines),
+        )  # fmt: skip
 
-    def _holds(self, turn: _Turn, src: Source, start: int, end: int) -> bool:
-        """Whether the model holds ``start..end`` of some version (a ref or diff may do)."""
-        view = turn.view(src.key)
-        return view is not None and any(f.covering(start, end) for f in view.recent())
+    def _bases(self, view: PathView | None, version: str) -> dict[str, list[str]]:
+        """The lines of the held versions a diff to ``version`` may start from (when stored)."""
+        out = {}
+        for held in diff_bases(view, version):
+            lines = self.cache.lines_of(held)
+            if lines is not None:
+                out[held] = lines
+        return out
 
-    def _answer_outline(self, turn: _Turn, src: Source, cid: str, *, large: bool) -> ReadResult:
+    def _answer_outline(
+        self, turn: _Turn, src: Source, cid: str, fresh: bool, *, large: bool
+    ) -> ReadResult:
         total = len(src.lines)
         plain = self.cache.plain_tokens(src, 1, total)
-        outline_text = self.cache.outline_text(src.version, src.path, src.lines, plain)
         notice = outside_notices(self, turn, cid, src.key) if self._outside else ""
-        text = notice + render_outline_answer(outline_text, large=large, tokens_full=plain)
-        tokens = self.cache.count(text)
-        turn.log(
-            cid, "read", src.path, start=1, end=total, version=src.version, kind="outline",
-            tokens=tokens, tokens_full=plain, text_hash=version_of(text.encode("utf-8")),
-        )  # fmt: skip
-        return ReadResult(
-            "outline", text, src.path, src.version, cid, None, tokens, plain, 1, total, total
+        view = turn.view(src.key)
+        request = ReadRequest(src=src, start=1, end=total, call_id=cid, seq=turn.next_seq(),
+                              plain=plain, fresh=fresh)  # fmt: skip
+        held = view is not None and not fresh and src.version in view.outlines
+        outline_text = (
+            None if held else self.cache.outline_text(src.version, src.path, src.lines, plain)
         )
-
-    def _cached_answer(
-        self, view: PathView, src: Source, start: int, end: int, cid: str, plain: int
-    ) -> tuple[str, str, str, str, int, frozenset[str]] | None:
-        """``(kind, text, base call id, base version, tokens, every call id relied on)``."""
-        total = len(src.lines)
-        current = view.get(src.version)
-        deps = current.covering(start, end) if current else None
-        if deps and current is not None:
-            base = self._newest(deps)
-            text = render_file_ref(src.path, src.version, start, end, total, base)
-            tokens = self.cache.count(text)
-            if tokens >= plain:
-                return None  # a reference no smaller than the content: send the content
-            view.facts_for(src.version, total, self._seq)
-            return "unchanged", text, base, src.version, tokens, deps
-        tried = 0
-        for held in view.recent():
-            if held.version == src.version:
-                continue
-            if tried == _DIFF_CANDIDATES:
-                break
-            tried += 1
-            old_lines = self.cache.lines_of(held.version)
-            if old_lines is None:
-                continue
-            ops = diff_lines(old_lines, src.lines)
-            blocks = equal_blocks(ops)
-            need: set[str] = set()
-            for a0, b0, size in blocks:
-                lo, hi = max(b0 + 1, start), min(b0 + size, end)
-                if lo > hi:
-                    continue
-                have = held.covering(lo - b0 + a0, hi - b0 + a0)
-                if have is None:
-                    break
-                need |= have
-            else:
-                if not need:
-                    continue
-                whole = start == 1 and end == total
-                hunks = unified_hunks(old_lines, src.lines, ops)
-                if not whole:
-                    hunks = hunks_touching(hunks, start, end)
-                base = self._newest(need)
-                mapped = None if whole else old_span(ops, start, end)
-                text = render_diff(
-                    src.path, base, held.version, src.version, hunks, (start, end, total), mapped
-                )
-                tokens = self.cache.count(text)
-                if tokens > self.cache.settings.diff_max_ratio * plain:
-                    continue
-                facts = view.facts_for(src.version, total, self._seq)
-                keep = [(start, end)] + [(h.b_start, h.b_start + h.b_len - 1) for h in hunks]
-                carried = _scratch(held.map_blocks(blocks, frozenset([cid])), total)
-                carried.restrict(sorted(keep))
-                for s, e, d in carried.spans:
-                    facts.add(s, e, d)
-                for h in hunks:
-                    facts.add(h.b_start, h.b_start + h.b_len - 1, frozenset([cid]))
-                return "diff", text, base, held.version, tokens, frozenset(need)
-        return None
+        decision = plan_outline(
+            request, view, outline_text, self.cache.count, large=large,
+            max_versions=self.cache.settings.versions_per_path,
+        )  # fmt: skip
+        return self._answered(turn, request, decision, notice)
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -619,7 +562,7 @@ class Session:
         data: bytes,
         text: str,
         before: str | None,
-        spans: list[tuple[int, int, frozenset[str]]],
+        spans: list[Span],
         detail: str,
         written: Sequence[str],
     ) -> WriteResult:
@@ -636,8 +579,9 @@ class Session:
         seq = turn.next_seq()
         turn.seen[loc.rel] = version
         facts = turn.new_view(loc.rel).facts_for(version, len(lines), seq)
-        for s, e, d in spans:
-            facts.add(s, e, d)
+        facts.origin = cid  # the model's own change: a read that finds it undone says so
+        for s, e, alts in spans:
+            facts.add_alternatives(s, e, alts)
         turn.log(
             cid, "write" if kind == "written" else "edit", loc.rel, version=version,
             base_version=before, kind=kind, tokens=tokens, tokens_full=tokens,
@@ -739,11 +683,8 @@ class Session:
         turn.seen[key] = version
         turn.log(cid, "change", key, version=version, base_version=held, kind="changed")
 
-    def _newest(self, deps: frozenset[str] | set[str]) -> str:
-        return max(deps, key=lambda c: self._call_seq.get(c, -1))
 
-
-_Plan = Callable[[str | None, str | None], tuple[str, list[tuple[int, int, frozenset[str]]], str]]
+_Plan = Callable[[str | None, str | None], tuple[str, list[Span], str]]
 """What a write or edit makes of the file's current text: (new text, facts, detail)."""
 
 
@@ -823,7 +764,7 @@ class _Turn:
             action()
 
 
-def _scratch(spans: list[tuple[int, int, frozenset[str]]], line_count: int) -> Facts:
+def _scratch(spans: list[Span], line_count: int) -> Facts:
     return Facts("", line_count, list(spans))
 
 

@@ -108,7 +108,8 @@ def test_the_ledger_records_every_result_an_answer_relies_on(tmp_path: Path) -> 
         session.read("a.py", offset=1, limit=20, call_id="top")
         session.read("a.py", offset=21, limit=20, call_id="bottom")
         whole = session.read("a.py", call_id="whole")
-    assert whole.kind == "unchanged" and whole.base_call_id == "bottom"
+    assert whole.kind == "unchanged" and whole.base_call_id == "top"  # the first, in line order
+    assert "since your results top and bottom" in whole.text
     with FileCache(tmp_path, store=db) as cache:  # deps survive in SQLite
         record = cache.session("s").ledger().calls["whole"]
     assert record.deps == ("bottom", "top")

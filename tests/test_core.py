@@ -205,12 +205,23 @@ def test_facts_add_covering_forget() -> None:
     assert facts.covering(1, 6) is None and facts.covering(6, 6) is None
     facts.add(6, 10, B)
     assert facts.covering(1, 10) == A | B and facts.covering(5, 6) == A | B
-    facts.add(4, 7, C)
-    assert facts.spans == [(1, 3, A), (4, 7, C), (8, 10, B)]
+    facts.add(4, 7, C)  # lines 4-7 are now backed by C as well: both alternatives are kept
+    assert facts.spans == [(1, 3, (A,)), (4, 5, (A, C)), (6, 7, (B, C)), (8, 10, (B,))]
+    assert facts.covering(4, 5) == A  # the oldest alternative
     assert facts.forget({"c3"}) is True
-    assert facts.covering(4, 4) is None and facts.covering(1, 3) == A
+    assert facts.spans == [(1, 5, (A,)), (6, 10, (B,))]
+    assert facts.forget({"c1"}) is True
+    assert facts.covering(4, 4) is None and facts.covering(6, 10) == B
     assert facts.forget({"other"}) is False
-    assert facts.lines_held() == 6
+    assert facts.lines_held() == 5
+
+
+def test_forgetting_one_backing_result_keeps_the_lines_another_backs() -> None:
+    facts = Facts("v", 120)
+    facts.add(1, 120, A)  # a full read
+    facts.add(1, 3, B)  # a fresh ranged read of three lines
+    assert facts.forget({"c2"}) is True
+    assert facts.covering(1, 120) == A
 
 
 def test_facts_merge_and_empty_range() -> None:
@@ -218,9 +229,9 @@ def test_facts_merge_and_empty_range() -> None:
     assert facts.covering(1, 0) is None  # an empty file nobody has read
     facts.add(1, 2, A)
     facts.add(3, 4, A)
-    assert facts.spans == [(1, 4, A)]
+    assert facts.spans == [(1, 4, (A,))]
     facts.add(3, 2, B)  # an empty range adds nothing
-    assert facts.spans == [(1, 4, A)]
+    assert facts.spans == [(1, 4, (A,))]
     assert facts.covering(1, 0) == A
 
 
@@ -231,18 +242,26 @@ SPAN = st.tuples(st.integers(1, 12), st.integers(0, 5), st.sampled_from(["c1", "
 def test_facts_match_a_per_line_model(
     adds: list[tuple[int, int, str]], forgotten: set[str], data: st.DataObject
 ) -> None:
+    """Per line, the set of results that back it; a range is covered when every line keeps one
+    that was not forgotten, and ``covering`` names only results that back a line there."""
     facts = Facts("v", 20)
-    model: dict[int, frozenset[str]] = {}
+    model: dict[int, list[str]] = {}
     for start, size, cid in adds:
         facts.add(start, start + size - 1, frozenset({cid}))
-        model.update({line: frozenset({cid}) for line in range(start, start + size)})
+        for line in range(start, start + size):
+            model.setdefault(line, [])
+            if cid not in model[line]:
+                model[line].append(cid)
     facts.forget(forgotten)
-    model = {line: d for line, d in model.items() if not d & forgotten}
+    model = {line: [c for c in cs if c not in forgotten] for line, cs in model.items()}
     start = data.draw(st.integers(1, 18))
     end = data.draw(st.integers(start, 18))
-    wanted = [model.get(line) for line in range(start, end + 1)]
-    expected = None if None in wanted else frozenset().union(*wanted)
-    assert facts.covering(start, end) == expected
+    wanted = [model.get(line) or None for line in range(start, end + 1)]
+    got = facts.covering(start, end)
+    if None in wanted:
+        assert got is None
+    else:
+        assert got == frozenset(cs[0] for cs in wanted if cs)  # the oldest backer of each line
     assert all(s <= e for s, e, _ in facts.spans)
     assert all(e1 < s2 for (_, e1, _), (s2, _, _) in pairwise(facts.spans))
 

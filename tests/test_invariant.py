@@ -113,8 +113,17 @@ def short(version: str) -> str:
     return version.removeprefix("xxh3:")[:8]
 
 
+UNDONE = re.compile(r"\[filecache\] \S+: your change \S+ is no longer on disk .*\n")
+
+
+def without_undone_note(text: str) -> str:
+    """The answer after a leading note that the model's own change was undone outside."""
+    found = UNDONE.match(text)
+    return text[found.end() :] if found else text
+
+
 def absorb_content(model: Model, result, disk: list[str]) -> None:
-    head, _, body = result.text.partition("\n")
+    head, _, body = without_undone_note(result.text).partition("\n")
     h = re.search(r"xxh3 ([0-9a-f]{8})\]$", head).group(1)
     assert h == short(result.version)
     rows = body.split("\n")
@@ -140,7 +149,7 @@ def hunk_bounds(h) -> tuple[int, int, int, int]:
 
 
 def absorb_diff(model: Model, result, disk: list[str]) -> None:
-    head, _, rest = result.text.partition("\n")
+    head, _, rest = without_undone_note(result.text).partition("\n")
     old_h, new_h = re.search(r"xxh3 ([0-9a-f]{8}) -> ([0-9a-f]{8})", head).groups()
     assert new_h == short(result.version)
     assert result.base_call_id not in model.forgotten

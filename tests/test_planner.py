@@ -1,0 +1,261 @@
+"""The read planner: the answer rules of issue 11 as regressions, and the never-stale property
+run against ``plan_read`` directly (no file system, no store), with mutants it must catch."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from filecache import FileCache
+from filecache import planner as planner_module
+from filecache.hashing import version_of
+from filecache.planner import ReadRequest, plan_read
+from filecache.results import Kind, Source, content_text
+from filecache.text import join_lines, split_lines
+from filecache.tokens import TokenCounter
+from filecache.views import PathView
+
+TEXT = "".join(
+    f"line {i}: some text that makes the line long enough to matter\n" for i in range(120)
+)
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> FileCache:
+    (tmp_path / "a.py").write_text(TEXT)
+    return FileCache(tmp_path, store=":memory:")
+
+
+def test_a_fileref_never_names_a_narrower_later_read(cache: FileCache) -> None:
+    s = cache.session()
+    s.read("a.py", call_id="cA")
+    assert s.read("a.py", offset=1, limit=3, call_id="cB").base_call_id == "cA"
+    again = s.read("a.py", call_id="cC")
+    assert again.kind == "unchanged" and again.base_call_id == "cA"
+    assert "cB" not in again.text
+
+
+def test_a_symbol_read_is_not_named_for_the_whole_file(tmp_path: Path) -> None:
+    body = "".join(f"def f{i}(x):\n    return x + {i}  # some words to make it longer\n\n"
+                   for i in range(40))  # fmt: skip
+    (tmp_path / "m.py").write_text(body)
+    with FileCache(tmp_path, store=":memory:") as cache:
+        s = cache.session()
+        s.read("m.py", mode="full", call_id="cA")
+        s.read("m.py", symbol="f3", fresh=True, call_id="cD")
+        again = s.read("m.py", mode="full", call_id="cE")
+        assert again.kind == "unchanged" and again.base_call_id == "cA"
+
+
+def test_forgetting_a_narrow_read_keeps_the_full_one(cache: FileCache) -> None:
+    s = cache.session()
+    s.read("a.py", call_id="a1")
+    s.read("a.py", offset=1, limit=3, fresh=True, call_id="a2")
+    s.forget(["a2"])
+    again = s.read("a.py", call_id="a3")
+    assert again.kind == "unchanged" and again.base_call_id == "a1"
+
+
+def test_an_outline_is_not_sent_twice(tmp_path: Path) -> None:
+    body = "".join(f"def function_{i}(argument):\n    return argument * {i} + 1\n\n"
+                   for i in range(400))  # fmt: skip
+    (tmp_path / "big.py").write_text(body)
+    with FileCache(tmp_path, store=":memory:", outline_threshold=500) as cache:
+        s = cache.session()
+        first = s.read("big.py", call_id="o1")
+        assert first.kind == "outline"
+        second = s.read("big.py", call_id="o2")
+        assert second.kind == "outline" and second.base_call_id == "o1"
+        assert second.tokens < 60 < first.tokens
+        s.forget(["o1"])
+        assert s.read("big.py", call_id="o3").tokens == first.tokens  # sent again
+        assert s.read("big.py", fresh=True, call_id="o4").kind == "full"
+
+
+def test_an_undone_edit_is_not_unchanged(cache: FileCache, tmp_path: Path) -> None:
+    s = cache.session()
+    s.read("a.py", call_id="r1")
+    s.edit("a.py", "line 7: some", "line 7: SOME", call_id="r2")
+    (tmp_path / "a.py").write_text(TEXT)  # someone restores the file
+    again = s.read("a.py", call_id="r3")
+    assert again.kind != "unchanged"
+    assert "your change r2 is no longer on disk" in again.text
+    assert "-line 7: SOME" in again.text  # a diff from what the model believes
+
+
+def test_a_file_changed_back_is_a_diff_from_the_version_the_model_believes(
+    cache: FileCache, tmp_path: Path
+) -> None:
+    s = cache.session()
+    s.read("a.py", call_id="r1")
+    (tmp_path / "a.py").write_text(TEXT.replace("line 9:", "line nine:"))
+    assert s.read("a.py", call_id="r2").kind == "diff"
+    (tmp_path / "a.py").write_text(TEXT)
+    back = s.read("a.py", call_id="r3")
+    assert back.kind == "diff" and back.base_call_id == "r2"
+    assert "no longer on disk" not in back.text  # not the model's own change
+
+
+# -- the property, against the planner alone ---------------------------------------------------
+
+COUNTER = TokenCounter("o200k")
+LINES = [f"value_{i} = compute({i}, 'some words so the line is not tiny')" for i in range(12)]
+
+
+@dataclass
+class World:
+    """A file's versions and what a simulated model was shown, per call id."""
+
+    text: str
+    view: PathView | None = None
+    seq: int = 0
+    shown: dict[str, dict[tuple[str, int], str]] | None = None  # call -> (version, line) -> text
+    versions: dict[str, list[str]] | None = None
+    forgotten: set[str] | None = None
+
+
+def _src(text: str) -> Source:
+    lines = split_lines(text)
+    return Source("f.py", "f.py", version_of(text.encode()), lines, True)
+
+
+def _answer(world: World, start: int | None, count: int | None, fresh: bool, cid: str) -> None:
+    """Ask the planner, then check its answer against what the model can rebuild."""
+    assert world.shown is not None and world.versions is not None and world.forgotten is not None
+    src = _src(world.text)
+    total = len(src.lines)
+    if total == 0:
+        return
+    first = min(start or 1, total)
+    last = total if count is None else min(total, first + count - 1)
+    world.seq += 1
+    world.versions[src.version] = list(src.lines)
+    bases = {v: world.versions[v] for v in world.versions}
+    call_seq = {c: n for n, c in enumerate(world.shown)}
+    request = ReadRequest(src=src, start=first, end=last, call_id=cid, seq=world.seq,
+                          plain=COUNTER.count(content_text(src, first, last)), fresh=fresh)  # fmt: skip
+    before = None if world.view is None else world.view.to_json()
+    decision = plan_read(request, world.view, bases=bases, call_seq=call_seq,
+                         count=COUNTER.count, diff_max_ratio=0.9, max_versions=3)  # fmt: skip
+    assert (None if world.view is None else world.view.to_json()) == before, "input changed"
+    shown: dict[tuple[str, int], str] = {}
+    if decision.kind in (Kind.FULL, Kind.PARTIAL):
+        for n in range(first, last + 1):
+            shown[(src.version, n)] = src.lines[n - 1]
+    elif decision.kind == Kind.UNCHANGED:
+        names = re.search(r"since your results? (\S+?(?: and \S+?)*) \(", decision.text)
+        assert names is not None
+        named = names.group(1).split(" and ")
+        assert decision.base_call_id == named[0]
+        for n in range(first, last + 1):
+            got = [world.shown[c].get((src.version, n)) for c in named if c not in world.forgotten]
+            assert src.lines[n - 1] in got, f"line {n}: no named result shows it as it is"
+    elif decision.kind == Kind.DIFF:
+        assert decision.base_version is not None and decision.base_call_id not in world.forgotten
+        old = world.versions[decision.base_version]
+        for n, line in enumerate(old, 1):  # the model's copy of the base: what it was shown
+            held = [v.get((decision.base_version, n)) for c, v in world.shown.items()
+                    if c not in world.forgotten]  # fmt: skip
+            if line in held:
+                shown[(decision.base_version, n)] = line
+        # the diff itself (checked by unidiff elsewhere) gives the new version's lines
+        for n in range(first, last + 1):
+            shown[(src.version, n)] = src.lines[n - 1]
+    world.shown[cid] = shown
+    for relied in decision.relied:
+        assert relied in world.shown and relied not in world.forgotten, f"relies on {relied}"
+    # every fact of the new view must be a line some held result showed for that version
+    for facts in decision.view.versions.values():
+        for s, e, alts in facts.spans:
+            for deps in alts:
+                assert not deps & world.forgotten
+                assert deps <= set(world.shown), f"a fact relies on unknown {deps}"
+            for n in range(s, e + 1):
+                text = world.versions.get(facts.version, [None] * (n))[n - 1]
+                assert any(world.shown[c].get((facts.version, n)) == text
+                           for deps in alts for c in deps), f"fact {n} of {facts.version[:12]}"  # fmt: skip
+    world.view = decision.view
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("read"),
+            st.one_of(st.none(), st.integers(1, 12)),
+            st.one_of(st.none(), st.integers(1, 6)),
+            st.booleans(),
+        ),  # fmt: skip
+        st.tuples(st.just("change"), st.integers(0, 11), st.sampled_from(LINES)),
+        st.tuples(st.just("forget"), st.integers(0, 50)),
+    ),
+    max_size=30,
+)
+
+
+def run_world(ops: list[tuple[object, ...]]) -> None:
+    world = World(text=join_lines(LINES), shown={}, versions={}, forgotten=set())
+    for k, op in enumerate(ops):
+        if op[0] == "read":
+            _, start, count, fresh = op
+            _answer(world, start, count, bool(fresh), f"c{k}")  # type: ignore[arg-type]
+        elif op[0] == "change":
+            lines = split_lines(world.text)
+            lines[int(op[1]) % len(lines)] = str(op[2])  # type: ignore[call-overload]
+            world.text = join_lines(lines)
+        elif op[0] == "forget" and world.shown:
+            assert world.forgotten is not None
+            gone = list(world.shown)[int(op[1]) % len(world.shown)]  # type: ignore[call-overload]
+            world.forgotten.add(gone)
+            if world.view is not None:
+                world.view = world.view.copy()
+                world.view.forget({gone})
+
+
+EXAMPLES = int(os.environ.get("FILECACHE_PROPERTY_EXAMPLES", "300"))
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(OPS)
+def test_planner_never_answers_from_what_the_model_lacks(ops: list[tuple[object, ...]]) -> None:
+    run_world(ops)
+
+
+CAUGHT = [
+    ("read", None, None, False),
+    ("read", 1, 3, True),
+    ("read", None, None, False),
+    ("change", 2, LINES[5]),
+    ("read", None, None, False),
+    ("read", None, None, False),
+]
+
+
+def _mutant_names_the_newest(runs, call_seq, held=()):  # type: ignore[no-untyped-def]
+    """A FileRef that names the newest result covering any line (the old rule)."""
+    units = {u for _, _, alts in runs for u in alts}
+    return [max(units, key=lambda u: max(call_seq.get(c, -1) for c in u))]
+
+
+@pytest.mark.parametrize(
+    ("target", "mutant"),
+    [
+        ("choose_cover", _mutant_names_the_newest),
+        ("_diff", lambda *args: None),  # harmless: content instead of a diff; must NOT fail
+    ],
+)
+def test_the_property_catches_mutants(
+    monkeypatch: pytest.MonkeyPatch, target: str, mutant: Callable[..., object]
+) -> None:
+    monkeypatch.setattr(planner_module, target, mutant)
+    if target == "_diff":
+        run_world(CAUGHT)  # sending content is never wrong
+        return
+    with pytest.raises(AssertionError):
+        run_world(CAUGHT)
