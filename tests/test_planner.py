@@ -139,8 +139,15 @@ def _answer(world: World, start: int | None, count: int | None, fresh: bool, cid
     world.versions[src.version] = list(src.lines)
     bases = {v: world.versions[v] for v in world.versions}
     call_seq = {c: n for n, c in enumerate(world.shown)}
-    request = ReadRequest(src=src, start=first, end=last, call_id=cid, seq=world.seq,
-                          plain=COUNTER.count(content_text(src, first, last)), fresh=fresh)  # fmt: skip
+    request = ReadRequest(
+        src=src,
+        start=first,
+        end=last,
+        call_id=cid,
+        seq=world.seq,
+        plain=COUNTER.count(content_text(src, first, last)),
+        fresh=fresh,
+    )
     before = None if world.view is None else world.view.to_json()
     decision = plan_read(request, world.view, bases=bases, call_seq=call_seq,
                          count=COUNTER.count, diff_max_ratio=0.9, max_versions=3)  # fmt: skip
@@ -179,8 +186,9 @@ def _answer(world: World, start: int | None, count: int | None, fresh: bool, cid
                 assert deps <= set(world.shown), f"a fact relies on unknown {deps}"
             for n in range(s, e + 1):
                 text = world.versions.get(facts.version, [None] * (n))[n - 1]
-                assert any(world.shown[c].get((facts.version, n)) == text
-                           for deps in alts for c in deps), f"fact {n} of {facts.version[:12]}"  # fmt: skip
+                assert any(
+                    world.shown[c].get((facts.version, n)) == text for deps in alts for c in deps
+                ), f"fact {n} of {facts.version[:12]}"
     world.view = decision.view
 
 
