@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from .errors import TranscriptError
+from .json_input import nested_too_deep
 
 __all__ = [
     "TEXT_BLOCK_TYPES",
@@ -42,12 +43,13 @@ def expect_string(value: object, where: str, what: str) -> str:
 
 
 def json_object(raw: str) -> dict[str, Any] | None:
-    """``raw`` parsed, if it is a JSON object (a call's arguments); else ``None``."""
+    """``raw`` parsed, if it is a JSON object (a call's arguments) nested at most
+    ``json_input.MAX_JSON_DEPTH`` deep; else ``None`` (kept as raw text)."""
     try:
         parsed = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
-    return parsed if isinstance(parsed, dict) else None
+    return parsed if isinstance(parsed, dict) and not nested_too_deep(parsed) else None
 
 
 def body_text(content: object, where: str, what: str = "content", sep: str = "") -> tuple[str, int]:

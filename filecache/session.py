@@ -35,14 +35,14 @@ from .errors import (
     MissingFileError,
     RequestError,
 )
-from .fsio import Located, read_bytes, write_bytes
+from .fsio import Located, read_bytes, read_window, write_bytes
 from .hashing import args_hash, version_of
 from .ledger import Ledger, build_ledger
 from .outside import outside_notices
 from .render import render_diff, render_file_ref, render_outline_answer, render_write
 from .results import ReadResult, Source, WriteResult, content_text
 from .store import Event
-from .text import decode_text, split_lines
+from .text import decode_text, encode_text, split_lines
 from .views import Facts, PathView, map_through_edit
 
 if TYPE_CHECKING:
@@ -112,7 +112,19 @@ class Session:
         if symbol is not None and (ranged or mode == "outline"):
             raise RequestError("pass symbol alone, without offset/limit or mode='outline'")
         loc = self.cache.locate(path)
-        data = read_bytes(loc, None if ranged else self.cache.settings.max_file_bytes)
+        limit_bytes = self.cache.settings.max_file_bytes
+        try:
+            data = read_bytes(loc, limit_bytes)
+        except FileTooLargeError:
+            if not ranged or mode == "outline":
+                raise
+            # A range of a file over the limit: streamed, hashed whole, only the range kept
+            # (lines cut at text.MAX_LINE_CHARS); always content, never stored (fsio.read_window).
+            window = read_window(loc, offset, limit, budget=limit_bytes)
+            self.cache.denied(loc, window.version)  # its lines are never stored in any case
+            src = Source(loc.rel, loc.rel, window.version, window.lines, numbered)
+            first, count = window.lines.start, len(window.lines.kept)
+            return self._answer(src, first, first + count - 1, True, call_id)
         src = self._source_from_bytes(loc, data, numbered)
         if mode == "outline":
             return self._answer_outline(src, call_id, large=False)
@@ -310,7 +322,7 @@ class Session:
         version = version_of(output.encode("utf-8"))
         lines = split_lines(output)
         self._tool_keys.add(key)
-        self.cache.remember(version, lines, not self.cache.denied(path))
+        self.cache.remember(version, lines, not self.cache.denied(path, version))
         src = Source(key, path, version, lines, False, output)
         return self._answer(src, 1, len(lines), fresh, call_id)
 
@@ -323,11 +335,12 @@ class Session:
 
     def _source_from_bytes(self, loc: Located, data: bytes, numbered: bool) -> Source:
         version = version_of(data)
+        secret = self.cache.denied(loc, version)  # on every read: the version is marked secret
         lines = self.cache.held_lines(version)
         if lines is None:  # decoded once per version (in memory): only then is it kept
             lines = split_lines(decode_text(data, loc.rel))
             settings = self.cache.settings
-            storable = len(data) <= settings.max_file_bytes and not self.cache.denied(loc.rel)
+            storable = len(data) <= settings.max_file_bytes and not secret
             self.cache.remember(version, lines, storable)
         return Source(loc.rel, loc.rel, version, lines, numbered)
 
@@ -519,7 +532,7 @@ class Session:
     ) -> WriteResult:
         """Write ``text``; ``written``: what the call's arguments carried (content or new
         strings), whose hashes ``sync`` checks later."""
-        data = text.encode("utf-8")
+        data = encode_text(text, loc.rel)  # no NUL, no lone surrogate: a read serves it back
         write_bytes(loc, data)
         # after the write: a failed write must not consume (and lose) a pending notice
         notice = outside_notices(self, cid, loc.rel) if self._outside else ""
@@ -527,7 +540,7 @@ class Session:
         lines = split_lines(text)
         # as for reads: denied files and files over max_file_bytes are never stored
         storable = (
-            not self.cache.denied(loc.rel) and len(data) <= self.cache.settings.max_file_bytes
+            not self.cache.denied(loc, version) and len(data) <= self.cache.settings.max_file_bytes
         )
         self.cache.remember(version, lines, storable)
         message = notice + render_write(loc.rel, kind, version, len(lines), detail)
