@@ -209,11 +209,11 @@ def scan_window(
         if length > line_chars:
             text = text[:line_chars] + cut_marker(length)
         kept.append(text + EOF_MARK if eof else text)
-        used += len(text) + 64  # a str object's overhead, so many short lines count too
+        used += len(text) + 1
         if used > budget:
-            last_line = line if stop is None else stop
+            span = f"{start}-{stop}" if stop is not None else f"{start} to the end"
             raise FileTooLargeError(
-                f"{path}: lines {start}-{last_line} come to more than {budget:,} characters; "
+                f"{path}: lines {span} come to more than {budget:,} characters; "
                 "read fewer lines (a smaller limit)"
             )
 
@@ -322,8 +322,13 @@ def content_header(
 _PREFIXES: list[str] = []
 
 
+_PREFIXES_KEPT = 1 << 17  # prefixes cached up to this line number; deeper ones are made
+
+
 def _prefixes(start: int, end: int) -> list[str]:
     """The ``cat -n`` prefixes of lines ``start..end`` (built once, sliced after)."""
+    if end > _PREFIXES_KEPT:  # a range deep in a huge file: not worth keeping
+        return [f"{n:6d}\t" for n in range(start, end + 1)]
     if end > len(_PREFIXES):
         _PREFIXES.extend(f"{n:6d}\t" for n in range(len(_PREFIXES) + 1, max(end, 1024) + 1))
     return _PREFIXES[start - 1 : end]
