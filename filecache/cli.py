@@ -333,9 +333,12 @@ def prune(
             result = prune_messages(data, session=cache.session(session), policy=policy, format=fmt)
     else:
         path = store or str(default_store_path(root.resolve()))
-        deny = load_settings(root.resolve()).deny
+        resolved = root.resolve()
+        deny = load_settings(resolved).deny
         with open_store(root, path) as opened:
-            result = prune_messages(data, store=opened, policy=policy, format=fmt, deny=deny)
+            result = prune_messages(
+                data, store=opened, policy=policy, format=fmt, deny=deny, root=resolved
+            )
     text = json.dumps(result.messages, ensure_ascii=False, indent=1)
     if output is not None:
         output.write_text(text + "\n", encoding="utf-8")

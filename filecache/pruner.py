@@ -23,9 +23,12 @@ import contextlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .errors import FileCacheError
 from .file_tools import file_access
+from .fsio import locate
 from .hashing import short_version, version_of
 from .ledger import Ledger
 from .outline import build_outline, language_for_path, render_outline
@@ -150,8 +153,22 @@ def denied_results(
     ledger: Ledger | None,
     deny: tuple[str, ...],
     secret: Callable[[str], bool] = lambda version: False,
+    root: Path | None = None,
 ) -> dict[str, str]:
-    """call id -> the denied path, for every result whose content must never be stored."""
+    """call id -> the denied path, for every result whose content must never be stored.
+
+    With ``root``, a file tool's path is also resolved there, so a link to a denied file
+    (``config.txt -> .env``) counts as denied.
+    """
+
+    def denied(path: str) -> bool:
+        names = [path]
+        if root is not None:
+            with contextlib.suppress(FileCacheError):
+                loc = locate(root, path)
+                names += [loc.rel, *loc.aliases]
+        return any(is_denied(name, deny) for name in names)
+
     found: dict[str, str] = {}
     calls = transcript.calls_by_id()
     for result in transcript.results():
@@ -166,7 +183,7 @@ def denied_results(
             continue
         access = file_access(call)
         if access is not None:
-            if is_denied(access.path, deny):
+            if denied(access.path):
                 found[cid] = access.path
             continue
         word = next((w for w in _WORDS.findall(call.raw_arguments) if is_denied(w, deny)), None)
@@ -195,6 +212,7 @@ def prune_messages(
     count: Callable[[str], int] | None = None,
     session_id: str | None = None,
     deny: tuple[str, ...] = DEFAULT_DENY,
+    root: Path | None = None,
 ) -> PruneResult:
     """Prune a message list (bare, or wrapped as ``{"messages": [...]}``/``{"input": [...]}``).
 
@@ -209,6 +227,8 @@ def prune_messages(
         session_id: the id to archive under without a session (default: derived from the
             transcript, stable across its requests).
         deny: the deny-list without a session (a session uses its settings' list).
+        root: without a session, the (resolved) root the transcript's paths are relative to:
+            a link to a denied file is then denied too.
     """
     envelope = unwrap(messages)
     transcript = parse_transcript(envelope.messages, format)
@@ -223,11 +243,12 @@ def prune_messages(
     with session.lock if session is not None else contextlib.nullcontext():
         ledger = session.ledger() if session is not None else None
         if session is not None:
+            cache = session.cache
             secret = denied_results(
-                transcript, ledger, session.cache.settings.deny, session.cache.secret
+                transcript, ledger, cache.settings.deny, cache.secret, cache.root
             )
         else:
-            secret = denied_results(transcript, None, deny)
+            secret = denied_results(transcript, None, deny, root=root)
         prior = store.projections(sid) if store is not None else {}
         if store is not None and prior:
             # Only this conversation's: a derived (or reused) session id can be shared by
