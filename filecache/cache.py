@@ -6,6 +6,10 @@ range, and outlines per version.
 
 Invariants: a version's lines in memory are the decoded bytes of that version (keyed by its
 hash); token counts are cached per (version, range, format); nothing here decides an answer.
+A version read from a denied path (``denied``: the deny-list, case-insensitive, on the path, its
+aliases and a link's target) is secret for this object's life: no blob, outline or token count
+of it is written to the store. Opening sweeps temporary files a killed write left in the root
+(``fsio.sweep_temp_files``, at most once a minute per store).
 With ``watch=True`` a watcher (``filecache.watch``) marks every file changed on disk in every
 live session of this cache; each session decides what its model is told (``outside.py``).
 """

@@ -72,6 +72,7 @@ TEMP_NAME = re.compile(r"\.fc-(?:(\d+)-)?[0-9a-f]{12}\.tmp")
 
 STALE_AFTER = 60.0  # seconds without a write before a dead process's temporary file is swept
 ORPHAN_AFTER = 86400.0  # a temporary file whose pid lives (reused) or is unknown: one day
+SWEEP_MAX_ENTRIES = 100_000  # names a whole-tree sweep looks at, at most (about 0.1 s)
 _SWEEP_SKIP = frozenset({".git", ".hg", ".svn", STORE_DIR, "node_modules"})
 
 
@@ -434,7 +435,11 @@ def _stale(name: str, mtime: float, now: float) -> bool:
 
 
 def sweep_temp_files(
-    root: Path, folders: Iterable[str] | None = None, *, now: float | None = None
+    root: Path,
+    folders: Iterable[str] | None = None,
+    *,
+    now: float | None = None,
+    max_entries: int = SWEEP_MAX_ENTRIES,
 ) -> list[str]:
     """Remove filecache's own stale temporary files under ``root``; returns their paths.
 
@@ -442,7 +447,9 @@ def sweep_temp_files(
     untouched for ``STALE_AFTER`` seconds with their process (the pid in the name) gone, or
     untouched for ``ORPHAN_AFTER`` (a pid reused, or no pid in the name). ``folders`` (relative
     to ``root``) limits the sweep to those folders; else the whole tree is walked without
-    following links, skipping VCS folders, ``node_modules`` and the store's folder.
+    following links, skipping VCS folders, ``node_modules`` and the store's folder, and
+    stopping after ``max_entries`` names (a root holding a home folder must not stall an open;
+    a write's own folder can always be swept by passing it in ``folders``).
     """
     now = time.time() if now is None else now
     removed: list[str] = []
@@ -450,6 +457,7 @@ def sweep_temp_files(
         tops = [root / f for f in folders]
     else:
         tops = [root]
+    seen = 0
     for top in tops:
         if not _DIR_FD:
             break
@@ -459,6 +467,9 @@ def sweep_temp_files(
                 dirs[:] = []
             else:
                 dirs[:] = [d for d in dirs if d not in _SWEEP_SKIP]
+            seen += len(dirs) + len(files)
+            if seen > max_entries:
+                dirs[:] = []
             for name in files:
                 if not name.startswith(".fc-"):
                     continue
