@@ -124,7 +124,7 @@ class Session:
             self.cache.denied(loc, window.version)  # its lines are never stored in any case
             src = Source(loc.rel, loc.rel, window.version, window.lines, numbered)
             first, count = window.lines.start, len(window.lines.kept)
-            return self._answer(src, first, first + count - 1, True, call_id)
+            return self._answer(src, first, first + count - 1, True, call_id, partial=True)
         src = self._source_from_bytes(loc, data, numbered)
         if mode == "outline":
             return self._answer_outline(src, call_id, large=False)
@@ -354,6 +354,7 @@ class Session:
         *,
         label: str | None = None,
         may_outline: bool = False,
+        partial: bool = False,
     ) -> ReadResult:
         cid = self._call_id(call_id)
         total = len(src.lines)
@@ -377,7 +378,8 @@ class Session:
             )
             if answer is None:
                 text = content_text(src, start, end, label)
-                kind = "symbol" if label else "full" if start == 1 and end == total else "partial"
+                whole = start == 1 and end == total and not partial  # partial: a streamed range
+                kind = "symbol" if label else "full" if whole else "partial"
                 base = base_version = None
                 relied: frozenset[str] = frozenset()
                 view = view or self._views.setdefault(

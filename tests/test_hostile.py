@@ -189,7 +189,7 @@ def test_a_one_line_5_mb_file_read_one_line_is_cut_with_a_marker(
     data = b"v" * (5 * 1024 * 1024) + b"\n"
     (root / "min.js").write_bytes(data)
     result = cache.session().read("min.js", offset=1, limit=1)
-    assert result.kind == "full" and result.line_count == 1
+    assert result.kind == "partial" and result.line_count == 1  # streamed: always partial
     assert result.version == version_of(data)  # the hash of all of it
     line = result.text.split("\n")[1]
     assert (
@@ -215,9 +215,10 @@ def test_a_streamed_range_answers_as_the_whole_read_does(tmp_path: Path, root: P
         for numbered in (True, False):
             got = small.read("big.txt", offset=offset, limit=limit, numbered=numbered, fresh=True)
             want = whole.read("big.txt", offset=offset, limit=limit, numbered=numbered, fresh=True)
-            assert (got.kind, got.text, got.version, got.start, got.end, got.line_count) == (
-                want.kind, want.text, want.version, want.start, want.end, want.line_count
+            assert (got.text, got.version, got.start, got.end, got.line_count) == (
+                want.text, want.version, want.start, want.end, want.line_count
             )  # fmt: skip
+            assert got.kind == "partial"
     total = whole.read("big.txt").line_count
     with pytest.raises(RangeError, match=f"offset 600 is past the end; the file has {total} lines"):
         small.read("big.txt", offset=600)
@@ -394,3 +395,24 @@ def test_deeply_nested_call_arguments_are_kept_as_raw_text() -> None:
     ]
     result = prune_messages(messages)
     assert result.messages == messages
+
+
+def test_run_tool_answers_each_hostile_case_with_an_error_result(
+    cache: FileCache, root: Path
+) -> None:
+    from filecache.tools import run_tool
+
+    os.mkfifo(root / "pipe")
+    session = cache.session()
+    cases = [
+        ("read_file", {"path": "x" * 1_000_000}, "over the 4,096-byte limit"),
+        ("write_file", {"path": "n" * 256, "content": "x"}, "over the 255-byte limit"),
+        ("edit_file", {"path": "n" * 256, "old_string": "a", "new_string": "b"}, "255-byte"),
+        ("read_file", {"path": "pipe"}, "is a FIFO"),
+        ("write_file", {"path": "notes.txt", "content": "a\x00b"}, "NUL byte"),
+        ("write_file", '{"path": "notes.txt", "content": "\\ud800"}', "lone surrogate"),
+        ("read_file", "[" * 100_000 + "]" * 100_000, "nested too deep"),
+    ]
+    for name, args, words in cases:
+        out = run_tool(session, name, args)
+        assert out.is_error and words in out.text and "\n" not in out.text, out.text
