@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import click
 
 from .cache import FileCache, Session
-from .errors import FileCacheError, RequestError
+from .errors import FileCacheError, PathError, RequestError
 from .store import open_store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -341,7 +341,10 @@ def prune(
             )
     text = json.dumps(result.messages, ensure_ascii=False, indent=1)
     if output is not None:
-        output.write_text(text + "\n", encoding="utf-8")
+        try:
+            output.write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise PathError(f"{output}: cannot write the output ({exc.strerror or exc})") from None
     else:
         click.echo(text)
     if as_json:

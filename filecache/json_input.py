@@ -5,8 +5,10 @@ Invariants:
   with a one-line message: not UTF-8 (``EncodingError``, exit 3), not JSON or nested deeper
   than ``MAX_JSON_DEPTH`` (``TranscriptError``, exit 2). Python's parser recurses, so depth is
   a crash (``RecursionError``) unless bounded here.
-- ``check_depth`` walks with an explicit stack: linear time, no recursion, and a cycle (a
-  Python list holding itself) ends at the depth limit instead of looping.
+- ``check_json`` walks with an explicit stack: linear time, no recursion, and a cycle (a
+  Python list holding itself) ends at the depth limit instead of looping. It also refuses a
+  string with a lone surrogate, which has no UTF-8 form (a ``TranscriptError``, not a crash
+  later when the text is hashed or printed).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 from .errors import EncodingError, TranscriptError
 
-__all__ = ["MAX_JSON_DEPTH", "check_depth", "load_json", "nested_too_deep"]
+__all__ = ["MAX_JSON_DEPTH", "check_json", "load_json"]
 
 MAX_JSON_DEPTH = 128
 """Arrays and objects nested deeper than this are refused; real transcripts stay under 20."""
@@ -42,31 +44,46 @@ def load_json(data: bytes, source: str) -> Any:
         raise _too_deep(source) from None
     except json.JSONDecodeError as exc:
         raise TranscriptError(f"{source}: not JSON ({exc})") from None
-    check_depth(value, source)
+    check_json(value, source)
     return value
 
 
-def nested_too_deep(value: object, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Whether lists/dicts (tuples too) in ``value`` nest deeper than ``limit``."""
+def check_json(value: object, source: str) -> None:
+    """Refuse ``value`` if it nests deeper than ``MAX_JSON_DEPTH`` or holds a string with a
+    lone surrogate (JSON allows ``"\\ud800"``; it has no UTF-8 form, so hashing, counting
+    or printing it would crash): ``TranscriptError``."""
+    if isinstance(value, str):
+        _check_text(value, source)
     stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
         if isinstance(node, dict):
             children: Any = node.values()
+            for key in node:
+                if isinstance(key, str) and not key.isascii():
+                    _check_text(key, source)
         elif isinstance(node, (list, tuple)):
             children = node
         else:
             continue
-        if depth > limit:
-            return True
-        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list, tuple)))
-    return False
+        if depth > MAX_JSON_DEPTH:
+            raise _too_deep(source)
+        for child in children:
+            if isinstance(child, str):
+                if not child.isascii():  # ASCII (most text) holds no surrogate: no encode
+                    _check_text(child, source)
+            elif isinstance(child, (dict, list, tuple)):
+                stack.append((child, depth + 1))
 
 
-def check_depth(value: object, source: str) -> None:
-    """Refuse ``value`` if it nests deeper than ``MAX_JSON_DEPTH`` (``TranscriptError``)."""
-    if nested_too_deep(value):
-        raise _too_deep(source)
+def _check_text(text: str, source: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise TranscriptError(
+            f"{source}: a string holds a lone surrogate (U+{ord(text[exc.start]):04X}), which "
+            "is not valid Unicode; fix the producer or replace it"
+        ) from None
 
 
 def _too_deep(source: str) -> TranscriptError:

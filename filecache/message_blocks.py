@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from .errors import TranscriptError
-from .json_input import nested_too_deep
+from .json_input import check_json
 
 __all__ = [
     "TEXT_BLOCK_TYPES",
@@ -43,13 +43,14 @@ def expect_string(value: object, where: str, what: str) -> str:
 
 
 def json_object(raw: str) -> dict[str, Any] | None:
-    """``raw`` parsed, if it is a JSON object (a call's arguments) nested at most
-    ``json_input.MAX_JSON_DEPTH`` deep; else ``None`` (kept as raw text)."""
+    """``raw`` parsed, if it is a JSON object (a call's arguments) that ``json_input.check_json``
+    accepts (depth, no lone surrogate); else ``None`` (kept as raw text)."""
     try:
         parsed = json.loads(raw)
-    except (ValueError, RecursionError):
+        check_json(parsed, "arguments")
+    except (ValueError, RecursionError, TranscriptError):
         return None
-    return parsed if isinstance(parsed, dict) and not nested_too_deep(parsed) else None
+    return parsed if isinstance(parsed, dict) else None
 
 
 def body_text(content: object, where: str, what: str = "content", sep: str = "") -> tuple[str, int]:

@@ -37,7 +37,7 @@ from typing import Any, Protocol, cast
 
 from .errors import TranscriptError
 from .file_tools import FILE_TOOLS, FileAccess, FileTool, file_access
-from .json_input import check_depth
+from .json_input import check_json
 from .message_blocks import replaced_body, type_name
 
 __all__ = [
@@ -208,7 +208,7 @@ def parse_transcript(messages: object, format: str | None = None) -> Transcript:
     Nesting deeper than ``json_input.MAX_JSON_DEPTH`` is refused first (``TranscriptError``):
     the adapters and the pruner walk it recursively.
     """
-    check_depth(messages, "messages")
+    check_json(messages, "messages")
     return _adapter(format or detect_format(messages)).parse(messages)
 
 

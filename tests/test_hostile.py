@@ -326,6 +326,7 @@ def bad_transcripts(tmp_path: Path) -> dict[str, Path]:
         "deep.json": b"[" * 100_000 + b"]" * 100_000,
         "deep_object.json": b'{"messages": [' + b'{"a":' * 100_000 + b"1" + b"}" * 100_000 + b"]}",
         "not_json.json": b'[{"role": "user"',
+        "surrogate.json": b'[{"role": "user", "content": "bad \\ud800 here"}]',
     }
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
@@ -337,6 +338,7 @@ EXPECTED = {
     "deep.json": (2, "JSON nested more than 128 levels deep"),
     "deep_object.json": (2, "JSON nested more than 128 levels deep"),
     "not_json.json": (2, "not JSON"),
+    "surrogate.json": (2, "a string holds a lone surrogate (U+D800)"),
 }
 
 
@@ -348,6 +350,23 @@ def test_prune_of_bad_json_is_one_line_with_its_exit_code(
         result = runner.invoke(main, ["prune", str(path), "--store", str(tmp_path / "s.db")])
         assert result.exit_code == code, (name, result.stderr, result.exception)
         assert result.stderr.count("\n") == 1 and words in result.stderr, result.stderr
+
+
+def test_prune_to_an_unwritable_output_is_one_line(runner: CliRunner, tmp_path: Path) -> None:
+    source = tmp_path / "chat.json"
+    source.write_text('[{"role": "user", "content": "hi"}]')
+    (tmp_path / "out").mkdir()
+    args = [
+        "prune",
+        str(source),
+        "-o",
+        str(tmp_path / "out" / "x" / "y.json"),
+        "--store",
+        ":memory:",
+    ]
+    result = runner.invoke(main, args)
+    assert result.exit_code == 2 and "cannot write the output" in result.stderr
+    assert result.stderr.count("\n") == 1
 
 
 def test_prune_of_bad_json_in_a_real_process_prints_no_traceback(
@@ -377,11 +396,18 @@ def test_prune_messages_refuses_deep_and_cyclic_structures() -> None:
     cyclic.append(cyclic)
     with pytest.raises(TranscriptError, match="nested more than 128"):
         prune_messages(cyclic)
+    with pytest.raises(TranscriptError, match="lone surrogate"):
+        prune_messages([{"role": "user", "content": "x\udcff"}])
 
 
-def test_deeply_nested_call_arguments_are_kept_as_raw_text() -> None:
-    """A call's ``arguments`` string holding JSON 100,000 deep parses as raw text, no crash."""
-    args = "[" * 100_000 + "]" * 100_000
+@pytest.mark.parametrize(
+    "args",
+    ["[" * 100_000 + "]" * 100_000, '{"path": "a\\ud800.txt", "x": "\\udcff"}'],
+    ids=["deep", "surrogates"],
+)
+def test_hostile_call_arguments_are_kept_as_raw_text(args: str, cache: FileCache) -> None:
+    """A call's ``arguments`` string holding JSON 100,000 deep, or lone surrogates once parsed,
+    is kept as raw text: no crash in parsing, pruning or a session's sync."""
     messages = [
         {"role": "user", "content": "go"},
         {
@@ -395,6 +421,11 @@ def test_deeply_nested_call_arguments_are_kept_as_raw_text() -> None:
     ]
     result = prune_messages(messages)
     assert result.messages == messages
+    session = cache.session()
+    assert prune_messages(messages, session=session).messages == messages
+    from filecache import parse_transcript
+
+    assert session.sync(parse_transcript(messages)) == set()
 
 
 def test_run_tool_answers_each_hostile_case_with_an_error_result(
