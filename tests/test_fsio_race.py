@@ -77,7 +77,9 @@ def test_a_folder_racing_with_a_link_to_outside_never_gets_a_write_outside(
             [sys.executable, "-c", SWAPPER, str(root / "sub"), str(root / "link"), "30"],
             stdout=subprocess.DEVNULL,
         )
-        time.sleep(0.2)  # the swapper's interpreter starts
+    deadline = time.monotonic() + 30
+    while not (root / "sub").is_symlink() and time.monotonic() < deadline:
+        time.sleep(0.001)  # until the swapper runs (an interpreter starts slowly under load)
     written, refused, reads = [], 0, 0
     end = time.monotonic() + 2.0
     i = 0

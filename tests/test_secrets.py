@@ -135,6 +135,9 @@ def test_no_form_of_a_denied_file_reaches_the_store(tree: Path, tmp_path: Path) 
         degraded = {a.call_id: a.tier for a in pruned.plan.actions if a.tier != "clear"}
         assert {f"f{n}" for n in range(len(asked))} | {"b1"} <= cleared
         assert set(degraded) == {f"f{len(asked)}"}  # only the plain file is outlined/truncated
+        again_here = prune_messages(_chat(results), session=session, policy=POLICY)
+        assert again_here.messages == pruned.messages  # sticky: the marker matches the text
+        assert not again_here.plan.actions
         cache.flush()
     # without a session (the CLI's prune with --store), the deny-list still applies
     with FileCache(tree, store=db) as cache:
