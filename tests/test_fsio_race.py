@@ -176,10 +176,13 @@ def _killed_mid_write(root: Path, size: int) -> tuple[Path, int] | None:
     found = None
     deadline = time.monotonic() + 30
     while found is None and proc.poll() is None and time.monotonic() < deadline:
-        temps = [p for p in root.iterdir() if TEMP_NAME.fullmatch(p.name)]
-        if temps and temps[0].stat().st_size > 0:
-            found = temps[0]
-            os.kill(proc.pid, signal.SIGKILL)
+        for temp in (p for p in root.iterdir() if TEMP_NAME.fullmatch(p.name)):
+            try:
+                if temp.stat().st_size > 0:  # mid-write
+                    found = temp
+                    os.kill(proc.pid, signal.SIGKILL)
+            except FileNotFoundError:  # renamed into place just now: the writer won
+                pass
     proc.wait(timeout=30)
     proc.stdin.close()
     proc.stdout.close()
@@ -192,7 +195,7 @@ def test_a_temp_file_left_by_kill_9_mid_write_is_swept_on_open(tmp_path: Path) -
     root = tmp_path / "root"
     root.mkdir()
     for _ in range(5):  # the writer may finish before it is seen; try again
-        killed = _killed_mid_write(root, 256 * 1024 * 1024)
+        killed = _killed_mid_write(root, 64 * 1024 * 1024)
         if killed is not None:
             break
     else:
