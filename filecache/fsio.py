@@ -50,6 +50,7 @@ __all__ = [
     "locate",
     "read_bytes",
     "read_window",
+    "remove_file",
     "sweep_temp_files",
     "write_bytes",
 ]
@@ -378,6 +379,19 @@ def write_bytes(loc: Located, data: bytes) -> None:
         mode = stat.S_IMODE(existing.st_mode) if existing is not None else 0o666 & ~_UMASK
         try:
             _replace(dfd, name, data, mode)
+        except OSError as exc:
+            raise _os_error(loc.rel, exc) from exc
+
+
+def remove_file(loc: Located) -> None:
+    """Remove the regular file ``loc`` (missing: nothing to do), through the parent folder's
+    descriptor like every other change: a folder swapped for a link is refused, not followed."""
+    with _parent(loc, create=False) as (dfd, name):
+        try:
+            _require_regular(loc.rel, os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode)
+            os.unlink(name, dir_fd=dfd)
+        except FileNotFoundError:
+            return
         except OSError as exc:
             raise _os_error(loc.rel, exc) from exc
 

@@ -53,7 +53,7 @@ from .errors import (
     RequestError,
     StoreConflictError,
 )
-from .fsio import Located, read_bytes, read_window, write_bytes
+from .fsio import Located, read_bytes, read_window, remove_file, write_bytes
 from .hashing import args_hash, version_of
 from .ledger import Ledger, build_ledger
 from .outside import outside_notices
@@ -675,7 +675,7 @@ class Session:
             if self._current_bytes(loc) != new:
                 return  # someone wrote since: leave theirs
             if old is None:
-                loc.real.unlink(missing_ok=True)
+                remove_file(loc)  # through the checked parent descriptor, as the write was
             else:
                 write_bytes(loc, old)
 

@@ -254,3 +254,25 @@ def test_the_sweep_removes_only_stale_filecache_temp_files(tmp_path: Path) -> No
         assert (root / rel).exists() is not gone, rel
     assert stale_outside.exists()
     assert sweep_temp_files(root, ["src"], now=now + 86400 * 2) == [_temp(dead, "b", "src/")]
+
+
+def test_removing_a_file_through_a_folder_swapped_for_a_link_is_refused(tmp_path: Path) -> None:
+    """``remove_file`` (a failed commit's undo) is confined like a write."""
+    from filecache.fsio import remove_file
+
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (root / "sub" / "a.txt").write_text("new\n")
+    (outside / "a.txt").write_text("keep\n")
+    loc = locate(root, "sub/a.txt")
+    (root / "sub").rename(root / "sub.old")
+    (root / "sub").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(OutsideRootError):
+        remove_file(loc)
+    assert (outside / "a.txt").read_text() == "keep\n"
+    (root / "sub").unlink()
+    (root / "sub.old").rename(root / "sub")
+    remove_file(loc)
+    remove_file(loc)  # already gone: nothing to do
+    assert not (root / "sub" / "a.txt").exists()
