@@ -133,7 +133,7 @@ def _serve(session: Session, read: BashRead, call_id: str | None) -> str:
     offset, limit = read.start, None if read.end is None else read.end - read.start + 1
     if read.tail is not None:
         # Only to place the range: the answer below hashes and slices its own single read.
-        data = read_bytes(session.cache.locate(read.path))
+        data = read_bytes(session.cache.locate(read.path), session.cache.settings.max_file_bytes)
         total = len(split_lines(decode_text(data, read.path)))
         offset, limit = max(1, total - read.tail + 1), read.tail
     result = session.read(

@@ -6,6 +6,10 @@ range, and outlines per version.
 
 Invariants: a version's lines in memory are the decoded bytes of that version (keyed by its
 hash); token counts are cached per (version, range, format); nothing here decides an answer.
+A version read from a denied path (``denied``: the deny-list, case-insensitive, on the path, its
+aliases and a link's target) is secret for this object's life: no blob, outline or token count
+of it is written to the store. Opening sweeps temporary files a killed write left in the root
+(``fsio.sweep_temp_files``, at most once a minute per store).
 With ``watch=True`` a watcher (``filecache.watch``) marks every file changed on disk in every
 live session of this cache; each session decides what its model is told (``outside.py``).
 
@@ -23,7 +27,6 @@ process left behind.
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import os
 import threading
 import time
@@ -40,11 +43,11 @@ from .errors import (
     OutsideRootError,
     RequestError,
 )
-from .fsio import Located, locate, read_bytes
+from .fsio import STALE_AFTER, Located, locate, read_bytes, sweep_temp_files
 from .hashing import version_of
 from .results import ReadResult, Source, WriteResult, content_text
 from .session import Session
-from .settings import Settings, load_settings
+from .settings import Settings, is_denied, load_settings
 from .store import Event, Store, default_store_path, open_store
 from .text import join_lines, split_lines
 from .tokens import TokenCounter
@@ -88,11 +91,13 @@ class FileCache:
         self._token_counts: dict[tuple[str, int, int, bool], int] = {}
         self._stored: set[str] = set()
         self._pending: set[str] = set()
+        self._secret: set[str] = set()  # versions of denied files (see ``denied``)
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._path_locks: Path | None = None
         self.watcher: Watcher | None = None
         self._collect_garbage()
         self.recover()
+        self._sweep_temp_files()
         if self.settings.watch:
             self.watch()
 
@@ -215,10 +220,26 @@ class FileCache:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def denied(self, rel: str) -> bool:
-        """Whether ``rel`` matches the deny-list (hashed, never stored)."""
-        name = rel.rsplit("/", 1)[-1]
-        return any(fnmatch.fnmatch(name, p) or fnmatch.fnmatch(rel, p) for p in self.settings.deny)
+    def denied(self, path: str | Located, version: str | None = None) -> bool:
+        """Whether ``path`` matches the deny-list: its content is hashed but never stored.
+
+        Matched case-insensitively on the name and the relative path, of the resolved file and
+        of every alias of a ``Located`` (the path as asked, the links on the way). A denied
+        ``version`` is remembered as secret: no blob, outline, token count, archive or
+        projection of it is stored, whatever path it is read by later (``settings.is_denied``).
+        """
+        names = [path] if isinstance(path, str) else [path.rel, *path.aliases]
+        if not any(is_denied(name, self.settings.deny) for name in names):
+            return version is not None and version in self._secret
+        if version is not None:
+            with self._lock:
+                self._secret.add(version)
+                self._pending.discard(version)
+        return True
+
+    def secret(self, version: str) -> bool:
+        """Whether ``version`` was read from a denied path (nothing derived from it is stored)."""
+        return version in self._secret
 
     def _collect_garbage(self) -> None:
         now = time.time()
@@ -227,6 +248,16 @@ class FileCache:
             return
         self.store.gc(now - self.settings.retention_days * 86400)
         self.store.cache_put("meta", "gc_at", repr(now))
+
+    def _sweep_temp_files(self) -> None:
+        """Remove temporary files a killed write left (``fsio.sweep_temp_files``): a tree walk
+        at most once a minute per store, since a file is only stale after ``STALE_AFTER``."""
+        now = time.time()
+        last = self.store.cache_get("meta", "sweep_at")
+        if last is not None and now - float(last) < STALE_AFTER:
+            return
+        sweep_temp_files(self.root, now=now)
+        self.store.cache_put("meta", "sweep_at", repr(now))
 
     def remember(self, version: str, lines: list[str], storable: bool) -> None:
         """Keep a version's lines in memory; a storable one reaches the store's blobs later.
@@ -238,7 +269,7 @@ class FileCache:
             if version not in self._lines:
                 self._lines[version] = lines
                 self._lines_size += sum(map(len, lines))
-                if storable and version not in self._stored:
+                if storable and version not in self._stored and version not in self._secret:
                     self._pending.add(version)
                 while self._lines_size > _LINES_BUDGET and len(self._lines) > 1:
                     old_version, old = self._lines.popitem(last=False)
@@ -279,7 +310,7 @@ class FileCache:
         self.remember(version, lines, False)
         return lines
 
-    def outline_of(self, version: str, path: str, lines: list[str] | None = None) -> Outline:
+    def outline_of(self, version: str, path: str, lines: Sequence[str] | None = None) -> Outline:
         """The outline of a version (parsed once per version and outline code revision)."""
         # Outlines are imported on first use: tree-sitter and the outline revision (a digest of
         # the grammar package and query files) are not needed to import filecache or to read.
@@ -293,22 +324,25 @@ class FileCache:
         )
 
     def outline_text(
-        self, version: str, path: str, lines: list[str] | None = None, tokens_full: int = 0
+        self, version: str, path: str, lines: Sequence[str] | None = None, tokens_full: int = 0
     ) -> str:
         """The rendered outline of a stored version, at most a fifth of the file's tokens.
 
         Cached in the store by (version, outline revision, path, token budget): the pruning pass
-        calls this for its middle tier, and a second call costs no parse.
+        calls this for its middle tier, and a second call costs no parse. A denied file's
+        outline is shown (it is what a read would show) but never stored.
         """
         from .outline import OUTLINE_VERSION, render_outline  # on first use (see outline_of)
 
+        secret = self.denied(path, version)
         key = f"{version}:{OUTLINE_VERSION}:{path}:{tokens_full}"
-        cached = self.store.cache_get("outline", key)
+        cached = None if secret else self.store.cache_get("outline", key)
         if cached is not None:
             return cached
         outline = self.outline_of(version, path, lines)
         text = render_outline(outline, path, tokens_full // 5 if tokens_full else None)
-        self.store.cache_put("outline", key, text)
+        if not secret:
+            self.store.cache_put("outline", key, text)
         return text
 
     def count(self, text: str) -> int:
@@ -322,12 +356,14 @@ class FileCache:
         if cached is not None:
             return cached
         skey = f"{src.version}:{start}:{end}:{int(src.numbered)}:{self.tokens.encoding}"
-        stored = self.store.cache_get("tokens", skey)
+        secret = src.version in self._secret  # a count reveals little; still, nothing stored
+        stored = None if secret else self.store.cache_get("tokens", skey)
         if stored is not None:
             n = int(stored)
         else:
             n = self.count(content_text(src, start, end))
-            self.store.cache_put("tokens", skey, str(n))
+            if not secret:
+                self.store.cache_put("tokens", skey, str(n))
         with self._lock:
             if len(self._token_counts) >= _TOKEN_COUNTS_MAX:  # a long-lived server: bound it
                 self._token_counts.clear()

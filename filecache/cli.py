@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import click
 
 from .cache import FileCache, Session
-from .errors import FileCacheError, RequestError, TranscriptError
+from .errors import FileCacheError, PathError, RequestError
 from .store import open_store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -280,7 +280,7 @@ def serve(
 
 
 @main.command(context_settings=CONTEXT)
-@click.argument("source", type=click.File("r", encoding="utf-8"))
+@click.argument("source", type=click.File("rb"))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here.")
 @click.option(
     "--format", "fmt", type=click.Choice(["openai", "responses", "anthropic"]), help="Detected."
@@ -319,25 +319,32 @@ def prune(
     root: Path,
 ) -> None:
     """Prune SOURCE (a message list, or an object with 'messages'/'input'; '-' for stdin)."""
+    from .json_input import load_json
     from .pruner import prune_messages
     from .pruning import PrunePolicy
+    from .settings import load_settings
     from .store import default_store_path
 
-    try:
-        data = json.load(source)
-    except json.JSONDecodeError as exc:
-        raise TranscriptError(f"{source.name}: not JSON ({exc})") from exc
+    name = getattr(source, "name", "-")
+    data = load_json(source.read(), name if isinstance(name, str) else "-")  # one-line errors
     policy = PrunePolicy(context_window=window, cache_aware=cache_aware)
     if session is not None:  # a filecache session: its ledger guides the plan, and it forgets
         with FileCache(root, store=store) as cache:  # what the plan clears (ref safety)
             result = prune_messages(data, session=cache.session(session), policy=policy, format=fmt)
     else:
         path = store or str(default_store_path(root.resolve()))
+        resolved = root.resolve()
+        deny = load_settings(resolved).deny
         with open_store(root, path) as opened:
-            result = prune_messages(data, store=opened, policy=policy, format=fmt)
+            result = prune_messages(
+                data, store=opened, policy=policy, format=fmt, deny=deny, root=resolved
+            )
     text = json.dumps(result.messages, ensure_ascii=False, indent=1)
     if output is not None:
-        output.write_text(text + "\n", encoding="utf-8")
+        try:
+            output.write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise PathError(f"{output}: cannot write the output ({exc.strerror or exc})") from None
     else:
         click.echo(text)
     if as_json:
@@ -463,12 +470,15 @@ def archive() -> None:
 @click.option("--store", envvar="FILECACHE_STORE", help="Store path (default: ./.filecache).")
 def archive_show(call_id: str, session: str | None, store: str | None) -> None:
     """Print the original text of CALL_ID's result."""
+    from .pruner import NOT_ARCHIVED
     from .store import default_store_path
 
     with open_store(Path("."), store or str(default_store_path(Path(".").resolve()))) as opened:
         text = opened.archive_get(call_id, session)
     if text is None:
         raise RequestError(f"no archived result for {call_id}; check the id and --store")
+    if text.startswith(NOT_ARCHIVED):  # a denied file's result: only a marker was kept
+        raise RequestError(f"{call_id}: {text.removeprefix(NOT_ARCHIVED).rstrip(']')}")
     click.echo(text, nl=False, color=True)
 
 

@@ -4,20 +4,25 @@ Every message says what happened and what to do about it. Each class carries the
 CLI uses for it (as click's ``ClickException.exit_code``)::
 
     FileCacheError                      exit 1
-    ├── PathError                       exit 2   a path that cannot be served
-    │   ├── OutsideRootError                     resolves (symlinks included) outside the root
+    ├── PathError                       exit 2   a path that cannot be served (empty, a NUL,
+    │   │                                        over 4,096 bytes, a name over 255; no space)
+    │   ├── OutsideRootError                     resolves (symlinks included) outside the root,
+    │   │                                        or a folder became a link while in use
     │   ├── MissingFileError                     missing (also: deleted mid-session)
     │   ├── NotARegularFileError                 a directory, FIFO, socket or device
     │   └── AccessDeniedError                    the OS refused (permissions)
     ├── ContentError                    exit 3   a file whose content filecache will not serve
     │   ├── BinaryFileError                      NUL bytes or a known binary signature
     │   ├── EncodingError                        not valid UTF-8
-    │   └── FileTooLargeError                    over ``max_file_bytes`` without offset/limit
+    │   └── FileTooLargeError                    over ``max_file_bytes`` without offset/limit,
+    │                                            or a range of lines over it
     ├── RequestError                    exit 2   arguments that cannot be honoured
     │   ├── RangeError                           offset past the end, bad limit
     │   ├── EditError                            old_string missing or not unique
-    │   └── MarkerError                          new content carries filecache's own markers
-    ├── TranscriptError                 exit 2   a malformed message list
+    │   ├── MarkerError                          new content carries filecache's own markers
+    │   └── InvalidContentError                  new content with a NUL byte or no UTF-8 form
+    ├── TranscriptError                 exit 2   a malformed message list (also: not JSON,
+    │                                            nested over 128 deep)
     ├── ConfigError                     exit 2   a bad setting
     ├── StoreError                      exit 4   the store failed
     │   └── StoreConflictError                   another writer moved the session on first
@@ -34,7 +39,8 @@ class FileCacheError(Exception):
 
 
 class PathError(FileCacheError):
-    """The path cannot be served."""
+    """The path cannot be served: empty, a NUL byte, over ``fsio.PATH_MAX`` bytes, a name over
+    ``fsio.NAME_MAX`` bytes, a name the file system refuses, or no space left on the device."""
 
     exit_code = 2
 
@@ -89,6 +95,11 @@ class EditError(RequestError):
 
 class MarkerError(RequestError):
     """New content contains filecache's own stub or placeholder markers."""
+
+
+class InvalidContentError(RequestError):
+    """New content that filecache would not serve back as the same text (a NUL byte, a lone
+    surrogate): refused before anything is written."""
 
 
 class TranscriptError(FileCacheError):

@@ -1,13 +1,23 @@
 """File-system edge: confining paths to the root, reading bytes once, writing atomically.
 
 Invariants:
-- Every path is resolved with symlinks followed and must stay inside the root; the store's own
-  folder (``.filecache``) is never served or written.
-- A read opens the file once and returns the bytes it read; FIFOs, sockets and devices are
-  refused from ``stat`` before any open (and the open is non-blocking as a second guard).
-- A write goes to a temporary file in the same directory and is moved into place with
-  ``os.replace``: the target is either the old bytes or the new ones, never a mix. A refused
-  write leaves the file byte-identical.
+- A path is checked as text first, in time linear in its length: no NUL, at most ``PATH_MAX``
+  bytes, no component over ``NAME_MAX`` bytes, encodable for the file system. Only then is it
+  resolved (symlinks followed); it must stay inside the root, and the store's own folder
+  (``.filecache``) is never served or written.
+- Every open, stat, mkdir and rename goes through a descriptor of the parent folder, reached
+  from the root one component at a time with ``O_NOFOLLOW``: a folder swapped for a symbolic
+  link after ``locate`` resolved the path is refused (``OutsideRootError``), never followed
+  outside the root.
+- A read looks at the file with ``stat`` before any open: FIFOs, sockets and devices are
+  refused without being opened (a blocked writer on a FIFO stays blocked), and so is a file
+  over the size limit. The open is non-blocking and must yield the same inode as a second
+  guard. A read opens the file once and returns (or hashes) the bytes it read.
+- A write goes to a temporary file ``.fc-<pid>-<hex>.tmp`` in the same folder and is renamed
+  into place with ``os.rename(src_dir_fd=, dst_dir_fd=)`` (``rename(2)`` replaces atomically;
+  CPython has no ``dir_fd`` for ``os.replace``): the target is either the old bytes or the new
+  ones, never a mix. A refused write leaves the file byte-identical. Temporary files left by a
+  killed process are removed by ``sweep_temp_files`` once their process is gone.
 """
 
 from __future__ import annotations
@@ -15,7 +25,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,27 +40,108 @@ from .errors import (
     OutsideRootError,
     PathError,
 )
+from .text import MAX_LINE_CHARS, Window, scan_window
 
-__all__ = ["Located", "locate", "read_bytes", "write_bytes"]
+__all__ = [
+    "NAME_MAX",
+    "PATH_MAX",
+    "Located",
+    "check_path",
+    "locate",
+    "read_bytes",
+    "read_window",
+    "remove_file",
+    "sweep_temp_files",
+    "write_bytes",
+]
 
 STORE_DIR = ".filecache"
+PATH_MAX = 4096  # bytes in a path (Linux PATH_MAX), checked before anything is resolved
+NAME_MAX = 255  # bytes in one component (ext4, xfs, btrfs, APFS)
+CHUNK = 1 << 20  # bytes per read of a streamed (ranged) read
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+# Descriptor-relative calls confine every step (Linux, macOS, BSDs); elsewhere (Windows)
+# full paths are used and the swap guard is best effort.
+_DIR_FD = {os.open, os.stat, os.mkdir, os.rename, os.unlink} <= os.supports_dir_fd
+
+TEMP_NAME = re.compile(r"\.fc-(?:(\d+)-)?[0-9a-f]{12}\.tmp")
+"""filecache's temporary files (``.fc-<pid>-<hex>.tmp``; older releases: ``.fc-<hex>.tmp``)."""
+
+STALE_AFTER = 60.0  # seconds without a write before a dead process's temporary file is swept
+ORPHAN_AFTER = 86400.0  # a temporary file whose pid lives (reused) or is unknown: one day
+SWEEP_MAX_ENTRIES = 100_000  # names a whole-tree sweep looks at, at most (about 0.1 s)
+_SWEEP_SKIP = frozenset({".git", ".hg", ".svn", STORE_DIR, "node_modules"})
 
 
 @dataclass(frozen=True)
 class Located:
-    """A path confined to the root: ``rel`` (POSIX, for display and keys) and ``real``."""
+    """A path confined to the root.
+
+    Attributes:
+        rel: the resolved path relative to the root (POSIX; ``"."`` for the root itself).
+        real: the resolved absolute path.
+        root: the root it is confined to.
+        aliases: the other names the request went through (the path as asked, and each
+            symbolic link on the way to the final file), relative to the root; the deny-list
+            is matched on these too.
+    """
 
     rel: str
     real: Path
+    root: Path
+    aliases: tuple[str, ...] = ()
+
+
+def _shown(text: str) -> str:
+    """A long path or name, shortened for a one-line message."""
+    return text if len(text) <= 80 else f"{text[:60]}…({len(text):,} characters)"
+
+
+def check_path(raw: str) -> None:
+    """Refuse, in linear time and before any file-system call, a path that no file can have.
+
+    Raises:
+        PathError: empty, a NUL byte, not encodable, over ``PATH_MAX`` bytes, or a component
+            over ``NAME_MAX`` bytes.
+    """
+    if not raw:
+        raise PathError("empty path; give a file path relative to the root")
+    if "\x00" in raw:
+        raise PathError(f"{_shown(repr(raw))}: path contains a NUL byte")
+    if len(raw) > PATH_MAX:  # characters: each is at least one byte
+        raise PathError(
+            f"{_shown(raw)}: path of {len(raw):,} characters, over the {PATH_MAX:,}-byte limit"
+        )
+    try:
+        encoded = os.fsencode(raw)
+    except UnicodeEncodeError as exc:
+        raise PathError(f"{_shown(repr(raw))}: path is not valid text ({exc.reason})") from exc
+    if len(encoded) > PATH_MAX:
+        raise PathError(
+            f"{_shown(raw)}: path of {len(encoded):,} bytes, over the {PATH_MAX:,}-byte limit"
+        )
+    for part in encoded.split(b"/"):
+        if len(part) > NAME_MAX:
+            name = os.fsdecode(part)
+            raise PathError(
+                f"{_shown(name)}: a file or folder name of {len(part):,} bytes, over the "
+                f"{NAME_MAX}-byte limit of the file system; use a shorter name"
+            )
 
 
 def locate(root: Path, path: str | os.PathLike[str]) -> Located:
-    """Resolve ``path`` (relative to ``root`` or absolute inside it) and confine it to the root."""
+    """Resolve ``path`` (relative to ``root`` or absolute inside it) and confine it to the root.
+
+    ``root`` must be resolved (absolute, no symbolic links).
+    """
     raw = os.fspath(path)
-    if "\x00" in raw:
-        raise PathError(f"{raw!r}: path contains a NUL byte")
-    if not raw:
-        raise PathError("empty path; give a file path relative to the root")
+    if not isinstance(raw, str):
+        raise PathError(f"{raw!r}: give the path as text, not bytes")
+    check_path(raw)
     candidate = Path(raw)
     if not candidate.is_absolute():
         candidate = root / candidate
@@ -63,7 +157,24 @@ def locate(root: Path, path: str | os.PathLike[str]) -> Located:
     rel = real.relative_to(root).as_posix()
     if rel == STORE_DIR or rel.startswith(STORE_DIR + "/"):
         raise OutsideRootError(f"{raw}: filecache's own store folder is not served")
-    return Located(rel, real)  # the root itself is "." (so messages name it)
+    return Located(rel, real, root, _aliases(root, candidate, rel))
+
+
+def _aliases(root: Path, candidate: Path, rel: str) -> tuple[str, ...]:
+    """The path as asked (normalised lexically) and each link of a symlink chain at its end."""
+    names: list[str] = []
+    here = Path(os.path.normpath(candidate))
+    for _ in range(40):  # the kernel's own limit on links followed
+        try:
+            names.append(here.relative_to(root).as_posix())
+        except ValueError:
+            names.append(here.name)
+        try:
+            target = os.readlink(here)
+        except (OSError, ValueError):
+            break
+        here = Path(os.path.normpath(here.parent / target))
+    return tuple(dict.fromkeys(n for n in names if n != rel))
 
 
 def _os_error(rel: str, exc: OSError) -> PathError:
@@ -71,12 +182,20 @@ def _os_error(rel: str, exc: OSError) -> PathError:
         return MissingFileError(f"{rel}: no such file; check the path (it may have been deleted)")
     if exc.errno in (errno.EACCES, errno.EPERM):
         return AccessDeniedError(f"{rel}: permission denied by the operating system")
+    if exc.errno == errno.EROFS:
+        return AccessDeniedError(f"{rel}: the file system is read-only; nothing was changed")
     if exc.errno == errno.ELOOP:
         return OutsideRootError(
             f"{rel}: became a symbolic link after it was resolved; refused (read it again)"
         )
     if exc.errno == errno.EISDIR:
         return NotARegularFileError(f"{rel}: is a directory; list it with a shell tool instead")
+    if exc.errno == errno.ENAMETOOLONG:
+        return PathError(f"{_shown(rel)}: name too long for the file system; use a shorter one")
+    if exc.errno == errno.ENOTDIR:
+        return PathError(f"{rel}: a part of the path is a file, not a folder")
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return PathError(f"{rel}: no space left on the device; nothing was changed")
     return PathError(f"{rel}: {exc.strerror or exc}")
 
 
@@ -85,101 +204,206 @@ def _require_regular(rel: str, mode: int) -> None:
         return
     if stat.S_ISDIR(mode):
         raise NotARegularFileError(f"{rel}: is a directory; list it with a shell tool instead")
+    if stat.S_ISLNK(mode):
+        raise OutsideRootError(f"{rel}: became a symbolic link after it was resolved; refused")
     what = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
     raise NotARegularFileError(f"{rel}: is {what}, not a regular file; filecache reads files only")
 
 
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_DIR_FD = os.open in os.supports_dir_fd and os.replace in os.supports_dir_fd
+def _moved(loc: Located) -> OutsideRootError:
+    return OutsideRootError(
+        f"{loc.rel}: a folder on its path became a symbolic link after it was resolved (moved "
+        "while being opened); refused, read it again"
+    )
 
 
-def _fd_path(fd: int) -> Path | None:
-    """Where an open descriptor really is (Linux ``/proc``); None where that cannot be asked."""
+@contextlib.contextmanager
+def _parent(loc: Located, *, create: bool) -> Iterator[tuple[int | None, str]]:
+    """``(descriptor of the parent folder, final name)``, reached from the root without
+    following a link; missing folders are made on the way when ``create``. Without
+    descriptor-relative calls: ``(None, full path)``."""
+    if loc.rel == ".":
+        raise NotARegularFileError(f"{loc.rel}: is a directory; list it with a shell tool instead")
+    parts = loc.rel.split("/")
+    if not _DIR_FD:
+        if create:
+            try:
+                loc.real.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise _os_error(loc.rel, exc) from exc
+        yield None, str(loc.real)
+        return
     try:
-        return Path(os.readlink(f"/proc/self/fd/{fd}"))
-    except OSError:
-        return None
+        fd = os.open(loc.root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+    except OSError as exc:
+        raise _os_error(loc.rel, exc) from exc
+    try:
+        for part in parts[:-1]:
+            inner = _step(loc, fd, part, create)
+            os.close(fd)
+            fd = inner
+        yield fd, parts[-1]
+    finally:
+        os.close(fd)
 
 
-def _same_place(loc: Located, fd: int, expected: Path) -> None:
-    """Refuse an object that is not where ``locate`` resolved it: a directory on the way was
-    swapped for a symbolic link in between (the final component is covered by O_NOFOLLOW)."""
-    actual = _fd_path(fd)
-    if actual is not None and actual != expected:
-        raise OutsideRootError(
-            f"{loc.rel}: moved while being opened (now {actual}); refused, read it again"
-        )
+def _step(loc: Located, fd: int, part: str, create: bool) -> int:
+    """Open folder ``part`` under ``fd`` (made if missing and ``create``)."""
+    flags = os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC
+    try:
+        for _ in range(3):  # a folder made or removed by someone else in between: retry
+            try:
+                return os.open(part, flags, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o777, dir_fd=fd)
+        return os.open(part, flags, dir_fd=fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            with contextlib.suppress(OSError):
+                if stat.S_ISLNK(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode):
+                    raise _moved(loc) from exc
+        raise _os_error(loc.rel, exc) from exc
+
+
+def _stat_file(loc: Located, dfd: int | None, name: str, max_bytes: int | None) -> os.stat_result:
+    """``lstat`` of the final name, refusing links, non-regular files and oversize ones."""
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except OSError as exc:
+        raise _os_error(loc.rel, exc) from exc
+    _require_regular(loc.rel, st.st_mode)
+    if max_bytes is not None and st.st_size > max_bytes:
+        raise _too_large(loc, st.st_size, max_bytes)
+    return st
+
+
+def _too_large(loc: Located, size: int, max_bytes: int) -> FileTooLargeError:
+    return FileTooLargeError(
+        f"{loc.rel}: {size:,} bytes, over the {max_bytes:,}-byte limit; read a part "
+        "with offset/limit, or raise max_file_bytes"
+    )
+
+
+@contextlib.contextmanager
+def _open_file(loc: Located, max_bytes: int | None) -> Iterator[int]:
+    """A read-only descriptor of the regular file ``loc``, checked by ``stat`` before the open."""
+    with _parent(loc, create=False) as (dfd, name):
+        st = _stat_file(loc, dfd, name, max_bytes)
+        try:
+            fd = os.open(name, os.O_RDONLY | _NONBLOCK | _NOFOLLOW | _CLOEXEC, dir_fd=dfd)
+        except OSError as exc:
+            raise _os_error(loc.rel, exc) from exc
+        try:
+            opened = os.fstat(fd)
+            if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
+                _require_regular(loc.rel, opened.st_mode)
+                raise OutsideRootError(f"{loc.rel}: replaced while being opened; read it again")
+            yield fd
+        finally:
+            os.close(fd)
 
 
 def read_bytes(loc: Located, max_bytes: int | None = None) -> bytes:
     """The file's bytes, read in one open. Over ``max_bytes``: refused without reading it."""
-    try:
-        fd = os.open(loc.real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _NOFOLLOW)
-    except OSError as exc:
-        raise _os_error(loc.rel, exc) from exc
-    try:
-        _same_place(loc, fd, loc.real)
-        st = os.fstat(fd)
-        _require_regular(loc.rel, st.st_mode)
-        if max_bytes is not None and st.st_size > max_bytes:
-            raise FileTooLargeError(
-                f"{loc.rel}: {st.st_size:,} bytes, over the {max_bytes:,}-byte limit; read a part "
-                "with offset/limit, or raise max_file_bytes"
-            )
-        with open(fd, "rb", closefd=False) as fh:
-            return fh.read()
-    except OSError as exc:
-        raise _os_error(loc.rel, exc) from exc
-    finally:
-        os.close(fd)
+    with _open_file(loc, max_bytes) as fd:
+        try:
+            with open(fd, "rb", closefd=False) as fh:
+                data = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
+        except OSError as exc:
+            raise _os_error(loc.rel, exc) from exc
+    if max_bytes is not None and len(data) > max_bytes:  # grew after the stat
+        raise _too_large(loc, len(data), max_bytes)
+    return data
+
+
+def read_window(
+    loc: Located,
+    offset: int | None,
+    limit: int | None,
+    *,
+    budget: int,
+    line_chars: int = MAX_LINE_CHARS,
+) -> Window:
+    """Lines ``offset..offset+limit-1`` of a file of any size, in bounded memory.
+
+    One open; the whole file is streamed in ``CHUNK``-byte reads and hashed (the version is
+    that of every byte of this one read) and checked as text (``text.scan_window``), but only
+    the requested lines are kept, each cut at ``line_chars`` characters; more than ``budget``
+    characters of kept lines is refused (``FileTooLargeError``: ask for fewer lines).
+
+    Returns:
+        The window; ``window.lines`` has the file's line count as its length, and the range
+        answered is ``window.lines.start`` .. ``start + len(window.lines.kept) - 1``.
+    """
+    from .edits import line_range  # the one wording of range errors (edits imports render)
+
+    start = 1 if offset is None else offset
+    line_range(loc.rel, start, offset, limit)  # offset and limit themselves (start <= total)
+    stop = None if limit is None else start + limit - 1
+    with _open_file(loc, None) as fd:
+
+        def chunks() -> Iterator[bytes]:
+            while True:
+                try:
+                    chunk = os.read(fd, CHUNK)
+                except OSError as exc:
+                    raise _os_error(loc.rel, exc) from exc
+                if not chunk:
+                    return
+                yield chunk
+
+        window = scan_window(chunks(), loc.rel, start, stop, line_chars=line_chars, budget=budget)
+    line_range(loc.rel, len(window.lines), offset, limit)  # an offset past the end
+    return window
 
 
 def write_bytes(loc: Located, data: bytes) -> None:
     """Atomically replace (or create) the file with ``data``; parents are created inside root.
 
-    The temporary file and the final rename go through a descriptor of the parent directory,
-    opened without following a symbolic link and checked to be where ``locate`` resolved it, so
-    a directory swapped for a link in the meantime cannot send the write outside the root.
+    The temporary file and the final rename go through a descriptor of the parent folder,
+    reached from the root without following a link (see the module docstring), so a folder
+    swapped for a link in the meantime cannot send the write outside the root.
     """
-    parent, name = loc.real.parent, loc.real.name
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        dfd = os.open(parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW)
-    except OSError as exc:
-        if os.path.islink(parent):  # O_NOFOLLOW|O_DIRECTORY on a link: ENOTDIR or ELOOP
-            raise OutsideRootError(
-                f"{loc.rel}: its folder became a symbolic link after it was resolved; refused"
-            ) from exc
-        raise _os_error(loc.rel, exc) from exc
-    try:
-        _same_place(loc, dfd, parent)
-        at = {"dir_fd": dfd} if _DIR_FD else {}
-        target = name if _DIR_FD else str(loc.real)
+    with _parent(loc, create=True) as (dfd, name):
         try:
-            existing = os.stat(target, follow_symlinks=False, **at)
+            existing: os.stat_result | None = os.stat(name, dir_fd=dfd, follow_symlinks=False)
         except FileNotFoundError:
             existing = None
+        except OSError as exc:
+            raise _os_error(loc.rel, exc) from exc
         if existing is not None:
-            if stat.S_ISLNK(existing.st_mode):
-                raise OutsideRootError(
-                    f"{loc.rel}: became a symbolic link after it was resolved; refused"
-                )
             _require_regular(loc.rel, existing.st_mode)
         mode = stat.S_IMODE(existing.st_mode) if existing is not None else 0o666 & ~_UMASK
-        _replace(loc, dfd, target, data, mode)
-    except OSError as exc:
-        raise _os_error(loc.rel, exc) from exc
-    finally:
-        os.close(dfd)
-
-
-def _replace(loc: Located, dfd: int, target: str, data: bytes, mode: int) -> None:
-    at = {"dir_fd": dfd} if _DIR_FD else {}
-    base = "" if _DIR_FD else str(loc.real.parent) + os.sep
-    for _ in range(100):
-        tmp = f"{base}.fc-{os.urandom(6).hex()}.tmp"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600, **at)
+            _replace(dfd, name, data, mode)
+        except OSError as exc:
+            raise _os_error(loc.rel, exc) from exc
+
+
+def remove_file(loc: Located) -> None:
+    """Remove the regular file ``loc`` (missing: nothing to do), through the parent folder's
+    descriptor like every other change: a folder swapped for a link is refused, not followed."""
+    with _parent(loc, create=False) as (dfd, name):
+        try:
+            _require_regular(loc.rel, os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode)
+            os.unlink(name, dir_fd=dfd)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise _os_error(loc.rel, exc) from exc
+
+
+def _replace(dfd: int | None, target: str, data: bytes, mode: int) -> None:
+    folder = "" if dfd is not None else os.path.dirname(target) + os.sep
+    for _ in range(100):
+        tmp = f"{folder}.fc-{os.getpid()}-{os.urandom(6).hex()}.tmp"
+        try:
+            fd = os.open(
+                tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=dfd
+            )
             break
         except FileExistsError:
             continue
@@ -189,14 +413,86 @@ def _replace(loc: Located, dfd: int, target: str, data: bytes, mode: int) -> Non
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             os.fchmod(fh.fileno(), mode)
-        if _DIR_FD:
-            os.replace(tmp, target, src_dir_fd=dfd, dst_dir_fd=dfd)
+        if dfd is not None:  # rename(2) replaces the target atomically
+            os.rename(tmp, target, src_dir_fd=dfd, dst_dir_fd=dfd)
         else:
             os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(tmp, **at)
+            os.unlink(tmp, dir_fd=dfd)
         raise
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    except OverflowError:  # not a pid at all
+        return False
+    return True
+
+
+def _stale(name: str, mtime: float, now: float) -> bool:
+    found = TEMP_NAME.fullmatch(name)
+    if found is None:
+        return False
+    age = now - mtime
+    pid = found.group(1)
+    if pid is not None and not _pid_alive(int(pid)):
+        return age > STALE_AFTER
+    return age > ORPHAN_AFTER
+
+
+def sweep_temp_files(
+    root: Path,
+    folders: Iterable[str] | None = None,
+    *,
+    now: float | None = None,
+    max_entries: int = SWEEP_MAX_ENTRIES,
+) -> list[str]:
+    """Remove filecache's own stale temporary files under ``root``; returns their paths.
+
+    Only names of ``TEMP_NAME``'s form are touched, only regular files, and only stale ones:
+    untouched for ``STALE_AFTER`` seconds with their process (the pid in the name) gone, or
+    untouched for ``ORPHAN_AFTER`` (a pid reused, or no pid in the name). ``folders`` (relative
+    to ``root``) limits the sweep to those folders; else the whole tree is walked without
+    following links, skipping VCS folders, ``node_modules`` and the store's folder, and
+    stopping after ``max_entries`` names (a root holding a home folder must not stall an open;
+    a write's own folder can always be swept by passing it in ``folders``).
+    """
+    now = time.time() if now is None else now
+    removed: list[str] = []
+    if folders is not None:
+        tops = [root / f for f in folders]
+    else:
+        tops = [root]
+    seen = 0
+    for top in tops:
+        if not _DIR_FD:
+            break
+        walk = os.fwalk(top, follow_symlinks=False)
+        for here, dirs, files, dfd in walk:
+            if folders is not None:
+                dirs[:] = []
+            else:
+                dirs[:] = [d for d in dirs if d not in _SWEEP_SKIP]
+            seen += len(dirs) + len(files)
+            if seen > max_entries:
+                dirs[:] = []
+            for name in files:
+                if not name.startswith(".fc-"):
+                    continue
+                with contextlib.suppress(OSError):
+                    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                    if stat.S_ISREG(st.st_mode) and _stale(name, st.st_mtime, now):
+                        os.unlink(name, dir_fd=dfd)
+                        removed.append(os.path.relpath(os.path.join(here, name), root))
+    return removed
 
 
 def _read_umask() -> int:

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from .errors import TranscriptError
+from .json_input import check_json
 
 __all__ = [
     "TEXT_BLOCK_TYPES",
@@ -42,10 +43,12 @@ def expect_string(value: object, where: str, what: str) -> str:
 
 
 def json_object(raw: str) -> dict[str, Any] | None:
-    """``raw`` parsed, if it is a JSON object (a call's arguments); else ``None``."""
+    """``raw`` parsed, if it is a JSON object (a call's arguments) that ``json_input.check_json``
+    accepts (depth, no lone surrogate); else ``None`` (kept as raw text)."""
     try:
         parsed = json.loads(raw)
-    except ValueError:
+        check_json(parsed, "arguments")
+    except (ValueError, RecursionError, TranscriptError):
         return None
     return parsed if isinstance(parsed, dict) else None
 

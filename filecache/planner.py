@@ -67,6 +67,7 @@ class ReadRequest:
     plain: int
     fresh: bool = False
     label: str | None = None
+    partial: bool = False  # a streamed range of a file too large to hold: never "full"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -260,7 +261,8 @@ def _content(request: ReadRequest, work: PathView, src: Source, count: Counter) 
     total = len(src.lines)
     start, end, label = request.start, request.end, request.label
     text = content_text(src, start, end, label)
-    kind = Kind.SYMBOL if label else Kind.FULL if start == 1 and end == total else Kind.PARTIAL
+    whole = start == 1 and end == total and not request.partial
+    kind = Kind.SYMBOL if label else Kind.FULL if whole else Kind.PARTIAL
     latest = work.latest()
     held_before = work.get(src.version) is not None
     if (

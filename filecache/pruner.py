@@ -10,18 +10,30 @@ Invariants:
 - Every result a plan changes is archived first (the original text, once) and its projection
   recorded, so the next pass renders the same bytes; then ``Session.forget`` drops every fact
   that relied on it, so no FileRef or diff can point at content the model no longer has.
+- A result of a denied file (``settings.deny``: a file tool's path, its resolved target in the
+  ledger, a version the session read as secret, or a word of another tool's arguments such as
+  ``cat .env``) is never stored: the planner clears it instead of outlining or truncating it
+  (the placeholder has no content), and the archive keeps ``NOT_ARCHIVED`` with the text's
+  hash instead of the text, so ``filecache archive show`` says it was not stored.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .hashing import version_of
+from .errors import FileCacheError
+from .file_tools import file_access
+from .fsio import locate
+from .hashing import short_version, version_of
+from .ledger import Ledger
 from .outline import build_outline, language_for_path, render_outline
 from .pruning import PrunePlan, PrunePolicy, ResultInfo, apply_plan, plan_prune
+from .settings import DEFAULT_DENY, is_denied
 from .store import Store
 from .tokens import TokenCounter
 from .transcript import Transcript, parse_transcript, unwrap
@@ -29,9 +41,20 @@ from .transcript import Transcript, parse_transcript, unwrap
 if TYPE_CHECKING:
     from .cache import Session
 
-__all__ = ["PruneResult", "TokenMemo", "prune_messages", "transcript_session_id"]
+__all__ = [
+    "NOT_ARCHIVED",
+    "PruneResult",
+    "TokenMemo",
+    "denied_results",
+    "prune_messages",
+    "transcript_session_id",
+]
 
 _NUMBERED = ("\t", "→")  # cat -n style prefixes: filecache/SWE-agent (TAB), Claude Code (→)
+_WORDS = re.compile(r"[^\s'\"`;|&<>()]+")  # the words of a command line, for the deny-list
+
+NOT_ARCHIVED = "[filecache: not archived: "
+"""Starts what the archive keeps for a denied file's result instead of its text."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +148,60 @@ def outline_callback(session: Session | None) -> Callable[[ResultInfo], str | No
     return outline_for
 
 
+def denied_results(
+    transcript: Transcript,
+    ledger: Ledger | None,
+    deny: tuple[str, ...],
+    secret: Callable[[str], bool] = lambda version: False,
+    root: Path | None = None,
+) -> dict[str, str]:
+    """call id -> the denied path, for every result whose content must never be stored.
+
+    With ``root``, a file tool's path is also resolved there, so a link to a denied file
+    (``config.txt -> .env``) counts as denied.
+    """
+
+    def denied(path: str) -> bool:
+        names = [path]
+        if root is not None:
+            with contextlib.suppress(FileCacheError):
+                loc = locate(root, path)
+                names += [loc.rel, *loc.aliases]
+        return any(is_denied(name, deny) for name in names)
+
+    found: dict[str, str] = {}
+    calls = transcript.calls_by_id()
+    for result in transcript.results():
+        cid = result.call_id
+        record = ledger.calls.get(cid) if ledger is not None else None
+        if record is not None and record.path is not None:
+            if is_denied(record.path, deny) or (record.version and secret(record.version)):
+                found[cid] = record.path
+                continue
+        call = calls.get(cid)
+        if call is None:
+            continue
+        access = file_access(call)
+        if access is not None:
+            if denied(access.path):
+                found[cid] = access.path
+            continue
+        word = next((w for w in _WORDS.findall(call.raw_arguments) if is_denied(w, deny)), None)
+        if word is not None:  # e.g. bash `cat .env`: its output may be the secret
+            found[cid] = word
+    return found
+
+
+def _archived(text: str, denied_path: str | None) -> str:
+    """What the archive keeps of a result: its text, or for a denied file a marker."""
+    if denied_path is None:
+        return text
+    return (
+        f"{NOT_ARCHIVED}{denied_path} is on the deny-list, so this result was not stored; "
+        f"read the file again (text xxh3 {short_version(version_of(text.encode('utf-8')))})]"
+    )
+
+
 def prune_messages(
     messages: Any,
     *,
@@ -134,6 +211,8 @@ def prune_messages(
     format: str | None = None,
     count: Callable[[str], int] | None = None,
     session_id: str | None = None,
+    deny: tuple[str, ...] = DEFAULT_DENY,
+    root: Path | None = None,
 ) -> PruneResult:
     """Prune a message list (bare, or wrapped as ``{"messages": [...]}``/``{"input": [...]}``).
 
@@ -147,6 +226,9 @@ def prune_messages(
         count: a token counter (default: the session's, or exact o200k), memoised.
         session_id: the id to archive under without a session (default: derived from the
             transcript, stable across its requests).
+        deny: the deny-list without a session (a session uses its settings' list).
+        root: without a session, the (resolved) root the transcript's paths are relative to:
+            a link to a denied file is then denied too.
     """
     envelope = unwrap(messages)
     transcript = parse_transcript(envelope.messages, format)
@@ -156,25 +238,39 @@ def prune_messages(
     if count is None:
         count = TokenMemo(session.cache.tokens if session else TokenCounter())
     texts = {r.call_id: r.text for r in transcript.results()}
-    prior = store.projections(sid) if store is not None else {}
-    if store is not None and prior:
-        # Only this conversation's: a derived (or reused) session id can be shared by another
-        # one with the same opening and call ids; its projections must not replace our results.
-        prior = {
-            cid: (tier, text)
-            for cid, (tier, text) in prior.items()
-            if cid in texts and (texts[cid] == text or store.archive_get(cid, sid) == texts[cid])
-        }
     # The session's answers wait while a pass plans and forgets: no FileRef can be answered
     # from a result between the snapshot that decides to clear it and the forget.
     with session.lock if session is not None else contextlib.nullcontext():
         ledger = session.ledger() if session is not None else None
+        if session is not None:
+            cache = session.cache
+            secret = denied_results(
+                transcript, ledger, cache.settings.deny, cache.secret, cache.root
+            )
+        else:
+            secret = denied_results(transcript, None, deny, root=root)
+        prior = store.projections(sid) if store is not None else {}
+        if store is not None and prior:
+            # Only this conversation's: a derived (or reused) session id can be shared by
+            # another one with the same opening and call ids; its projections must not
+            # replace our results.
+            prior = {
+                cid: (tier, text)
+                for cid, (tier, text) in prior.items()
+                if cid in texts
+                and (
+                    texts[cid] == text
+                    or store.archive_get(cid, sid) == _archived(texts[cid], secret.get(cid))
+                )
+            }
         plan = plan_prune(
-            transcript, ledger, policy, count, outline_for=outline_callback(session), prior=prior
-        )
+            transcript, ledger, policy, count, outline_for=outline_callback(session), prior=prior,
+            secret=frozenset(secret),
+        )  # fmt: skip
         for action in plan.actions:
             if store is not None:
-                store.archive_put(sid, action.call_id, texts[action.call_id])
+                archived = _archived(texts[action.call_id], secret.get(action.call_id))
+                store.archive_put(sid, action.call_id, archived)
                 store.projection_put(
                     sid, action.call_id, action.tier, action.text,
                     action.tokens_before, action.tokens_after,

@@ -362,8 +362,13 @@ def plan_prune(
     *,
     outline_for: Callable[[ResultInfo], str | None] | None = None,
     prior: Mapping[str, tuple[str, str]] | None = None,
+    secret: frozenset[str] = frozenset(),
 ) -> PrunePlan:
-    """Decide this pass (see the module docstring). ``prior``: call id -> (tier, text)."""
+    """Decide this pass (see the module docstring). ``prior``: call id -> (tier, text).
+
+    ``secret``: results of denied files; they clear instead of degrading, so no outline or
+    head and tail of their content becomes a (stored) projection.
+    """
     prior = prior or {}
     infos = collect(transcript, ledger, count, prior)
     present = {i.call_id for i in infos}
@@ -418,7 +423,7 @@ def plan_prune(
             break
         if info.call_id in actions or info.call_id in alive or info.tier != "keep":
             continue
-        if info.tokens < policy.small_result:
+        if info.tokens < policy.small_result or info.call_id in secret:
             why = "old, cleared to save context"
             act(info, "clear", _cleared(info, why), why)
             continue

@@ -6,6 +6,7 @@ sends content (the replay baseline uses the same), so savings compare like with 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -86,7 +87,7 @@ class Source:
     key: str
     path: str
     version: str
-    lines: list[str]
+    lines: Sequence[str]  # a ``text.LineWindow`` for a streamed range of a large file
     numbered: bool
     output: str | None = None  # a decorated tool's exact output (its content rendering)
 

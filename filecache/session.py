@@ -46,11 +46,12 @@ from .errors import (
     ContentError,
     EditError,
     FileCacheError,
+    FileTooLargeError,
     MissingFileError,
     RequestError,
     StoreConflictError,
 )
-from .fsio import Located, read_bytes, write_bytes
+from .fsio import Located, read_bytes, read_window, remove_file, write_bytes
 from .hashing import args_hash, version_of
 from .ledger import Ledger, build_ledger
 from .outside import outside_notices
@@ -65,7 +66,7 @@ from .planner import (
 from .render import render_write
 from .results import Kind, ReadResult, Source, WriteResult
 from .store import Event, Intent
-from .text import decode_text, split_lines
+from .text import decode_text, encode_text, split_lines
 from .views import Facts, PathView, Span, map_through_edit
 
 if TYPE_CHECKING:
@@ -160,7 +161,19 @@ class Session:
         cid: str,
         ranged: bool,
     ) -> ReadResult:
-        data = read_bytes(loc, None if ranged else self.cache.settings.max_file_bytes)
+        limit_bytes = self.cache.settings.max_file_bytes
+        try:
+            data = read_bytes(loc, limit_bytes)
+        except FileTooLargeError:
+            if not ranged or mode == "outline":
+                raise
+            # A range of a file over the limit: streamed, hashed whole, only the range kept
+            # (lines cut at text.MAX_LINE_CHARS); always content, never stored (fsio.read_window).
+            window = read_window(loc, offset, limit, budget=limit_bytes)
+            self.cache.denied(loc, window.version)  # its lines are never stored in any case
+            src = Source(loc.rel, loc.rel, window.version, window.lines, numbered)
+            first, count = window.lines.start, len(window.lines.kept)
+            return self._answer(turn, src, first, first + count - 1, True, cid, partial=True)
         src = self._source_from_bytes(loc, data, numbered)
         if mode == "outline":
             return self._answer_outline(turn, src, cid, fresh, large=False)
@@ -391,7 +404,7 @@ class Session:
         """Answer a decorated read tool's ``output`` for the argument ``key``."""
         version = version_of(output.encode("utf-8"))
         lines = split_lines(output)
-        self.cache.remember(version, lines, not self.cache.denied(path))
+        self.cache.remember(version, lines, not self.cache.denied(path, version))
         src = Source(key, path, version, lines, False, output)
         cid = self._call_id(call_id)
         with self._turn() as turn:
@@ -407,11 +420,12 @@ class Session:
 
     def _source_from_bytes(self, loc: Located, data: bytes, numbered: bool) -> Source:
         version = version_of(data)
+        secret = self.cache.denied(loc, version)  # on every read: the version is marked secret
         lines = self.cache.held_lines(version)
         if lines is None:  # decoded once per version (in memory): only then is it kept
             lines = split_lines(decode_text(data, loc.rel))
             settings = self.cache.settings
-            storable = len(data) <= settings.max_file_bytes and not self.cache.denied(loc.rel)
+            storable = len(data) <= settings.max_file_bytes and not secret
             self.cache.remember(version, lines, storable)
         return Source(loc.rel, loc.rel, version, lines, numbered)
 
@@ -426,6 +440,7 @@ class Session:
         *,
         label: str | None = None,
         may_outline: bool = False,
+        partial: bool = False,
     ) -> ReadResult:
         settings = self.cache.settings
         plain = self.cache.plain_tokens(src, start, end)
@@ -437,7 +452,7 @@ class Session:
             return self._answer_outline(turn, src, cid, fresh, large=True)
         notice = outside_notices(self, turn, cid, src.key) if self._outside else ""
         request = ReadRequest(src=src, start=start, end=end, call_id=cid, seq=turn.next_seq(),
-                              plain=plain, fresh=fresh, label=label)  # fmt: skip
+                              plain=plain, fresh=fresh, label=label, partial=partial)  # fmt: skip
         view = turn.view(src.key)
         decision = plan_read(
             request, view, bases=self._bases(view, src.version), call_seq=self._call_seq,
@@ -523,7 +538,7 @@ class Session:
                     raise EditError(f"{loc.rel}: no such file; use write to create it")
                 old, before = self._previous(loc, old_data)
                 text, spans, detail = plan(old, before)
-                data = text.encode("utf-8")
+                data = encode_text(text, loc.rel)  # no NUL, no lone surrogate: served back
                 if self._current_bytes(loc) == old_data:
                     break  # unchanged since it was read: replace it now (we hold the lock)
             else:
@@ -571,7 +586,7 @@ class Session:
         lines = split_lines(text)
         # as for reads: denied files and files over max_file_bytes are never stored
         storable = (
-            not self.cache.denied(loc.rel) and len(data) <= self.cache.settings.max_file_bytes
+            not self.cache.denied(loc, version) and len(data) <= self.cache.settings.max_file_bytes
         )
         self.cache.remember(version, lines, storable)
         message = notice + render_write(loc.rel, kind, version, len(lines), detail)
@@ -603,7 +618,7 @@ class Session:
             if self._current_bytes(loc) != new:
                 return  # someone wrote since: leave theirs
             if old is None:
-                loc.real.unlink(missing_ok=True)
+                remove_file(loc)  # through the checked parent descriptor, as the write was
             else:
                 write_bytes(loc, old)
 

@@ -7,7 +7,9 @@ Precedence, lowest first: the defaults below; a ``[tool.filecache]`` table in th
 - ``store`` (None): SQLite path or ``":memory:"``; None means ``<root>/.filecache/cache.db``.
 - ``session`` (None): the session id the CLI uses (``FILECACHE_SESSION``).
 - ``deny`` (``.env*``, ``*.pem``, ``*.key``, ``id_rsa*``, ``*.p12``): files hashed but whose
-  content is never stored (globs on the name or the relative path; comma-separated in env).
+  content is never stored in any form (globs matched case-insensitively on the name and on the
+  relative path, of the path asked for and of a symbolic link's target; comma-separated in
+  env). The model is still shown what it reads; see ``FileCache.denied``.
 - ``retention_days`` (30): sessions unused this long are garbage-collected.
 - ``max_file_bytes`` (4 MiB): whole reads of larger files are refused (use offset/limit).
 - ``diff_max_ratio`` (0.6): a diff is sent only if its tokens are at most this fraction of the
@@ -27,6 +29,7 @@ Precedence, lowest first: the defaults below; a ``[tool.filecache]`` table in th
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import tomllib
 from collections.abc import Mapping
@@ -36,7 +39,7 @@ from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["Settings", "load_settings"]
+__all__ = ["Settings", "is_denied", "load_settings"]
 
 DEFAULT_DENY = (".env*", "*.pem", "*.key", "id_rsa*", "*.p12")
 
@@ -74,6 +77,16 @@ class Settings:
             raise ConfigError("mcp_ref_calls and mcp_ref_minutes must be >= 0")
         if not self.watch_debounce >= 0:
             raise ConfigError("watch_debounce must be >= 0")
+
+
+def is_denied(path: str, deny: tuple[str, ...]) -> bool:
+    """Whether ``path`` (relative, POSIX) or its file name matches a deny-list glob, ignoring
+    case (``.ENV``, ``X.PEM`` and ``ID_RSA`` are as secret as their lower-case names)."""
+    rel = path.removeprefix("./").lower()
+    name = rel.rsplit("/", 1)[-1]
+    return any(
+        fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(rel, p) for p in map(str.lower, deny)
+    )
 
 
 _FIELDS = {f.name: f for f in fields(Settings)}

@@ -109,6 +109,8 @@ def _arguments(arguments: Mapping[str, Any] | str) -> dict[str, Any]:
             raise RequestError(
                 f"arguments are not valid JSON ({exc.msg}); send a JSON object"
             ) from exc
+        except RecursionError:  # the parser recurses: a 100,000-deep array must not crash
+            raise RequestError("arguments are nested too deep; send a flat JSON object") from None
         arguments = parsed
     if not isinstance(arguments, Mapping):
         raise RequestError("arguments must be a JSON object")

@@ -37,6 +37,7 @@ from typing import Any, Protocol, cast
 
 from .errors import TranscriptError
 from .file_tools import FILE_TOOLS, FileAccess, FileTool, file_access
+from .json_input import check_json
 from .message_blocks import replaced_body, type_name
 
 __all__ = [
@@ -202,7 +203,12 @@ def _adapter(format: str) -> _Adapter:
 
 
 def parse_transcript(messages: object, format: str | None = None) -> Transcript:
-    """Parse a message list (not a wrapper: see ``unwrap``) in ``format``, or the detected one."""
+    """Parse a message list (not a wrapper: see ``unwrap``) in ``format``, or the detected one.
+
+    Nesting deeper than ``json_input.MAX_JSON_DEPTH`` is refused first (``TranscriptError``):
+    the adapters and the pruner walk it recursively.
+    """
+    check_json(messages, "messages")
     return _adapter(format or detect_format(messages)).parse(messages)
 
 

@@ -172,9 +172,14 @@ def _answer(world: World, start: int | None, count: int | None, fresh: bool, cid
                     if c not in world.forgotten]  # fmt: skip
             if line in held:
                 shown[(decision.base_version, n)] = line
-        # the diff itself (checked by unidiff elsewhere) gives the new version's lines
-        for n in range(first, last + 1):
-            shown[(src.version, n)] = src.lines[n - 1]
+        # the diff itself (checked by unidiff elsewhere) gives the requested lines and every
+        # line of its hunks' new side
+        hunk_lines = set(range(first, last + 1))
+        for c, d in re.findall(r"^@@ -\S+ \+(\d+)(?:,(\d+))? @@", decision.text, re.M):
+            hunk_lines |= set(range(int(c), int(c) + int(d or 1)))
+        for n in sorted(hunk_lines):
+            if 1 <= n <= total:
+                shown[(src.version, n)] = src.lines[n - 1]
     world.shown[cid] = shown
     for relied in decision.relied:
         assert relied in world.shown and relied not in world.forgotten, f"relies on {relied}"
