@@ -412,7 +412,8 @@ class Session:
         cid = self._call_id(call_id)
         total = len(src.lines)
         plain = self.cache.plain_tokens(src, 1, total)
-        outline_text = self.cache.outline_text(src.version, src.path, src.lines, plain)
+        budget = plain // 5 if large else None  # an explicit outline: render_outline's rule
+        outline_text = self.cache.outline_text(src.version, src.path, src.lines, budget)
         notice = outside_notices(self, cid, src.key) if self._outside else ""
         text = notice + render_outline_answer(outline_text, large=large, tokens_full=plain)
         tokens = self.cache.count(text)
