@@ -566,8 +566,9 @@ class Session:
     # -- bookkeeping --------------------------------------------------------------------------
 
     def _call_id(self, call_id: str | None) -> str:
-        # os.urandom is what secrets.token_hex reads; secrets itself (hmac) costs ~10 ms import
-        return call_id if call_id else "fc-" + os.urandom(5).hex()
+        # os.urandom is what secrets.token_hex reads; secrets itself (hmac) costs ~10 ms import.
+        # 12 decimal digits (~40 bits): always 4 o200k tokens, where 10 hex digits cost 4-10.
+        return call_id if call_id else f"fc-{int.from_bytes(os.urandom(5)) % 10**12:012d}"
 
     def _next_seq(self, call_id: str) -> int:
         with self._lock:

@@ -224,4 +224,4 @@ def test_a_scripted_session_prunes_and_stays_consistent(forward: bool, cache_awa
         context_window=2_500, protect_recent=300, min_reclaim=50, small_result=100,
         cache_aware=cache_aware, turns_left=40,
     )  # fmt: skip
-    assert run_loop(script, policy, forward) > 20
+    assert run_loop(script, policy, forward) >= 12  # at least once per round of the script
