@@ -42,6 +42,7 @@ from typing import Any
 from filecache.hashing import version_of
 from filecache.pruner import PruneResult, TokenMemo, prune_messages
 from filecache.pruning import PrunePolicy
+from filecache.render import render_file_ref
 from filecache.store import MemoryStore
 from filecache.text import render_lines, split_lines
 from filecache.tokens import TokenCounter
@@ -110,11 +111,7 @@ class Generator:
         lines = split_lines(text)
         known = self.seen.get(index)
         if known is not None and known[1] == version and self.rng.random() < 0.5:
-            body = (
-                f"[filecache] {path} unchanged since your result {known[0]} (all {len(lines)} "
-                f"lines, xxh3 {version[5:13]}).\n(If that result is gone from your context, "
-                "read again with fresh=true.)\n"
-            )
+            body = render_file_ref(path, version, 1, len(lines), len(lines), known[0])
             self.call("read_file", {"path": path}, body)
         elif self.rng.random() < 0.7:
             body = render_lines(path, lines, 1, len(lines), version=version)

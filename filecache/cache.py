@@ -324,23 +324,38 @@ class FileCache:
         )
 
     def outline_text(
-        self, version: str, path: str, lines: Sequence[str] | None = None, tokens_full: int = 0
+        self,
+        version: str,
+        path: str,
+        lines: Sequence[str] | None = None,
+        max_tokens: int | None = None,
     ) -> str:
-        """The rendered outline of a stored version, at most a fifth of the file's tokens.
+        """The rendered outline of a stored version.
 
-        Cached in the store by (version, outline revision, path, token budget): the pruning pass
-        calls this for its middle tier, and a second call costs no parse. A denied file's
-        outline is shown (it is what a read would show) but never stored.
+        ``max_tokens`` is the budget of the text (o200k tokens), for the outlines DESIGN.md
+        sizes: an auto-mode outline sent instead of a large file's content, and the pruner's
+        middle tier. ``None`` (an explicit ``mode="outline"``) follows ``render_outline``'s own
+        rule: every detail for a file of at most ``SMALL_FILE_LINES`` lines, else a fifth of the
+        numbered file. Cached in the store by everything the text depends on: the version, the
+        outline revision (code, renderer, grammars, queries), the path (its language and the
+        header), the budget and the tokenizer that measured it. A denied file's outline is
+        shown (it is what a read would show) but never stored.
         """
-        from .outline import OUTLINE_VERSION, render_outline  # on first use (see outline_of)
+        # On first use (see outline_of).
+        from .outline import OUTLINE_VERSION, language_for_path, render_outline
+        from .outline_text import count_tokens_encoding
 
         secret = self.denied(path, version)
-        key = f"{version}:{OUTLINE_VERSION}:{path}:{tokens_full}"
+        budget = "default" if max_tokens is None else str(max_tokens)
+        key = (  # the path last: it may hold ':'
+            f"{version}:{OUTLINE_VERSION}:{language_for_path(path)}:{budget}:"
+            f"{count_tokens_encoding()}:{path}"
+        )
         cached = None if secret else self.store.cache_get("outline", key)
         if cached is not None:
             return cached
         outline = self.outline_of(version, path, lines)
-        text = render_outline(outline, path, tokens_full // 5 if tokens_full else None)
+        text = render_outline(outline, path, max_tokens)
         if not secret:
             self.store.cache_put("outline", key, text)
         return text

@@ -11,8 +11,8 @@ Invariants:
 - Languages with a query file are outlined by tree-sitter (``outline_ts``); any other text
   gets a generic summary (line count and first non-empty lines).
 - ``OUTLINE_VERSION`` (``outline_version()``, computed on first use, not at import) changes
-  whenever the query files, this code's revision or the grammar package change, so outlines
-  cached under ``(content version, OUTLINE_VERSION)`` stay true.
+  whenever the query files, this code's or the renderer's revision or the grammar package
+  change, so outlines cached under ``(content version, OUTLINE_VERSION)`` stay true.
 - ``cached_outline`` returns the same ``Outline`` object for the same (version, language)
   without parsing again; it holds at most ``CACHE_SIZE`` outlines.
 - ``find_symbol`` returns exactly one definition or raises ``RequestError`` naming the
@@ -31,7 +31,7 @@ from pathlib import PurePosixPath
 
 from filecache.errors import RequestError
 from filecache.outline_model import Definition, Outline
-from filecache.outline_render import render_outline
+from filecache.outline_render import RENDER_REVISION, render_outline
 from filecache.outline_text import count_lines, count_tokens, summarize
 from filecache.outline_ts import SPECS, extract, queries_digest
 
@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 # Bump when a change to this code (not to a query file) changes what an outline contains.
-_CODE_REVISION = "1"
+_CODE_REVISION = "2"
 CACHE_SIZE = 256
 
 _EXTENSIONS: dict[str, str] = {
@@ -94,11 +94,10 @@ def _grammar_version() -> str:
 
 @functools.cache
 def outline_version() -> str:
-    """The outline revision for cache keys: this code's revision, the grammar package's
-    version and a digest of the query files (computed once, on first use)."""
-    digest = hashlib.sha256(
-        f"{_CODE_REVISION}\0{_grammar_version()}\0{queries_digest()}".encode()
-    ).hexdigest()
+    """The outline revision for cache keys: this code's and the renderer's revisions, the
+    grammar package's version and a digest of the query files (computed once, on first use)."""
+    parts = (_CODE_REVISION, RENDER_REVISION, _grammar_version(), queries_digest())
+    digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()
     return f"outline/{_CODE_REVISION}:{digest[:16]}"
 
 

@@ -8,7 +8,8 @@ Invariants:
   definition's ``depth`` is the number of definitions that enclose it.
 - ``qualified_name`` is the dot-joined chain of enclosing names plus any scope the source
   spells out (a Go receiver, a C++ ``Class::``), ending in ``name``.
-- ``signature`` is one line without newlines; ``doc`` is one trimmed line or ``None``.
+- ``signature`` is one line without newlines; ``doc`` is one trimmed line or ``None``;
+  ``0 <= name_at <= len(signature)``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ class Definition:
         depth: How many definitions enclose it.
         declaration: True for a declaration without a body (a prototype, an abstract or
             interface method), so a lookup can prefer the definition that has one.
+        name_at: Where the name (or what stands for it) starts in ``signature``: what comes
+            before it (decorators, attributes, modifiers, a keyword) may be shortened, the name
+            never.
     """
 
     kind: str
@@ -45,6 +49,7 @@ class Definition:
     end_line: int
     depth: int
     declaration: bool = False
+    name_at: int = 0
 
     @property
     def line_range(self) -> str:

@@ -19,11 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from filecache.outline_text import count_tokens, truncate
+from filecache.outline_text import count_tokens, shorten_signature, truncate
 
 if TYPE_CHECKING:
     from filecache.outline_model import Definition, Outline
 
+# Bump when a change to this code changes the rendered text (cached under OUTLINE_VERSION).
+RENDER_REVISION = "2"
 INDENT = "  "
 DOC_SEPARATOR = " — "
 # Tokens a line number adds to a numbered read: the padded "    12\t" of ``cat -n`` (the
@@ -81,11 +83,16 @@ def default_budget(outline: Outline) -> int | None:
 
 
 def render_definition(definition: Definition, level: Level = LEVELS[0]) -> str:
-    """One outline line: indent, line range, signature and (if shown) the doc's first line."""
+    """One outline line: indent, line range, signature and (if shown) the doc's first line.
+
+    A signature shortened to the level's limit keeps the definition's name (what ``symbol=``
+    takes): decorators and modifiers before it are cut first.
+    """
     head = f"{INDENT * definition.depth}{definition.line_range}"
     if definition.depth >= level.names_depth:
         return f"{head} {definition.kind} {definition.name}"
-    line = f"{head} {truncate(definition.signature, level.signature_limit)}"
+    signature = shorten_signature(definition.signature, definition.name_at, level.signature_limit)
+    line = f"{head} {signature}"
     if definition.doc and level.doc_limit and definition.depth <= level.docs_depth:
         line += DOC_SEPARATOR + truncate(definition.doc, level.doc_limit)
     return line

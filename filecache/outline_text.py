@@ -140,29 +140,73 @@ def _parameters_start(sig: str, after: int) -> int:
     return -1
 
 
-def shorten_signature(sig: str, name_at: int, limit: int = SIGNATURE_LIMIT) -> str:
-    """Shorten a one-line signature sensibly to at most ``limit`` characters.
+def _words(text: str) -> list[str]:
+    """Split on spaces that are not inside brackets or quotes (``#[a = "b c"]`` is one word)."""
+    words: list[str] = []
+    depth = 0
+    quote = ""
+    current: list[str] = []
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote and text[i - 1 : i] != "\\":
+                quote = ""
+        elif ch in "\"'`":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == " " and depth <= 0:
+            if current:
+                words.append("".join(current))
+            current = []
+            continue
+        current.append(ch)
+    if current:
+        words.append("".join(current))
+    return words
 
-    In order, until it fits: long decorator/attribute arguments before the name become
-    ``(…)``; trailing parameters are dropped for ``…``; finally the text is cut.
 
-    Args:
-        sig: The signature, already on one line.
-        name_at: Where the definition's name starts in ``sig`` (0 when unknown); the
-            parameter list is the first parenthesised group after it.
-        limit: The longest result wanted.
+def _cut_head(head: str, room: int) -> str:
+    """Shorten the text before a name (decorators, modifiers, a keyword) to ``room`` characters.
 
-    Returns:
-        ``sig`` itself when it fits, else a shortened form no longer than ``limit``.
+    Its last word (the keyword right before the name: ``def``, ``fn``, ``class``) stays when it
+    fits, with as many whole words from its start as fit and an ellipsis between.
     """
-    if len(sig) <= limit:
-        return sig
+    if len(head) <= room:
+        return head
+    gap = head[len(head.rstrip()) :]
+    words = _words(head.rstrip())
+    last = words.pop() + gap if words else ""
+    if len(last) + len(ELLIPSIS) + 1 > room:
+        last = ""  # one long word (an unclosed quote swallows the rest): drop it, keep the name
+    keep = room - len(last) - len(ELLIPSIS) - 2  # the spaces around the ellipsis
+    front: list[str] = []
+    used = 0
+    for word in words:
+        used += len(word) + (1 if front else 0)
+        if used > keep:
+            break
+        front.append(word)
+    return " ".join([*front, ELLIPSIS, last]) if last else " ".join([*front, ELLIPSIS]) + " "
+
+
+def shorten_signature_at(sig: str, name_at: int, limit: int = SIGNATURE_LIMIT) -> tuple[str, int]:
+    """``shorten_signature``, and where the name starts in the result.
+
+    The name is never cut away: the text before it (decorators, attributes, annotations,
+    modifiers) is shortened first, to at most half of ``limit`` when the whole does not fit.
+    """
     name_at = min(max(name_at, 0), len(sig))
+    if len(sig) <= limit:
+        return sig, name_at
     if name_at > 0:
         head = _collapse_groups(sig[:name_at])
+        if len(head) + len(sig) - name_at > limit:
+            head = _cut_head(head, max(limit // 2, limit - (len(sig) - name_at)))
         sig, name_at = head + sig[name_at:], len(head)
         if len(sig) <= limit:
-            return sig
+            return sig, name_at
     start = _parameters_start(sig, name_at)
     close = _matching_close(sig, start) if start >= 0 else -1
     if close > start:
@@ -182,7 +226,26 @@ def shorten_signature(sig: str, name_at: int, limit: int = SIGNATURE_LIMIT) -> s
             sig = head + truncate(split[0], budget + len(ELLIPSIS)) + tail
         else:
             sig = head + ", ".join([*kept, ELLIPSIS]) + tail
-    return truncate(sig, limit)
+    return truncate(sig, limit), min(name_at, limit)
+
+
+def shorten_signature(sig: str, name_at: int, limit: int = SIGNATURE_LIMIT) -> str:
+    """Shorten a one-line signature sensibly to at most ``limit`` characters.
+
+    In order, until it fits: long decorator/attribute arguments before the name become
+    ``(…)``; the text before the name is cut (its last word, the keyword, stays) so that the
+    name fits; trailing parameters are dropped for ``…``; finally the end is cut.
+
+    Args:
+        sig: The signature, already on one line.
+        name_at: Where the definition's name starts in ``sig`` (0 when unknown); the
+            parameter list is the first parenthesised group after it.
+        limit: The longest result wanted.
+
+    Returns:
+        ``sig`` itself when it fits, else a shortened form no longer than ``limit``.
+    """
+    return shorten_signature_at(sig, name_at, limit)[0]
 
 
 def doc_first_line(text: str, limit: int = DOC_LIMIT) -> str | None:
@@ -252,6 +315,11 @@ def summarize(source: bytes, line_count: int, first: int = 5, width: int = 100) 
 @functools.cache
 def _o200k() -> TokenCounter:
     return TokenCounter("o200k")  # on first use: importing the BPE package costs import time
+
+
+def count_tokens_encoding() -> str:
+    """The encoding ``count_tokens`` uses: ``o200k``, or ``estimate`` without the BPE package."""
+    return _o200k().encoding
 
 
 def count_tokens(text: str) -> int:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from filecache.outline_model import Definition
-from filecache.outline_text import count_lines, doc_first_line, one_line, shorten_signature
+from filecache.outline_text import count_lines, doc_first_line, one_line, shorten_signature_at
 
 if TYPE_CHECKING:  # tree-sitter is imported on first parse, not with the package
     from tree_sitter import Language, Node, Query
@@ -272,21 +272,24 @@ def _line_end(source: bytes, at: int, limit: int) -> int:
     return limit if newline < 0 else min(newline, limit)
 
 
-def _signature(source: bytes, raw: _Raw, name: str, implicit: frozenset[str]) -> str:
+def _signature(source: bytes, raw: _Raw, name: str, implicit: frozenset[str]) -> tuple[str, int]:
+    """The definition's one-line signature, and where its name starts in it."""
     start = raw.start_byte
     if raw.kind == "heading":
         if raw.node.type == "setext_heading":
             underline = raw.node.child_by_field_name("underline") or raw.node.children[-1]
             marker = "#" if "h1" in underline.type else "##"
-            return shorten_signature(f"{marker} {name}", 0)
+            return shorten_signature_at(f"{marker} {name}", len(marker) + 1)
         end = _line_end(source, raw.node.start_byte, raw.node.end_byte)
-        return shorten_signature(one_line(_text(source, raw.node.start_byte, end)), 0)
+        heading = one_line(_text(source, raw.node.start_byte, end))
+        return shorten_signature_at(heading, len(heading) - len(heading.lstrip("# ")))
     if raw.body is not None and raw.body.end_byte <= raw.name.start_byte:
         # The name follows the body (C ``typedef struct {...} name``).
         before = one_line(_strip_comments(source, raw, start, raw.body.start_byte))
         end = _line_end(source, raw.name.end_byte, raw.node.end_byte)
         after = one_line(_text(source, raw.body.end_byte, end)).rstrip(" ;,")
-        return shorten_signature(f"{before} {_container_mark(raw.body)} {after}", 0)
+        before = f"{before} {_container_mark(raw.body)} "
+        return shorten_signature_at(before + after, len(before))
     name_line_end = _line_end(source, raw.name.end_byte, raw.node.end_byte)
     if raw.body is not None and raw.body.start_byte >= raw.name.end_byte:
         end = raw.body.start_byte
@@ -306,7 +309,9 @@ def _signature(source: bytes, raw: _Raw, name: str, implicit: frozenset[str]) ->
     name_at = len(head)
     if raw.kind in ("key", "table") and raw.body is not None:
         signature = signature.rstrip(" =") + " " + _container_mark(raw.body)
-    return shorten_signature(signature or name, name_at)
+    if not signature:
+        return shorten_signature_at(name, 0)
+    return shorten_signature_at(signature, name_at)
 
 
 def _docstring(source: bytes, raw: _Raw) -> str | None:
@@ -408,18 +413,20 @@ def extract(source: bytes, language: str) -> tuple[tuple[Definition, ...], bool]
             doc = _doc_comment(source, raw)
         start_line = raw.start.start_point.row + 1
         end_line = max(start_line, min(_end_row(raw.node) + 1, line_count))
+        signature, name_at = _signature(
+            source, raw, name, spec.implicit if kind == "method" else frozenset()
+        )
         definition = Definition(
             kind=kind,
             name=name,
             qualified_name=".".join([*prefix, *scopes, name]),
-            signature=_signature(
-                source, raw, name, spec.implicit if kind == "method" else frozenset()
-            ),
+            signature=signature,
             doc=doc,
             start_line=start_line,
             end_line=end_line,
             depth=len(stack),
             declaration=raw.declaration,
+            name_at=name_at,
         )
         definitions.append(definition)
         stack.append((raw, definition))

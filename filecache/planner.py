@@ -43,6 +43,7 @@ __all__ = [
     "ReadRequest",
     "choose_cover",
     "diff_bases",
+    "outline_key",
     "plan_outline",
     "plan_read",
     "wants_outline",
@@ -108,6 +109,12 @@ def wants_outline(
     return view is None or not any(f.covering(request.start, request.end) for f in view.recent())
 
 
+def outline_key(version: str, *, large: bool) -> str:
+    """How a view records an outline answer: by version and by rendering (an auto outline of a
+    large file is budgeted; an explicit one of the same version is not the same text)."""
+    return f"{version}#{'auto' if large else 'explicit'}"
+
+
 def plan_outline(
     request: ReadRequest,
     view: PathView | None,
@@ -124,7 +131,8 @@ def plan_outline(
     """
     src = request.src
     work = view.copy() if view is not None else PathView(max_versions)
-    held = None if request.fresh else work.outlines.get(src.version)
+    key = outline_key(src.version, large=large)
+    held = None if request.fresh else work.outlines.get(key)
     if held is not None:
         text = render_outline_ref(src.path, src.version, len(src.lines), held)
         return ReadDecision(
@@ -134,7 +142,7 @@ def plan_outline(
     if outline_text is None:
         raise ValueError("plan_outline needs the outline text unless the outline is held")
     text = render_outline_answer(outline_text, large=large, tokens_full=request.plain)
-    work.outlines[src.version] = request.call_id
+    work.outlines[key] = request.call_id
     return ReadDecision(
         kind=Kind.OUTLINE, text=text, tokens=count(text), base_call_id=None,
         base_version=None, relied=frozenset(), view=work,
@@ -215,18 +223,19 @@ def _diff(
             continue
         ops = diff_lines(old_lines, src.lines)
         blocks = equal_blocks(ops)
-        need: set[str] = set()
+        needed: list[Span] = []  # the held runs the requested unchanged lines come from
         for a0, b0, size in blocks:
             lo, hi = max(b0 + 1, start), min(b0 + size, end)
             if lo > hi:
                 continue
-            have = held.covering(lo - b0 + a0, hi - b0 + a0)
+            have = held.runs(lo - b0 + a0, hi - b0 + a0)
             if have is None:
                 break
-            need |= have
+            needed.extend(have)
         else:
-            if not need:
+            if not needed:
                 continue
+            need = set().union(*choose_cover(needed, call_seq, held.spans))
             whole = start == 1 and end == total
             hunks = unified_hunks(old_lines, src.lines, ops)
             if not whole:
@@ -237,7 +246,7 @@ def _diff(
                 src.path, base, held.version, src.version, hunks, (start, end, total), mapped
             )
             if held is latest and latest.origin and work.get(src.version) is not None:
-                text = render_undone_edit(src.path, latest.origin) + text
+                text = render_undone_edit(src.path, latest.origin, src.version) + text
             tokens = count(text)
             if tokens > diff_max_ratio * request.plain:
                 continue
@@ -272,7 +281,7 @@ def _content(request: ReadRequest, work: PathView, src: Source, count: Counter) 
         and held_before
         and src.output is None
     ):  # the model's edit is gone and the file is back at a version it saw before
-        prefix = render_undone_edit(src.path, latest.origin)
+        prefix = render_undone_edit(src.path, latest.origin, src.version)
         text, tokens = prefix + text, count(prefix) + (count(text) if label else request.plain)
     else:
         tokens = count(text) if label else request.plain

@@ -130,9 +130,10 @@ def outline_callback(session: Session | None) -> Callable[[ResultInfo], str | No
     def outline_for(info: ResultInfo) -> str | None:
         if info.path is None:
             return None
+        budget = max(info.tokens // 5, 50)  # the middle tier: a fifth of the result
         if session is not None and info.version is not None:
             try:
-                return session.cache.outline_text(info.version, info.path)
+                return session.cache.outline_text(info.version, info.path, None, budget)
             except Exception:  # noqa: BLE001 - no blob any more: fall back to the text
                 pass
         if info.start != 1:
@@ -143,7 +144,7 @@ def outline_callback(session: Session | None) -> Callable[[ResultInfo], str | No
         outline = build_outline(source.encode("utf-8"), language_for_path(info.path))
         if not outline.definitions:
             return None
-        return render_outline(outline, info.path, max(info.tokens // 5, 50))
+        return render_outline(outline, info.path, budget)
 
     return outline_for
 

@@ -1,8 +1,12 @@
 """Every word the model reads from filecache, in one place so it can be read and tuned together.
 
-Invariants: every answer that is not content starts with ``MARKER`` and ends with a one-line
-hint that says how to get the content again; ``MARKERS`` lists every prefix filecache writes
-into a model's context, so that writes adding them can be refused.
+Invariants: every answer that is not content starts with ``MARKER``. A FileRef is one line
+(``render_file_ref``: path, line count or range, short hash, the call id whose content is
+current; about 25-30 o200k tokens for a short path and id); how to recover when the result it
+names is gone (``fresh=true``) is said once, in ``instructions()``, which tool descriptions and
+system prompts carry, not on every FileRef. Diffs and outlines end with a one-line hint.
+``MARKERS`` lists every prefix filecache writes into a model's context, so that writes adding
+them can be refused; ``answer_of`` reads the kind and base of an answer back from its text.
 """
 
 from __future__ import annotations
@@ -27,8 +31,8 @@ __all__ = [
     "render_outside_change",
     "render_outlined",
     "render_truncated",
-    "render_undone_edit",
     "render_result_tag",
+    "render_undone_edit",
     "render_write",
 ]
 
@@ -39,7 +43,6 @@ OUTLINE_TAG = f"{MARKER} old result "
 MARKERS = (MARKER, PLACEHOLDER_MARKER, TRUNCATION_MARKER)
 
 OUTSIDE = "changed outside the agent"
-HINT_REF = "(If that result is gone from your context, read again with fresh=true.)"
 HINT_DIFF = (
     "(Apply this diff to the text you already have; read with fresh=true for the full text.)"
 )
@@ -53,30 +56,56 @@ def _span(start: int, end: int, total: int) -> str:
     return f"lines {start}-{end} of {total}"
 
 
+def _held(start: int, end: int, total: int) -> str:
+    """The lines a FileRef names, worded as a content header does (a range without its total:
+    the model has that from the result, and every token of a FileRef counts)."""
+    if total == 0:
+        return "empty file"
+    if start == 1 and end == total:
+        return f"{total} line{'s' if total != 1 else ''}"
+    return f"line {start}" if start == end else f"lines {start}-{end}"
+
+
 def render_file_ref(
     path: str, version: str, start: int, end: int, total: int, base: str | Sequence[str]
 ) -> str:
-    """The answer for a read whose lines the model already holds at the current version;
-    ``base`` names the result (or results, in line order) that show them."""
+    """The answer for a read whose lines the model already holds at the current version.
+
+    One line: ``[filecache] PATH unchanged since your result ID (N lines, HASH)``, or
+    ``(lines A-B, HASH)`` for a part; the hash is the one the content header shows. ``base``
+    may name several results (in line order) that together show the lines.
+    """
     names = [base] if isinstance(base, str) else list(base)
     which = f"result {names[0]}" if len(names) == 1 else "results " + " and ".join(names)
     return (
         f"{MARKER} {path} unchanged since your {which} "
-        f"({_span(start, end, total)}, xxh3 {short_version(version)}).\n{HINT_REF}\n"
+        f"({_held(start, end, total)}, {short_version(version)})\n"
     )
 
 
 def render_outline_ref(path: str, version: str, line_count: int, call_id: str) -> str:
-    """A whole-file read of a version whose outline the model still has: refer to it."""
+    """The answer for a read of a version the model holds an outline of, in ``call_id``.
+
+    One line, worded as a FileRef (so ``answer_of`` gives its base): the outline answer it
+    names is still true. ``[filecache] PATH outline unchanged since your result ID (N lines,
+    HASH)``.
+    """
+    lines = f"{line_count} line{'s' if line_count != 1 else ''}"
     return (
-        f"{MARKER} {path} outline unchanged since your result {call_id} ({line_count} lines, "
-        f"xxh3 {short_version(version)}).\n{HINT_REF}\n"
+        f"{MARKER} {path} outline unchanged since your result {call_id} "
+        f"({lines}, {short_version(version)})\n"
     )
 
 
-def render_undone_edit(path: str, call_id: str) -> str:
-    """Before the answer for a file that no longer holds the model's own edit ``call_id``."""
-    return f"{MARKER} {path}: your change {call_id} is no longer on disk (undone outside).\n"
+def render_undone_edit(path: str, edit_call_id: str, disk_version: str | None) -> str:
+    """The line before the answer to a read of a file the model's edit is no longer in.
+
+    The model believes the file is what its edit ``edit_call_id`` made it; the file changed
+    after it (an undo, a checkout, another writer). What follows (a diff from the model's
+    version, or the content) brings its copy up to date. ``disk_version`` None: the file is gone.
+    """
+    now = "the file was deleted" if disk_version is None else f"now {short_version(disk_version)}"
+    return f"{MARKER} {path}: your edit {edit_call_id} is no longer on disk ({now})\n"
 
 
 def render_diff(
@@ -111,7 +140,8 @@ def render_diff(
 
 
 _REFERENCE = re.compile(
-    rf"{re.escape(MARKER)} .* (unchanged|changed) since your results? (\S+?)(?: and \S+)* \("
+    rf"^{re.escape(MARKER)} .* (unchanged|changed) since your results? (\S+?)(?: and \S+)* \(",
+    re.MULTILINE,
 )
 
 
@@ -119,12 +149,13 @@ def answer_of(text: str) -> tuple[str, str | None]:
     """The kind of a read's answer and the call id it relies on, from its text alone.
 
     For transcripts pruned without the session's ledger: ``("unchanged" | "diff", base)`` for a
-    FileRef or a diff, ``("filecache", None)`` for another answer that is not the file's lines
-    (an outline), ``("", None)`` for content (a ``render_result_tag`` line may precede it).
+    FileRef (of content or of an outline) or a diff, also after a notice line that precedes it
+    (``render_undone_edit``); ``("filecache", None)`` for another answer that is not the file's
+    lines (an outline), ``("", None)`` for content (a ``render_result_tag`` line may precede it).
     """
     if not text.startswith(MARKER + " ") or text.startswith(f"{MARKER} result "):
         return "", None
-    found = _REFERENCE.match(text)
+    found = _REFERENCE.search(text)  # a line of its own: a diff's or outline's lines never are
     if found is None:
         return "filecache", None
     return ("unchanged" if found[1] == "unchanged" else "diff"), found[2]
@@ -210,21 +241,25 @@ def instructions() -> str:
     """The model-facing explanation, for a system prompt or tool descriptions."""
     return (
         "File reads go through filecache, which avoids re-sending text you already have:\n"
-        f"- Content answers start with a header like [src/app.py: 120 lines] and show each line "
-        "as its number, a TAB, then the line.\n"
-        f"- '{MARKER} PATH unchanged ...' means the lines you asked for are exactly as in the "
-        "earlier result it names: use that text.\n"
+        "- Content answers start with a header like [src/app.py: 120 lines, xxh3 3c2e1be1] and "
+        "show each line as its number, a TAB, then the line.\n"
+        f"- '{MARKER} src/app.py unchanged since your result ID (120 lines, 3c2e1be1)' means "
+        "the lines you asked for are exactly as in your earlier result ID (the one whose "
+        "header shows that hash): use that text. If that result is no longer in your context, "
+        "read again with fresh=true.\n"
         f"- '{MARKER} PATH changed since your result ...' is followed by a unified diff from the "
         "version you have to the current file: apply it to your copy.\n"
         f"- '{MARKER} PATH outline ...' lists the file's definitions with their line ranges "
         "(sent for a large file, or when you ask with mode='outline'): read the ranges you "
-        "need with offset/limit, or one definition with symbol=NAME.\n"
+        "need with offset/limit, or one definition with symbol=NAME; mode='full' reads the "
+        "content.\n"
         "- Your own edits and writes are remembered: after an edit, the file is what you made "
-        "it.\n"
+        "it. If an answer says your edit is no longer on disk, the file changed after it; "
+        "what follows (a diff from your version, or the content) brings your copy up to date.\n"
         f"- An answer may start with '{MARKER} PATH {OUTSIDE} ...': someone else changed that "
         "file since you saw it; the diff that follows brings your copy up to date.\n"
-        "- If the text an answer refers to is no longer in your context, read again with "
-        "fresh=true to get the full content.\n"
+        "- Whenever the text an answer refers to is no longer in your context, read again "
+        "with fresh=true to get the full content.\n"
         f"- Never copy {MARKER} lines into a file: writes that add them are refused."
     )
 
@@ -233,13 +268,13 @@ def mcp_instructions(read_tool: str = "read_file") -> str:
     """``instructions()`` plus what a model needs to know when filecache is an MCP server.
 
     An MCP server cannot see the client's transcript, so the model is told how to find the
-    result a FileRef names (by its xxh3 tag) and how to recover when it is gone.
+    result a FileRef names (by its hash) and how to recover when it is gone.
     """
     return instructions() + (
         f"\n- This server cannot see your context: 'your result fc-...' is one of its earlier "
-        f"answers, the one whose header shows the same xxh3 tag. If that answer is no longer in "
-        f"your context (compacted, summarised, or from another conversation), call {read_tool} "
-        "with fresh=true."
+        f"answers, the one whose header shows the same hash (the 8 hex digits after xxh3). If "
+        f"that answer is no longer in your context (compacted, summarised, or from another "
+        f"conversation), call {read_tool} with fresh=true."
     )
 
 

@@ -35,11 +35,6 @@ _HEADER = re.compile(
     r"|(?P<all>\d+) lines?|(?P<empty>empty file))(?:, xxh3 (?P<tag>[0-9a-f]+))?\]$"
 )
 _NUMBERED = re.compile(r"^ *(\d+)\t")
-_REF = re.compile(
-    r"^\[filecache\] (?P<path>.+?) unchanged since your results? (?P<base>\S+?(?: and \S+?)*) "
-    r"\((?P<span>.+), "
-    r"xxh3 (?P<tag>[0-9a-f]+)\)\.$"
-)
 _DIFF = re.compile(
     r"^\[filecache\] (?P<path>.+?) changed since your result (?P<base>\S+) "
     r"\(xxh3 (?P<old>[0-9a-f]+) -> (?P<new>[0-9a-f]+)\); (?P<where>.*):$"

@@ -59,6 +59,7 @@ from .planner import (
     ReadDecision,
     ReadRequest,
     diff_bases,
+    outline_key,
     plan_outline,
     plan_read,
     wants_outline,
@@ -502,9 +503,14 @@ class Session:
         view = turn.view(src.key)
         request = ReadRequest(src=src, start=1, end=total, call_id=cid, seq=turn.next_seq(),
                               plain=plain, fresh=fresh)  # fmt: skip
-        held = view is not None and not fresh and src.version in view.outlines
+        held = (
+            view is not None
+            and not fresh
+            and outline_key(src.version, large=large) in view.outlines
+        )
+        budget = plain // 5 if large else None  # an explicit outline: render_outline's rule
         outline_text = (
-            None if held else self.cache.outline_text(src.version, src.path, src.lines, plain)
+            None if held else self.cache.outline_text(src.version, src.path, src.lines, budget)
         )
         decision = plan_outline(
             request, view, outline_text, self.cache.count, large=large,
@@ -682,8 +688,9 @@ class Session:
         self._loaded = True
 
     def _call_id(self, call_id: str | None) -> str:
-        # os.urandom is what secrets.token_hex reads; secrets itself (hmac) costs ~10 ms import
-        return call_id if call_id else "fc-" + os.urandom(5).hex()
+        # os.urandom is what secrets.token_hex reads; secrets itself (hmac) costs ~10 ms import.
+        # 12 decimal digits (~40 bits): always 4 o200k tokens, where 10 hex digits cost 4-10.
+        return call_id if call_id else f"fc-{int.from_bytes(os.urandom(5)) % 10**12:012d}"
 
     def _last_seen(self, key: str, view: PathView) -> str | None:
         """The version of ``key`` this session last saw (read, wrote or noticed), else the newest

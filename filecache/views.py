@@ -191,8 +191,8 @@ def _merge(spans: list[Span]) -> list[Span]:
 class PathView:
     """The versions of one path the model holds, most recently touched last.
 
-    ``outlines`` maps a version to the call id of an outline answer of it the model still has
-    (a re-read of that version can refer to it).
+    ``outlines`` maps a version and rendering (``planner.outline_key``) to the call id of an
+    outline answer the model still has (a re-read of that version can refer to it).
     """
 
     def __init__(self, max_versions: int = 4) -> None:

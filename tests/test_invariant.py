@@ -86,16 +86,19 @@ KINDS: dict[str, int] = {}
 
 @dataclass
 class Model:
-    """What the simulated model holds: per short hash, per line, alternatives (text, deps)."""
+    """What the simulated model holds: per path and short hash, per line, alternatives (text,
+    deps). Per path: two files with the same bytes are two things the model read."""
 
-    beliefs: dict[str, dict[int, list[tuple[str, frozenset[str]]]]] = field(default_factory=dict)
+    beliefs: dict[tuple[str, str], dict[int, list[tuple[str, frozenset[str]]]]] = field(
+        default_factory=dict
+    )
     forgotten: set[str] = field(default_factory=set)
 
-    def add(self, h: str, line: int, text: str, deps: frozenset[str]) -> None:
-        self.beliefs.setdefault(h, {}).setdefault(line, []).insert(0, (text, deps))
+    def add(self, path: str, h: str, line: int, text: str, deps: frozenset[str]) -> None:
+        self.beliefs.setdefault((path, h), {}).setdefault(line, []).insert(0, (text, deps))
 
-    def get(self, h: str, line: int) -> tuple[str, frozenset[str]] | None:
-        for text, deps in self.beliefs.get(h, {}).get(line, []):
+    def get(self, path: str, h: str, line: int) -> tuple[str, frozenset[str]] | None:
+        for text, deps in self.beliefs.get((path, h), {}).get(line, []):
             if not deps & self.forgotten:
                 return text, deps
         return None
@@ -113,7 +116,7 @@ def short(version: str) -> str:
     return version.removeprefix("xxh3:")[:8]
 
 
-UNDONE = re.compile(r"\[filecache\] \S+: your change \S+ is no longer on disk .*\n")
+UNDONE = re.compile(r"\[filecache\] \S+: your edit \S+ is no longer on disk .*\n")
 
 
 def without_undone_note(text: str) -> str:
@@ -138,7 +141,7 @@ def absorb_content(model: Model, result, disk: list[str]) -> None:
     assert sorted(shown) == list(range(result.start, result.end + 1))
     for n, text in shown.items():
         assert text == disk[n - 1], f"content line {n} differs from disk"
-        model.add(h, n, text, frozenset([result.call_id]))
+        model.add(result.path, h, n, text, frozenset([result.call_id]))
 
 
 def hunk_bounds(h) -> tuple[int, int, int, int]:
@@ -187,38 +190,40 @@ def absorb_diff(model: Model, result, disk: list[str]) -> None:
             else:
                 assert mapped, "a diff with no hunks must say where the lines were"
                 offset = result.start - int(mapped.group(1))
-            got = model.get(old_h, n - offset)
+            got = model.get(result.path, old_h, n - offset)
             assert got is not None, f"diff relies on line {n - offset} of {old_h}, not held"
             text, deps = got[0], got[1] | {result.call_id}
         assert text == disk[n - 1], f"diff reconstructs line {n} wrong"
-        model.add(new_h, n, text, deps)
+        model.add(result.path, new_h, n, text, deps)
     for n, text in target.items():
-        model.add(new_h, n, text, frozenset([result.call_id]))
+        model.add(result.path, new_h, n, text, frozenset([result.call_id]))
 
 
 def absorb_unchanged(model: Model, result, disk: list[str]) -> None:
-    h = re.search(r"xxh3 ([0-9a-f]{8})\)", result.text).group(1)
+    h = re.search(r", ([0-9a-f]{8})\)\n", result.text).group(1)  # the FileRef's hash
     assert h == short(result.version)
     assert result.base_call_id not in model.forgotten
     for n in range(result.start, result.end + 1):
-        got = model.get(h, n)
+        got = model.get(result.path, h, n)
         assert got is not None, f"FileRef relies on line {n} of {h}, which the model lacks"
         assert got[0] == disk[n - 1], f"FileRef: line {n} is stale"
 
 
-def absorb_own_change(model: Model, before: str | None, after: str, cid: str, pieces) -> None:
+def absorb_own_change(
+    model: Model, path: str, before: str | None, after: str, cid: str, pieces
+) -> None:
     """The model applies its own edit to what it knew, character by character."""
     new_h = short_hash(after)
     if pieces is None:  # a write: the model knows every line it wrote
         for n, text in enumerate(disk_lines_of(after), 1):
-            model.add(new_h, n, text, frozenset([cid]))
+            model.add(path, new_h, n, text, frozenset([cid]))
         return
     old_h = short_hash(before)
     # per character of `before`: the deps of its line if the model holds that line, else None
     known: list[frozenset[str] | None] = []
     pieces_of_before = before.split("\n")
     for n, line in enumerate(pieces_of_before, 1):
-        got = model.get(old_h, n)
+        got = model.get(path, old_h, n)
         deps = got[1] if got is not None else None
         width = len(line) + (0 if n == len(pieces_of_before) else 1)
         known.extend([deps] * width)
@@ -238,7 +243,7 @@ def absorb_own_change(model: Model, before: str | None, after: str, cid: str, pi
         offset += width
         if all(d is not None for d in span):
             deps = frozenset().union(*span) | {cid}
-            model.add(new_h, n, text, deps)
+            model.add(path, new_h, n, text, deps)
 
 
 def disk_lines_of(text: str) -> list[str]:
@@ -334,12 +339,12 @@ def run_ops(root: Path, ops, ratio: float, versions: int, store) -> None:
                 assert after == before.replace(old, new)
                 check_confirmation(result.text, before, old, new)
                 absorb_own_change(
-                    model, before, after, result.call_id, edit_pieces(before, old, new)
+                    model, rel, before, after, result.call_id, edit_pieces(before, old, new)
                 )
             elif kind == "write":
                 result = session.write(rel, op[2])
                 issued.append(result.call_id)
-                absorb_own_change(model, None, op[2], result.call_id, None)
+                absorb_own_change(model, rel, None, op[2], result.call_id, None)
             elif kind == "outside":
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(op[2].encode())

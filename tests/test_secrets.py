@@ -120,7 +120,7 @@ def test_no_form_of_a_denied_file_reaches_the_store(tree: Path, tmp_path: Path) 
             results.append((f"f{n}", path, full.text))
             session.read(path, offset=3, limit=5, fresh=True)
             session.read(path, mode="outline")
-            cache.outline_text(full.version, full.path, tokens_full=500)
+            cache.outline_text(full.version, full.path, max_tokens=100)
         session.read("plain.txt")  # the aliased file by its own name: its version is secret
         session.edit(".ENV", "SECRET-ENV-0001", "SECRET-ENV-EDITED")
         changed = (tree / ".ENV").read_text().replace("SECRET-ENV-0002", "SECRET-ENV-OUTSIDE")

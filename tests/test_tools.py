@@ -35,7 +35,11 @@ def test_run_tool_reads_edits_and_reports_errors(tmp_path: Path) -> None:
         edit = {"path": "app.py", "old_string": "compute(7,", "new_string": "compute(70,"}
         assert not run_tool(session, "edit_file", edit, "c3").is_error
         symbol = run_tool(session, "read_file", {"path": "app.py", "symbol": "handler_7"}, "c4")
-        # two lines: a FileRef would cost more than the content, so the content comes
+        # the model holds these two lines from its edit, and a one-line FileRef costs less
+        assert symbol.text.startswith("[filecache] app.py unchanged since your result c3 (lines")
+        assert "(lines 22-23, " in symbol.text and symbol.text.count("\n") == 1
+        args = {"path": "app.py", "symbol": "handler_7", "fresh": True}
+        symbol = run_tool(session, "read_file", args, "c5")
         assert symbol.text.startswith("[app.py: handler_7, lines 22-23 of 120")
         assert "compute(70, event)" in symbol.text
         for name, args in [

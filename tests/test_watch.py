@@ -97,7 +97,9 @@ def test_an_outside_change_is_noticed_once_with_the_diff(root: Path) -> None:
         )
         assert "-line 30: the quick" in rest and "+LINE 30: the quick" in rest
         assert answer.text.count("changed outside the agent") == 1
-        assert answer.kind == "full" and answer.tokens > cache.count(first)  # app.py is tiny
+        assert answer.kind == "unchanged"  # app.py itself: a one-line FileRef after the notice
+        last = rest.rstrip("\n").rsplit("\n", 1)[1]
+        assert last.startswith("[filecache] src/app.py unchanged since your result call_2 (2 lines")
         # Once per change: the next answers carry no notice, and the model's view moved on.
         assert "outside" not in session.read("src/app.py", call_id="call_4").text
         assert session.read("notes.txt", call_id="call_5").kind == "unchanged"
