@@ -296,9 +296,7 @@ def _strings(value: Any) -> list[tuple[str | None, str]]:
     if isinstance(value, str):
         return [(None, value)]
     if isinstance(value, dict):
-        return [
-            (str(k) if n is None else n, s) for k, v in value.items() for n, s in _strings(v)
-        ]
+        return [(str(k) if n is None else n, s) for k, v in value.items() for n, s in _strings(v)]
     if isinstance(value, list | tuple):
         if len(value) == 2 and all(isinstance(v, str) for v in value):
             return [("old", value[0]), ("new", value[1])]  # an (old, new) pair
