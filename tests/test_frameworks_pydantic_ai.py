@@ -88,7 +88,9 @@ def test_read_twice_edit_read_and_the_history_processor_prunes(cache: FileCache)
         result = agent.run_sync("read notes twice, edit, read")
     out = returns(result.all_messages())
     assert returns(script.seen[1])["call_1"].startswith("[notes.txt: 60 lines")
-    assert out["call_2"].startswith("[filecache] notes.txt unchanged since your result call_1")
+    assert returns(script.seen[2])["call_2"].startswith(
+        "[filecache] notes.txt unchanged since your result call_1"
+    )
     assert "edited" in out["call_3"] or "notes.txt" in out["call_3"]
     assert out["call_4"].startswith("[filecache] notes.txt unchanged since your result call_3")
     # The schema offers fresh (the FileRef's recovery hint names it).
