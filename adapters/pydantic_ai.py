@@ -11,8 +11,9 @@
 The tools take pydantic-ai's ``RunContext`` (its ``tool_call_id`` is the id FileRefs name) and
 run filecache's work in a thread. The history processor (``history_processor``; pydantic-ai
 2.x takes it as the ``ProcessHistory`` capability, ``history_capability``) converts the
-``ModelMessage`` list to OpenAI chat dicts, plans a prune with the session's ledger, and returns the list with only the
-pruned ``ToolReturnPart`` contents replaced (every other part is the input's own object).
+``ModelMessage`` list to OpenAI chat dicts, plans a prune with the session's ledger, and
+returns the list with only the pruned ``ToolReturnPart`` contents replaced (every other part
+is the input's own object).
 ``prune_history`` does the same for a list outside an agent run.
 
 Invariant: a replaced result keeps its ``tool_call_id``, ``tool_name`` and position.

@@ -69,38 +69,47 @@ def returns(messages: list[ModelMessage]) -> dict[str, str]:
     }
 
 
-def test_read_twice_edit_read_and_the_history_processor_prunes(cache: FileCache) -> None:
-    script = Script(
-        [
-            [("call_1", "read_file", {"path": "notes.txt"})],
-            [("call_2", "read_file", {"path": "notes.txt"})],
-            [("call_3", "edit_file", {"path": "notes.txt", "old_string": "line 5:",
-                                      "new_string": "line five:"})],
-            [("call_4", "read_file", {"path": "notes.txt"})],
-        ]
-    )  # fmt: skip
-    agent = Agent(
-        FunctionModel(script),
-        tools=file_tools(cache),
-        capabilities=[history_capability(cache, EAGER)],
-    )
+READ_EDIT_READ = [
+    [("call_1", "read_file", {"path": "notes.txt"})],
+    [("call_2", "read_file", {"path": "notes.txt"})],
+    [("call_3", "edit_file", {"path": "notes.txt", "old_string": "line 5:",
+                              "new_string": "line five:"})],
+    [("call_4", "read_file", {"path": "notes.txt"})],
+]  # fmt: skip
+
+
+def test_read_twice_then_edit_then_read(cache: FileCache) -> None:
+    script = Script(READ_EDIT_READ)
+    agent = Agent(FunctionModel(script), tools=file_tools(cache))
     with cache.conversation("pa-1"):
-        result = agent.run_sync("read notes twice, edit, read")
-    out = returns(result.all_messages())
-    assert returns(script.seen[1])["call_1"].startswith("[notes.txt: 60 lines")
-    assert returns(script.seen[2])["call_2"].startswith(
-        "[filecache] notes.txt unchanged since your result call_1"
-    )
-    assert "edited" in out["call_3"] or "notes.txt" in out["call_3"]
-    assert out["call_4"].startswith("[filecache] notes.txt unchanged since your result call_3")
+        out = returns(agent.run_sync("read notes twice, edit, read").all_messages())
+    assert out["call_1"].startswith("[notes.txt: 60 lines")
+    ref = "[filecache] notes.txt unchanged since your result "
+    assert out["call_2"].startswith(ref + "call_1")
+    assert out["call_3"].startswith("[filecache] edited notes.txt")
+    assert out["call_4"].startswith(ref)  # the model knows what it wrote
+    assert cache.session("pa-1").ledger().calls["call_4"].kind == "unchanged"
     # The schema offers fresh (the FileRef's recovery hint names it).
     read_def = next(t for t in script.tools if t.name == "read_file")
     assert "fresh" in read_def.parameters_json_schema["properties"]
-    # After the edit, call_1's content (superseded by it) was pruned in the model's requests,
-    # and in the run's history (pydantic-ai keeps the processed list).
-    assert returns(script.seen[-1])["call_1"].startswith("[cleared tool result")
-    assert out["call_1"].startswith("[cleared tool result: read notes.txt")
-    assert cache.session("pa-1").ledger().calls["call_4"].kind == "unchanged"
+
+
+def test_the_history_processor_prunes_and_reads_send_content_again(cache: FileCache) -> None:
+    script = Script(READ_EDIT_READ)
+    agent = Agent(
+        FunctionModel(script), tools=file_tools(cache),
+        capabilities=[history_capability(cache, EAGER)],
+    )  # fmt: skip
+    with cache.conversation("pa-2"):
+        out = returns(agent.run_sync("read notes twice, edit, read").all_messages())
+    assert returns(script.seen[1])["call_1"].startswith("[notes.txt: 60 lines")
+    # After the edit, the reads it superseded were pruned in the model's next request (and in
+    # the run's history: pydantic-ai keeps the processed list) ...
+    assert returns(script.seen[3])["call_1"].startswith("[cleared tool result: read notes.txt")
+    assert out["call_1"].startswith("[cleared tool result")
+    # ... so the next read sends content, not a FileRef to what is gone.
+    assert out["call_4"].startswith("[notes.txt: 60 lines")
+    assert "line five:" in out["call_4"]
 
 
 def test_two_conversations_never_share_filerefs(cache: FileCache) -> None:
