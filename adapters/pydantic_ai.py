@@ -49,7 +49,14 @@ if TYPE_CHECKING:
     from filecache.pruning import PrunePolicy
     from filecache.session import Session
 
-__all__ = ["file_tools", "history_capability", "history_processor", "prune_history", "to_chat"]
+__all__ = [
+    "file_tools",
+    "history_capability",
+    "history_processor",
+    "prune_history",
+    "replaced",
+    "to_chat",
+]
 
 
 def file_tools(target: Session | FileCache) -> list[Tool[Any]]:
@@ -125,7 +132,8 @@ def to_chat(messages: list[ModelMessage]) -> list[dict[str, Any]]:
     return chat
 
 
-def _replaced(messages: list[ModelMessage], texts: Mapping[str, str]) -> list[ModelMessage]:
+def replaced(messages: list[ModelMessage], texts: Mapping[str, str]) -> list[ModelMessage]:
+    """``messages`` with the ``ToolReturnPart`` content of each call id in ``texts`` replaced."""
     out: list[ModelMessage] = []
     for message in messages:
         if isinstance(message, ModelRequest) and any(
@@ -143,11 +151,15 @@ def _replaced(messages: list[ModelMessage], texts: Mapping[str, str]) -> list[Mo
 
 
 def prune_history(
-    messages: list[ModelMessage], session: Session, policy: PrunePolicy | None = None
+    messages: list[ModelMessage], target: Session | FileCache, policy: PrunePolicy | None = None
 ) -> list[ModelMessage]:
-    """``messages`` with the results a prune pass clears or degrades replaced."""
+    """``messages`` with the results a prune pass clears or degrades replaced.
+
+    ``target``: the session whose tools answered, or the ``FileCache`` whose bound conversation
+    did (``with cache.conversation(run_id):``)."""
+    session = resolve(target, "prune_history")
     texts = prune_chat(to_chat(messages), session, policy)
-    return _replaced(messages, texts) if texts else messages
+    return replaced(messages, texts) if texts else messages
 
 
 def history_processor(

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from .hashing import version_of
 from .outline import build_outline, language_for_path, render_outline
 from .pruning import PrunePlan, PrunePolicy, ResultInfo, apply_plan, plan_prune
+from .sdk_messages import convert
 from .store import Store
 from .tokens import TokenCounter
 from .transcript import Transcript, parse_transcript, unwrap
@@ -138,7 +139,9 @@ def prune_messages(
     """Prune a message list (bare, or wrapped as ``{"messages": [...]}``/``{"input": [...]}``).
 
     Args:
-        messages: OpenAI chat, OpenAI Responses or Anthropic messages.
+        messages: OpenAI chat, OpenAI Responses or Anthropic messages; SDK objects with
+            ``model_dump()``, LangChain messages or a pydantic-ai ``ModelMessage`` list are
+            converted (``filecache.sdk_messages``) and come back in their own kind.
         session: the filecache session whose tools answered the reads (ledger, outlines,
             ``forget``); without one the write→read map comes from the transcript.
         store: where originals are archived and projections kept (default: the session's).
@@ -149,6 +152,16 @@ def prune_messages(
             transcript, stable across its requests).
     """
     envelope = unwrap(messages)
+    converted = convert(envelope.messages)  # SDK objects, LangChain, pydantic-ai (sdk_messages)
+    if converted is not None:
+        inner = prune_messages(
+            converted.messages, session=session, store=store, policy=policy,
+            format=format or converted.format, count=count, session_id=session_id,
+        )  # fmt: skip
+        out = inner.messages
+        if converted.back is not None:
+            out = converted.back(inner.plan.replacements, out)
+        return PruneResult(envelope.wrap(out), inner.plan, inner.format)
     transcript = parse_transcript(envelope.messages, format)
     policy = policy or PrunePolicy()
     store = store if store is not None else (session.cache.store if session else None)
