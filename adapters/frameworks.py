@@ -17,12 +17,14 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from filecache.conversations import current_session
-from filecache.render import instructions
+from filecache.render import instructions, render_result_tag
 from filecache.tools import run_tool
 
 if TYPE_CHECKING:
@@ -40,6 +42,7 @@ __all__ = [
     "run_file_tool_async",
 ]
 
+_HEADER = re.compile(r"\[[^\n]*, xxh3 ([0-9a-f]{8})\]\n")  # a content answer's header
 EXTRA_HINT = "pip install {dist}  (or the [frameworks] extra of filecache's distribution)"
 
 READ_DOC = f"""Read a text file of the project.
@@ -102,8 +105,17 @@ def run_file_tool(
 ) -> str:
     """Run filecache's ``read_file``/``write_file``/``edit_file``; errors come back as text."""
     args = {k: v for k, v in arguments.items() if v is not None}
+    tag_id = None
+    if call_id is None and name == "read_file":  # the framework gives none: name it ourselves
+        call_id = tag_id = "fc-" + os.urandom(5).hex()
     output = run_tool(resolve(target, name), name, args, call_id)
-    return f"Error: {output.text}" if output.is_error else output.text
+    if output.is_error:
+        return f"Error: {output.text}"
+    header = _HEADER.match(output.text)
+    if tag_id is not None and header is not None:  # content: say which id a FileRef will name
+        tag = render_result_tag(tag_id, str(args.get("path", "")), "xxh3:" + header.group(1))
+        return tag + output.text
+    return output.text
 
 
 async def run_file_tool_async(
