@@ -291,3 +291,16 @@ def test_a_file_that_already_holds_markers_may_keep_them(session: Session, root:
         return "written"
 
     assert write_any("other.md", "[filecache] is fine here") == "written"
+
+
+def test_the_async_face_of_session(session: Session) -> None:
+    async def main() -> tuple[str, str, str]:
+        first = await session.aread("notes.txt", call_id="r1")
+        edited = await session.aedit("notes.txt", "line 5:", "line five:", call_id="e1")
+        written = await session.awrite("new.txt", "hello\n", call_id="w1")
+        again = await session.aread("notes.txt", call_id="r2")
+        assert first.kind == "full" and again.kind == "unchanged"
+        return edited.kind, written.kind, again.base_call_id or ""
+
+    assert asyncio.run(main()) == ("edited", "written", "e1")
+    assert session.ledger().calls["e1"].tool == "edit"

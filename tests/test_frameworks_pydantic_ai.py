@@ -1,8 +1,13 @@
 """pydantic-ai's real agent loop, scripted with ``FunctionModel``: filecache's tools, a decorated
-tool of the agent's own, conversations, and the history processor."""
+tool of the agent's own, conversations, and the history processor.
+
+Runs use ``asyncio.run(agent.run(...))``: ``run_sync`` leaves its event loop open for the
+process, and a later ``asyncio.run`` elsewhere makes it unreachable (an unclosed-loop
+``ResourceWarning``, an error under ``filterwarnings = error``)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +87,7 @@ def test_read_twice_then_edit_then_read(cache: FileCache) -> None:
     script = Script(READ_EDIT_READ)
     agent = Agent(FunctionModel(script), tools=file_tools(cache))
     with cache.conversation("pa-1"):
-        out = returns(agent.run_sync("read notes twice, edit, read").all_messages())
+        out = returns(asyncio.run(agent.run("read notes twice, edit, read")).all_messages())
     assert out["call_1"].startswith("[notes.txt: 60 lines")
     ref = "[filecache] notes.txt unchanged since your result "
     assert out["call_2"].startswith(ref + "call_1")
@@ -101,7 +106,7 @@ def test_the_history_processor_prunes_and_reads_send_content_again(cache: FileCa
         capabilities=[history_capability(cache, EAGER)],
     )  # fmt: skip
     with cache.conversation("pa-2"):
-        out = returns(agent.run_sync("read notes twice, edit, read").all_messages())
+        out = returns(asyncio.run(agent.run("read notes twice, edit, read")).all_messages())
     assert returns(script.seen[1])["call_1"].startswith("[notes.txt: 60 lines")
     # After the edit, the reads it superseded were pruned in the model's next request (and in
     # the run's history: pydantic-ai keeps the processed list) ...
@@ -117,7 +122,7 @@ def test_two_conversations_never_share_filerefs(cache: FileCache) -> None:
         script = Script([[(cid, "read_file", {"path": "notes.txt"})]])
         agent = Agent(FunctionModel(script), tools=file_tools(cache))
         with cache.conversation(run_id):
-            return returns(agent.run_sync("read").all_messages())
+            return returns(asyncio.run(agent.run("read")).all_messages())
 
     assert run("conv-a", "a1")["a1"].startswith("[notes.txt: 60 lines")
     assert run("conv-b", "b1")["b1"].startswith("[notes.txt: 60 lines")  # not a FileRef to a1
@@ -128,7 +133,7 @@ def test_a_tool_run_with_no_conversation_bound_does_not_guess(cache: FileCache) 
     script = Script([[("x1", "read_file", {"path": "notes.txt"})]])
     agent = Agent(FunctionModel(script), tools=file_tools(cache))
     with pytest.raises(Exception, match=r"no conversation bound"):
-        agent.run_sync("read")
+        asyncio.run(agent.run("read"))
 
 
 def test_a_decorated_async_tool_of_the_agents_own(cache: FileCache, root: Path) -> None:
@@ -152,7 +157,7 @@ def test_a_decorated_async_tool_of_the_agents_own(cache: FileCache, root: Path) 
         return (root / file).read_text(encoding="utf-8")
 
     with cache.conversation("pa-own"):
-        out = returns(agent.run_sync("cat").all_messages())
+        out = returns(asyncio.run(agent.run("cat")).all_messages())
     assert out["t1"].startswith("line 1:")  # the framework's id is known: no tag line
     assert out["t2"].startswith("[filecache] notes.txt unchanged since your result t1")
     assert out["t3"].startswith("line 1:")
