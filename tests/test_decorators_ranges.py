@@ -87,9 +87,9 @@ def disk_of(text: str) -> list[str]:
 READ = st.tuples(
     st.just("read"),
     st.booleans(),  # the absolute-numbered tool (ranges are slices) or the renumbering one
-    st.one_of(st.none(), st.integers(1, 70)),
+    st.one_of(st.none(), st.none(), st.integers(1, 70)),
     st.one_of(st.none(), st.integers(1, 25)),
-    st.booleans(),  # fresh
+    st.sampled_from([False, False, False, True]),  # fresh
 )
 OPS = st.lists(
     st.one_of(
@@ -108,12 +108,16 @@ OPS = st.lists(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(lines=st.lists(LINE, min_size=10, max_size=60), ops=OPS)
-def test_the_reconstructed_view_equals_the_true_output(tmp_path_factory, lines, ops) -> None:
+@given(
+    lines=st.lists(LINE, min_size=10, max_size=60),
+    ops=OPS,
+    ratio=st.sampled_from([0.5, 50.0]),  # 50: a diff even when it is not smaller (more diffs)
+)
+def test_the_reconstructed_view_equals_the_true_output(tmp_path_factory, lines, ops, ratio) -> None:
     root = tmp_path_factory.mktemp("root")
     (root / "a.txt").write_text("\n".join(lines) + "\n")
     model, issued = Model(), []
-    with FileCache(root, store=":memory:") as cache:
+    with FileCache(root, store=":memory:", diff_max_ratio=ratio) as cache:
         session, read_abs, read_rel = tools(cache, root)
         for n, op in enumerate([("read", True, None, None, False), *ops]):
             if op[0] == "tweak":

@@ -12,7 +12,13 @@ import pytest
 
 pytest.importorskip("agents", reason="openai-agents is not installed (the [frameworks] extra)")
 
-from agents import Agent, RunConfig, Runner, function_tool  # noqa: E402
+from agents import (  # noqa: E402
+    Agent,
+    RunConfig,
+    Runner,
+    function_tool,
+    set_tracing_disabled,
+)
 from agents.items import ModelResponse  # noqa: E402
 from agents.models.interface import Model  # noqa: E402
 from agents.tool_context import ToolContext  # noqa: E402
@@ -25,6 +31,8 @@ from openai.types.responses import (  # noqa: E402
 )
 
 from filecache import FileCache, PrunePolicy  # noqa: E402
+
+set_tracing_disabled(True)  # no trace export: these tests make no network calls
 
 EAGER = PrunePolicy(
     context_window=2_000, prune_at=0.0, target=0.0, protect_recent=0, min_reclaim=0,
