@@ -105,10 +105,13 @@ def read_tool(
     Raises:
         TypeError, ConfigError: at decoration, for something that cannot be wrapped.
     """
-    options = {"path": path, "offset": offset, "limit": limit, "first_line": first_line}
     if fn is None:
-        return lambda f: read_tool(target, f, **options)
-    shape = ToolShape.of(fn, role="read", **options)
+        return lambda f: read_tool(
+            target, f, path=path, offset=offset, limit=limit, first_line=first_line
+        )
+    shape = ToolShape.of(
+        fn, role="read", path=path, offset=offset, limit=limit, first_line=first_line
+    )
     resolve = _resolver(target, shape.name)
 
     def plan_of(args: tuple[Any, ...], kwargs: dict[str, Any], cid: str | None) -> CallPlan | None:

@@ -136,12 +136,14 @@ def replaced(messages: list[ModelMessage], texts: Mapping[str, str]) -> list[Mod
     """``messages`` with the ``ToolReturnPart`` content of each call id in ``texts`` replaced."""
     out: list[ModelMessage] = []
     for message in messages:
+        # Exactly ToolReturnPart: its subclasses (tool search, capability loading) carry
+        # structured content that pydantic-ai reads back, so they are never rewritten.
         if isinstance(message, ModelRequest) and any(
-            isinstance(p, ToolReturnPart) and p.tool_call_id in texts for p in message.parts
+            type(p) is ToolReturnPart and p.tool_call_id in texts for p in message.parts
         ):
             parts = [
                 dataclasses.replace(p, content=texts[p.tool_call_id])
-                if isinstance(p, ToolReturnPart) and p.tool_call_id in texts
+                if type(p) is ToolReturnPart and p.tool_call_id in texts
                 else p
                 for p in message.parts
             ]
