@@ -190,3 +190,30 @@ def test_prune_history_outside_a_run(cache: FileCache) -> None:
     assert returns(history)["r1"] == big  # the input is not changed
     assert pruned[0] is history[0] and pruned[4] is history[4]
     assert prune_history(pruned, session, EAGER) == pruned  # idempotent
+
+
+def test_a_sync_plain_tool_runs_in_a_worker_thread_and_keeps_its_conversation(
+    cache: FileCache, root: Path
+) -> None:
+    script = Script(
+        [[("s1", "cat", {"file": "notes.txt"})], [("s2", "cat", {"file": "notes.txt"})]]
+    )
+    agent = Agent(FunctionModel(script))
+
+    @agent.tool_plain
+    @cache.read_tool
+    def cat(file: str) -> str:
+        """Print a file.
+
+        Args:
+            file: the file.
+        """
+        return (root / file).read_text(encoding="utf-8")
+
+    with cache.conversation("pa-sync"):
+        out = returns(asyncio.run(agent.run("cat")).all_messages())
+    # No context argument, so no framework id: the tag line names the id the FileRef uses.
+    tag, _, body = out["s1"].partition("\n")
+    fc_id = tag.split()[2].rstrip(":")
+    assert tag.startswith("[filecache] result fc-") and body.startswith("line 1:")
+    assert out["s2"].startswith(f"[filecache] notes.txt unchanged since your result {fc_id}")
