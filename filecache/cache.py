@@ -182,6 +182,35 @@ class FileCache:
                 resolved += 1
         return resolved
 
+    # -- conversations and decorators (filecache/conversations.py, adapters/decorators.py) ----
+
+    def conversation(self, session_id: str | Session) -> contextlib.AbstractContextManager[Session]:
+        """Bind ``session_id``'s session to this thread or task: ``with cache.conversation(id):``.
+
+        Tools decorated with this ``FileCache`` answer from the bound session; with none bound
+        they raise ``ConfigError`` (see ``filecache.conversations``)."""
+        from .conversations import conversation
+
+        return conversation(self, session_id)
+
+    def read_tool(self, fn: Any = None, /, **options: Any) -> Any:
+        """``Session.read_tool`` for the conversation bound where the tool is called."""
+        from filecache.adapters.decorators import read_tool
+
+        return read_tool(self, fn, **options)
+
+    def edit_tool(self, fn: Any = None, /, **options: Any) -> Any:
+        """``Session.edit_tool`` for the conversation bound where the tool is called."""
+        from filecache.adapters.decorators import edit_tool
+
+        return edit_tool(self, fn, **options)
+
+    def write_tool(self, fn: Any = None, /, **options: Any) -> Any:
+        """``Session.write_tool`` for the conversation bound where the tool is called."""
+        from filecache.adapters.decorators import write_tool
+
+        return write_tool(self, fn, **options)
+
     def watch(self) -> Watcher:
         """Watch the root for files changed outside the agent (also ``watch=True``); idempotent.
 

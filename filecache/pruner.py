@@ -33,6 +33,7 @@ from .hashing import short_version, version_of
 from .ledger import Ledger
 from .outline import build_outline, language_for_path, render_outline
 from .pruning import PrunePlan, PrunePolicy, ResultInfo, apply_plan, plan_prune
+from .sdk_messages import convert
 from .settings import DEFAULT_DENY, is_denied
 from .store import Store
 from .tokens import TokenCounter
@@ -218,7 +219,9 @@ def prune_messages(
     """Prune a message list (bare, or wrapped as ``{"messages": [...]}``/``{"input": [...]}``).
 
     Args:
-        messages: OpenAI chat, OpenAI Responses or Anthropic messages.
+        messages: OpenAI chat, OpenAI Responses or Anthropic messages; SDK objects with
+            ``model_dump()``, LangChain messages or a pydantic-ai ``ModelMessage`` list are
+            converted (``filecache.sdk_messages``) and come back in their own kind.
         session: the filecache session whose tools answered the reads (ledger, outlines,
             ``forget``); without one the write→read map comes from the transcript.
         store: where originals are archived and projections kept (default: the session's).
@@ -232,6 +235,16 @@ def prune_messages(
             a link to a denied file is then denied too.
     """
     envelope = unwrap(messages)
+    converted = convert(envelope.messages)  # SDK objects, LangChain, pydantic-ai (sdk_messages)
+    if converted is not None:
+        inner = prune_messages(
+            converted.messages, session=session, store=store, policy=policy,
+            format=format or converted.format, count=count, session_id=session_id,
+        )  # fmt: skip
+        out = inner.messages
+        if converted.back is not None:
+            out = converted.back(inner.plan.replacements, out)
+        return PruneResult(envelope.wrap(out), inner.plan, inner.format)
     transcript = parse_transcript(envelope.messages, format)
     policy = policy or PrunePolicy()
     store = store if store is not None else (session.cache.store if session else None)

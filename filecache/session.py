@@ -26,12 +26,14 @@ Concurrency (who owns what):
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any
 
 from .edits import (
     MAX_LANDINGS,
@@ -76,7 +78,6 @@ if TYPE_CHECKING:
 
 __all__ = ["MODES", "Session"]
 
-F = TypeVar("F", bound=Callable[..., Any])
 
 MODES = ("auto", "full", "outline")
 
@@ -379,38 +380,66 @@ class Session:
         """A snapshot of this session's ledger (what the pruner consumes)."""
         return build_ledger(self.id, self.cache.store.events(self.id))
 
-    def read_tool(self, fn: F) -> F:
-        """Decorate an agent's own read tool: cache on its output (see adapters.decorators)."""
-        from filecache.adapters.decorators import wrap_read_tool
+    def read_tool(self, fn: Any = None, /, **options: Any) -> Any:
+        """Decorate an agent's own read tool: cache on its output (see adapters.decorators).
 
-        return cast(F, wrap_read_tool(self, fn))
+        ``@session.read_tool`` or ``@session.read_tool(offset="offset", limit="limit")``."""
+        from filecache.adapters.decorators import read_tool
 
-    def edit_tool(self, fn: F) -> F:
+        return read_tool(self, fn, **options)
+
+    def edit_tool(self, fn: Any = None, /, **options: Any) -> Any:
         """Decorate an agent's own edit tool: its calls become edits in the ledger."""
-        from filecache.adapters.decorators import wrap_write_tool
+        from filecache.adapters.decorators import edit_tool
 
-        return cast(F, wrap_write_tool(self, fn, "edit"))
+        return edit_tool(self, fn, **options)
 
-    def write_tool(self, fn: F) -> F:
+    def write_tool(self, fn: Any = None, /, **options: Any) -> Any:
         """Decorate an agent's own write tool: its calls become writes in the ledger."""
-        from filecache.adapters.decorators import wrap_write_tool
+        from filecache.adapters.decorators import write_tool
 
-        return cast(F, wrap_write_tool(self, fn, "write"))
+        return write_tool(self, fn, **options)
+
+    # -- async face (adapters/decorators, frameworks): the blocking work runs in a thread -----
+
+    async def aread(self, path: str | Path, **options: Any) -> ReadResult:
+        """``read`` off the event loop (``asyncio.to_thread``)."""
+        return await asyncio.to_thread(functools.partial(self.read, path, **options))
+
+    async def awrite(self, path: str | Path, content: str, **options: Any) -> WriteResult:
+        """``write`` off the event loop (``asyncio.to_thread``)."""
+        return await asyncio.to_thread(functools.partial(self.write, path, content, **options))
+
+    async def aedit(self, path: str | Path, *args: Any, **options: Any) -> WriteResult:
+        """``edit`` off the event loop (``asyncio.to_thread``)."""
+        return await asyncio.to_thread(functools.partial(self.edit, path, *args, **options))
 
     # -- answering --------------------------------------------------------------------------
 
     def answer_output(
-        self, key: str, path: str, output: str, *, fresh: bool = False, call_id: str | None = None
+        self,
+        key: str,
+        path: str,
+        output: str,
+        *,
+        fresh: bool = False,
+        call_id: str | None = None,
+        lines: tuple[int, int] | None = None,
     ) -> ReadResult:
-        """Answer a decorated read tool's ``output`` for the argument ``key``."""
+        """Answer a decorated read tool's ``output`` for the argument ``key``.
+
+        ``lines=(start, end)`` answers only those lines of ``output`` (1-based, inclusive): the
+        content is then their raw text, ``render_lines(numbered=False)``."""
         version = version_of(output.encode("utf-8"))
-        lines = split_lines(output)
-        self.cache.remember(version, lines, not self.cache.denied(path, version))
-        src = Source(key, path, version, lines, False, output)
+        split = split_lines(output)
+        self.cache.remember(version, split, not self.cache.denied(path, version))
+        start, end = lines or (1, len(split))
+        whole = start == 1 and end == len(split)
+        src = Source(key, path, version, split, False, output if whole else None)
         cid = self._call_id(call_id)
         with self._turn() as turn:
             self._tool_keys.add(key)
-            return self._answer(turn, src, 1, len(lines), fresh, cid)
+            return self._answer(turn, src, start, end, fresh, cid)
 
     def record_write(self, path: str, tool: str, call_id: str | None = None) -> str:
         """Record a write/edit done outside ``Session`` (decorated tools); returns the call id."""

@@ -39,6 +39,7 @@ from .errors import TranscriptError
 from .file_tools import FILE_TOOLS, FileAccess, FileTool, file_access
 from .json_input import check_json
 from .message_blocks import replaced_body, type_name
+from .sdk_messages import is_langchain_dump
 
 __all__ = [
     "FILE_TOOLS",
@@ -336,6 +337,11 @@ def detect_format(obj: object) -> str:
     envelope = unwrap(obj)
     seen: dict[str, int] = {}
     for index, item in enumerate(envelope.messages):
+        if is_langchain_dump(item):  # its "type" would read as a Responses item: never guess
+            raise TranscriptError(
+                f"message {index}: a LangChain message (type {item['type']!r}), not one of "
+                f"{', '.join(FORMATS)}; prune_messages accepts LangChain lists as they are"
+            )
         found = _item_format(item) if isinstance(item, dict) else None
         if found is not None:
             seen.setdefault(found, index)

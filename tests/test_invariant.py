@@ -98,10 +98,16 @@ class Model:
         self.beliefs.setdefault((path, h), {}).setdefault(line, []).insert(0, (text, deps))
 
     def get(self, path: str, h: str, line: int) -> tuple[str, frozenset[str]] | None:
-        for text, deps in self.beliefs.get((path, h), {}).get(line, []):
-            if not deps & self.forgotten:
-                return text, deps
-        return None
+        held = self.every(path, h, line)
+        return held[0] if held else None
+
+    def every(self, path: str, h: str, line: int) -> list[tuple[str, frozenset[str]]]:
+        """Every way the model can still rebuild the line (newest first)."""
+        return [
+            (text, deps)
+            for text, deps in self.beliefs.get((path, h), {}).get(line, [])
+            if not deps & self.forgotten
+        ]
 
 
 def disk_lines(path: Path) -> list[str]:
@@ -190,9 +196,12 @@ def absorb_diff(model: Model, result, disk: list[str]) -> None:
             else:
                 assert mapped, "a diff with no hunks must say where the lines were"
                 offset = result.start - int(mapped.group(1))
-            got = model.get(result.path, old_h, n - offset)
-            assert got is not None, f"diff relies on line {n - offset} of {old_h}, not held"
-            text, deps = got[0], got[1] | {result.call_id}
+            ways = model.every(result.path, old_h, n - offset)
+            assert ways, f"diff relies on line {n - offset} of {old_h}, not held"
+            for text, deps in reversed(ways):  # the diff carries every way the model has it
+                assert text == disk[n - 1], f"diff reconstructs line {n} wrong"
+                model.add(result.path, new_h, n, text, deps | {result.call_id})
+            continue
         assert text == disk[n - 1], f"diff reconstructs line {n} wrong"
         model.add(result.path, new_h, n, text, deps)
     for n, text in target.items():

@@ -1,0 +1,115 @@
+"""Conversations: one set of tools, many model contexts, each with its own ``Session``.
+
+Agent frameworks define tools once and run many conversations through them. ``with
+cache.conversation(run_id):`` binds ``run_id``'s session to the current context (a
+``contextvars.ContextVar``), and a tool decorated with the ``FileCache`` (not a ``Session``)
+answers from the session bound where it runs.
+
+Invariants and ownership:
+- A binding is seen by the code that runs inside the ``with`` block: the same thread, asyncio
+  tasks created inside it (they copy the context), and work handed to ``asyncio.to_thread`` or
+  ``contextvars.copy_context().run``. Another thread or a task created outside the block does
+  not see it: it has its own binding, or none.
+- A tool called where no conversation is bound raises ``ConfigError`` (it never falls back to
+  another conversation's session, so it never answers with another conversation's FileRefs).
+- One ``Session`` object per (cache, id) while any binding of it is open: concurrent bindings
+  of one id in one process share it (``_Registry``, under its lock); the last one to close
+  drops it, and a later binding continues the session from the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import TYPE_CHECKING
+
+from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .cache import FileCache
+    from .session import Session
+
+__all__ = ["bound_session", "conversation", "current_session"]
+
+# Per context: cache identity -> the session bound for it (a cache may serve several roots'
+# tools side by side, each with its own binding).
+_BOUND: ContextVar[tuple[tuple[int, Session], ...]] = ContextVar(
+    "filecache_conversation", default=()
+)
+
+
+class _Registry:
+    """One ``Session`` object per (cache, session id) while bound; owned by its lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[tuple[int, str], tuple[Session, int]] = {}
+
+    def acquire(self, cache: FileCache, session_id: str) -> Session:
+        with self._lock:
+            key = (id(cache), session_id)
+            held = self._open.get(key)
+            session = held[0] if held else cache.session(session_id)
+            self._open[key] = (session, (held[1] if held else 0) + 1)
+            return session
+
+    def release(self, cache: FileCache, session_id: str) -> None:
+        with self._lock:
+            key = (id(cache), session_id)
+            session, count = self._open[key]
+            if count == 1:
+                del self._open[key]
+            else:
+                self._open[key] = (session, count - 1)
+
+
+_REGISTRY = _Registry()
+
+
+@contextlib.contextmanager
+def conversation(cache: FileCache, session_id: str | Session) -> Iterator[Session]:
+    """Bind ``session_id``'s session (or a given ``Session`` of ``cache``) to this context.
+
+    Yields the bound ``Session``. Bindings nest: the innermost one for a cache wins.
+    """
+    from .session import Session
+
+    if isinstance(session_id, Session):
+        if session_id.cache is not cache:
+            raise ConfigError("that session belongs to another FileCache")
+        session, acquired = session_id, None
+    elif isinstance(session_id, str) and session_id:
+        session, acquired = _REGISTRY.acquire(cache, session_id), session_id
+    else:
+        raise ConfigError(
+            f"a conversation id must be a non-empty string or a Session, got {session_id!r}"
+        )
+    token = _BOUND.set(((id(cache), session),) + _BOUND.get())
+    try:
+        yield session
+    finally:
+        _BOUND.reset(token)
+        if acquired is not None:
+            _REGISTRY.release(cache, acquired)
+
+
+def bound_session(cache: FileCache) -> Session | None:
+    """The session bound to ``cache`` in this context, or None."""
+    for cache_id, session in _BOUND.get():
+        if cache_id == id(cache):
+            return session
+    return None
+
+
+def current_session(cache: FileCache, tool: str = "this tool") -> Session:
+    """The session bound to ``cache`` here; ``ConfigError`` when none is (never a guess)."""
+    session = bound_session(cache)
+    if session is None:
+        raise ConfigError(
+            f"{tool} was called with no conversation bound: run the agent inside "
+            "`with cache.conversation(run_id):` (one id per conversation), or decorate the "
+            "tool with a Session instead of the FileCache"
+        )
+    return session
