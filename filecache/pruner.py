@@ -30,6 +30,7 @@ from .errors import FileCacheError
 from .file_tools import file_access
 from .fsio import locate
 from .hashing import short_version, version_of
+from .json_input import check_json
 from .ledger import Ledger
 from .outline import build_outline, language_for_path, render_outline
 from .pruning import PrunePlan, PrunePolicy, ResultInfo, apply_plan, plan_prune
@@ -235,6 +236,8 @@ def prune_messages(
             a link to a denied file is then denied too.
     """
     envelope = unwrap(messages)
+    if isinstance(envelope.messages, (list, tuple)):  # hostile nesting is refused first
+        check_json([m for m in envelope.messages if isinstance(m, (dict, list))], "messages")
     converted = convert(envelope.messages)  # SDK objects, LangChain, pydantic-ai (sdk_messages)
     if converted is not None:
         inner = prune_messages(
