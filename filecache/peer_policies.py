@@ -205,10 +205,9 @@ class OpenCode:
 
     def edit(self, messages: Sequence[Message], tokens: Sequence[int]) -> dict[str, str]:
         users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
-        if len(users) > self.users_seen:
-            if self.users_seen:  # the previous turn ended: prune as it was then
-                self.prune(messages[: users[-1]])
-            self.users_seen = len(users)
+        for user in users[max(1, self.users_seen) :]:  # a turn ended: prune as it was then
+            self.prune(messages[:user])
+        self.users_seen = max(self.users_seen, len(users))
         return {cid: OPENCODE_PLACEHOLDER for cid in self.compacted}
 
     def prune(self, messages: Sequence[Message]) -> None:
