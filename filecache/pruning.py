@@ -469,6 +469,12 @@ def plan_prune(
         relied = _relied_on(infos, set(actions))  # a restored diff is live again
     excess = total - target - sum(a.tokens_before - a.tokens_after for a in actions.values())
     alive = relied | _in_use(infos, protected, tail_text)
+    if policy.keep_edited:
+        alive |= {
+            cid
+            for cid, why in superseded.items()
+            if not why.startswith("superseded by a later read")
+        }
     if policy.output_first:  # what no later read relies on goes before file content
         candidates = sorted(candidates, key=lambda i: i.kind == "read")
     for info in candidates:  # tier 1: degrade large results, clear small ones
