@@ -54,7 +54,11 @@ __all__ = [
 ]  # fmt: skip
 
 TIERS = {"keep": 0, "outline": 1, "truncate": 1, "clear": 2}
-_CONTENT = ("", "full", "partial")  # answers that show the lines ("": content, ledger unknown)
+_CONTENT = ("", "full", "partial")
+_BY_READS = (
+    "superseded by a later read",
+    "superseded by later reads",
+)  # lines shown again  # answers that show the lines ("": content, ledger unknown)
 
 
 @dataclass(frozen=True)
@@ -288,6 +292,7 @@ def _superseded(infos: Sequence[ResultInfo], ledger: Ledger | None) -> dict[str,
         if info.kind != "read" or info.path is None or info.tier == "clear":
             continue
         same = by_name[_file_name(info.path)]
+        shown: list[tuple[int, int | None]] = []  # lines later content reads show
         for n in same[bisect_right(same, i) :]:
             later = infos[n]
             if later.path is None or not _same_path(later.path, info.path):
@@ -296,9 +301,16 @@ def _superseded(infos: Sequence[ResultInfo], ledger: Ledger | None) -> dict[str,
                 verb = {"write": "write", "edit": "edit", "change": "a change seen outside"}
                 why[info.call_id] = f"superseded by {verb[later.kind]} {later.call_id}"
                 break
-            if later.kind == "read" and later.answer in _CONTENT and _covers(later, info):
-                why[info.call_id] = f"superseded by a later read {later.call_id} of these lines"
-                break
+            if later.kind == "read" and later.answer in _CONTENT:
+                if _covers(later, info):
+                    why[info.call_id] = f"superseded by a later read {later.call_id} of these lines"
+                    break
+                shown.append((later.start, later.end))
+                if _union_covers(shown, info.start, info.end):
+                    why[info.call_id] = (
+                        f"superseded by later reads up to {later.call_id} of these lines"
+                    )
+                    break
     if ledger is not None:  # changes seen by rehash/watchers have no result of their own
         for info in infos:
             if info.kind != "read" or info.path is None or info.call_id in why:
@@ -309,6 +321,19 @@ def _superseded(infos: Sequence[ResultInfo], ledger: Ledger | None) -> dict[str,
                     why[info.call_id] = f"superseded by a change seen outside ({write.call_id})"
                     break
     return why
+
+
+def _union_covers(spans: Sequence[tuple[int, int | None]], start: int, end: int | None) -> bool:
+    """Whether ``spans`` (first line, last line or None: to the end) together show every line
+    of ``start..end`` (``end`` None: to the end of the file)."""
+    reach = start  # every line before ``reach`` is shown
+    for first, last in sorted(spans, key=lambda span: span[0]):
+        if first > reach:
+            break
+        if last is None:
+            return True
+        reach = max(reach, last + 1)
+    return end is not None and reach > end
 
 
 def _protected(infos: Sequence[ResultInfo], budget: int) -> set[str]:
@@ -445,7 +470,7 @@ def plan_prune(
     for info in candidates:
         if info.call_id in superseded:
             reason = superseded[info.call_id]
-            if policy.keep_edited and not reason.startswith("superseded by a later read"):
+            if policy.keep_edited and not reason.startswith(_BY_READS):
                 continue
             act(info, "clear", _cleared(info, reason), reason)
     first_protected = min(
@@ -470,11 +495,7 @@ def plan_prune(
     excess = total - target - sum(a.tokens_before - a.tokens_after for a in actions.values())
     alive = relied | _in_use(infos, protected, tail_text)
     if policy.keep_edited:
-        alive |= {
-            cid
-            for cid, why in superseded.items()
-            if not why.startswith("superseded by a later read")
-        }
+        alive |= {cid for cid, why in superseded.items() if not why.startswith(_BY_READS)}
     if policy.output_first:  # what no later read relies on goes before file content
         candidates = sorted(candidates, key=lambda i: i.kind == "read")
     for info in candidates:  # tier 1: degrade large results, clear small ones

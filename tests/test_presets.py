@@ -216,3 +216,16 @@ def test_preset_on_the_command_line(tmp_path: Path) -> None:
     assert out["context"] != chat.messages
     bad = runner.invoke(main, ["prune", str(source), "--preset", "small"])
     assert bad.exit_code == 2 and "'small' is not one of 'cost', 'context'" in bad.stderr
+
+
+def test_a_read_whose_lines_later_reads_show_between_them_is_superseded() -> None:
+    chat = Chat()
+    chat.read("a.py", numbered(100), offset=1, limit=100)  # call_1
+    chat.read("a.py", numbered(60), offset=1, limit=60)  # call_2
+    chat.read("a.py", numbered(50, start=41), offset=41, limit=50)  # call_3: up to line 90
+    chat.read("a.py", numbered(20, start=81), offset=81, limit=20)  # call_4: 81-100
+    chat.bash("true", filler(40))
+    result, _ = plan(chat.messages, knobs(small_result=10, in_use_turns=10))
+    why = {a.call_id: a.reason for a in result.actions}
+    assert why["call_1"] == "superseded by later reads up to call_4 of these lines"
+    assert "call_2" not in why  # lines 1-40 are shown by nothing later
