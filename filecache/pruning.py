@@ -128,7 +128,7 @@ PRESETS: dict[str, dict[str, object]] = {
     "context": {
         "prune_at": 0.05,
         "target": 0.0,
-        "protect_recent": 1_000,
+        "protect_recent": 500,
         "min_reclaim": 300,
         "small_result": 500,
         "cache_aware": False,
@@ -284,8 +284,13 @@ def _by_name(infos: Sequence[ResultInfo]) -> dict[str, list[int]]:
     return index
 
 
-def _superseded(infos: Sequence[ResultInfo], ledger: Ledger | None) -> dict[str, str]:
-    """call id -> why it is superseded (a later write/edit/change, or a covering read)."""
+def _superseded(
+    infos: Sequence[ResultInfo], ledger: Ledger | None, through_edits: bool = False
+) -> dict[str, str]:
+    """call id -> why it is superseded (a later write/edit/change, or covering reads).
+
+    ``through_edits``: a read superseded by a write or edit is still looked for in later reads
+    (the reason then names them when they show its lines again)."""
     why: dict[str, str] = {}
     by_name = _by_name(infos)
     for i, info in enumerate(infos):
@@ -298,9 +303,13 @@ def _superseded(infos: Sequence[ResultInfo], ledger: Ledger | None) -> dict[str,
             if later.path is None or not _same_path(later.path, info.path):
                 continue
             if later.kind in ("write", "edit", "change"):
-                verb = {"write": "write", "edit": "edit", "change": "a change seen outside"}
-                why[info.call_id] = f"superseded by {verb[later.kind]} {later.call_id}"
-                break
+                if info.call_id not in why:
+                    verb = {"write": "write", "edit": "edit", "change": "a change seen outside"}
+                    why[info.call_id] = f"superseded by {verb[later.kind]} {later.call_id}"
+                if not through_edits:
+                    break
+                shown = []  # only reads of the file as it is now show its lines again
+                continue
             if later.kind == "read" and later.answer in _CONTENT:
                 if _covers(later, info):
                     why[info.call_id] = f"superseded by a later read {later.call_id} of these lines"
@@ -449,7 +458,7 @@ def plan_prune(
         return PrunePlan((), sticky, total, 0, False)
 
     protected = _protected(infos, policy.protect_recent)
-    superseded = _superseded(infos, ledger)
+    superseded = _superseded(infos, ledger, through_edits=policy.keep_edited)
     target = policy.target * window
     actions: dict[str, PruneAction] = {}
     excess = total - target
