@@ -97,7 +97,7 @@ def main() -> None:
             return
         base = combine([replay_session(d) for d in dirs])
         rp, rb = base.prompt_tokens.recorded, base.billed.recorded
-        print(f"`.venv/bin/python bench/bench_prune_policy.py --window {args.window}`: "
+        print(f"`.venv/bin/python bench/bench_prune_policy.py --profiles --window {args.window}`: "
               f"{len(dirs)} sessions, changes against the recorded transcripts\n")  # fmt: skip
         print("| profile (prune_at / target / hard_at) | cache-aware | filecache: prompt | billed "
               "| over the window | recall | pruning alone: prompt | billed |")  # fmt: skip

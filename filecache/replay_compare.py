@@ -180,6 +180,15 @@ def format_comparison(c: Comparison) -> str:
     return "\n".join(lines) + "\n" + note
 
 
+_LABELS = {  # short enough for the chart's legend (report_html.COLORS has their colours)
+    "anthropic-clear-tool-uses": "anthropic",
+    "claude-code-dedup": "cc dedup",
+    "claude-code-dedup+anthropic-clear-tool-uses": "cc dedup+anthr.",
+    "filecache (cost)": "filecache cost",
+    "filecache (context)": "filecache context",
+}
+
+
 def comparison_html(c: Comparison) -> str:
     """One page: the table, then per session a chart of every policy's requests."""
     body = [
@@ -188,6 +197,6 @@ def comparison_html(c: Comparison) -> str:
     ]
     for name, runs in c.sessions:
         body.append(f"<h2>{escape(name)}</h2>")
-        series = {n: runs[n].series for n in c.names if runs[n].series}
+        series = {_LABELS.get(n, n): runs[n].series for n in c.names if runs[n].series}
         body.append(line_chart(series, title=f"prompt tokens per request: {name}"))
     return html_page("filecache replay --compare", body)

@@ -322,6 +322,8 @@ def test_replay_compare_and_policy_on_the_command_line(tmp_path: Path) -> None:
     assert report["policies"]["none"]["prompt_tokens"] == report["recorded"]["prompt_tokens"]
     svgs = check_page(page.read_text(), tmp_path)
     assert len(svgs) == 1 and "filecache (context)" in page.read_text()
+    legend = {t.text for t in svgs[0].iter() if t.tag.endswith("text")}
+    assert {"none", "anthropic", "openclaw", "cc dedup+anthr.", "filecache context"} <= legend
     table = runner.invoke(main, ["replay", str(trace), "--policy", "openclaw"])
     assert table.exit_code == 0 and table.stdout.splitlines()[3].startswith("| openclaw |")
     bad = runner.invoke(main, ["replay", str(trace), "--policy", "clear"])
