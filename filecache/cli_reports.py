@@ -72,7 +72,7 @@ def _write_html(path: Path, page: str) -> None:
     "--trigger",
     type=click.IntRange(min=1),
     help="anthropic-clear-tool-uses: trigger at this many input tokens "
-    "(default: 30%% of --window, or 100,000 without one).",
+    "(default: 30% of --window, or 100,000 without one).",
 )
 @click.option(
     "--read-mode",
