@@ -59,6 +59,20 @@ def policies(dirs: list[Path], windows: list[int]) -> None:
             run = runs[w].totals[name]
             print(f"| {name} | {w // 1000}k | {pct(rp, run.prompt_tokens)} | {pct(rb, run.billed)} "
                   f"| {100 * run.recall:.1f}% | {run.stale} | {run.dangling} |")  # fmt: skip
+    print(
+        "\nThe same, a row per policy (prompt / billed, recall; stale and dangling where not 0):\n"
+    )
+    print("| policy | " + " | ".join(f"{w // 1000}k window" for w in windows) + " |")
+    print("|---|" + "---:|" * len(windows))
+    for name in first.names:
+        cells = []
+        for w in windows:
+            run = runs[w].totals[name]
+            cell = f"{pct(rp, run.prompt_tokens)} / {pct(rb, run.billed)}, {100 * run.recall:.1f}%"
+            if run.stale or run.dangling:
+                cell += f"; stale {run.stale}, dangling {run.dangling}"
+            cells.append(cell)
+        print(f"| {name} | " + " | ".join(cells) + " |")
     print()
     at64 = runs.get(64_000)
     if at64 is not None:
