@@ -124,7 +124,10 @@ def compare(
             policy = None
             if window is not None and preset is not None:
                 policy = PrunePolicy.preset(preset, context_window=window, **aware)
-            r = replay(d, policy=policy, peers=others if k == 0 else (), trigger=trigger, **options)
+            r = replay(
+                d, window=window, policy=policy, peers=others if k == 0 else (), trigger=trigger,
+                **options,
+            )  # fmt: skip
             if k == 0:  # the peers ran beside this one
                 runs.update(r.policies)
                 runs["none"] = _recorded_run(r)

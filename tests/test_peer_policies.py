@@ -326,6 +326,12 @@ def test_replay_compare_and_policy_on_the_command_line(tmp_path: Path) -> None:
     assert {"none", "anthropic", "openclaw", "cc dedup+anthr.", "filecache context"} <= legend
     table = runner.invoke(main, ["replay", str(trace), "--policy", "openclaw"])
     assert table.exit_code == 0 and table.stdout.splitlines()[3].startswith("| openclaw |")
+    one = ["replay", str(trace), "--policy", "anthropic-clear-tool-uses", "--json"]
+    default, small = (
+        json.loads(runner.invoke(main, args).stdout)["policies"]["anthropic-clear-tool-uses"]
+        for args in (one, [*one, "--window", "8000"])  # triggers at 100,000 and at 2,400
+    )
+    assert default["passes"] == 0 < small["passes"]
     bad = runner.invoke(main, ["replay", str(trace), "--policy", "clear"])
     assert bad.exit_code != 0 and "unknown policy 'clear'" in bad.stderr
     unwindowed = runner.invoke(main, ["replay", str(trace), "--compare"])
