@@ -34,7 +34,7 @@ class Comparison:
     Attributes:
         window: the context window (None: each policy's own default).
         names: the policies in table order.
-        sessions: per session, its name, recorded measures and each policy's run.
+        sessions: per session, its name and each policy's run of it.
         totals: each policy's run over all sessions.
         recorded: (prompt tokens, billed) of the recorded transcripts, in total.
     """
@@ -167,20 +167,23 @@ def _rows(c: Comparison) -> list[list[str]]:
     return rows
 
 
+def _note(c: Comparison) -> str:
+    window = f"a {c.window:,}-token window" if c.window else "each policy's default window"
+    sessions = len(c.sessions)
+    return (
+        f"{sessions} session{'s' if sessions != 1 else ''} at {window}; "
+        "changes against the recorded transcripts (billed: the prefix a request shares with "
+        "the previous one at 0.1x, the rest at 1.25x); peer policies edit the recorded "
+        "requests; stale, dangling and recall are counted by the same model simulator for "
+        "every policy."
+    )
+
+
 def format_comparison(c: Comparison) -> str:
     """The table (markdown) and a line on what was compared."""
     lines = ["| " + " | ".join(HEAD) + " |", "|---|" + "---:|" * (len(HEAD) - 1)]
     lines += ["| " + " | ".join(row) + " |" for row in _rows(c)]
-    window = f"a {c.window:,}-token window" if c.window else "each policy's default window"
-    sessions = len(c.sessions)
-    note = (
-        f"\n{sessions} session{'s' if sessions != 1 else ''} at {window}; "
-        "changes against the recorded transcripts (billed: the prefix a request shares with "
-        "the previous one at 0.1x, the rest at 1.25x); peer policies edit the recorded "
-        "requests; stale, dangling and recall are counted by the same model simulator for "
-        "every policy.\n"
-    )
-    return "\n".join(lines) + "\n" + note
+    return "\n".join(lines) + "\n\n" + _note(c) + "\n"
 
 
 _LABELS = {  # short enough for the chart's legend (report_html.COLORS has their colours)
@@ -195,7 +198,7 @@ _LABELS = {  # short enough for the chart's legend (report_html.COLORS has their
 def comparison_html(c: Comparison) -> str:
     """One page: the table, then per session a chart of every policy's requests."""
     body = [
-        f"<p>{escape(format_comparison(c).rsplit(chr(10), 2)[-2].strip())}</p>",
+        f"<p>{escape(_note(c))}</p>",
         html_table(HEAD, _rows(c)),
     ]
     for name, runs in c.sessions:
