@@ -1,13 +1,19 @@
-"""Pruning triggers under prompt caching: which defaults save money on the dev corpus.
+"""Pruning policies side by side on the dev corpus, and which triggers pay under caching.
 
 Run from the repository root::
 
-    .venv/bin/python bench/bench_prune_policy.py [CORPUS] [--window 32000]
+    .venv/bin/python bench/bench_prune_policy.py [CORPUS] [--windows 32000,64000,128000,200000]
+    .venv/bin/python bench/bench_prune_policy.py [CORPUS] --profiles [--window 32000]
 
-For a few trigger profiles (``prune_at`` / ``target`` / ``hard_at``), cache-aware on and off, at
-one window: filecache whole (delta reads, outlines, pruning before every request) and pruning
-alone (the recorded transcripts pruned, DESIGN's measure), both against the recorded
-transcripts, with the requests that still exceed the window.
+Default: for each window, ``filecache replay --compare`` (every peer policy over the recorded
+transcripts, filecache's ``cost`` and ``context`` presets), one table of policy x window with
+cumulative prompt tokens and billed equivalents against the recorded transcripts, recall,
+stale views and dangling refs; then whether each acceptance goal of the presets is met.
+
+``--profiles``: for a few trigger profiles (``prune_at`` / ``target`` / ``hard_at``), cache-aware
+on and off, at one window: filecache whole (delta reads, outlines, pruning before every request)
+and pruning alone (the recorded transcripts pruned, DESIGN's measure), both against the
+recorded transcripts, with the requests that still exceed the window.
 """
 
 from __future__ import annotations
@@ -18,10 +24,14 @@ from pathlib import Path
 
 from bench_replay import DEFAULT, pct, prune_recorded, sessions_in
 
+from filecache.peer_policies import PEER_POLICIES
 from filecache.pruning import PrunePolicy
 from filecache.replay import replay_session
+from filecache.replay_compare import Comparison, compare
 from filecache.replay_metrics import combine
 from filecache.tokens import TokenCounter
+
+PEERS = ("none", *PEER_POLICIES, "claude-code-dedup+anthropic-clear-tool-uses")
 
 PROFILES = {
     "default (0.65 / 0.5 / 0.9)": {},
@@ -31,17 +41,77 @@ PROFILES = {
 }
 
 
+def policies(dirs: list[Path], windows: list[int]) -> None:
+    runs: dict[int, Comparison] = {
+        w: compare(dirs, replay=replay_session, window=w, peers=PEERS, presets=("cost", "context"))
+        for w in windows
+    }
+    first = runs[windows[0]]
+    rp, rb = first.recorded
+    print(f"`.venv/bin/python bench/bench_prune_policy.py --windows "
+          f"{','.join(str(w) for w in windows)}`: {len(dirs)} sessions; prompt and billed are "
+          f"changes against the recorded transcripts ({rp:,.0f} prompt tokens, {rb:,.0f} "
+          "billed)\n")  # fmt: skip
+    print("| policy | window | prompt | billed | recall | stale | dangling |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name in first.names:
+        for w in windows:
+            run = runs[w].totals[name]
+            print(f"| {name} | {w // 1000}k | {pct(rp, run.prompt_tokens)} | {pct(rb, run.billed)} "
+                  f"| {100 * run.recall:.1f}% | {run.stale} | {run.dangling} |")  # fmt: skip
+    print(
+        "\nThe same, a row per policy (prompt / billed, recall; stale and dangling where not 0):\n"
+    )
+    print("| policy | " + " | ".join(f"{w // 1000}k window" for w in windows) + " |")
+    print("|---|" + "---:|" * len(windows))
+    for name in first.names:
+        cells = []
+        for w in windows:
+            run = runs[w].totals[name]
+            cell = f"{pct(rp, run.prompt_tokens)} / {pct(rb, run.billed)}, {100 * run.recall:.1f}%"
+            if run.stale or run.dangling:
+                cell += f"; stale {run.stale}, dangling {run.dangling}"
+            cells.append(cell)
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    print()
+    at64 = runs.get(64_000)
+    if at64 is not None:
+        ctx, clear = at64.totals["filecache (context)"], at64.totals["anthropic-clear-tool-uses"]
+        goals = {
+            "prompt >= anthropic's": ctx.prompt_tokens <= clear.prompt_tokens,
+            "billed >= anthropic's": ctx.billed <= clear.billed,
+            "recall >= 95%": ctx.recall >= 0.95,
+            "0 stale, 0 dangling": ctx.stale == ctx.dangling == 0,
+        }
+        verdicts = ", ".join(f"{g}: {'met' if ok else 'MISSED'}" for g, ok in goals.items())
+        print(f"context preset at 64k against anthropic-clear-tool-uses (30% of 64k): {verdicts}")
+    for w, c in runs.items():
+        cost = c.totals["filecache (cost)"].billed
+        peers = {n: c.totals[n].billed for n in c.names if not n.startswith(("filecache", "none"))}
+        best = min(peers, key=lambda n: peers[n])
+        verdict = "met" if cost < peers[best] else "MISSED"
+        print(
+            f"cost preset at {w // 1000}k bills less than every peer policy: {verdict} "
+            f"({pct(rb, cost)} against {best}'s {pct(rb, peers[best])})"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("corpus", nargs="?", type=Path, default=DEFAULT)
-    parser.add_argument("--window", type=int, default=32_000)
+    parser.add_argument("--windows", default="32000,64000,128000,200000")
+    parser.add_argument("--profiles", action="store_true", help="the trigger profiles instead")
+    parser.add_argument("--window", type=int, default=32_000, help="with --profiles")
     args = parser.parse_args()
     counter = TokenCounter()
     with tempfile.TemporaryDirectory() as tmp:
         dirs = sessions_in(args.corpus, Path(tmp))
+        if not args.profiles:
+            policies(dirs, [int(w) for w in args.windows.split(",")])
+            return
         base = combine([replay_session(d) for d in dirs])
         rp, rb = base.prompt_tokens.recorded, base.billed.recorded
-        print(f"`.venv/bin/python bench/bench_prune_policy.py --window {args.window}`: "
+        print(f"`.venv/bin/python bench/bench_prune_policy.py --profiles --window {args.window}`: "
               f"{len(dirs)} sessions, changes against the recorded transcripts\n")  # fmt: skip
         print("| profile (prune_at / target / hard_at) | cache-aware | filecache: prompt | billed "
               "| over the window | recall | pruning alone: prompt | billed |")  # fmt: skip

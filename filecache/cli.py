@@ -287,10 +287,18 @@ def serve(
 )
 @click.option("--window", type=int, default=128_000, show_default=True, help="Context tokens.")
 @click.option(
-    "--cache-aware/--no-cache-aware",
-    default=True,
+    "--preset",
+    type=click.Choice(["cost", "context"]),
+    default="cost",
     show_default=True,
-    help="Prune only when it pays for the cached prefix it invalidates.",
+    help="cost: least billed under prompt caching; context: the prompt small (small windows, "
+    "providers without prompt caching).",
+)
+@click.option(
+    "--cache-aware/--no-cache-aware",
+    default=None,
+    help="Prune only when it pays for the cached prefix it invalidates (default: the "
+    "preset's; on for cost, off for context).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print what was reclaimed as JSON.")
 @click.option("--store", envvar="FILECACHE_STORE", help="Store for the archive and projections.")
@@ -312,7 +320,8 @@ def prune(
     output: Path | None,
     fmt: str | None,
     window: int,
-    cache_aware: bool,
+    preset: str,
+    cache_aware: bool | None,
     as_json: bool,
     store: str | None,
     session: str | None,
@@ -327,7 +336,8 @@ def prune(
 
     name = getattr(source, "name", "-")
     data = load_json(source.read(), name if isinstance(name, str) else "-")  # one-line errors
-    policy = PrunePolicy(context_window=window, cache_aware=cache_aware)
+    aware = {} if cache_aware is None else {"cache_aware": cache_aware}
+    policy = PrunePolicy.preset(preset, context_window=window, **aware)
     if session is not None:  # a filecache session: its ledger guides the plan, and it forgets
         with FileCache(root, store=store) as cache:  # what the plan clears (ref safety)
             result = prune_messages(data, session=cache.session(session), policy=policy, format=fmt)

@@ -43,9 +43,36 @@ def _write_html(path: Path, page: str) -> None:
 )
 @click.option(
     "--cache-aware/--no-cache-aware",
-    default=True,
+    default=None,
+    help="With --window: prune only when it pays for the cached prefix it invalidates "
+    "(default: the preset's; on for cost, off for context).",
+)
+@click.option(
+    "--preset",
+    type=click.Choice(["cost", "context"]),
+    default="cost",
     show_default=True,
-    help="With --window: prune only when it pays for the cached prefix it invalidates.",
+    help="filecache's pruning with --window: cost (least billed under prompt caching) or "
+    "context (the prompt small: small windows, providers without prompt caching).",
+)
+@click.option(
+    "--policy",
+    default="filecache",
+    show_default=True,
+    help="The pruning policy to replay: filecache, none, anthropic-clear-tool-uses, openclaw, "
+    "opencode, claude-code-dedup (or claude-code-dedup+NAME). Others than filecache edit the "
+    "recorded requests (docs/pruning.md).",
+)
+@click.option(
+    "--compare",
+    is_flag=True,
+    help="With --window: every policy side by side (and both filecache presets), in one run.",
+)
+@click.option(
+    "--trigger",
+    type=click.IntRange(min=1),
+    help="anthropic-clear-tool-uses: trigger at this many input tokens "
+    "(default: 30% of --window, or 100,000 without one).",
 )
 @click.option(
     "--read-mode",
@@ -75,7 +102,11 @@ def _write_html(path: Path, page: str) -> None:
 def replay(
     dirs: tuple[Path, ...],
     window: int | None,
-    cache_aware: bool,
+    cache_aware: bool | None,
+    preset: str,
+    policy: str,
+    compare: bool,
+    trigger: int | None,
     read_mode: str,
     tokenizer: str,
     as_json: bool,
@@ -83,10 +114,17 @@ def replay(
     store: str | None,
 ) -> None:
     """Replay recorded sessions (DIR/files + DIR/transcript.json): recorded, plain, filecache."""
+    from .pruning import PrunePolicy
     from .replay import replay_session
     from .replay_metrics import combine
     from .replay_report import format_replay, replay_html
 
+    if compare or policy != "filecache":
+        _compare(dirs, window, cache_aware, policy, compare, trigger, read_mode, tokenizer,
+                 as_json, html_out, store)  # fmt: skip
+        return
+    aware = {} if cache_aware is None else {"cache_aware": cache_aware}
+    rules = PrunePolicy.preset(preset, context_window=window, **aware) if window else None
     with click.progressbar(
         dirs,
         label="replaying",
@@ -96,8 +134,7 @@ def replay(
     ) as bar:
         replays = [
             replay_session(
-                d, tokenizer=tokenizer, window=window, cache_aware=cache_aware,
-                read_mode=read_mode, store=store,
+                d, tokenizer=tokenizer, policy=rules, read_mode=read_mode, store=store,
             )
             for d in bar
         ]  # fmt: skip
@@ -122,6 +159,59 @@ def replay(
         )
     for line in totals.problems:
         click.echo(f"problem: {line}", err=True)
+
+
+def _compare(
+    dirs: tuple[Path, ...],
+    window: int | None,
+    cache_aware: bool | None,
+    policy: str,
+    compare_all: bool,
+    trigger: int | None,
+    read_mode: str,
+    tokenizer: str,
+    as_json: bool,
+    html_out: Path | None,
+    store: str | None,
+) -> None:
+    from .peer_policies import PEER_POLICIES, parse_policy
+    from .replay import replay_session
+    from .replay_compare import compare, comparison_html, format_comparison
+
+    if compare_all and window is None:
+        raise RequestError("--compare needs --window TOKENS (the window every policy runs at)")
+    if compare_all:
+        peers: tuple[str, ...] = (
+            "none", *PEER_POLICIES, "claude-code-dedup+anthropic-clear-tool-uses",
+        )  # fmt: skip
+        presets: tuple[str, ...] = ("cost", "context")
+    else:
+        try:
+            parse_policy(policy)
+        except ValueError as exc:
+            raise RequestError(str(exc)) from exc
+        peers, presets = ("none", policy), ()
+    with click.progressbar(
+        dirs,
+        label="replaying",
+        file=sys.stderr,
+        hidden=_progress_hidden(),
+        item_show_func=lambda d: d.name if d is not None else None,
+    ) as bar:
+        result = compare(
+            bar, replay=replay_session, window=window, peers=peers, presets=presets,
+            cache_aware=cache_aware, trigger=trigger, tokenizer=tokenizer, read_mode=read_mode,
+            store=store,
+        )  # fmt: skip
+    if html_out is not None:
+        _write_html(html_out, comparison_html(result))
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        click.echo(format_comparison(result), nl=False)
+    for name in result.names:
+        for line in result.totals[name].problems:
+            click.echo(f"problem: {line}", err=True)
 
 
 def _store_path(store: str | None) -> str:

@@ -23,7 +23,10 @@ Invariants:
   (``prior``) renders to the same bytes again: prompt-cache friendly and restart-safe.
 - Idempotent: planning on the output of a plan (with the same ``prior``) adds nothing.
 - The cost gate (on by default) keeps only the actions whose saving, over the turns expected to
-  remain, pays for the cached prefix they invalidate; one cut per pass.
+  remain, pays for the cached prefix they invalidate (``prune_cost``); one cut per pass.
+
+Presets (``PrunePolicy.preset``): ``cost``, the defaults, prunes least under prompt caching;
+``context`` keeps the prompt small (small windows, providers without prompt caching).
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from .errors import ConfigError
 from .ledger import Ledger
+from .prune_cost import cut_net, session_growth
 from .render import (
     OUTLINE_TAG,
     PLACEHOLDER_MARKER,
@@ -44,10 +49,16 @@ from .render import (
 )
 from .transcript import Transcript, file_access
 
-__all__ = ["PruneAction", "PrunePlan", "PrunePolicy", "ResultInfo", "apply_plan", "plan_prune"]
+__all__ = [
+    "PRESETS", "PruneAction", "PrunePlan", "PrunePolicy", "ResultInfo", "apply_plan", "plan_prune",
+]  # fmt: skip
 
 TIERS = {"keep": 0, "outline": 1, "truncate": 1, "clear": 2}
-_CONTENT = ("", "full", "partial")  # answers that show the lines ("": content, ledger unknown)
+_CONTENT = ("", "full", "partial")
+_BY_READS = (
+    "superseded by a later read",
+    "superseded by later reads",
+)  # lines shown again  # answers that show the lines ("": content, ledger unknown)
 
 
 @dataclass(frozen=True)
@@ -67,8 +78,15 @@ class PrunePolicy:
         head_lines, tail_lines: what a truncated result keeps.
         cache_aware: gate on prompt-cache economics (on by default).
         cache_read, cache_write: prices of cached and newly cached tokens, relative to 1.
-        turns_left: requests expected after this one; None estimates it as the number of
-            assistant turns so far, clamped to 4..40.
+        turns_left: requests expected after this one; None: the gate simulates the requests
+            to come (``prune_cost``: as many again as so far, growing as they have, with the
+            cut forced once the prompt passes ``hard_at``).
+        output_first: degrade other output (bash, ...) before file reads.
+        in_use_turns: reads of files named in the last this many assistant turns stay intact
+            (0: only those named in the protected tail).
+        keep_edited: a read superseded by a write, edit or outside change stays (the model's
+            view of the file after its own edit is built on it); reads covered by a later
+            read still clear.
     """
 
     context_window: int = 128_000
@@ -84,6 +102,41 @@ class PrunePolicy:
     cache_read: float = 0.1
     cache_write: float = 1.25
     turns_left: int | None = None
+    output_first: bool = False
+    in_use_turns: int = 0
+    keep_edited: bool = False
+
+    @classmethod
+    def preset(cls, name: str, **overrides: object) -> PrunePolicy:
+        """A named preset (``PRESETS``), with ``overrides`` (e.g. ``context_window``).
+
+        Raises:
+            ConfigError: an unknown preset name.
+        """
+        if name not in PRESETS:
+            known = ", ".join(PRESETS)
+            raise ConfigError(f"unknown preset {name!r}; choose one of {known}")
+        return cls(**{**PRESETS[name], **overrides})  # type: ignore[arg-type]
+
+
+PRESETS: dict[str, dict[str, object]] = {
+    # least billed under prompt caching: the seeds' trigger, the cost gate on
+    "cost": {},
+    # the prompt small: prune from 5% of the window down to nothing but what is protected or
+    # in use (reads of files the last 25 turns name, reads the model's edits build on), no
+    # cost gate; for small windows and for providers without prompt caching
+    "context": {
+        "prune_at": 0.05,
+        "target": 0.0,
+        "protect_recent": 500,
+        "min_reclaim": 300,
+        "small_result": 500,
+        "cache_aware": False,
+        "output_first": True,
+        "in_use_turns": 25,
+        "keep_edited": True,
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -231,25 +284,42 @@ def _by_name(infos: Sequence[ResultInfo]) -> dict[str, list[int]]:
     return index
 
 
-def _superseded(infos: Sequence[ResultInfo], ledger: Ledger | None) -> dict[str, str]:
-    """call id -> why it is superseded (a later write/edit/change, or a covering read)."""
+def _superseded(
+    infos: Sequence[ResultInfo], ledger: Ledger | None, through_edits: bool = False
+) -> dict[str, str]:
+    """call id -> why it is superseded (a later write/edit/change, or covering reads).
+
+    ``through_edits``: a read superseded by a write or edit is still looked for in later reads
+    (the reason then names them when they show its lines again)."""
     why: dict[str, str] = {}
     by_name = _by_name(infos)
     for i, info in enumerate(infos):
         if info.kind != "read" or info.path is None or info.tier == "clear":
             continue
         same = by_name[_file_name(info.path)]
+        shown: list[tuple[int, int | None]] = []  # lines later content reads show
         for n in same[bisect_right(same, i) :]:
             later = infos[n]
             if later.path is None or not _same_path(later.path, info.path):
                 continue
             if later.kind in ("write", "edit", "change"):
-                verb = {"write": "write", "edit": "edit", "change": "a change seen outside"}
-                why[info.call_id] = f"superseded by {verb[later.kind]} {later.call_id}"
-                break
-            if later.kind == "read" and later.answer in _CONTENT and _covers(later, info):
-                why[info.call_id] = f"superseded by a later read {later.call_id} of these lines"
-                break
+                if info.call_id not in why:
+                    verb = {"write": "write", "edit": "edit", "change": "a change seen outside"}
+                    why[info.call_id] = f"superseded by {verb[later.kind]} {later.call_id}"
+                if not through_edits:
+                    break
+                shown = []  # only reads of the file as it is now show its lines again
+                continue
+            if later.kind == "read" and later.answer in _CONTENT:
+                if _covers(later, info):
+                    why[info.call_id] = f"superseded by a later read {later.call_id} of these lines"
+                    break
+                shown.append((later.start, later.end))
+                if _union_covers(shown, info.start, info.end):
+                    why[info.call_id] = (
+                        f"superseded by later reads up to {later.call_id} of these lines"
+                    )
+                    break
     if ledger is not None:  # changes seen by rehash/watchers have no result of their own
         for info in infos:
             if info.kind != "read" or info.path is None or info.call_id in why:
@@ -260,6 +330,19 @@ def _superseded(infos: Sequence[ResultInfo], ledger: Ledger | None) -> dict[str,
                     why[info.call_id] = f"superseded by a change seen outside ({write.call_id})"
                     break
     return why
+
+
+def _union_covers(spans: Sequence[tuple[int, int | None]], start: int, end: int | None) -> bool:
+    """Whether ``spans`` (first line, last line or None: to the end) together show every line
+    of ``start..end`` (``end`` None: to the end of the file)."""
+    reach = start  # every line before ``reach`` is shown
+    for first, last in sorted(spans, key=lambda span: span[0]):
+        if first > reach:
+            break
+        if last is None:
+            return True
+        reach = max(reach, last + 1)
+    return end is not None and reach > end
 
 
 def _protected(infos: Sequence[ResultInfo], budget: int) -> set[str]:
@@ -380,7 +463,7 @@ def plan_prune(
         return PrunePlan((), sticky, total, 0, False)
 
     protected = _protected(infos, policy.protect_recent)
-    superseded = _superseded(infos, ledger)
+    superseded = _superseded(infos, ledger, through_edits=policy.keep_edited)
     target = policy.target * window
     actions: dict[str, PruneAction] = {}
     excess = total - target
@@ -401,14 +484,21 @@ def plan_prune(
     for info in candidates:
         if info.call_id in superseded:
             reason = superseded[info.call_id]
+            if policy.keep_edited and not reason.startswith(_BY_READS):
+                continue
             act(info, "clear", _cleared(info, reason), reason)
     first_protected = min(
         (i.message_index for i in infos if i.call_id in protected),
         default=len(transcript.messages),
     )
+    tail_start = first_protected
+    if policy.in_use_turns:
+        assistants = [i for i, m in enumerate(transcript.messages) if m.role == "assistant"]
+        if assistants:
+            tail_start = min(tail_start, assistants[-min(len(assistants), policy.in_use_turns)])
     tail_text = "\n".join(
         m.text + " " + " ".join(c.raw_arguments for c in m.tool_calls)
-        for m in transcript.messages[first_protected:]
+        for m in transcript.messages[tail_start:]
         if m.role != "tool"
     )
     relied = _relied_on(infos, set(actions))
@@ -418,6 +508,10 @@ def plan_prune(
         relied = _relied_on(infos, set(actions))  # a restored diff is live again
     excess = total - target - sum(a.tokens_before - a.tokens_after for a in actions.values())
     alive = relied | _in_use(infos, protected, tail_text)
+    if policy.keep_edited:
+        alive |= {cid for cid, why in superseded.items() if not why.startswith(_BY_READS)}
+    if policy.output_first:  # what no later read relies on goes before file content
+        candidates = sorted(candidates, key=lambda i: i.kind == "read")
     for info in candidates:  # tier 1: degrade large results, clear small ones
         if excess <= 0:
             break
@@ -477,13 +571,6 @@ def _message_tokens(
     return sizes
 
 
-def _turns_left(transcript: Transcript, policy: PrunePolicy) -> int:
-    if policy.turns_left is not None:
-        return policy.turns_left
-    turns = sum(1 for m in transcript.messages if m.role == "assistant")
-    return max(4, min(40, turns))
-
-
 def _cost_gate(
     actions: list[PruneAction],
     msg_tokens: Sequence[int],
@@ -493,9 +580,13 @@ def _cost_gate(
     """Keep the suffix of actions (by message) whose cut pays best; drop the rest.
 
     Cutting at message k rewrites the cache from k on: ``(write - read) * suffix`` extra now.
-    Each removed token saves ``read`` on every later request: ``read * reclaimed * turns``.
+    Each removed token saves ``read`` on every later request. With ``policy.turns_left``:
+    ``read * reclaimed * turns_left``; without, ``prune_cost.cut_net`` simulates the requests
+    to come from the session's growth.
     """
-    turns = _turns_left(transcript, policy)
+    growth = session_growth([m.role for m in transcript.messages], msg_tokens)
+    turns = policy.turns_left if policy.turns_left is not None else growth.turns_left
+    total = sum(msg_tokens)
     suffix = [0] * (len(msg_tokens) + 1)
     for k in range(len(msg_tokens) - 1, -1, -1):
         suffix[k] = suffix[k + 1] + msg_tokens[k]
@@ -508,10 +599,17 @@ def _cost_gate(
     for start in range(len(actions)):
         reclaimed = reclaimed_from[start]
         cut = actions[start].message_index
-        cost = (policy.cache_write - policy.cache_read) * max(0, suffix[cut] - reclaimed)
-        gain = policy.cache_read * reclaimed * turns
-        if gain - cost > best[0]:
-            best = (gain - cost, start)
+        if policy.turns_left is not None:
+            cost = (policy.cache_write - policy.cache_read) * max(0, suffix[cut] - reclaimed)
+            net = policy.cache_read * reclaimed * turns - cost
+        else:
+            net = cut_net(
+                total=total, suffix=suffix[cut], reclaimed=reclaimed, growth=growth.per_turn,
+                turns=turns, limit=policy.hard_at * policy.context_window,
+                read=policy.cache_read, write=policy.cache_write,
+            )  # fmt: skip
+        if net > best[0]:
+            best = (net, start)
     net, start = best
     kept = actions[start:]
     dropped = tuple(a.call_id for a in actions[:start])

@@ -32,7 +32,7 @@ import json
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ from .replay_metrics import (
     SessionReplay,
     message_text,
 )
+from .replay_peers import PeerRun
 from .store import Store
 from .trace_format import TRACE_FORMAT, edit_pairs, unknown_calls
 
@@ -192,8 +193,15 @@ class _Keys:
 class _Checker:
     """Feeds the model simulator request by request: stale views, dangling refs, recall."""
 
-    def __init__(self, calls: Mapping[str, FileCall], later_paths: Sequence[set[str]]) -> None:
+    def __init__(
+        self,
+        calls: Mapping[str, FileCall],
+        later_paths: Sequence[set[str]],
+        dangling: Callable[[Sequence[tuple[str, str]], Mapping[str, FileCall]], dict[str, str]]
+        | None = None,
+    ) -> None:
         self.calls = calls
+        self.dangling_of = dangling or dangling_refs  # a peer run names its own stubs' bases
         self.unpruned = ModelView(calls)
         self.later_paths = later_paths  # by message index: paths touched at or after it
         self.fed = 0
@@ -234,7 +242,7 @@ class _Checker:
         for cid, problem in new.items():
             if problem is not None:
                 self.problems.setdefault(cid, problem)
-        for cid, why in dangling_refs(results, self.calls).items():
+        for cid, why in self.dangling_of(results, self.calls).items():
             self.dangling.setdefault(cid, f"{cid}: {why} in the request before message {index}")
         for path in self.later_paths[index]:
             state = self.current.get(path)
@@ -273,6 +281,8 @@ def replay_session(
     read_mode: str = "auto",
     store: str | Path | Store | None = None,
     policy: PrunePolicy | None = None,
+    peers: Sequence[str] = (),
+    trigger: int | None = None,
 ) -> SessionReplay:
     """Replay the trace in ``trace_dir``; see the module docstring.
 
@@ -285,6 +295,10 @@ def replay_session(
         store: where the filecache run's session is kept (default: in memory); the session is
             named after the directory and replaced if it exists.
         policy: a whole pruning policy (overrides ``window`` and ``cache_aware``).
+        peers: other tools' policies to run beside filecache over the plain run
+            (``peer_policies.POLICIES`` but ``filecache``); their results are in ``policies``.
+        trigger: Anthropic's clear_tool_uses trigger in tokens (default: 30% of the window,
+            or 100,000 without one).
 
     Raises:
         TranscriptError: the directory is not a readable ``filecache-trace/1`` session.
@@ -315,6 +329,8 @@ def replay_session(
                 cache.session(name), plain_cache.session("plain"), calls, policy,
                 _later_paths(messages, calls), read_mode,
             )  # fmt: skip
+            peer_window = policy.context_window if policy is not None else window
+            run.add_peers(peers, peer_window, trigger)
             for message in messages:
                 run.step(message, fc_root, plain_root)
             tokenizer_used = cache.tokens.encoding
@@ -357,6 +373,17 @@ class _Run:
         self.passes = self.dropped = 0
         self.final_tiers: dict[str, str] = {}
         self.reclaimed_final = 0
+        self.later_paths = later_paths
+        self.peers: list[PeerRun] = []
+
+    def add_peers(self, names: Sequence[str], window: int | None, trigger: int | None) -> None:
+        for name in names:
+            self.peers.append(
+                PeerRun(
+                    name, window=window, trigger=trigger, count=self.memo, keyed=self.keys.keyed,
+                    checker=lambda calls, dangling: _Checker(calls, self.later_paths, dangling),
+                )
+            )  # fmt: skip
 
     def step(self, message: Message, fc_root: Path, plain_root: Path) -> None:
         if message.get("role") == "assistant":
@@ -367,6 +394,8 @@ class _Run:
             self.plain_keyed.append(self.recorded[-1])
             self.history.append(message)
             self.plain_history.append(message)
+            for peer in self.peers:
+                peer.add(message, message, None)
             if message.get("role") == "tool":
                 for run in self.tool_tokens:
                     self.tool_tokens[run] += self.recorded[-1][1] - MESSAGE_OVERHEAD
@@ -376,7 +405,7 @@ class _Run:
         name, args = self.calls[cid]
         path = str(args.get("path", ""))
         before = _snapshot(fc_root, path) if name != "read_file" else None
-        plain_text, _, plain_error = _attempt(self.plain, name, args, cid, None)
+        plain_text, plain_kind, plain_error = _attempt(self.plain, name, args, cid, None)
         fc_text, kind, fc_error = _attempt(self.session, name, args, cid, self.read_mode)
         after = _snapshot(fc_root, path)
         self.file_calls[cid] = FileCall(cid, name, path, args, kind, fc_text, before, after)
@@ -384,6 +413,9 @@ class _Run:
         self.plain_keyed.append(self.keys.keyed(plain_msg))
         self.history.append(fc_msg)
         self.plain_history.append(plain_msg)
+        for peer in self.peers:
+            plain_call = FileCall(cid, name, path, args, plain_kind, plain_text, before, after)
+            peer.add(message, plain_msg, plain_call)
         tokens = {
             "recorded": self.recorded[-1][1] - MESSAGE_OVERHEAD,
             "plain": self.memo(plain_text),
@@ -421,6 +453,8 @@ class _Run:
             for action in plan.actions:
                 self.final_tiers[action.call_id] = action.tier
         self.meters["filecache"].add([self.keys.keyed(m) for m in sent])
+        for peer in self.peers:
+            peer.request(self.index)
         self.checker.request(self.index, self.history, sent, pruned)
         if pruned:
             originals = {str(m.get("tool_call_id")): m for m in self.history}
@@ -477,4 +511,5 @@ class _Run:
             calls=tuple(self.records),
             plain_messages=tuple(self.plain_history),
             filecache_messages=tuple(self.history),
+            policies={peer.name: peer.result() for peer in self.peers},
         )

@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .policy_runs import PolicyRun, combine_runs
+
 __all__ = [
     "CACHE_READ", "CACHE_WRITE", "MESSAGE_OVERHEAD", "READ_KINDS", "RUNS", "CostMeter", "Measure",
     "PromptCost", "PruneSummary", "SessionReplay", "combine", "message_text", "prompt_cost",
@@ -223,6 +225,7 @@ class SessionReplay:
             every run and not executed: call id -> why.
         series: prompt tokens of every request, per run (``recorded``/``plain``/``filecache``).
         calls: every file tool call (``call_id``, ``tool``, ``path``, ``kind``, tokens, error).
+        policies: other tools' policies run beside filecache (``replay_peers``), by name.
     """
 
     name: str
@@ -252,6 +255,7 @@ class SessionReplay:
     calls: tuple[Mapping[str, Any], ...] = field(default=(), repr=False)
     plain_messages: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
     filecache_messages: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
+    policies: Mapping[str, PolicyRun] = field(default_factory=dict, repr=False)
 
     @property
     def saved_pct(self) -> float:
@@ -290,6 +294,8 @@ class SessionReplay:
         out["files_identical"] = self.files_identical
         out["mismatches"] = list(self.mismatches)
         out["skipped"] = dict(self.skipped)
+        if self.policies:
+            out["policies"] = {name: run.to_json() for name, run in self.policies.items()}
         if detail:
             out["series"] = {run: list(self.series.get(run, ())) for run in RUNS}
             out["calls"] = [dict(c) for c in self.calls]
@@ -350,4 +356,5 @@ def combine(replays: Sequence[SessionReplay], name: str = "total") -> SessionRep
         files_identical=all(r.files_identical for r in replays),
         mismatches=tuple(f"{r.name}: {m}" for r in replays for m in r.mismatches),
         skipped={f"{r.name}: {k}": v for r in replays for k, v in r.skipped.items()},
+        policies=combine_runs([r.policies for r in replays]),
     )

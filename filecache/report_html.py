@@ -16,8 +16,17 @@ COLORS = {
     "recorded": "#8c8c8c",
     "plain": "#3b6fb6",
     "filecache": "#e07b1a",
+    # replay --compare: one line per policy
+    "none": "#8c8c8c",
+    "anthropic": "#c0392b",
+    "openclaw": "#8e44ad",
+    "opencode": "#16a085",
+    "cc dedup": "#b8860b",
+    "cc dedup+anthr.": "#e377c2",
+    "filecache cost": "#e07b1a",
+    "filecache context": "#3b6fb6",
 }
-_DASH = {"recorded": "5 4"}
+_DASH = {"recorded": "5 4", "none": "5 4"}
 
 _CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 980px; color: #222; }

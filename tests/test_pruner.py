@@ -223,23 +223,29 @@ def test_prune_json_without_output_keeps_messages_on_stdout(
 
 
 @pytest.mark.parametrize(
-    ("flag", "changed"), [("--cache-aware", False), ("--no-cache-aware", True)]
+    ("flag", "gate"),
+    [
+        # at this session's growth (about 8,000 tokens a turn) the prompt passes hard_at next
+        # turn, where the cut would be made anyway: the gate makes it now, when it costs less
+        ("--cache-aware", "cost gate: cut at message 3 nets "),
+        ("--no-cache-aware", ""),
+    ],  # a deep cut that would not be forced is declined: tests/test_presets.py
 )
 def test_cache_awareness_decides_whether_a_deep_cut_is_made(
     runner: CliRunner,
     tmp_path: Path,
     transcript: tuple[Path, list[Any]],
     flag: str,
-    changed: bool,
+    gate: str,
 ) -> None:
     source, messages = transcript
     window = str(int(prompt_tokens(messages) / 0.8))
     args = ["prune", source, "--window", window, "--store", tmp_path / "s.db", flag, "--json"]
     result = run(runner, *args, "-o", tmp_path / "out.json")
     report = json.loads(result.stdout)
-    assert (json.loads((tmp_path / "out.json").read_text()) != messages) == changed
-    assert bool(report["actions"]) == changed
-    assert report["gate"] == ("" if changed else "cost gate: no cut pays over 4 turns")
+    assert json.loads((tmp_path / "out.json").read_text()) != messages
+    assert report["actions"]
+    assert report["gate"].startswith(gate) and (gate or report["gate"] == "")
 
 
 @pytest.mark.parametrize(

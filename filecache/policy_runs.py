@@ -1,0 +1,95 @@
+"""What one pruning policy's run of a replay measured (``replay --policy`` / ``--compare``).
+
+Pure: numbers in, frozen records out. ``replay_peers.PeerRun`` produces them; ``combine_runs``
+adds up several sessions' runs of the same policy.
+
+Invariants:
+- ``prompt_tokens`` and ``billed`` are measured as for the three runs of ``replay_metrics``
+  (one request before each assistant message; the prefix shared with the previous request at
+  the cache-read price, the rest at the cache-write price).
+- ``dangling`` counts stubs and refs whose base result is missing or pruned in a request as
+  sent; ``stale`` and ``recall`` come from the same model simulator as filecache's run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["PolicyRun", "combine_runs"]
+
+
+@dataclass(frozen=True)
+class PolicyRun:
+    """One policy over one session (or, from ``combine_runs``, several).
+
+    Attributes:
+        name: the policy (``openclaw``, ``claude-code-dedup+opencode``, ...).
+        requests: requests replayed.
+        prompt_tokens: cumulative prompt tokens.
+        billed: billed equivalents under prompt caching.
+        peak: the largest request.
+        passes: requests at which the policy changed a result it had not changed before.
+        results: tool results the last request shows changed (cleared, trimmed or a stub).
+        stale: answers whose lines the model cannot rebuild as they are on disk.
+        dangling: stubs or refs whose base is missing or pruned in some request.
+        recall: mean over (request, file in use) pairs of the lines shown and still present.
+        recall_pairs: the number of such pairs.
+        problems: one line per stale view or dangling stub.
+        series: prompt tokens of every request.
+    """
+
+    name: str
+    requests: int
+    prompt_tokens: int
+    billed: float
+    peak: int
+    passes: int
+    results: int
+    stale: int
+    dangling: int
+    recall: float
+    recall_pairs: int
+    problems: tuple[str, ...] = ()
+    series: tuple[int, ...] = field(default=(), repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "requests": self.requests,
+            "prompt_tokens": self.prompt_tokens,
+            "billed": round(self.billed, 1),
+            "peak": self.peak,
+            "passes": self.passes,
+            "results": self.results,
+            "stale": self.stale,
+            "dangling": self.dangling,
+            "recall": round(self.recall, 4),
+            "recall_pairs": self.recall_pairs,
+        }
+
+
+def combine_runs(runs: Sequence[Mapping[str, PolicyRun]]) -> dict[str, PolicyRun]:
+    """Per policy name, the totals over sessions: sums, the largest peak, weighted recall."""
+    names = list(dict.fromkeys(name for r in runs for name in r))
+    out = {}
+    for name in names:
+        parts = [r[name] for r in runs if name in r]
+        pairs = sum(p.recall_pairs for p in parts)
+        recall = sum(p.recall * p.recall_pairs for p in parts) / pairs if pairs else 1.0
+        out[name] = PolicyRun(
+            name=name,
+            requests=sum(p.requests for p in parts),
+            prompt_tokens=sum(p.prompt_tokens for p in parts),
+            billed=sum(p.billed for p in parts),
+            peak=max(p.peak for p in parts),
+            passes=sum(p.passes for p in parts),
+            results=sum(p.results for p in parts),
+            stale=sum(p.stale for p in parts),
+            dangling=sum(p.dangling for p in parts),
+            recall=recall,
+            recall_pairs=pairs,
+            problems=tuple(q for p in parts for q in p.problems),
+        )
+    return out

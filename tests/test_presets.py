@@ -1,0 +1,231 @@
+"""Pruning presets (``PrunePolicy.preset``), the knobs the ``context`` preset turns, and the
+cost gate's model of the requests after a cut (``prune_cost``)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from prune_chat import Chat, bodies, filler, numbered, tier, words
+
+from filecache.cli import main
+from filecache.errors import ConfigError
+from filecache.prune_cost import cut_net, session_growth
+from filecache.pruning import PRESETS, PrunePlan, PrunePolicy, apply_plan, plan_prune
+from filecache.replay import replay_session
+from filecache.transcript import parse_transcript
+
+PYTEST = Path(__file__).resolve().parent.parent / "fixtures" / "sessions"
+PYTEST = PYTEST / "lm32b__pytest-dev__pytest-7571"
+
+
+def plan(messages: list[Any], policy: PrunePolicy) -> tuple[PrunePlan, list[Any]]:
+    transcript = parse_transcript(messages)
+    result = plan_prune(transcript, None, policy, words)
+    return result, apply_plan(transcript, result)
+
+
+def total(messages: list[Any]) -> int:
+    return plan(messages, PrunePolicy(context_window=10**9))[0].prompt_tokens
+
+
+# -- presets --------------------------------------------------------------------------------
+
+
+def test_the_cost_preset_is_the_defaults() -> None:
+    assert PrunePolicy.preset("cost") == PrunePolicy()
+    assert PrunePolicy.preset("cost", context_window=64_000) == PrunePolicy(context_window=64_000)
+
+
+def test_the_context_preset_prunes_early_and_without_the_cost_gate() -> None:
+    context = PrunePolicy.preset("context", context_window=32_000)
+    assert context.context_window == 32_000 and not context.cache_aware
+    assert (context.prune_at, context.target) == (0.05, 0.0)
+    assert (context.in_use_turns, context.keep_edited, context.output_first) == (25, True, True)
+    assert PrunePolicy.preset("context", cache_aware=True).cache_aware  # overrides win
+    assert set(PRESETS) == {"cost", "context"}
+
+
+def test_an_unknown_preset_says_which_exist() -> None:
+    with pytest.raises(ConfigError, match="unknown preset 'small'; choose one of cost, context"):
+        PrunePolicy.preset("small")
+
+
+# -- the context preset's knobs -------------------------------------------------------------
+
+
+def knobs(**changes: Any) -> PrunePolicy:
+    base: dict[str, Any] = dict(
+        context_window=1_000, prune_at=0.05, target=0.0, protect_recent=20, min_reclaim=0,
+        small_result=1_000, cache_aware=False,
+    )  # fmt: skip
+    return PrunePolicy(**(base | changes))
+
+
+def working_chat() -> Chat:
+    chat = Chat()
+    chat.read("src/parser.py", numbered(50))  # call_1: named again four turns later
+    chat.read("src/other.py", numbered(50))  # call_2
+    chat.bash("pytest -q", filler(200))  # call_3
+    chat.bash("ls", filler(10))
+    chat.bash("ls", filler(10))
+    chat.bash("grep -n parse src/parser.py", filler(10))  # call_6 names parser.py
+    chat.bash("true", filler(10))
+    return chat
+
+
+def test_in_use_turns_keeps_reads_of_files_the_last_turns_name() -> None:
+    chat = working_chat()
+    _, narrow = plan(chat.messages, knobs())
+    _, wide = plan(chat.messages, knobs(in_use_turns=2))
+    assert tier(bodies(narrow)["call_1"]) == "clear"  # the protected tail does not name it
+    assert tier(bodies(wide)["call_1"]) == "keep"  # the last two turns do
+    assert tier(bodies(wide)["call_2"]) == tier(bodies(wide)["call_3"]) == "clear"
+
+
+def test_keep_edited_keeps_a_read_the_models_edit_builds_on_but_not_a_covered_one() -> None:
+    chat = Chat()
+    chat.read("a.py", numbered(50))  # call_1, then edited
+    chat.edit("a.py")
+    chat.read("b.py", numbered(50))  # call_3, then read again whole
+    chat.read("b.py", numbered(50))
+    chat.bash("true", filler(40))
+    for keep, expected in ((False, "clear"), (True, "keep")):
+        result, out = plan(chat.messages, knobs(keep_edited=keep, small_result=10))
+        assert tier(bodies(out)["call_1"]) == expected
+        assert "call_3" in {a.call_id for a in result.actions}
+
+
+def test_output_first_degrades_other_output_before_file_reads() -> None:
+    chat = Chat()
+    chat.read("a.py", numbered(50))  # 200 words, the oldest
+    chat.bash("pytest -q", filler(200))
+    chat.bash("true", filler(20))
+    window = total(chat.messages) * 2  # target: 250 words under what is there
+    rules = knobs(context_window=window, target=(total(chat.messages) - 150) / window)
+    first = {a.call_id for a in plan(chat.messages, rules)[0].actions}
+    later = {
+        a.call_id
+        for a in plan(chat.messages, knobs(**{**vars(rules), "output_first": True}))[0].actions
+    }
+    assert (first, later) == ({"call_1"}, {"call_2"})
+
+
+# -- the cost gate's model ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("suffix", "reclaimed", "turns"), [(5_000, 1_000, 10), (900, 800, 3)])
+def test_without_growth_a_cut_nets_the_closed_form(suffix: int, reclaimed: int, turns: int) -> None:
+    net = cut_net(
+        total=20_000, suffix=suffix, reclaimed=reclaimed, growth=0, turns=turns,
+        limit=float("inf"), read=0.1, write=1.25,
+    )  # fmt: skip
+    assert net == pytest.approx(0.1 * reclaimed * (turns + 1) - 1.15 * (suffix - reclaimed))
+
+
+def test_a_cut_that_will_be_forced_pays_now_and_one_that_will_not_does_not() -> None:
+    args: dict[str, Any] = dict(total=50_000, suffix=30_000, reclaimed=3_000, turns=5)
+    args |= dict(read=0.1, write=1.25)
+    calm = cut_net(**args, growth=1_000, limit=100_000)  # 55,000 after 5 turns: never forced
+    assert calm == pytest.approx(0.1 * 3_000 * 6 - 1.15 * 27_000)
+    assert calm < 0
+    forced = cut_net(**args, growth=1_000, limit=52_500)  # passed in the third turn
+    # cutting now costs 1.25 x 27,000 + 0.1 x 20,000 - 0.1 x 50,000 = 30,750 more in this
+    # request; turns 1 and 2 are 0.1 x 3,000 cheaper; in turn 3 the cut is forced anyway,
+    # with a suffix 3,000 larger: 0.1 x 20,000 + 1.25 x 30,000 against 0.1 x 50,000 + 1.25 x
+    # 1,000 for the run already cut, 33,350 more; after that the two runs are the same
+    assert forced == pytest.approx(-30_750 + 2 * 300 + 33_350)
+    assert forced > 0
+
+
+def test_growth_is_what_the_turns_added_after_the_first_request() -> None:
+    roles = ["system", "user", "assistant", "tool", "assistant", "tool"]
+    growth = session_growth(roles, [500, 100, 10, 1_000, 10, 990])
+    assert (growth.turns, growth.per_turn, growth.turns_left) == (2, 1_005, 2)
+    assert session_growth(["system", "user"], [5, 5]).turns_left == 1
+
+
+def gate_chat() -> Chat:
+    chat = Chat()
+    chat.bash("pytest -q", filler(300, "deep"))  # call_1: deep
+    chat.say(filler(3_000, "talk"))
+    chat.bash("ls", filler(10))
+    return chat
+
+
+@pytest.mark.parametrize(("hard_at", "cut"), [(0.9, True), (50.0, False)])
+def test_the_gate_takes_a_deep_cut_only_when_it_would_be_forced_soon(
+    hard_at: float, cut: bool
+) -> None:
+    chat = gate_chat()
+    rules = PrunePolicy(
+        context_window=int(total(chat.messages) / 0.8), protect_recent=10, min_reclaim=0,
+        hard_at=hard_at,
+    )  # fmt: skip
+    result, _ = plan(chat.messages, rules)
+    # two turns so far, about 1,650 words each: at 80% of the window, the next one passes 90%
+    assert bool(result.actions) is cut
+    assert result.gate.startswith("cost gate: cut at message 3" if cut else "cost gate: no cut")
+    if not cut:
+        assert result.gate == "cost gate: no cut pays over 2 turns"
+
+
+# -- in a replay and on the command line ----------------------------------------------------
+
+
+def test_the_context_preset_sends_fewer_tokens_in_a_replay_and_stays_correct() -> None:
+    window = 8_000
+    cost = replay_session(PYTEST, policy=PrunePolicy.preset("cost", context_window=window))
+    context = replay_session(PYTEST, policy=PrunePolicy.preset("context", context_window=window))
+    assert context.prompt_tokens.filecache < cost.prompt_tokens.filecache
+    assert (context.stale_views, context.dangling_refs, context.files_identical) == (0, 0, True)
+    assert context.pruning.passes > cost.pruning.passes
+
+
+def test_preset_on_the_command_line(tmp_path: Path) -> None:
+    trace = tmp_path / PYTEST.name
+    shutil.copytree(PYTEST, trace)
+    runner = CliRunner()
+    runs = {}
+    for preset in ("cost", "context"):
+        args = ["replay", str(trace), "--window", "8000", "--preset", preset, "--json"]
+        result = runner.invoke(main, args, catch_exceptions=False)
+        assert result.exit_code == 0, result.stderr
+        runs[preset] = json.loads(result.stdout)["totals"]
+    assert runs["context"]["pruning"]["cache_aware"] is False
+    assert runs["cost"]["pruning"]["cache_aware"] is True
+    assert (
+        runs["context"]["prompt_tokens"]["filecache"] < runs["cost"]["prompt_tokens"]["filecache"]
+    )
+    chat = Chat()
+    chat.bash("pytest -q", filler(3_000))  # about 3,000 tokens, then a protected tail
+    chat.bash("true", filler(100))
+    source = tmp_path / "in.json"
+    source.write_text(json.dumps(chat.messages))
+    out = {}
+    for preset in ("cost", "context"):
+        args = ["prune", str(source), "--window", "10000", "--preset", preset]
+        result = runner.invoke(main, [*args, "--store", str(tmp_path / f"{preset}.db")])
+        assert result.exit_code == 0, result.stderr
+        out[preset] = json.loads(result.stdout)
+    assert out["cost"] == chat.messages  # far under 65% of the window
+    assert out["context"] != chat.messages
+    bad = runner.invoke(main, ["prune", str(source), "--preset", "small"])
+    assert bad.exit_code == 2 and "'small' is not one of 'cost', 'context'" in bad.stderr
+
+
+def test_a_read_whose_lines_later_reads_show_between_them_is_superseded() -> None:
+    chat = Chat()
+    chat.read("a.py", numbered(100), offset=1, limit=100)  # call_1
+    chat.read("a.py", numbered(60), offset=1, limit=60)  # call_2
+    chat.read("a.py", numbered(50, start=41), offset=41, limit=50)  # call_3: up to line 90
+    chat.read("a.py", numbered(20, start=81), offset=81, limit=20)  # call_4: 81-100
+    chat.bash("true", filler(40))
+    result, _ = plan(chat.messages, knobs(small_result=10, in_use_turns=10))
+    why = {a.call_id: a.reason for a in result.actions}
+    assert why["call_1"] == "superseded by later reads up to call_4 of these lines"
+    assert "call_2" not in why  # lines 1-40 are shown by nothing later
