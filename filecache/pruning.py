@@ -363,6 +363,9 @@ def _protected(infos: Sequence[ResultInfo], budget: int) -> set[str]:
     return kept
 
 
+_REFERS = ("unchanged", "diff")  # answers that name an earlier result
+
+
 def _relied_on(infos: Sequence[ResultInfo], cleared: set[str]) -> set[str]:
     """Results that a later FileRef or diff still in the transcript (not cleared) relies on.
 
@@ -468,12 +471,12 @@ def plan_prune(
     actions: dict[str, PruneAction] = {}
     excess = total - target
 
-    def act(info: ResultInfo, tier: str, text: str, reason: str) -> None:
+    def act(info: ResultInfo, tier: str, text: str, reason: str, *, force: bool = False) -> None:
         nonlocal excess
         after = count(text)
         previous = actions.get(info.call_id)
         before_tokens = previous.tokens_after if previous else info.tokens
-        if after >= before_tokens:
+        if after >= before_tokens and not force:
             return
         actions[info.call_id] = PruneAction(
             info.call_id, info.message_index, tier, text, reason, info.tokens, after, info.kind
@@ -486,7 +489,9 @@ def plan_prune(
             reason = superseded[info.call_id]
             if policy.keep_edited and not reason.startswith(_BY_READS):
                 continue
-            act(info, "clear", _cleared(info, reason), reason)
+            # A superseded FileRef or diff goes even when its placeholder is no smaller: kept,
+            # it would hold its base alive (or, its base cleared, name a result that is gone).
+            act(info, "clear", _cleared(info, reason), reason, force=info.answer in _REFERS)
     first_protected = min(
         (i.message_index for i in infos if i.call_id in protected),
         default=len(transcript.messages),
