@@ -52,6 +52,7 @@ from .replay_metrics import (
     SessionReplay,
     message_text,
 )
+from .replay_shell import serve_shell_step, shell_commands
 from .store import Store
 from .trace_format import TRACE_FORMAT, edit_pairs, unknown_calls
 
@@ -296,8 +297,10 @@ def replay_session(
     trace = _load_trace(trace_dir)
     messages: list[Message] = trace["messages"]
     calls = _tool_calls(messages)
-    skipped = {k: v for k, v in unknown_calls(trace).items() if k in calls}
+    shell = shell_commands(messages)
+    skipped = {k: v for k, v in unknown_calls(trace).items() if k in calls or k in shell}
     calls = {k: v for k, v in calls.items() if k not in skipped}  # kept as recorded
+    shell = {k: v for k, v in shell.items() if k not in skipped}
     if policy is None and window:
         policy = PrunePolicy(context_window=window, cache_aware=cache_aware)
     with tempfile.TemporaryDirectory(prefix="filecache-replay-") as tmp:
@@ -315,6 +318,7 @@ def replay_session(
                 cache.session(name), plain_cache.session("plain"), calls, policy,
                 _later_paths(messages, calls), read_mode,
             )  # fmt: skip
+            run.shell, run.cwd = shell, trace.get("cwd")
             for message in messages:
                 run.step(message, fc_root, plain_root)
             tokenizer_used = cache.tokens.encoding
@@ -323,6 +327,7 @@ def replay_session(
         if plain_tree.get(rel) != fc_tree.get(rel):
             run.mismatches.append(f"end: {rel} differs between the runs")
     result = run.result(name, str(trace.get("source", "")), tokenizer_used, len(messages))
+    skipped |= run.shell_kept
     return dataclasses.replace(result, skipped=skipped) if skipped else result
 
 
@@ -357,12 +362,18 @@ class _Run:
         self.passes = self.dropped = 0
         self.final_tiers: dict[str, str] = {}
         self.reclaimed_final = 0
+        self.shell: Mapping[str, str] = {}  # bash calls by id (replay_shell answers the reads)
+        self.cwd: str | None = None
+        self.shell_kept: dict[str, str] = {}
 
     def step(self, message: Message, fc_root: Path, plain_root: Path) -> None:
         if message.get("role") == "assistant":
             self._request()
         self.recorded.append(self.keys.keyed(message))
         cid = str(message.get("tool_call_id") or "")
+        if message.get("role") == "tool" and cid in self.shell and self._shell_read(message, cid):
+            self.index += 1
+            return
         if message.get("role") != "tool" or cid not in self.calls:
             self.plain_keyed.append(self.recorded[-1])
             self.history.append(message)
@@ -402,6 +413,38 @@ class _Run:
         if name != "read_file" and _snapshot(plain_root, path) != after:
             self.mismatches.append(f"{cid}: {path} differs after {name}")
         self.index += 1
+
+    def _shell_read(self, message: Message, cid: str) -> bool:
+        """A bash read answered through the cache (``replay_shell``); False: not one."""
+        recorded = str(message.get("content") or "")
+        root = self.session.cache.root
+        served = serve_shell_step(self.session, self.shell[cid], recorded, root, self.cwd, cid)
+        if served is None or isinstance(served, str):
+            if served is not None:
+                self.shell_kept[cid] = served
+            return False
+        read_args, answer, fc_text = served
+        after = _snapshot(root, answer.path)
+        self.file_calls[cid] = FileCall(
+            cid, "read_file", answer.path, read_args, answer.kind, fc_text, None, after,
+            inner=answer.text,
+        )  # fmt: skip
+        fc_msg = {**message, "content": fc_text}
+        self.plain_keyed.append(self.recorded[-1])
+        self.history.append(fc_msg)
+        self.plain_history.append(message)
+        recorded_tokens = self.recorded[-1][1] - MESSAGE_OVERHEAD
+        tokens = {"recorded": recorded_tokens, "plain": recorded_tokens,
+                  "filecache": self.memo(fc_text)}  # fmt: skip
+        for run, n in tokens.items():
+            self.tool_tokens[run] += n
+            self.file_tokens[run] += n
+        self.records.append(
+            {"call_id": cid, "tool": "read_file", "path": answer.path, "kind": answer.kind,
+             "plain_tokens": tokens["plain"], "filecache_tokens": tokens["filecache"],
+             "error": None, "shell": self.shell[cid]}
+        )  # fmt: skip
+        return True
 
     def _request(self) -> None:
         self.meters["recorded"].add(list(self.recorded))

@@ -33,9 +33,11 @@ from ..cache import FileCache, ReadResult
 from ..errors import FileCacheError, RequestError
 from ..fsio import locate
 from ..replay import run_file_tool
+from ..replay_shell import prepare_shell_read
 from ..session import Session
 from ..text import EOF_MARK, split_lines
 from ..trace_format import PLACEHOLDER, TRACE_FORMAT
+from .logs import content_text
 
 __all__ = [
     "FileCall",
@@ -81,6 +83,8 @@ class FileCall:
         failed: the recorded run answered an error.
         shown: for a read that succeeded, the lines its output shows (None: unparsable).
         before: the file's whole text just before a write or edit, where the log holds it.
+        command: for a read done by a shell command (``cat``, ``sed -n``...), the command; the
+            trace keeps it as a ``bash`` call, and the check asks whether replay can answer it.
     """
 
     call_id: str
@@ -89,6 +93,7 @@ class FileCall:
     failed: bool = False
     shown: Shown | None = None
     before: str | None = None
+    command: str | None = None
 
     @property
     def path(self) -> str:
@@ -346,6 +351,12 @@ def check_calls(recorded: Recorded, files: Path) -> dict[str, str]:
     """
     norm = recorded.normalize or (lambda s: s)
     unknown: dict[str, str] = {}
+    outputs = {
+        str(m.get("tool_call_id")): content_text(m.get("content"))
+        for m in recorded.messages
+        if m.get("role") == "tool"
+    }
+    cwd = recorded.extra.get("cwd") if isinstance(recorded.extra.get("cwd"), str) else None
     with tempfile.TemporaryDirectory(prefix="filecache-import-") as tmp:
         root = Path(tmp, "files").resolve()
         shutil.copytree(files, root, symlinks=True)
@@ -354,6 +365,16 @@ def check_calls(recorded: Recorded, files: Path) -> dict[str, str]:
             for cid in tool_order(recorded.messages):
                 call = recorded.calls.get(cid)
                 if call is None:
+                    continue
+                if call.command is not None:
+                    found = prepare_shell_read(
+                        call.command,
+                        outputs.get(cid, ""),
+                        root,
+                        cwd if isinstance(cwd, str) else None,
+                    )
+                    if isinstance(found, str) and not call.failed:
+                        unknown[cid] = found
                     continue
                 before = None if call.tool == "read_file" else _disk(root, call.path)
                 try:
