@@ -52,7 +52,7 @@ from .replay_metrics import (
     SessionReplay,
     message_text,
 )
-from .replay_shell import serve_shell_step, shell_commands
+from .replay_shell import redo_shell_edit, serve_shell_step, shell_commands
 from .store import Store
 from .trace_format import TRACE_FORMAT, edit_pairs, unknown_calls
 
@@ -365,6 +365,7 @@ class _Run:
         self.shell: Mapping[str, str] = {}  # bash calls by id (replay_shell answers the reads)
         self.cwd: str | None = None
         self.shell_kept: dict[str, str] = {}
+        self.shell_edits = 0
 
     def step(self, message: Message, fc_root: Path, plain_root: Path) -> None:
         if message.get("role") == "assistant":
@@ -381,6 +382,10 @@ class _Run:
             if message.get("role") == "tool":
                 for run in self.tool_tokens:
                     self.tool_tokens[run] += self.recorded[-1][1] - MESSAGE_OVERHEAD
+                if cid in self.shell:  # sed -i, a heredoc...: redone on both copies
+                    self.shell_edits += redo_shell_edit(
+                        self.shell[cid], (fc_root, plain_root), self.cwd
+                    )
                 self.session.rehash(cid or None)
             self.index += 1
             return

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from .bash_reads import ShellAnswer, answer_shell_read
 from .errors import FileCacheError
 from .fsio import locate
+from .shell_edit import EditStep, apply_edit, parse_shell_edit
 from .shell_parse import NotServable, ShellRead, parse_shell_read, render_output, selection, spans
 from .text import decode_text, split_lines
 from .trace_format import PLACEHOLDER
@@ -34,8 +35,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ShellFrame",
+    "shell_edit_steps",
     "find_frame",
     "prepare_shell_read",
+    "redo_shell_edit",
     "serve_shell_step",
     "shell_commands",
     "trace_path",
@@ -202,3 +205,29 @@ def serve_shell_step(
         return f"{read.path}: {exc}"
     args = {"path": answer.path, "offset": answer.start, "limit": answer.end - answer.start + 1}
     return args, answer, frame.wrap(answer.text)
+
+
+def shell_edit_steps(command: str, root: Path, cwd: str | None) -> tuple[EditStep, ...] | None:
+    """The edit steps of ``command`` with paths under ``root``, or None (opaque)."""
+    steps = parse_shell_edit(command)
+    if steps is None:
+        return None
+    out = []
+    for step in steps:
+        path = trace_path(step.path, root, cwd)
+        source = trace_path(step.source, root, cwd) if step.source else ""
+        if path is None or source is None:
+            return None
+        out.append(dataclasses.replace(step, path=path, source=source))
+    return tuple(out)
+
+
+def redo_shell_edit(command: str, roots: Sequence[Path], cwd: str | None) -> bool:
+    """Redo a recorded command's file changes on each of ``roots`` (``shell_edit``), when it
+    is made only of changes replay can redo; whether it was."""
+    steps = shell_edit_steps(command, roots[0], cwd)
+    if steps is None:
+        return False
+    for root in roots:
+        apply_edit(steps, root)
+    return True

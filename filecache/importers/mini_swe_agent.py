@@ -25,12 +25,14 @@ those reads show (``trace.py``), and each read is checked against the rebuilt fi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 from ..errors import TranscriptError
+from ..shell_edit import EditStep, parse_shell_edit
 from ..shell_parse import ShellRead, parse_shell_read, selection
 from .logs import changed_paths, content_text, load_json, relative_path, trace_name
 from .trace import FileCall, Recorded, Shown, tool_call
@@ -141,6 +143,21 @@ def _shown(read: ShellRead, output: str | None, cut: tuple[str, str] | None) -> 
     return Shown(lines, total)
 
 
+def shell_edit_steps(command: str, cwd: str) -> tuple[EditStep, ...] | None:
+    """The edit steps of a command, paths relative to ``cwd``; None: opaque or outside it."""
+    steps = parse_shell_edit(command)
+    if steps is None:
+        return None
+    out = []
+    for step in steps:
+        path = relative_path(step.path, cwd)
+        source = relative_path(step.source, cwd) if step.source else ""
+        if path is None or source is None:
+            return None
+        out.append(dataclasses.replace(step, path=path, source=source))
+    return tuple(out)
+
+
 def _messages(data: Any, path: Path) -> list[dict[str, Any]]:
     raw = data.get("messages") if isinstance(data, dict) else None
     if not isinstance(raw, list) or not all(isinstance(m, dict) for m in raw):
@@ -177,7 +194,12 @@ class _Builder:
                     cid, "read_file", {"path": rel}, failed, shown, command=command
                 )
         else:
-            self.commands[cid] = command
+            steps = shell_edit_steps(command, self.cwd)
+            code = _result(result)[0] if result is not None else None
+            if steps is not None and code == 0:
+                self.recorded.edits[cid] = steps
+            else:
+                self.commands[cid] = command
         return cid
 
 
