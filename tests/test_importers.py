@@ -167,7 +167,8 @@ def test_mini_swe_agent_reads_after_sed_i_are_rebuilt_and_served(tmp_path: Path)
     assert merge.lines == 530 and not merge.end_known and merge.unknown == ((1, 489),)
     replay = replay_session(result.directory)
     assert not replay.skipped and replay.stale_views == 0
-    assert [c["kind"] for c in replay.calls if c.get("shell")] == ["partial", "partial", "unchanged"]
+    kinds = [c["kind"] for c in replay.calls if c.get("shell")]
+    assert kinds == ["partial", "partial", "unchanged"]
 
 
 # -- Claude Code ----------------------------------------------------------------------------------
