@@ -53,9 +53,8 @@ def test_2x_replay_serves_the_reads_inside_the_harness_frame(tmp_path: Path, for
     assert [c["kind"] for c in served] == ["partial", "partial", "unchanged"]
     assert replay.prompt_tokens.filecache < replay.prompt_tokens.recorded
     assert replay.prompt_tokens.plain == replay.prompt_tokens.recorded  # the shell's own output
-    ref = next(
-        m["content"] for m in replay.filecache_messages if m.get("tool_call_id") == served[2]["call_id"]
-    )
+    by_id = {m.get("tool_call_id"): m for m in replay.filecache_messages}
+    ref = by_id[served[2]["call_id"]]["content"]
     if form == "toolcall-json":  # the FileRef travels as JSON, as the output would have
         assert json.loads(ref)["output"].startswith("[filecache] xarray/core/merge.py unchanged")
     else:
