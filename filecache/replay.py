@@ -5,8 +5,11 @@ the same ``Session`` tools with every read fresh and whole: same content format,
 confirmations and error texts, no FileRef, diff or outline) and once through one
 ``filecache.Session`` (reads in ``read_mode``, ``auto`` by default: an outline for a whole-file
 read of a large file, as SWE-agent abbreviates one). Other tools keep their recorded output;
-after each, ``Session.rehash`` looks for files it changed (bash-aware). The recorded transcript
-itself is the third run.
+after each, ``Session.rehash`` looks for files it changed (bash-aware). A ``bash`` read that
+``replay_shell`` can answer (its recorded result holds what the command prints on the files)
+is answered by ``bash_reads`` in the filecache run and keeps its recorded result in the plain
+run (the shell's own output); a ``bash`` command made only of edits replay can redo is redone
+on both copies. The recorded transcript itself is the third run.
 
 With a ``window``, the filecache run is pruned before every request: the full history is kept
 and passed to ``prune_messages`` each time, and the session's sticky projections (in its store)

@@ -82,7 +82,7 @@ def test_heredocs_cat_and_sed_chains_are_redone_as_bash_does_them(
         "sed -i.bak '1d' a.txt",
         "sed -i '1w /tmp/out' a.txt",
         "sed -i '1e rm -rf /' a.txt",
-        "sed -i \"s/$X/y/\" a.txt",
+        'sed -i "s/$X/y/" a.txt',
         "cat <<EOF > a.txt\n$HOME\nEOF",
         "git checkout a.txt && sed -i '1d' a.txt",
         "sed -i '1d' a.txt || true",

@@ -196,9 +196,9 @@ class _Builder:
         else:
             steps = shell_edit_steps(command, self.cwd)
             code = _result(result)[0] if result is not None else None
-            if steps is not None and code == 0:
-                self.recorded.edits[cid] = steps
-            else:
+            if steps is not None:
+                self.recorded.edits[cid] = steps  # replay redoes it, as the check does
+            if steps is None or code != 0:
                 self.commands[cid] = command
         return cid
 

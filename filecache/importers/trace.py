@@ -114,7 +114,9 @@ class Recorded:
         changes: opaque calls (bash...) that may change files: id -> the paths they may change,
             or None for "any file" (``git checkout``, a glob...).
         edits: shell commands whose changes replay redoes (``shell_edit``): id -> the steps,
-            paths relative to ``files/``; the rebuild follows the lines through them.
+            paths relative to ``files/``; the check redoes them as replay will, and the rebuild
+            follows the lines through them (unless the call is in ``changes`` too: it failed
+            in the log, so what it did is not known).
         extra: other top-level keys for ``transcript.json`` (``base_commit``, ``repo``).
         normalize: how a recorded line and a file line are made comparable (SWE-agent's viewer
             expands tabs); a trailing ``\\r`` is always ignored.
@@ -271,16 +273,16 @@ def rebuild_files(recorded: Recorded) -> dict[str, tuple[str, UnknownFile | None
     maps: dict[str, LineMap] = {}
     written: dict[str, str] = {}  # whole texts the session wrote (heredocs), for ``r FILE``
     for cid in tool_order(recorded.messages):
-        if cid in recorded.edits:
-            for step in recorded.edits[cid]:
-                _follow(step, partial, maps, written, frozen, everything)
-            continue
-        if cid in recorded.changes:
+        if cid in recorded.changes:  # an edit that failed in the log is one too: not followed
             paths = recorded.changes[cid]
             if paths is None:
                 everything = True
             else:
                 frozen |= paths
+            continue
+        if cid in recorded.edits:
+            for step in recorded.edits[cid]:
+                _follow(step, partial, maps, written, frozen, everything)
             continue
         call = recorded.calls.get(cid)
         if call is None or everything or call.path in frozen:
