@@ -322,6 +322,7 @@ def replay_session(
                 _later_paths(messages, calls), read_mode,
             )  # fmt: skip
             run.shell, run.cwd = shell, trace.get("cwd")
+            run.originals = trace_dir / "files"
             for message in messages:
                 run.step(message, fc_root, plain_root)
             tokenizer_used = cache.tokens.encoding
@@ -369,6 +370,7 @@ class _Run:
         self.cwd: str | None = None
         self.shell_kept: dict[str, str] = {}
         self.shell_edits = 0
+        self.originals: Path | None = None  # the trace's files/ (git checkout FILE)
 
     def step(self, message: Message, fc_root: Path, plain_root: Path) -> None:
         if message.get("role") == "assistant":
@@ -387,7 +389,7 @@ class _Run:
                     self.tool_tokens[run] += self.recorded[-1][1] - MESSAGE_OVERHEAD
                 if cid in self.shell:  # sed -i, a heredoc...: redone on both copies
                     self.shell_edits += redo_shell_edit(
-                        self.shell[cid], (fc_root, plain_root), self.cwd
+                        self.shell[cid], (fc_root, plain_root), self.cwd, self.originals
                     )
                 self.session.rehash(cid or None)
             self.index += 1

@@ -222,12 +222,15 @@ def shell_edit_steps(command: str, root: Path, cwd: str | None) -> tuple[EditSte
     return tuple(out)
 
 
-def redo_shell_edit(command: str, roots: Sequence[Path], cwd: str | None) -> bool:
+def redo_shell_edit(
+    command: str, roots: Sequence[Path], cwd: str | None, originals: Path | None = None
+) -> bool:
     """Redo a recorded command's file changes on each of ``roots`` (``shell_edit``), when it
-    is made only of changes replay can redo; whether it was."""
+    is made only of changes replay can redo; whether it was. ``originals``: the trace's
+    ``files/`` (what ``git checkout FILE`` restores)."""
     steps = shell_edit_steps(command, roots[0], cwd)
     if steps is None:
         return False
     for root in roots:
-        apply_edit(steps, root)
+        apply_edit(steps, root, originals)
     return True

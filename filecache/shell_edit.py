@@ -10,7 +10,9 @@
 - a heredoc write: ``cat <<'EOF' > FILE`` (or ``>>``, or ``cat > FILE <<'EOF'``), the body up
   to the delimiter line (an unquoted delimiter only when the body has no ``$``, backquote or
   backslash, which the shell would expand);
-- ``cat SRC > DST`` / ``cat SRC >> DST``.
+- ``cat SRC > DST`` / ``cat SRC >> DST``;
+- ``git checkout [--] PATH…`` of file paths: each file back to what it was before the session
+  (the trace's ``files/``, which holds the repository's files at the task's commit).
 
 Anything else makes the whole command ``None``: it is opaque (replay keeps its output).
 
@@ -54,6 +56,7 @@ _HEREDOC = re.compile(
     r"^cat\s+(?:<<\s*(?P<q1>['\"]?)(?P<d1>\w+)(?P=q1)\s*(?P<op1>>>?)\s*(?P<f1>[^\s'\"<>|&;]+)"
     r"|(?P<op2>>>?)\s*(?P<f2>[^\s'\"<>|&;]+)\s+<<\s*(?P<q2>['\"]?)(?P<d2>\w+)(?P=q2))\s*$"
 )
+_GIT_RESTORE = re.compile(r"^git\s+checkout\s+(?:--\s+)?((?:[\w./-]+\s*)+)$")
 _CAT_INTO = re.compile(r"^cat\s+([^\s'\"<>|&;$`*?]+)\s*(>>?)\s*([^\s'\"<>|&;$`*?]+)\s*$")
 _SHELL_SPECIAL = set("`$*?[]{}~<>;&()!|\\")
 _TOKEN = "\x01filecache-line-{}\x02"
@@ -63,7 +66,8 @@ _TOKEN = "\x01filecache-line-{}\x02"
 class EditStep:
     """One file change. ``op``: ``sed`` (``scripts``), ``write`` / ``append`` (``text``),
     ``copy`` / ``append-copy`` (``source``'s bytes), ``read-into`` (``source`` inserted after
-    line ``line``). ``after_ok``: run only if the step before succeeded (``&&``).
+    line ``line``), ``restore`` (the file as it was before the session). ``after_ok``: run
+    only if the step before succeeded (``&&``).
     ``needs_text``: the step's effect depends on lines' text (a ``sed`` step only);
     ``rewrites``: lines a line-addressed ``s`` changes."""
 
@@ -257,6 +261,15 @@ def parse_shell_edit(command: str) -> tuple[EditStep, ...] | None:
             op = "append" if (found["op1"] or found["op2"]) == ">>" else "write"
             steps.append(EditStep(op, found["f1"] or found["f2"], text=body, after_ok=after_ok))
             continue
+        found = _GIT_RESTORE.match(text)
+        if found is not None:
+            paths = found[1].split()
+            if any(p.startswith("-") or not ("/" in p or "." in p) for p in paths):
+                return None  # a branch, or an option: not a file restore
+            steps += [
+                EditStep("restore", p, after_ok=after_ok or k > 0) for k, p in enumerate(paths)
+            ]
+            continue
         found = _CAT_INTO.match(text)
         if found is not None:
             op = "append-copy" if found[2] == ">>" else "copy"
@@ -307,25 +320,33 @@ def _real(root: Path, path: str) -> Path | None:
         return None
 
 
-def apply_edit(steps: Sequence[EditStep], root: Path) -> list[bool]:
+def apply_edit(steps: Sequence[EditStep], root: Path, originals: Path | None = None) -> list[bool]:
     """Redo ``steps`` on the files under ``root`` (paths relative to it); each step's success.
 
-    A step after a failed ``&&`` step does not run (False); a path outside ``root`` fails.
+    ``originals``: the files as they were before the session (for ``restore``; without it a
+    restore fails). A step after a failed ``&&`` step does not run (False); a path outside
+    ``root`` fails.
     """
     done: list[bool] = []
     for step in steps:
         if step.after_ok and done and not done[-1]:
             done.append(False)
             continue
-        done.append(_apply_one(step, root))
+        done.append(_apply_one(step, root, originals))
     return done
 
 
-def _apply_one(step: EditStep, root: Path) -> bool:
+def _apply_one(step: EditStep, root: Path, originals: Path | None) -> bool:
     target = _real(root, step.path)
     if target is None:
         return False
     try:
+        if step.op == "restore":
+            source = _real(originals, step.path) if originals is not None else None
+            if source is None or not source.is_file():
+                return False
+            target.write_bytes(source.read_bytes())
+            return True
         if step.op in ("write", "append"):
             target.parent.mkdir(parents=True, exist_ok=True)
             with target.open("a" if step.op == "append" else "w", encoding="utf-8") as fh:

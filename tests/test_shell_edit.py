@@ -84,7 +84,7 @@ def test_heredocs_cat_and_sed_chains_are_redone_as_bash_does_them(
         "sed -i '1e rm -rf /' a.txt",
         'sed -i "s/$X/y/" a.txt',
         "cat <<EOF > a.txt\n$HOME\nEOF",
-        "git checkout a.txt && sed -i '1d' a.txt",
+        "git checkout HEAD~1 && sed -i '1d' a.txt",
         "sed -i '1d' a.txt || true",
         "python fix.py",
     ],
@@ -122,3 +122,29 @@ def test_line_map_follows_line_addressed_edits(tmp_path: Path, command: str) -> 
         else:
             assert text not in before, n  # new or rewritten text
     assert not LineMap().through(parse_shell_edit("sed -i 's/a/b/' f")[0], {}, None)
+
+
+def test_git_checkout_of_files_restores_them_as_git_does(tmp_path: Path) -> None:
+    repo, originals = tmp_path / "repo", tmp_path / "files"
+    repo.mkdir()
+    (repo / "src").mkdir()
+    (repo / "src" / "a.py").write_text("one\ntwo\n")
+    (repo / "b.txt").write_text("bee\n")
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
+    subprocess.run([*git, "add", "."], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], cwd=repo, check=True)
+    shutil.copytree(repo, originals, ignore=shutil.ignore_patterns(".git"))
+    redo = tmp_path / "redo"
+    shutil.copytree(originals, redo)
+    command = "sed -i '1s/one/ONE/' src/a.py && git checkout src/a.py b.txt && sed -i '1d' b.txt"
+    steps = parse_shell_edit(command)
+    assert steps is not None and [s.op for s in steps] == ["sed", "restore", "restore", "sed"]
+    subprocess.run(["bash", "-c", command], cwd=repo, check=True)
+    apply_edit(steps, redo, originals)
+    assert _tree(redo) == {k: v for k, v in _tree(repo).items() if not k.startswith(".git/")}
+    assert parse_shell_edit("git checkout main") is None  # a branch: anything may change
+    line_map = LineMap()
+    assert line_map.through(parse_shell_edit("sed -i '1d' f")[0], {}, None)
+    assert line_map.through(parse_shell_edit("git checkout f.py")[0], {}, None)
+    assert line_map.original(1) == 1 and not line_map.changed()

@@ -55,6 +55,9 @@ class LineMap:
         the file's line count before the session, when known)."""
         if self.end is None and total is not None and not self.whole_new:
             self.end = total - self.offset if total - self.offset >= len(self.prefix) else None
+        if step.op == "restore":  # back to the file before the session
+            self.prefix, self.offset, self.end, self.whole_new = [], 0, total, False
+            return True
         if step.op in ("write", "copy"):
             text = step.text if step.op == "write" else sources.get(step.source)
             if text is None:

@@ -417,7 +417,7 @@ def check_calls(recorded: Recorded, files: Path) -> dict[str, str]:
             session = cache.session("import-check")
             for cid in tool_order(recorded.messages):
                 if cid in recorded.edits:
-                    apply_edit(recorded.edits[cid], root)
+                    apply_edit(recorded.edits[cid], root, originals=files)
                     continue
                 call = recorded.calls.get(cid)
                 if call is None:
