@@ -89,17 +89,21 @@ def _result(message: dict[str, Any]) -> tuple[int | None, str | None, tuple[str,
     if body is not None:
         return code, body, None
     head, tail = _between(text, "output_head"), _between(text, "output_tail")
-    return code, None, (head, tail) if head is not None and tail is not None else None
+    if head is None or tail is None:
+        return code, None, None
+    # The template puts a newline after each part: the cut line before it is not a whole line.
+    return code, None, (head.removesuffix("\n"), tail.removesuffix("\n"))
 
 
-def _order(read: ShellRead) -> tuple[list[int], bool] | None:
-    """The line numbers a read prints, for a file at least as long as it asks for, and
-    whether they are one ascending run; None when they depend on the file's length."""
+def _order(read: ShellRead, rows: int) -> tuple[list[int], bool] | None:
+    """The line numbers a read prints for its first ``rows`` output lines, and whether they
+    are one ascending run; None when they depend on the file's length (tail, ``$p``)."""
     stages = read.stages
-    size = 2 + sum(s.count + sum(abs(a) + abs(b) for a, b in s.ranges) for s in stages)
+    size = 2 + rows + sum(s.count + sum(abs(a) + abs(b) for a, b in s.ranges) for s in stages)
     lines = [n for _, n in selection(read, [size])]
-    if lines != [n for _, n in selection(read, [size + 1])]:
-        return None  # tail, $: the file's length decides
+    longer = [n for _, n in selection(read, [size + 1])]
+    if longer[: len(lines)] != lines:
+        return None  # the file's length decides which lines come first
     run = all(b == a + 1 for a, b in zip(lines, lines[1:], strict=False))
     return lines, run
 
@@ -121,20 +125,22 @@ def _shown(read: ShellRead, output: str | None, cut: tuple[str, str] | None) -> 
                     lines[int(m.group(1))] = m.group(2)
         if read.stages and output is None:
             return Shown(lines)
-        found = _order(read) if read.stages else ([], True)
+        found = _order(read, len(lines)) if read.stages else ([], True)
         total = None
         if output is not None and found is not None and found[1]:
             want = len(found[0]) if read.stages else None
             if want is None or len(lines) < want:
                 total = max(lines, default=0) or None
         return Shown(lines, total)
-    found = _order(read)
-    if found is None:
-        return None
-    order, run = found
     text = output if output is not None else cut[0] if cut else ""
     rows = text.split("\n")
     rows = rows[:-1]  # the part after the last newline: "" or a cut/unterminated row
+    if output is not None and output and not output.endswith("\n"):
+        output = None  # an unterminated last line: the file's length is not told apart
+    found = _order(read, len(rows))
+    if found is None:
+        return None
+    order, run = found
     for k, row in enumerate(rows[: len(order)]):
         lines[order[k]] = row
     total = None
