@@ -53,8 +53,8 @@ __all__ = [
 _ADDR = re.compile(r"(\d+)(?:,(\d+|\$))?|\$|/((?:[^/\\\n]|\\.)*)/")
 _READ_INTO = re.compile(r"^\s*(\d+)\s*r\s+(\S+)\s*$")
 _HEREDOC = re.compile(
-    r"^cat\s+(?:<<\s*(?P<q1>['\"]?)(?P<d1>\w+)(?P=q1)\s*(?P<op1>>>?)\s*(?P<f1>[^\s'\"<>|&;]+)"
-    r"|(?P<op2>>>?)\s*(?P<f2>[^\s'\"<>|&;]+)\s+<<\s*(?P<q2>['\"]?)(?P<d2>\w+)(?P=q2))\s*$"
+    r"^cat\s+(?:<<\s*(?P<q1>['\"]?)(?P<d1>\w+)(?P=q1)\s*(?P<op1>>>?)\s*(?P<f1>[^\s'\"<>|&;$`*?~]+)"
+    r"|(?P<op2>>>?)\s*(?P<f2>[^\s'\"<>|&;$`*?~]+)\s+<<\s*(?P<q2>['\"]?)(?P<d2>\w+)(?P=q2))\s*$"
 )
 _GIT_RESTORE = re.compile(r"^git\s+checkout\s+(?:--\s+)?((?:[\w./-]+\s*)+)$")
 _CAT_INTO = re.compile(r"^cat\s+([^\s'\"<>|&;$`*?]+)\s*(>>?)\s*([^\s'\"<>|&;$`*?]+)\s*$")
@@ -348,6 +348,7 @@ def _apply_one(step: EditStep, root: Path, originals: Path | None) -> bool:
             target.write_bytes(source.read_bytes())
             return True
         if step.op in ("write", "append"):
+            # files/ holds only the files a session touched: their folders may be missing here
             target.parent.mkdir(parents=True, exist_ok=True)
             with target.open("a" if step.op == "append" else "w", encoding="utf-8") as fh:
                 fh.write(step.text)
