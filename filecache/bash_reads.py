@@ -1,146 +1,144 @@
-"""An opt-in bash wrapper: read-like shell commands are served through the read cache.
+"""A bash wrapper: the read-only commands agents read files with are served through the cache.
 
 Agents with only a shell read files with ``cat F``, ``nl -ba F``, ``sed -n 'A,Bp' F``,
-``head -n N F``, ``tail -n N F``, and these piped through ``sed -n 'A,Bp'``. ``parse_read``
-recognises exactly those (anything else — globs, several files, redirections, other flags — is
-left to the shell), and ``serve_bash`` answers them from the ``Session``: the command's own
-output the first time (byte-identical to what the shell prints, without running it), a FileRef
-or a diff after that. Every other command runs, and then the files in the session's view are
-re-hashed (``Session.rehash``), so a ``sed -i`` or a ``git checkout`` counts as a change.
+``head -n N F``, ``tail -n N F`` and these piped through ``sed -n`` / ``head`` / ``tail``.
+``shell_parse.parse_shell_read`` recognises exactly those (anything else is left to the shell),
+and ``serve_bash`` answers them from the ``Session``:
 
-Invariant: a recognised command's content answer equals what the command prints for the bytes
-filecache read (for a text file within the root); anything filecache cannot serve exactly
-(binary, outside the root, missing) falls back to running the command.
+- the first time, the command's own output, byte-identical to what the shell prints (computed
+  from the bytes the session read and hashed, without running the command), so a served read
+  never costs more than the shell;
+- a re-read of lines the model holds: the one-line FileRef every read answers with
+  (``render.render_file_ref``); a file changed since: the diff;
+- a command whose output is not one run of one file's lines (several files, several ``sed``
+  ranges): its output as content, recorded in the view (no FileRef for it).
+
+Every other command runs (``run``), and then the files in the session's view are re-hashed
+(``Session.rehash``), so a ``sed -i``, ``patch``, ``git checkout`` or a script counts as a
+change. Paths are relative to the session's root (the shell's working directory) or absolute
+inside it.
+
+Invariant: every content answer is the command's output for the bytes of the versions the
+session recorded, and it shows exactly the lines recorded as held under ``call_id``; anything
+filecache cannot serve exactly (binary, outside the root, missing, empty output) runs in the
+shell.
 """
 
 from __future__ import annotations
 
-import re
-import shlex
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .errors import FileCacheError
 from .fsio import read_bytes
+from .shell_parse import NotServable, ShellRead, parse_shell_read, render_lines_at, selection, spans
 from .text import decode_text, split_lines
 
 if TYPE_CHECKING:
-    from .cache import Session
+    from .session import Session
 
-__all__ = ["BashRead", "parse_read", "serve_bash"]
-
-_SED_RANGE = re.compile(r"^(\d+)(?:,(\d+))?p$")
+__all__ = ["ShellAnswer", "answer_shell_read", "serve_bash"]
 
 
 @dataclass(frozen=True)
-class BashRead:
-    """A recognised read: lines ``start..end`` (``end`` None: to the end; ``tail``: the last
-    ``tail`` lines), numbered like ``nl -ba`` or raw."""
+class ShellAnswer:
+    """A served shell read: the text, filecache's kind of answer, and the lines it covers.
 
+    ``start``/``end`` are the one run of lines answered (single-file, single-run reads; else
+    the first and last line of the first file), ``version`` the version answered from.
+    """
+
+    text: str
+    kind: str
     path: str
-    start: int = 1
-    end: int | None = None
-    tail: int | None = None
-    numbered: bool = False
-
-
-def _sed_range(expr: str) -> tuple[int, int] | None:
-    m = _SED_RANGE.match(expr)
-    if not m:
-        return None
-    a = int(m.group(1))
-    b = int(m.group(2)) if m.group(2) else a
-    return (a, b) if 1 <= a <= b else None
-
-
-def _count(flag: str, words: list[str]) -> tuple[int, list[str]] | None:
-    """``-n N``, ``-nN`` or ``-N`` at the front of ``words``: (N, rest)."""
-    if words and words[0] == flag and len(words) > 1 and words[1].isdigit():
-        return int(words[1]), words[2:]
-    if words and words[0].startswith(flag) and words[0][len(flag) :].isdigit():
-        return int(words[0][len(flag) :]), words[1:]
-    if words and words[0].startswith("-") and words[0][1:].isdigit():
-        return int(words[0][1:]), words[1:]
-    return None
-
-
-def _single(words: list[str]) -> BashRead | None:
-    if not words:
-        return None
-    cmd, args = words[0], words[1:]
-    if cmd == "cat" and len(args) == 1 and not args[0].startswith("-"):
-        return BashRead(args[0])
-    if cmd == "nl" and len(args) == 2 and args[0] == "-ba":
-        return BashRead(args[1], numbered=True)
-    if cmd == "sed" and len(args) == 3 and args[0] == "-n":
-        span = _sed_range(args[1])
-        return BashRead(args[2], span[0], span[1]) if span else None
-    if cmd in ("head", "tail"):
-        found = _count("-n", args)
-        if found is None or len(found[1]) != 1 or found[0] < 1:
-            return None
-        n, rest = found
-        return BashRead(rest[0], 1, n) if cmd == "head" else BashRead(rest[0], tail=n)
-    return None
-
-
-def parse_read(command: str) -> BashRead | None:
-    """The read a command performs, or None if it is anything else."""
-    if any(ch in command for ch in "><;&`$*?\n"):
-        return None
-    stages = command.split("|")
-    if len(stages) > 2:
-        return None
-    try:
-        first = _single(shlex.split(stages[0]))
-        if first is None or len(stages) == 1:
-            return first
-        words = shlex.split(stages[1])
-    except ValueError:
-        return None
-    if len(words) != 3 or words[:2] != ["sed", "-n"]:
-        return None
-    span = _sed_range(words[2])
-    if span is None or first.tail is not None:
-        return None
-    base = first.start
-    start = base + span[0] - 1
-    end = base + span[1] - 1
-    if first.end is not None:
-        end = min(end, first.end)
-    if start > end:
-        return None
-    return BashRead(first.path, start, end, numbered=first.numbered)
+    start: int
+    end: int
+    version: str
+    call_id: str
 
 
 def serve_bash(
     session: Session, command: str, run: Callable[[str], str], call_id: str | None = None
 ) -> str:
     """What the model sees for ``command``: served from the cache when it is a read, else run."""
-    read = parse_read(command)
+    read = parse_shell_read(command)
     if read is not None:
         try:
-            return _serve(session, read, call_id)
-        except FileCacheError:
+            return answer_shell_read(session, read, call_id).text
+        except (FileCacheError, NotServable):
             pass  # not servable exactly (missing, binary, outside the root...): let bash say
     output = run(command)
     session.rehash(call_id)
     return output
 
 
-def _serve(session: Session, read: BashRead, call_id: str | None) -> str:
-    offset, limit = read.start, None if read.end is None else read.end - read.start + 1
-    if read.tail is not None:
-        # Only to place the range: the answer below hashes and slices its own single read.
-        data = read_bytes(session.cache.locate(read.path), session.cache.settings.max_file_bytes)
-        total = len(split_lines(decode_text(data, read.path)))
-        offset, limit = max(1, total - read.tail + 1), read.tail
-    result = session.read(
-        read.path, offset=offset, limit=limit, mode="full", numbered=read.numbered,
-        call_id=call_id,
-    )  # fmt: skip
-    if result.kind not in ("full", "partial") or not read.numbered:
-        return result.text
-    body = result.text.split("\n", 1)[1] if "\n" in result.text else ""
-    return body.replace("\n\\ No newline at end of file\n", "\n")
+def answer_shell_read(session: Session, read: ShellRead, call_id: str | None) -> ShellAnswer:
+    """Answer a parsed shell read through ``session`` (see the module docstring).
+
+    Raises:
+        FileCacheError: a file cannot be read as text inside the root.
+        NotServable: the output cannot be computed exactly here, or is empty.
+    """
+    cid = call_id or "fc-" + os.urandom(5).hex()
+    # Only to place the lines (tail, $, a range past the end): every answer below is rendered
+    # from the version each session.read hashed, never from these bytes.
+    rels, totals = [], []
+    for path in read.paths:
+        loc = session.cache.locate(path)
+        data = read_bytes(loc, session.cache.settings.max_file_bytes)
+        rels.append(loc.rel)
+        totals.append(len(split_lines(decode_text(data, loc.rel))))
+    picked = selection(read, totals)
+    if not picked:
+        raise NotServable("the command prints nothing")
+    numbers = [n for f, n in picked]
+    runs = spans(numbers)
+    if len(read.paths) == 1 and len(runs) == 1:
+        start, end = runs[0]
+        result = session.read(
+            rels[0], offset=start, limit=end - start + 1, mode="full", numbered=False,
+            call_id=cid,
+        )  # fmt: skip
+        if result.kind in ("unchanged", "diff"):
+            return ShellAnswer(result.text, result.kind, result.path, start, end,
+                               result.version, cid)  # fmt: skip
+        text = _render(session, read, [result.version], picked, [(result.start, result.end)])
+        return ShellAnswer(text, result.kind, result.path, result.start, result.end,
+                           result.version, cid)  # fmt: skip
+    # Several files or runs: content (fresh), every run recorded as held under this call id.
+    versions, bounds = [], []
+    for f, rel in enumerate(rels):
+        mine = [n for g, n in picked if g == f]
+        lo = hi = 0
+        version = ""
+        for start, end in sorted(spans(sorted(set(mine)))):
+            result = session.read(
+                rel, offset=start, limit=end - start + 1, mode="full", numbered=False,
+                fresh=True, call_id=cid,
+            )  # fmt: skip
+            version = result.version
+            lo, hi = (result.start if not lo else lo), result.end
+        versions.append(version)
+        bounds.append((lo, hi))
+    text = _render(session, read, versions, picked, bounds)
+    return ShellAnswer(text, "partial", rels[0], bounds[0][0], bounds[0][1], versions[0], cid)
+
+
+def _render(
+    session: Session,
+    read: ShellRead,
+    versions: list[str],
+    picked: list[tuple[int, int]],
+    bounds: list[tuple[int, int]],
+) -> str:
+    files = []
+    for version in versions:
+        lines = session.cache.lines_of(version) if version else []
+        if lines is None:
+            raise NotServable("the version read is no longer held")
+        files.append(lines)
+    # A file that changed since the placing read: show only lines the session recorded.
+    kept = [(f, n) for f, n in picked if bounds[f][0] <= n <= bounds[f][1] and n <= len(files[f])]
+    return render_lines_at(read, files, kept)

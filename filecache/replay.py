@@ -5,8 +5,11 @@ the same ``Session`` tools with every read fresh and whole: same content format,
 confirmations and error texts, no FileRef, diff or outline) and once through one
 ``filecache.Session`` (reads in ``read_mode``, ``auto`` by default: an outline for a whole-file
 read of a large file, as SWE-agent abbreviates one). Other tools keep their recorded output;
-after each, ``Session.rehash`` looks for files it changed (bash-aware). The recorded transcript
-itself is the third run.
+after each, ``Session.rehash`` looks for files it changed (bash-aware). A ``bash`` read that
+``replay_shell`` can answer (its recorded result holds what the command prints on the files)
+is answered by ``bash_reads`` in the filecache run and keeps its recorded result in the plain
+run (the shell's own output); a ``bash`` command made only of edits replay can redo is redone
+on both copies. The recorded transcript itself is the third run.
 
 With a ``window``, the filecache run is pruned before every request: the full history is kept
 and passed to ``prune_messages`` each time, and the session's sticky projections (in its store)
@@ -53,6 +56,7 @@ from .replay_metrics import (
     message_text,
 )
 from .replay_peers import PeerRun
+from .replay_shell import redo_shell_edit, serve_shell_step, shell_commands
 from .store import Store
 from .trace_format import TRACE_FORMAT, edit_pairs, unknown_calls
 
@@ -310,8 +314,10 @@ def replay_session(
     trace = _load_trace(trace_dir)
     messages: list[Message] = trace["messages"]
     calls = _tool_calls(messages)
-    skipped = {k: v for k, v in unknown_calls(trace).items() if k in calls}
+    shell = shell_commands(messages)
+    skipped = {k: v for k, v in unknown_calls(trace).items() if k in calls or k in shell}
     calls = {k: v for k, v in calls.items() if k not in skipped}  # kept as recorded
+    shell = {k: v for k, v in shell.items() if k not in skipped}
     if policy is None and window:
         policy = PrunePolicy(context_window=window, cache_aware=cache_aware)
     with tempfile.TemporaryDirectory(prefix="filecache-replay-") as tmp:
@@ -331,6 +337,8 @@ def replay_session(
             )  # fmt: skip
             peer_window = policy.context_window if policy is not None else window
             run.add_peers(peers, peer_window, trigger)
+            run.shell, run.cwd = shell, trace.get("cwd")
+            run.originals = trace_dir / "files"
             for message in messages:
                 run.step(message, fc_root, plain_root)
             tokenizer_used = cache.tokens.encoding
@@ -339,6 +347,7 @@ def replay_session(
         if plain_tree.get(rel) != fc_tree.get(rel):
             run.mismatches.append(f"end: {rel} differs between the runs")
     result = run.result(name, str(trace.get("source", "")), tokenizer_used, len(messages))
+    skipped |= run.shell_kept
     return dataclasses.replace(result, skipped=skipped) if skipped else result
 
 
@@ -384,12 +393,20 @@ class _Run:
                     checker=lambda calls, dangling: _Checker(calls, self.later_paths, dangling),
                 )
             )  # fmt: skip
+        self.shell: Mapping[str, str] = {}  # bash calls by id (replay_shell answers the reads)
+        self.cwd: str | None = None
+        self.shell_kept: dict[str, str] = {}
+        self.shell_edits = 0
+        self.originals: Path | None = None  # the trace's files/ (git checkout FILE)
 
     def step(self, message: Message, fc_root: Path, plain_root: Path) -> None:
         if message.get("role") == "assistant":
             self._request()
         self.recorded.append(self.keys.keyed(message))
         cid = str(message.get("tool_call_id") or "")
+        if message.get("role") == "tool" and cid in self.shell and self._shell_read(message, cid):
+            self.index += 1
+            return
         if message.get("role") != "tool" or cid not in self.calls:
             self.plain_keyed.append(self.recorded[-1])
             self.history.append(message)
@@ -399,6 +416,10 @@ class _Run:
             if message.get("role") == "tool":
                 for run in self.tool_tokens:
                     self.tool_tokens[run] += self.recorded[-1][1] - MESSAGE_OVERHEAD
+                if cid in self.shell:  # sed -i, a heredoc...: redone on both copies
+                    self.shell_edits += redo_shell_edit(
+                        self.shell[cid], (fc_root, plain_root), self.cwd, self.originals
+                    )
                 self.session.rehash(cid or None)
             self.index += 1
             return
@@ -434,6 +455,38 @@ class _Run:
         if name != "read_file" and _snapshot(plain_root, path) != after:
             self.mismatches.append(f"{cid}: {path} differs after {name}")
         self.index += 1
+
+    def _shell_read(self, message: Message, cid: str) -> bool:
+        """A bash read answered through the cache (``replay_shell``); False: not one."""
+        recorded = str(message.get("content") or "")
+        root = self.session.cache.root
+        served = serve_shell_step(self.session, self.shell[cid], recorded, root, self.cwd, cid)
+        if served is None or isinstance(served, str):
+            if served is not None:
+                self.shell_kept[cid] = served
+            return False
+        read_args, answer, fc_text = served
+        after = _snapshot(root, answer.path)
+        self.file_calls[cid] = FileCall(
+            cid, "read_file", answer.path, read_args, answer.kind, fc_text, None, after,
+            inner=answer.text,
+        )  # fmt: skip
+        fc_msg = {**message, "content": fc_text}
+        self.plain_keyed.append(self.recorded[-1])
+        self.history.append(fc_msg)
+        self.plain_history.append(message)
+        recorded_tokens = self.recorded[-1][1] - MESSAGE_OVERHEAD
+        tokens = {"recorded": recorded_tokens, "plain": recorded_tokens,
+                  "filecache": self.memo(fc_text)}  # fmt: skip
+        for run, n in tokens.items():
+            self.tool_tokens[run] += n
+            self.file_tokens[run] += n
+        self.records.append(
+            {"call_id": cid, "tool": "read_file", "path": answer.path, "kind": answer.kind,
+             "plain_tokens": tokens["plain"], "filecache_tokens": tokens["filecache"],
+             "error": None, "shell": self.shell[cid]}
+        )  # fmt: skip
+        return True
 
     def _request(self) -> None:
         self.meters["recorded"].add(list(self.recorded))

@@ -70,6 +70,9 @@ class FileCall:
         text: the text filecache answered.
         before: (tag, lines) of the file before the call; None if it did not exist.
         after: (tag, lines) after the call; None if it does not exist.
+        inner: for a shell read (``cat``, ``sed -n``...), the answer inside the harness's
+            frame: the command's own output (no header: its lines are those of ``after``'s
+            version at ``offset``, numbered ``N<TAB>`` by ``cat -n``/``nl``), or a FileRef/diff.
     """
 
     call_id: str
@@ -80,6 +83,7 @@ class FileCall:
     text: str
     before: tuple[str, tuple[str, ...]] | None
     after: tuple[str, tuple[str, ...]] | None
+    inner: str | None = None
 
     def span(self) -> tuple[int, int] | None:
         """The lines a read asked for, from its arguments and the file on disk."""
@@ -143,7 +147,12 @@ class ModelView:
         return problem or self.check(call)
 
     def _read(self, call: FileCall, copies: dict[str, _Copy]) -> str | None:
-        first, _, body = call.text.partition("\n")
+        first, _, body = (call.text if call.inner is None else call.inner).partition("\n")
+        if call.inner is not None and call.kind in ("full", "partial") and call.after:
+            copy = copies.setdefault(call.after[0], _Copy())
+            copy.total = len(call.after[1])
+            copy.lines.update(_shell_lines(call))
+            return None
         if call.kind in ("full", "partial", "symbol"):
             match = _HEADER.match(first)
             if match is None or match["tag"] is None:
@@ -184,6 +193,23 @@ class ModelView:
         if copy is None:
             return set()
         return {n for n, text in copy.lines.items() if n <= len(lines) and lines[n - 1] == text}
+
+
+def _shell_lines(call: FileCall) -> Lines:
+    """The lines a shell read's own output shows: numbered (``N<TAB>``) or from its offset."""
+    text = call.inner or ""
+    rows = disk_lines(text.encode("utf-8"))
+    offset = call.args.get("offset")
+    start = offset if isinstance(offset, int) else 1
+    numbered = all(_NUMBERED.match(row) for row in rows) and bool(rows)
+    out: Lines = {}
+    for k, row in enumerate(rows):
+        match = _NUMBERED.match(row) if numbered else None
+        if match is not None:
+            out[int(match.group(1))] = row[match.end() :]
+        else:
+            out[start + k] = row
+    return out
 
 
 def _numbered_lines(body: str) -> Lines | None:
@@ -392,7 +418,7 @@ def dangling_refs(
         call = calls.get(cid)
         if call is None or call.kind not in ("unchanged", "diff") or text != call.text:
             continue
-        found = _BASE.search(call.text.partition("\n")[0])
+        found = _BASE.search((call.text if call.inner is None else call.inner).partition("\n")[0])
         if found is None:
             out[cid] = "names no base"
             continue

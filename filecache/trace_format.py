@@ -1,6 +1,14 @@
 """The parts of the session trace format (DESIGN "Session trace format") that importers add.
 
-Two additions to ``filecache-trace/1``, both optional, so every older trace reads as before:
+Three additions to ``filecache-trace/1``, all optional, so every older trace reads as before:
+
+- ``cwd``: the directory the agent's shell ran in, which ``files/`` stands for (mini-swe-agent:
+  ``/testbed``). Replay maps the paths of ``bash`` commands through it; without it, an
+  absolute path maps to the shortest tail of it that names a file in ``files/``. A ``bash``
+  call whose command is a read (``cat``, ``nl -ba``, ``sed -n``, ``head``, ``tail``:
+  ``shell_parse``) is answered through the cache when the recorded result holds what the
+  command prints on the replayed files; one made only of edits replay can redo (``sed -i``,
+  heredocs: ``shell_edit``) is redone on the replayed files; ``replay_shell`` says how.
 
 - ``edit_file`` may carry ``edits``, a list of ``{old_string, new_string, replace_all?}``
   applied in order, all or none (Claude Code's ``MultiEdit``), instead of one

@@ -9,39 +9,53 @@ from pathlib import Path
 import pytest
 
 from filecache import FileCache
-from filecache.bash_reads import BashRead, parse_read, serve_bash
+from filecache.bash_reads import serve_bash
+from filecache.shell_parse import parse_shell_read
 
 TEXT = "".join(f"line {i}: some text long enough to be worth caching here\n" for i in range(1, 61))
 
 
 @pytest.mark.parametrize(
-    ("command", "expected"),
+    ("command", "path", "numbering"),
     [
-        ("cat a.py", BashRead("a.py")),
-        ("nl -ba src/a.py", BashRead("src/a.py", numbered=True)),
-        ("sed -n '10,20p' a.py", BashRead("a.py", 10, 20)),
-        ("sed -n 5p a.py", BashRead("a.py", 5, 5)),
-        ("head -n 15 a.py", BashRead("a.py", 1, 15)),
-        ("head -15 a.py", BashRead("a.py", 1, 15)),
-        ("tail -n 5 a.py", BashRead("a.py", tail=5)),
-        ("nl -ba a.py | sed -n '10,20p'", BashRead("a.py", 10, 20, numbered=True)),
-        ("cat a.py | sed -n '3,4p'", BashRead("a.py", 3, 4)),
-        ("head -n 10 a.py | sed -n '5,20p'", BashRead("a.py", 5, 10)),
+        ("cat a.py", "a.py", ""),
+        ("cat -n a.py", "a.py", "cat"),
+        ("nl -ba src/a.py", "src/a.py", "nl"),
+        ("sed -n '10,20p' a.py", "a.py", ""),
+        ("sed -n 5p a.py", "a.py", ""),
+        ("sed -n -e '1,2p' -e '5,+3p' a.py", "a.py", ""),
+        ("head -n 15 a.py", "a.py", ""),
+        ("head -15 a.py", "a.py", ""),
+        ("tail -n 5 a.py", "a.py", ""),
+        ("tail -n +5 a.py", "a.py", ""),
+        ("nl -ba a.py | sed -n '10,20p'", "a.py", "nl"),
+        ("cat -n a.py | sed -n '3,4p'", "a.py", "cat"),
+        ("head -n 10 a.py | sed -n '5,20p'", "a.py", ""),
+        ("nl -ba 'my file.py' | head -n 3", "my file.py", "nl"),
     ],
 )
-def test_recognised_reads(command: str, expected: BashRead) -> None:
-    assert parse_read(command) == expected
+def test_recognised_reads(command: str, path: str, numbering: str) -> None:
+    read = parse_shell_read(command)
+    assert read is not None and read.path == path and read.numbering == numbering
 
 
 @pytest.mark.parametrize(
     "command",
     [
-        "cat a.py b.py",
         "cat *.py",
         "cat a.py > b.py",
         "cat -A a.py",
+        "cat a.py | head -n 2 b.py",
+        "nl a.py",
+        "sed -n '/def/,/return/p' a.py",
+        "sed -n '1,5p' a.py b.py",
+        "head -c 10 a.py",
+        "tail -n -3 a.py",
+        "cat a.py || true",
+        "cd src && cat a.py",
+        "cat ~/a.py",
+        'cat "$HOME/a.py"',
         "sed -i 's/a/b/' a.py",
-        "sed -n '20,10p' a.py",
         "grep -n foo a.py",
         "cat a.py | grep x",
         "tail -f a.py",
@@ -51,7 +65,7 @@ def test_recognised_reads(command: str, expected: BashRead) -> None:
     ],
 )
 def test_everything_else_is_left_to_the_shell(command: str) -> None:
-    assert parse_read(command) is None
+    assert parse_shell_read(command) is None
 
 
 def _shell(root: Path) -> Callable[[str], str]:
@@ -75,6 +89,13 @@ def _shell(root: Path) -> Callable[[str], str]:
         "cat b.txt",
         "nl -ba b.txt",
         "tail -n 2 b.txt",
+        "cat -n b.txt",
+        "cat a.txt b.txt",
+        "sed -n -e '1,3p' -e '50,+2p' a.txt",
+        "sed -n '58,$p;1p' a.txt",
+        "cat -n b.txt | sed -n '2p'",
+        "nl -ba a.txt | head -n 12",
+        "tail -n +57 a.txt",
     ],
 )
 def test_content_answers_equal_the_shell_output(tmp_path: Path, command: str) -> None:

@@ -33,9 +33,13 @@ from ..cache import FileCache, ReadResult
 from ..errors import FileCacheError, RequestError
 from ..fsio import locate
 from ..replay import run_file_tool
+from ..replay_shell import prepare_shell_read
 from ..session import Session
+from ..shell_edit import EditStep, apply_edit
 from ..text import EOF_MARK, split_lines
 from ..trace_format import PLACEHOLDER, TRACE_FORMAT
+from .line_map import LineMap
+from .logs import content_text
 
 __all__ = [
     "FileCall",
@@ -81,6 +85,8 @@ class FileCall:
         failed: the recorded run answered an error.
         shown: for a read that succeeded, the lines its output shows (None: unparsable).
         before: the file's whole text just before a write or edit, where the log holds it.
+        command: for a read done by a shell command (``cat``, ``sed -n``...), the command; the
+            trace keeps it as a ``bash`` call, and the check asks whether replay can answer it.
     """
 
     call_id: str
@@ -89,6 +95,7 @@ class FileCall:
     failed: bool = False
     shown: Shown | None = None
     before: str | None = None
+    command: str | None = None
 
     @property
     def path(self) -> str:
@@ -106,6 +113,10 @@ class Recorded:
         calls: the file tool calls by id.
         changes: opaque calls (bash...) that may change files: id -> the paths they may change,
             or None for "any file" (``git checkout``, a glob...).
+        edits: shell commands whose changes replay redoes (``shell_edit``): id -> the steps,
+            paths relative to ``files/``; the check redoes them as replay will, and the rebuild
+            follows the lines through them (unless the call is in ``changes`` too: it failed
+            in the log, so what it did is not known).
         extra: other top-level keys for ``transcript.json`` (``base_commit``, ``repo``).
         normalize: how a recorded line and a file line are made comparable (SWE-agent's viewer
             expands tabs); a trailing ``\\r`` is always ignored.
@@ -117,6 +128,7 @@ class Recorded:
     messages: list[dict[str, Any]]
     calls: dict[str, FileCall] = field(default_factory=dict)
     changes: dict[str, frozenset[str] | None] = field(default_factory=dict)
+    edits: dict[str, tuple[EditStep, ...]] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     normalize: Callable[[str], str] | None = None
     notes: list[str] = field(default_factory=list)
@@ -258,22 +270,32 @@ def rebuild_files(recorded: Recorded) -> dict[str, tuple[str, UnknownFile | None
     partial: dict[str, _Partial] = {}
     frozen: set[str] = set()
     everything = False
+    maps: dict[str, LineMap] = {}
+    written: dict[str, str] = {}  # whole texts the session wrote (heredocs), for ``r FILE``
     for cid in tool_order(recorded.messages):
-        if cid in recorded.changes:
+        if cid in recorded.changes:  # an edit that failed in the log is one too: not followed
             paths = recorded.changes[cid]
             if paths is None:
                 everything = True
             else:
                 frozen |= paths
             continue
+        if cid in recorded.edits:
+            for step in recorded.edits[cid]:
+                _follow(step, partial, maps, written, frozen, everything)
+            continue
         call = recorded.calls.get(cid)
         if call is None or everything or call.path in frozen:
             continue
         if call.tool == "read_file":
-            if not call.failed and call.shown is not None:
+            line_map = maps.get(call.path)
+            shown = call.shown
+            if shown is not None and line_map is not None and line_map.changed():
+                shown = _before_edits(shown, line_map)
+            if not call.failed and shown is not None:
                 known = partial.setdefault(call.path, _Partial())
-                exact = call.shown.text
-                if not (known.learn_text(exact) if exact is not None else known.learn(call.shown)):
+                exact = shown.text
+                if not (known.learn_text(exact) if exact is not None else known.learn(shown)):
                     frozen.add(call.path)  # the file changed in a way the log does not say
             continue
         if call.before is not None:
@@ -285,6 +307,42 @@ def rebuild_files(recorded: Recorded) -> dict[str, tuple[str, UnknownFile | None
             continue
         out[path] = known.render()
     return out
+
+
+def _follow(
+    step: EditStep,
+    partial: dict[str, _Partial],
+    maps: dict[str, LineMap],
+    written: dict[str, str],
+    frozen: set[str],
+    everything: bool,
+) -> None:
+    """One shell edit step (``shell_edit``) in the rebuild: follow its lines, or stop learning
+    the file when the edit cannot be followed."""
+    if step.path not in frozen and not everything:
+        known = partial.get(step.path)
+        line_map = maps.setdefault(step.path, LineMap())
+        if not line_map.through(step, written, known.total if known else None):
+            frozen.add(step.path)
+    if step.op == "write":
+        written[step.path] = step.text
+    elif step.op == "append" and step.path in written:
+        written[step.path] += step.text
+    else:
+        written.pop(step.path, None)
+
+
+def _before_edits(shown: Shown, line_map: LineMap) -> Shown:
+    """A read after edits, as lines of the file before the session (lines it wrote dropped)."""
+    lines = {}
+    for n, text in shown.lines.items():
+        k = line_map.original(n)
+        if k is not None:
+            lines[k] = text
+    total = None
+    if shown.total is not None and shown.total > len(line_map.prefix) and not line_map.whole_new:
+        total = shown.total + line_map.offset
+    return Shown(lines, total)
 
 
 # -- checking every call against a plain run ----------------------------------------------------
@@ -346,14 +404,33 @@ def check_calls(recorded: Recorded, files: Path) -> dict[str, str]:
     """
     norm = recorded.normalize or (lambda s: s)
     unknown: dict[str, str] = {}
+    outputs = {
+        str(m.get("tool_call_id")): content_text(m.get("content"))
+        for m in recorded.messages
+        if m.get("role") == "tool"
+    }
+    cwd = recorded.extra.get("cwd") if isinstance(recorded.extra.get("cwd"), str) else None
     with tempfile.TemporaryDirectory(prefix="filecache-import-") as tmp:
         root = Path(tmp, "files").resolve()
         shutil.copytree(files, root, symlinks=True)
         with FileCache(root, store=":memory:", tokenizer="estimate") as cache:
             session = cache.session("import-check")
             for cid in tool_order(recorded.messages):
+                if cid in recorded.edits:
+                    apply_edit(recorded.edits[cid], root, originals=files)
+                    continue
                 call = recorded.calls.get(cid)
                 if call is None:
+                    continue
+                if call.command is not None:
+                    found = prepare_shell_read(
+                        call.command,
+                        outputs.get(cid, ""),
+                        root,
+                        cwd if isinstance(cwd, str) else None,
+                    )
+                    if isinstance(found, str) and not call.failed:
+                        unknown[cid] = found
                     continue
                 before = None if call.tool == "read_file" else _disk(root, call.path)
                 try:

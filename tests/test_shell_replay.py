@@ -1,0 +1,89 @@
+"""Replay of a trace's ``bash`` calls: reads answered inside the harness's frame, edits redone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from filecache.replay import replay_session
+from filecache.replay_shell import ShellFrame, find_frame, trace_path
+
+ROW = "line {0}: x = compute({0})  # long enough to be worth a FileRef\n"
+TEXT = "".join(ROW.format(n) for n in range(1, 41))
+
+
+def test_find_frame_takes_the_encoding_the_harness_used() -> None:
+    out = "a <b> & 'c'\n\tz\n"
+    assert find_frame(f"<output>\n{out}</output>", out) == ShellFrame("<output>\n", "</output>")
+    as_json = json.dumps({"returncode": 0, "output": out})
+    frame = find_frame(as_json, out)
+    assert frame is not None and frame.encoding == "json"
+    assert json.loads(frame.wrap("[filecache] ref\n"))["output"] == "[filecache] ref\n"
+    jinja = '{"output": "a \\u003cb\\u003e \\u0026 \\u0027c\\u0027\\n\\tz\\n"}'
+    frame = find_frame(jinja, out)
+    assert frame is not None and frame.encoding == "jinja-tojson"
+    assert json.loads(frame.wrap(out)) == json.loads(jinja)
+    stripped = ShellFrame("OBSERVATION:\n", "", "rstrip")
+    assert find_frame("OBSERVATION:\na <b> & 'c'\n\tz", out) == stripped
+    assert find_frame("something else", out) is None and find_frame("x", "") is None
+
+
+def test_trace_path_maps_the_shells_paths_to_files(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_text("x\n")
+    assert trace_path("/testbed/pkg/m.py", tmp_path, "/testbed") == "pkg/m.py"
+    assert trace_path("/tmp/m.py", tmp_path, "/testbed") is None
+    assert trace_path("/repo/pkg/m.py", tmp_path, None) == "pkg/m.py"  # the tail that exists
+    assert trace_path("./pkg/../m.py", tmp_path, None) is None
+    assert trace_path("./pkg//m.py", tmp_path, "/testbed") == "pkg/m.py"
+
+
+def _trace(tmp_path: Path, steps: list[tuple[str, str]]) -> Path:
+    trace = tmp_path / "shell-session"
+    (trace / "files").mkdir(parents=True)
+    (trace / "files" / "m.py").write_text(TEXT)
+    messages: list[dict] = [{"role": "user", "content": "fix m.py"}]
+    for n, (command, output) in enumerate(steps, 1):
+        arguments = json.dumps({"command": command})
+        call = {"id": f"c{n}", "type": "function",
+                "function": {"name": "bash", "arguments": arguments}}  # fmt: skip
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        content = f"<returncode>0</returncode>\n<output>\n{output}</output>"
+        messages.append({"role": "tool", "tool_call_id": f"c{n}", "content": content})
+    messages.append({"role": "assistant", "content": "done"})
+    doc = {"format": "filecache-trace/1", "source": "test", "cwd": "/testbed", "messages": messages}
+    (trace / "transcript.json").write_text(json.dumps(doc))
+    return trace
+
+
+def test_replay_serves_reads_redoes_sed_i_and_keeps_what_it_cannot_show(tmp_path: Path) -> None:
+    lines = TEXT.splitlines(keepends=True)
+    edited = lines.copy()
+    edited[11] = edited[11].replace("compute(12)", "compute(twelve)")
+    numbered = "".join(f"{n:6d}\t{line}" for n, line in enumerate(edited, 1))
+    first = "".join(f"{n:6d}\t{t}" for n, t in enumerate(lines[:30], 1))
+    trace = _trace(
+        tmp_path,
+        [
+            ("nl -ba /testbed/m.py | sed -n '1,30p'", first),
+            ("sed -n '5,25p' m.py", "".join(lines[4:25])),
+            ("sed -i '12s/compute(12)/compute(twelve)/' m.py", ""),
+            ("cat -n m.py | sed -n '1,30p'", "".join(numbered.splitlines(True)[:30])),
+            ("python fix.py && head -n 3 m.py", "line 1: ...\n"),
+            ("head -n 3 m.py", "something the replayed file does not hold\n"),
+        ],
+    )
+    replay = replay_session(trace)
+    served = {c["call_id"]: c["kind"] for c in replay.calls if c.get("shell")}
+    assert served == {"c1": "partial", "c2": "unchanged", "c4": "diff"}
+    assert set(replay.skipped) == {"c6"} and "not this file's" in replay.skipped["c6"]
+    assert replay.files_identical and replay.stale_views == 0 and replay.dangling_refs == 0
+    by_id = {m.get("tool_call_id"): m["content"] for m in replay.filecache_messages}
+    frame = "<returncode>0</returncode>\n<output>\n"
+    assert by_id["c2"].startswith(frame + "[filecache] m.py unchanged")
+    assert "+line 12: x = compute(twelve)" in by_id["c4"]
+    plain = {m.get("tool_call_id"): m["content"] for m in replay.plain_messages}
+    recorded = json.loads((trace / "transcript.json").read_text())["messages"]
+    assert all(plain[m["tool_call_id"]] == m["content"] for m in recorded if m["role"] == "tool")
+    tokens = replay.prompt_tokens
+    assert tokens.filecache < tokens.plain == tokens.recorded
