@@ -35,7 +35,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings=CONTEXT)
-@click.version_option(package_name="filecache")
+@click.version_option(package_name="filecache-agent")  # the distribution's name
 def main() -> None:
     """Delta reads for LLM coding agents: FileRefs and diffs instead of re-sent files."""
 
@@ -259,15 +259,15 @@ def serve(
     ref_minutes: float | None,
     watch: bool,
 ) -> None:
-    """Run an MCP server with read_file/write_file/edit_file/cache_stats (needs filecache[mcp])."""
+    """Run an MCP server with read_file/write_file/edit_file/cache_stats (needs the mcp extra)."""
     try:
         from filecache.adapters.mcp_server import ServeOptions
         from filecache.adapters.mcp_server import serve as run_server
     except ModuleNotFoundError as exc:
-        if exc.name != "mcp":
+        if exc.name != "mcp":  # mcp_required() names the extra's modules "mcp"
             raise
-        click.echo("filecache serve needs the mcp SDK: pip install 'filecache[mcp]'", err=True)
-        ctx.exit(1)
+        click.echo(f"filecache: {exc}", err=True)  # what to install
+        ctx.exit(2)
     options = ServeOptions(
         roots=roots or (Path("."),),
         store=store,
