@@ -25,9 +25,9 @@ CALL_TIMEOUT = 20.0  # seconds for any one request; tests also bound their whole
 # 2.x takes seconds, 1.x a timedelta
 _TIMEOUT: Any = CALL_TIMEOUT if MCP_MAJOR == 2 else timedelta(seconds=CALL_TIMEOUT)
 # 1.x before 1.24 has only the older name
-_http_client: Any = getattr(streamable_http, "streamable_http_client", None) or getattr(
-    streamable_http, "streamablehttp_client"
-)
+_http_client: Any = getattr(streamable_http, "streamable_http_client", None)
+if _http_client is None:
+    _http_client = streamable_http.streamablehttp_client
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_SERVER = REPO / "fixtures" / "mcp" / "sample_server.py"
 
