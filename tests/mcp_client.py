@@ -18,7 +18,7 @@ import mcp.client.streamable_http as streamable_http
 from filecache.adapters.mcp_compat import MCP_MAJOR, is_error  # noqa: F401  (for the tests)
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.types import CallToolResult, ListRootsResult, Root
+from mcp.types import CallToolResult, ListRootsResult, Root, RootsListChangedNotification
 from pydantic import BaseModel
 
 CALL_TIMEOUT = 20.0  # seconds for any one request; tests also bound their whole run
@@ -76,6 +76,14 @@ async def http_session(url: str) -> AsyncIterator[ClientSession]:
         async with ClientSession(read, write, read_timeout_seconds=_TIMEOUT) as session:
             await session.initialize()
             yield session
+
+
+async def roots_changed(session: ClientSession) -> None:
+    """Send notifications/roots/list_changed (2.x deprecates the 1.x helper for it)."""
+    if MCP_MAJOR == 2:
+        await session.send_notification(RootsListChangedNotification())
+    else:
+        await session.send_roots_list_changed()
 
 
 def text_of(result: CallToolResult) -> str:

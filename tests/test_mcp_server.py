@@ -15,8 +15,16 @@ import pytest
 from filecache.adapters.mcp_compat import ServerRequestContext
 from filecache.adapters.mcp_server import FileCacheServer, ServeOptions
 from filecache.adapters.mcp_sessions import RefWindow, connection_key
-from mcp.types import RootsListChangedNotification
-from mcp_client import as_json, http_session, is_error, meta_of, serve_args, stdio_session, text_of
+from mcp_client import (
+    as_json,
+    http_session,
+    is_error,
+    meta_of,
+    roots_changed,
+    serve_args,
+    stdio_session,
+    text_of,
+)
 
 from filecache import instructions
 from filecache.tools import schemas
@@ -298,7 +306,7 @@ async def test_client_roots_are_fetched_again_after_list_changed(
         async with stdio_session(_serve(root, store_path), errlog, roots=roots) as client:
             before = await client.call_tool("read_file", {"path": "notes.txt"})
             roots[:] = [root]
-            await client.send_notification(RootsListChangedNotification())
+            await roots_changed(client)
             await anyio.sleep(0.2)  # a notification has no answer to wait for
             after = await client.call_tool("read_file", {"path": "notes.txt"})
     assert is_error(before) and not is_error(after)
