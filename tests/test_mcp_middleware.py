@@ -78,6 +78,26 @@ async def test_sample_server_flow(root: Path, notes: str, errlog: Path) -> None:
     assert not is_error(other) and "return 1" in text_of(other)
 
 
+async def test_argument_errors_reach_the_model_as_one_line(
+    root: Path, notes: str, errlog: Path
+) -> None:
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with stdio_session([str(SAMPLE_SERVER), str(root)], errlog) as client:
+            fresh = await client.call_tool("read_file", {"path": "notes.txt", "fresh": "yes"})
+            no_path = await client.call_tool("read_file", {})
+            edit = {"path": "notes.txt", "old_string": 1, "new_string": "x"}
+            wrong_type = await client.call_tool("edit_file", edit)
+            plain = await client.call_tool("read_file", {"path": "notes.txt"})
+    assert is_error(fresh)  # refused by filecache: the tool never ran
+    assert text_of(fresh) == "read_file: argument 'fresh' must be true or false, got 'yes'"
+    assert is_error(no_path)  # the SDK's own (multi-line) validation error, as one line
+    assert text_of(no_path) == "read_file: argument 'path': Field required"
+    assert text_of(wrong_type) == (
+        "edit_file: argument 'old_string': Input should be a valid string (got 1)"
+    )
+    assert text_of(plain).startswith(notes) and (root / "notes.txt").read_text() == notes
+
+
 async def test_plain_sample_server_has_no_filecache(root: Path, notes: str, errlog: Path) -> None:
     with anyio.fail_after(TEST_TIMEOUT):
         async with stdio_session([str(SAMPLE_SERVER), str(root), "--plain"], errlog) as client:

@@ -168,6 +168,22 @@ async def test_refusals_are_tool_errors_and_the_server_keeps_answering(
         ("read_file", {"path": "notes.txt", "mode": "sideways"}, "mode"),
         ("edit_file", {"path": "notes.txt", "old_string": "nope", "new_string": "x"}, "not found"),
         ("read_file", {"path": "notes.txt", "offset": "ten"}, "offset"),
+        # strict argument types: no coercion, nothing ignored
+        ("read_file", {"path": "notes.txt", "offset": "5"}, "'offset' must be an integer"),
+        ("read_file", {"path": "notes.txt", "limit": True}, "'limit' must be an integer"),
+        ("read_file", {"path": "notes.txt", "fresh": "yes"}, "'fresh' must be true or false"),
+        ("read_file", {"path": "notes.txt", "fresh": 1}, "'fresh' must be true or false"),
+        ("read_file", {"path": "notes.txt", "ofset": 5}, "unknown argument 'ofset'"),
+        ("read_file", {}, "missing argument 'path'"),
+        ("write_file", {"path": "notes.txt"}, "missing argument 'content'"),
+        ("write_file", {"path": "n.txt", "content": "x\n", "mode": "w"}, "unknown argument"),
+        (
+            "edit_file",
+            {"path": "notes.txt", "old_string": "line", "new_string": "l", "replace_all": "yes"},
+            "'replace_all' must be true or false",
+        ),
+        ("cache_stats", {"verbose": True}, "cache_stats takes no arguments"),
+        ("delete_file", {"path": "notes.txt"}, "unknown tool 'delete_file'"),
     ]
     with anyio.fail_after(TEST_TIMEOUT):
         async with stdio_session(_serve(root, store_path), errlog) as client:
@@ -175,6 +191,7 @@ async def test_refusals_are_tool_errors_and_the_server_keeps_answering(
                 result = await client.call_tool(tool, args)
                 assert is_error(result), (tool, args, text_of(result))
                 assert message in text_of(result), (tool, args, text_of(result))
+                assert "\n" not in text_of(result), text_of(result)  # one line
             still = await client.call_tool("read_file", {"path": "notes.txt"})
     assert not is_error(still) and meta_of(still)["kind"] == "full"
     assert {p: p.read_bytes() for p in outside.iterdir()} == before
