@@ -103,7 +103,6 @@ class FileCacheServer:
             roots.append(real)
         self.options = options
         self.roots = tuple(roots)
-        self.tools = schemas("mcp")  # the tools/list answer, from the tool table
         self.caches: list[FileCache] = []
         self.connections: Connections[_Connection] = Connections(self._new_connection)
         self._open_lock = threading.Lock()
@@ -222,7 +221,7 @@ class FileCacheServer:
     async def __call__(self, ctx: Any, call_next: CallNext) -> HandlerResult:
         """Serve ``tools/list`` and ``tools/call`` from the tool table; note roots changes."""
         if ctx.method == "tools/list":
-            return {"tools": self.tools}
+            return {"tools": schemas("mcp")}  # new dicts: an outer middleware may edit them
         if ctx.method == "tools/call":
             params = ctx.params or {}
             return await self.call(ctx, params.get("name"), params.get("arguments"))
