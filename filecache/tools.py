@@ -35,11 +35,15 @@ if TYPE_CHECKING:
     from .session import Session
 
 __all__ = [
+    "CACHE_STATS",
+    "EDIT_FILE",
     "FILE_TOOL_SPECS",
-    "TOOL_SPECS",
     "Param",
+    "READ_FILE",
+    "TOOL_SPECS",
     "ToolOutput",
     "ToolSpec",
+    "WRITE_FILE",
     "check_arguments",
     "param_help",
     "run_tool",
