@@ -47,13 +47,23 @@ def _third_party_imports() -> dict[str, set[str]]:
     return found
 
 
+# Import names that differ from the distribution's, for a package this environment may lack
+# (an extra's). Installed packages are looked up in their metadata instead.
+DISTRIBUTIONS = {
+    "toktok": "toktok-rs",
+    "agents": "openai-agents",
+    "minisweagent": "mini-swe-agent",
+    "yaml": "pyyaml",
+}
+
+
 def test_every_third_party_import_is_declared() -> None:
     declared = _declared()
     installed = importlib.metadata.packages_distributions()
     undeclared = {}
     for module, files in _third_party_imports().items():
         dists = {d.lower().replace("_", "-") for d in installed.get(module, [])}
-        guess = module.lower().replace("_", "-")
+        guess = DISTRIBUTIONS.get(module, module.lower().replace("_", "-"))
         if not dists & declared and not any(d.startswith(guess) for d in declared):
             undeclared[module] = sorted(files)
     assert undeclared == {}, "declare these in pyproject.toml (dependencies or an extra)"
