@@ -1,9 +1,10 @@
 """``FileCacheMiddleware``: filecache in front of an existing MCP server's own file tools.
 
-Add it to an ``MCPServer`` (``MCPServer(..., middleware=[FileCacheMiddleware(...)])``) and name
-the tools it should know, by role, with the argument that holds the path::
+Name the tools it should know, by role, with the argument that holds the path, and install it
+on the server (mcp 2.x ``MCPServer`` or 1.x ``FastMCP``)::
 
-    FileCacheMiddleware({"read": ("read_file", "path"), "edit": ("edit_file", "path")})
+    filecache = FileCacheMiddleware({"read": ("read_file", "path"), "edit": ("edit_file", "path")})
+    filecache.install(server)    # on 2.x the same as MCPServer(..., middleware=[filecache])
 
 A read tool still runs on every call; its output is the content (no second read). When the
 connection's model still holds that output for the same arguments, the middleware answers with a
@@ -17,9 +18,14 @@ Invariants:
   repeat the text, pass through untouched (a structured copy is never left stale).
 - Content answers get one extra text block naming the result and its xxh3 tag, so that a later
   FileRef's "your result fc-..." can be found: the tool's own output has no filecache header.
-- The read tool's schema gains a ``fresh`` flag, consumed here (the tool never sees it).
+- The read tool's schema gains a ``fresh`` flag, consumed here (the tool never sees it); a
+  ``fresh`` that is not ``true``/``false`` is refused with a one-line error, as filecache's own
+  tools refuse it.
+- An argument error of the SDK's (pydantic's multi-line "1 validation error for ...Arguments")
+  from a tool it knows reaches the model as one line that names the argument.
 
-``ServerMiddleware`` is provisional in mcp 2.x (hence the ``>=2.3,<2.4`` pin).
+On mcp 2.x this is a ``ServerMiddleware``; on 1.x ``install`` puts it in an equivalent chain
+around the server's handlers (``mcp_compat``).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,7 +43,9 @@ from filecache import FileCache, Session
 from filecache.errors import ConfigError
 from filecache.render import mcp_instructions, render_result_tag
 from filecache.settings import load_settings
+from filecache.tools import READ_FILE
 
+from .mcp_compat import CallNext, HandlerResult, install, replace_params
 from .mcp_sessions import (
     Connections,
     RefWindow,
@@ -47,7 +56,6 @@ from .mcp_sessions import (
 
 with mcp_required():
     import anyio.to_thread
-    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
     from pydantic import BaseModel
 
 __all__ = ["FileCacheMiddleware", "ToolSpec"]
@@ -57,12 +65,7 @@ ToolSpec = tuple[str, str]
 
 ROLES = ("read", "write", "edit")
 log = logging.getLogger("filecache.mcp")
-_FRESH = {
-    "type": "boolean",
-    "default": False,
-    "description": "Send the full content even if you have it (use when the result a FileRef "
-    "or diff names is no longer in your context).",
-}
+_FRESH = READ_FILE.param("fresh")
 
 
 @dataclasses.dataclass
@@ -132,6 +135,11 @@ class FileCacheMiddleware:
         if cache is not None:
             cache.close()
 
+    def install(self, server: Any) -> None:
+        """Put this middleware in front of ``server``'s tools (mcp 2.x ``MCPServer``: its
+        ``middleware`` list; 1.x ``FastMCP``: an equivalent wrapper of its handlers)."""
+        install(server, self)
+
     def _new_connection(self) -> _Connection:
         cache = self.cache
         session = cache.session(self._session_id or new_session_id())
@@ -140,9 +148,7 @@ class FileCacheMiddleware:
 
     # -- the middleware -----------------------------------------------------------------------
 
-    async def __call__(
-        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
-    ) -> HandlerResult:
+    async def __call__(self, ctx: Any, call_next: CallNext) -> HandlerResult:
         if ctx.method == "tools/list":
             return self._listed(_as_dict(await call_next(ctx)))
         params = ctx.params
@@ -162,7 +168,7 @@ class FileCacheMiddleware:
         raw_args = params.get("arguments")
         args = dict(raw_args) if isinstance(raw_args, Mapping) else {}
         if role != "read":
-            result = _as_dict(await call_next(ctx))
+            result = _one_line_errors(name, _as_dict(await call_next(ctx)))
             if not result.get("isError"):
                 path = str(args.get(path_arg, ""))
                 try:
@@ -170,13 +176,17 @@ class FileCacheMiddleware:
                 except Exception:  # the write happened; a ledger failure must not hide that
                     log.exception("filecache could not record %s of %s", role, path)
             return result
-        fresh = args.pop("fresh", False) in (True, "true", "True", 1)
-        inner = dataclasses.replace(ctx, params={**params, "arguments": args})
-        result = _as_dict(await call_next(inner))
+        fresh = args.pop("fresh", None)
+        if fresh is not None and not isinstance(fresh, bool):
+            return _error(f"{name}: argument 'fresh' must be true or false, got {fresh!r:.60}")
+        inner = replace_params(ctx, {**params, "arguments": args})
+        result = _one_line_errors(name, _as_dict(await call_next(inner)))
         key = f"{name}{_canonical(args)}"
         path = str(args.get(path_arg, ""))
         try:
-            return await anyio.to_thread.run_sync(self._answer, conn, key, path, fresh, result)
+            return await anyio.to_thread.run_sync(
+                self._answer, conn, key, path, bool(fresh), result
+            )
         except Exception:  # never lose the tool's answer to a filecache failure: send it as is
             log.exception("filecache could not answer %s; sending the tool's own result", name)
             return result
@@ -231,7 +241,8 @@ class FileCacheMiddleware:
                 continue
             tool = dict(tool)
             schema = dict(tool.get("inputSchema") or {"type": "object"})
-            schema["properties"] = {**(schema.get("properties") or {}), "fresh": _FRESH}
+            fresh = _FRESH.json_schema()
+            schema["properties"] = {**(schema.get("properties") or {}), "fresh": fresh}
             tool["inputSchema"] = schema
             description = tool.get("description") or ""
             tool["description"] = f"{description}\n\n{self._guide}".lstrip()
@@ -262,3 +273,37 @@ def _as_dict(result: HandlerResult) -> dict[str, Any]:
         dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         return dumped
     return dict(result)
+
+
+def _error(message: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": message}], "isError": True}
+
+
+_VALIDATION = re.compile(r"(\d+) validation errors? for \S+\n")
+_INPUT = re.compile(r"input_value=(.*?), input_type=")
+
+
+def _one_line_errors(tool: str, result: dict[str, Any]) -> dict[str, Any]:
+    """An error result whose text is pydantic's multi-line validation error, as one line:
+    ``read_file: argument 'path': Field required; ...``."""
+    content = result.get("content")
+    if not result.get("isError") or not isinstance(content, list) or len(content) != 1:
+        return result
+    text = content[0].get("text") if isinstance(content[0], dict) else None
+    found = _VALIDATION.search(text) if isinstance(text, str) else None
+    if found is None or not isinstance(text, str):
+        return result
+    problems: list[str] = []
+    where = ""
+    for line in text[found.end() :].splitlines():
+        if not line.startswith(" "):
+            where = line.strip()
+        elif not line.startswith("    ") and line.strip():
+            message, _, detail = line.strip().partition(" [type=")
+            got = _INPUT.search(detail)
+            value = f" (got {got.group(1):.60})" if got and "missing" not in detail else ""
+            problems.append(f"argument {where!r}: {message}{value}")
+    if not problems:
+        return result
+    block = {**content[0], "text": f"{tool}: {'; '.join(problems)}"}
+    return {**result, "content": [block]}

@@ -2,8 +2,14 @@
 
 Tools: ``read_file``, ``write_file``, ``edit_file`` and ``cache_stats``, each a thin call into
 ``Session`` run in a worker thread (``Session`` is thread-safe; the event loop stays free).
+Their definitions (``tools/list``) and argument checks come from the one table of tool specs
+(``filecache.tools``), and ``FileCacheServer`` serves them as a server middleware
+(``mcp_compat``), on mcp 1.x and 2.x alike: the SDK carries the transport and the handshake, and
+its own argument parsing (which turns ``"5"`` into 5 and ignores unknown names) never runs.
 
 Invariants:
+- Arguments are checked strictly (``tools.check_arguments``): a wrong type, a missing argument
+  or an unknown one is a tool error of one line that names it, before anything is read.
 - Every path is confined twice: to the server's roots (``fsio.locate``: resolved, symlinks
   included) and, when the client declares MCP roots, to those too. Anything refused, and any
   other failure, is a tool error (``isError``) with a message that says what to do; the server
@@ -28,13 +34,15 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from filecache import FileCache, ReadResult, Session, WriteResult
 from filecache.errors import ConfigError, FileCacheError, OutsideRootError, PathError
 from filecache.render import mcp_instructions
+from filecache.tools import check_arguments, schemas, tool_spec
 
+from .mcp_compat import CallNext, HandlerResult, install, list_client_roots, new_server, run
 from .mcp_sessions import (
     Connections,
     RefWindow,
@@ -47,16 +55,6 @@ from .mcp_sessions import (
 with mcp_required():
     import anyio
     import anyio.to_thread
-    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-    from mcp.server.mcpserver import Context, MCPServer
-    from mcp.types import (
-        CallToolResult,
-        ListRootsRequest,
-        ListRootsResult,
-        TextContent,
-        ToolAnnotations,
-    )
-    from pydantic import Field
 
 __all__ = ["FileCacheServer", "ServeOptions", "build_server", "serve"]
 
@@ -135,7 +133,7 @@ class FileCacheServer:
             cache.close()
 
     @asynccontextmanager
-    async def lifespan(self, _app: MCPServer[Any]) -> AsyncIterator[FileCacheServer]:
+    async def lifespan(self, _app: Any) -> AsyncIterator[FileCacheServer]:
         await anyio.to_thread.run_sync(self.open)
         try:
             yield self
@@ -204,96 +202,81 @@ class FileCacheServer:
             )
         return conn.sessions[index]
 
-    async def _client_roots(self, rc: ServerRequestContext[Any, Any], conn: _Connection) -> None:
+    async def _client_roots(self, ctx: Any, conn: _Connection) -> None:
         """Fetch the client's MCP roots once per connection (again after roots/list_changed)."""
         if conn.roots_known:
             return
-        session = rc.session
-        caps = session.client_capabilities
         roots: tuple[Path, ...] | None = None
-        if caps is not None and caps.roots is not None and session.can_send_request:
-            try:
-                with anyio.fail_after(_ROOTS_TIMEOUT):
-                    result = await session.send_request(ListRootsRequest(), ListRootsResult)
-                roots = tuple(p for p in (_path_of_uri(str(r.uri)) for r in result.roots) if p)
-            except Exception as exc:  # a client that fails roots/list: serve the server's roots
-                log.warning("roots/list failed (%s); using the server's roots only", exc)
+        try:
+            with anyio.fail_after(_ROOTS_TIMEOUT):
+                uris = await list_client_roots(ctx.session)
+            roots = tuple(p for p in (_path_of_uri(u) for u in uris or ()) if p)
+        except Exception as exc:  # a client that fails roots/list: serve the server's roots
+            log.warning("roots/list failed (%s); using the server's roots only", exc)
         conn.client_roots = roots or None
         conn.roots_known = True
 
-    async def observe(
-        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
-    ) -> HandlerResult:
-        """Server middleware: a roots/list_changed notification makes the next call re-fetch."""
+    # -- the middleware that serves the tools -------------------------------------------------
+
+    async def __call__(self, ctx: Any, call_next: CallNext) -> HandlerResult:
+        """Serve ``tools/list`` and ``tools/call`` from the tool table; note roots changes."""
+        if ctx.method == "tools/list":
+            return {"tools": schemas("mcp")}  # new dicts: an outer middleware may edit them
+        if ctx.method == "tools/call":
+            params = ctx.params or {}
+            return await self.call(ctx, params.get("name"), params.get("arguments"))
         if ctx.method == "notifications/roots/list_changed":
+            # The next call re-fetches. A notification that cannot be tied to its connection
+            # (mcp 1.x over HTTP) makes every connection re-fetch: one extra roots/list each.
             conn = self.connections.peek(self._key(ctx))
-            if conn is not None:
-                conn.roots_known = False
+            for each in [conn] if conn is not None else self.connections.values():
+                each.roots_known = False
         return await call_next(ctx)
 
-    # -- calls --------------------------------------------------------------------------------
-
-    async def call(
-        self,
-        ctx: Context[Any, Any],
-        path: str | None,
-        op: Callable[[Session], ReadResult | WriteResult],
-    ) -> CallToolResult:
-        """Run ``op`` on the session that owns ``path`` in a worker thread; errors become
-        ``isError`` results."""
-        rc = ctx.request_context
+    async def call(self, ctx: Any, name: object, arguments: object) -> dict[str, Any]:
+        """One tool call: arguments checked, then the op in a worker thread; every failure is
+        an ``isError`` result."""
         try:
-            conn = await self._connection(rc)
-            await self._client_roots(rc, conn)
-            result = await anyio.to_thread.run_sync(self._run, conn, path, op)
+            spec = tool_spec(name if isinstance(name, str) else repr(name))
+            args = check_arguments(spec, arguments if arguments is not None else {})
+            conn = await self._connection(ctx)
+            if spec.name == "cache_stats":
+                payload = await anyio.to_thread.run_sync(self._stats, conn)
+                return _result(json.dumps(payload), payload)
+            await self._client_roots(ctx, conn)
+            result = await anyio.to_thread.run_sync(self._run, conn, args["path"], _op(args))
         except FileCacheError as exc:
             return _error(str(exc))
         except Exception as exc:  # never crash the server on one bad call
             log.exception("filecache tool failed")
             return _error(f"internal error ({type(exc).__name__}): {exc}")
         meta = {k: v for k, v in dataclasses.asdict(result).items() if k != "text"}
-        return CallToolResult(
-            content=[TextContent(type="text", text=result.text)], _meta={"filecache": meta}
-        )
+        return _result(result.text, meta)
 
-    def _key(self, rc: ServerRequestContext[Any, Any]) -> str | None:
+    def _key(self, ctx: Any) -> str | None:
         # A fixed --session is one model context: every connection shares its sessions (two
         # Session objects of one id would each number its ledger rows).
-        return "fixed" if self.options.session else connection_key(rc.request)
+        return "fixed" if self.options.session else connection_key(ctx.request)
 
-    async def _connection(self, rc: ServerRequestContext[Any, Any]) -> _Connection:
+    async def _connection(self, ctx: Any) -> _Connection:
         """The request's connection; a new one is made in a worker thread (it reads the store)."""
-        key = self._key(rc)
+        key = self._key(ctx)
         conn = self.connections.peek(key)
         if conn is None:
             conn = await anyio.to_thread.run_sync(self.connections.get, key)
         return conn
 
     def _run(
-        self, conn: _Connection, path: str | None, op: Callable[[Session], ReadResult | WriteResult]
+        self, conn: _Connection, path: str, op: Callable[[Session], ReadResult | WriteResult]
     ) -> ReadResult | WriteResult:
         conn.window.begin_call()
         expired = conn.window.expired()
         if expired:
             for session in conn.sessions:
                 session.forget(expired)
-        session = self._confine(conn, path) if path is not None else conn.sessions[0]
-        result = op(session)
+        result = op(self._confine(conn, path))
         conn.window.record(result.call_id)
         return result
-
-    async def stats(self, ctx: Context[Any, Any]) -> CallToolResult:
-        """This connection's numbers, as JSON."""
-        rc = ctx.request_context
-        try:
-            conn = await self._connection(rc)
-            payload = await anyio.to_thread.run_sync(self._stats, conn)
-        except FileCacheError as exc:
-            return _error(str(exc))
-        return CallToolResult(
-            content=[TextContent(type="text", text=json.dumps(payload))],
-            _meta={"filecache": payload},
-        )
 
     def _stats(self, conn: _Connection) -> dict[str, Any]:
         kinds: dict[str, int] = {}
@@ -332,120 +315,46 @@ def _path_of_uri(uri: str) -> Path | None:
     return Path(unquote(parsed.path)).resolve()
 
 
-def _error(message: str) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+def _op(args: dict[str, Any]) -> Callable[[Session], ReadResult | WriteResult]:
+    """The ``Session`` call for checked arguments of read_file, write_file or edit_file."""
+    path = args["path"]
+    if "content" in args:
+        return lambda s: s.write(path, args["content"])
+    if "old_string" in args:
+        replace_all = bool(args["replace_all"])
+        return lambda s: s.edit(
+            path, args["old_string"], args["new_string"], replace_all=replace_all
+        )
+    return lambda s: s.read(
+        path,
+        offset=args["offset"],
+        limit=args["limit"],
+        mode=args["mode"] or "auto",
+        symbol=args["symbol"],
+        fresh=bool(args["fresh"]),
+    )
 
 
-# -- the tools -------------------------------------------------------------------------------
-
-_PATH = Field(description="File path, relative to the root (or absolute inside a root).")
-_READ_DOC = (
-    "Read a text file. Lines come numbered (number, TAB, line) under a one-line header. "
-    "Use offset/limit for a part of a large file."
-)
-_WRITE_DOC = (
-    "Create or replace a text file with content (atomically). The server remembers what you "
-    "wrote: a later read_file of it answers 'unchanged'."
-)
-_EDIT_DOC = (
-    "Replace old_string with new_string in a file; old_string must occur exactly once unless "
-    "replace_all is true. The server remembers your edit: a later read_file answers "
-    "'unchanged' (or a diff of changes made by others)."
-)
-_STATS_DOC = "This connection's filecache numbers: answers by kind and read tokens saved (JSON)."
+def _result(text: str, meta: dict[str, Any]) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "_meta": {"filecache": meta}}
 
 
-def build_server(options: ServeOptions) -> MCPServer[Any]:
-    """The MCP server for ``options`` (stores open when it runs)."""
+def _error(message: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": message}], "isError": True}
+
+
+def build_server(options: ServeOptions, host: str = "127.0.0.1", port: int = 8000) -> Any:
+    """The MCP server for ``options`` (stores open when it runs); ``host``/``port``: where
+    streamable HTTP listens."""
     state = FileCacheServer(options)
-    guide = mcp_instructions("read_file")
-    server: MCPServer[Any] = MCPServer(
+    server = new_server(
         options.name,
-        instructions=guide,
+        instructions=mcp_instructions("read_file"),
         lifespan=state.lifespan,
-        middleware=[state.observe],
-        log_level="WARNING",
+        host=host,
+        port=port,
     )
-
-    async def read_file(
-        path: Annotated[str, _PATH],
-        ctx: Context[Any, Any],
-        offset: Annotated[
-            int | None, Field(description="First line to read (1-based). Default: 1.")
-        ] = None,
-        limit: Annotated[
-            int | None, Field(description="Number of lines to read. Default: to the end.")
-        ] = None,
-        mode: Annotated[
-            str,
-            Field(
-                description="'auto' (default), 'full' (always the lines, never an outline) or "
-                "'outline' (signatures with line numbers, where supported)."
-            ),
-        ] = "auto",
-        symbol: Annotated[
-            str | None,
-            Field(description="Read one definition, e.g. 'Class.method' (where supported)."),
-        ] = None,
-        fresh: Annotated[
-            bool,
-            Field(
-                description="Send the full content even if you have it (use when the result a "
-                "FileRef or diff names is no longer in your context)."
-            ),
-        ] = False,
-    ) -> CallToolResult:
-        return await state.call(
-            ctx,
-            path,
-            lambda s: s.read(
-                path, offset=offset, limit=limit, mode=mode, symbol=symbol, fresh=fresh
-            ),
-        )
-
-    async def write_file(
-        path: Annotated[str, _PATH],
-        content: Annotated[str, Field(description="The file's complete new content.")],
-        ctx: Context[Any, Any],
-    ) -> CallToolResult:
-        return await state.call(ctx, path, lambda s: s.write(path, content))
-
-    async def edit_file(
-        path: Annotated[str, _PATH],
-        old_string: Annotated[str, Field(description="Exact text to replace.")],
-        new_string: Annotated[str, Field(description="The replacement text.")],
-        ctx: Context[Any, Any],
-        replace_all: Annotated[
-            bool, Field(description="Replace every occurrence, not just a unique one.")
-        ] = False,
-    ) -> CallToolResult:
-        return await state.call(
-            ctx, path, lambda s: s.edit(path, old_string, new_string, replace_all=replace_all)
-        )
-
-    async def cache_stats(ctx: Context[Any, Any]) -> CallToolResult:
-        return await state.stats(ctx)
-
-    server.add_tool(
-        read_file,
-        description=f"{_READ_DOC}\n\n{guide}",
-        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
-    )
-    server.add_tool(
-        write_file,
-        description=_WRITE_DOC,
-        annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True),
-    )
-    server.add_tool(
-        edit_file,
-        description=_EDIT_DOC,
-        annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=False),
-    )
-    server.add_tool(
-        cache_stats,
-        description=_STATS_DOC,
-        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
-    )
+    install(server, state)
     return server
 
 
@@ -453,16 +362,13 @@ def serve(
     options: ServeOptions, transport: str = "stdio", host: str = "127.0.0.1", port: int = 8000
 ) -> None:
     """Run the server until the client disconnects (stdio) or the process is stopped (http)."""
-    server = build_server(options)
+    if transport not in ("stdio", "http"):
+        raise ConfigError(f"unknown transport {transport!r}; use 'stdio' or 'http'")
+    server = build_server(options, host=host, port=port)
     if transport == "http" and host not in ("127.0.0.1", "localhost", "::1"):
         print(
             f"filecache: serving files on {host}:{port} without authentication; anyone who can "
             "reach it can read and write under the roots",
             file=sys.stderr,
         )
-    if transport == "stdio":
-        server.run("stdio")
-    elif transport == "http":
-        server.run("streamable-http", host=host, port=port)
-    else:
-        raise ConfigError(f"unknown transport {transport!r}; use 'stdio' or 'http'")
+    run(server, "stdio" if transport == "stdio" else "streamable-http", host=host, port=port)

@@ -25,6 +25,7 @@ from typing import Generic, TypeVar
 from filecache.store import Store
 
 __all__ = [
+    "DISTRIBUTION",
     "MCP_INSTALL_HINT",
     "Connections",
     "RefWindow",
@@ -34,7 +35,13 @@ __all__ = [
     "session_events",
 ]
 
-MCP_INSTALL_HINT = "filecache's MCP support needs the mcp SDK: pip install 'filecache[mcp]'"
+DISTRIBUTION = "filecache-agent"
+"""The name filecache is installed by (``pip install filecache-agent``; it imports as
+``filecache``)."""
+MCP_INSTALL_HINT = (
+    f"filecache's MCP server and middleware need the mcp extra: pip install '{DISTRIBUTION}[mcp]'"
+)
+_EXTRA_MODULES = ("mcp", "mcp_types", "anyio", "pydantic", "pydantic_core")
 
 _SESSION_HEADER = "mcp-session-id"
 _MAX_CONNECTIONS = 1024  # connection states kept (HTTP); the least recently used go first
@@ -44,12 +51,13 @@ T = TypeVar("T")
 
 @contextmanager
 def mcp_required() -> Iterator[None]:
-    """Around the MCP SDK's imports: a missing SDK raises ``ModuleNotFoundError`` (name
-    ``mcp``) with ``MCP_INSTALL_HINT``; any other missing module is raised as it is."""
+    """Around the imports of the mcp extra (the SDK, anyio, pydantic): a missing one raises
+    ``ModuleNotFoundError`` (name ``mcp``) with ``MCP_INSTALL_HINT``; any other missing module
+    is raised as it is."""
     try:
         yield
     except ModuleNotFoundError as exc:  # the [mcp] extra is not installed
-        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types"):
+        if (exc.name or "").split(".")[0] not in _EXTRA_MODULES:
             raise
         raise ModuleNotFoundError(MCP_INSTALL_HINT, name="mcp") from exc
 

@@ -17,6 +17,7 @@ import click
 from .cache import FileCache, Session
 from .errors import FileCacheError, PathError, RequestError
 from .store import open_store
+from .tools import param_help  # option help in the words of the tool table
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,7 +36,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings=CONTEXT)
-@click.version_option(package_name="filecache")
+@click.version_option(package_name="filecache-agent")  # the distribution's name
 def main() -> None:
     """Delta reads for LLM coding agents: FileRefs and diffs instead of re-sent files."""
 
@@ -73,17 +74,17 @@ def _emit(result: Any, as_json: bool, session: Session) -> None:
 
 @main.command(context_settings=CONTEXT)
 @click.argument("path")
-@click.option("--offset", type=int, help="First line to read (1-based).")
-@click.option("--limit", type=int, help="Number of lines to read.")
+@click.option("--offset", type=int, help=param_help("read_file", "offset"))
+@click.option("--limit", type=int, help=param_help("read_file", "limit"))
 @click.option(
     "--mode",
     type=click.Choice(["auto", "full", "outline"]),
     default="auto",
     show_default=True,
-    help="auto: an outline instead of a large file's content; full: never; outline: always.",
+    help=param_help("read_file", "mode"),
 )
-@click.option("--symbol", help="Read one definition (e.g. Queue.pop) instead of lines.")
-@click.option("--fresh", is_flag=True, help="Send the content even if the session has it.")
+@click.option("--symbol", help=param_help("read_file", "symbol"))
+@click.option("--fresh", is_flag=True, help=param_help("read_file", "fresh"))
 @click.option("--raw", is_flag=True, help="Raw lines, without header and line numbers.")
 @click.option("--call-id", help="The tool call id to record (default: generated).")
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
@@ -157,7 +158,7 @@ def outline(path: str, symbol: str | None, as_json: bool, root: Path) -> None:
 
 @main.command(context_settings=CONTEXT)
 @click.argument("path")
-@click.option("--content", help="The new content (default: read from standard input).")
+@click.option("--content", help=f"{param_help('write_file', 'content')} Default: standard input.")
 @click.option("--call-id", help="The tool call id to record (default: generated).")
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
 @cache_options
@@ -179,9 +180,9 @@ def write(
 
 @main.command(context_settings=CONTEXT)
 @click.argument("path")
-@click.option("--old", "old_string", required=True, help="Exact text to replace.")
-@click.option("--new", "new_string", required=True, help="Replacement text.")
-@click.option("--replace-all", is_flag=True, help="Replace every occurrence, not just one.")
+@click.option("--old", "old_string", required=True, help=param_help("edit_file", "old_string"))
+@click.option("--new", "new_string", required=True, help=param_help("edit_file", "new_string"))
+@click.option("--replace-all", is_flag=True, help=param_help("edit_file", "replace_all"))
 @click.option("--call-id", help="The tool call id to record (default: generated).")
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
 @cache_options
@@ -259,15 +260,15 @@ def serve(
     ref_minutes: float | None,
     watch: bool,
 ) -> None:
-    """Run an MCP server with read_file/write_file/edit_file/cache_stats (needs filecache[mcp])."""
+    """Run an MCP server with read_file/write_file/edit_file/cache_stats (needs the mcp extra)."""
     try:
         from filecache.adapters.mcp_server import ServeOptions
         from filecache.adapters.mcp_server import serve as run_server
     except ModuleNotFoundError as exc:
-        if exc.name != "mcp":
+        if exc.name != "mcp":  # mcp_required() names the extra's modules "mcp"
             raise
-        click.echo("filecache serve needs the mcp SDK: pip install 'filecache[mcp]'", err=True)
-        ctx.exit(1)
+        click.echo(f"filecache: {exc}", err=True)  # what to install
+        ctx.exit(2)
     options = ServeOptions(
         roots=roots or (Path("."),),
         store=store,

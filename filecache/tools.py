@@ -1,13 +1,25 @@
-"""filecache's own file tools for an agent loop: JSON schemas and one dispatcher.
+"""filecache's own file tools: the one table of tool specs, their schemas, and one dispatcher.
 
-``schemas("openai")`` / ``schemas("anthropic")`` give the tool definitions to send with a
-request (their descriptions carry ``instructions()``); ``run_tool(session, name, arguments,
-call_id)`` executes one call and returns the text for the tool result, with ``is_error`` set
-for anything refused (a bad path, binary file, edit that does not match, bad arguments), so the
-loop never crashes on the model's mistakes.
+``TOOL_SPECS`` is the single source of every tool's name, description and parameters (type,
+description, default, limits). Everything else is generated from it: ``schemas("openai")``,
+``schemas("responses")``, ``schemas("anthropic")`` and ``schemas("mcp")`` (the definitions of
+``filecache serve``), their OpenAI strict-mode variants (``strict=True``), the argument checks of
+``run_tool`` and of the MCP server (``check_arguments``), and the CLI's option help
+(``param_help``).
 
-Invariant: the text of a successful call is exactly the ``Session`` answer's text; an error's
-text is the ``FileCacheError`` message, which says what to do.
+``run_tool(session, name, arguments, call_id)`` executes one call and returns the text for the
+tool result, with ``is_error`` set for anything refused (a bad path, binary file, edit that does
+not match, bad arguments), so the loop never crashes on the model's mistakes.
+
+Invariants:
+- Every ``schemas()`` call builds new dicts: a caller may change what it gets (openai-agents'
+  strict mode does) without changing what the next caller gets.
+- Arguments are checked strictly against the table: an integer is a JSON integer (not ``"5"``,
+  not ``true``), a boolean is ``true``/``false`` (not ``"yes"``, not ``1``), and an argument the
+  tool does not take is refused, never ignored. ``null`` for an optional argument means "not
+  given" (OpenAI strict mode sends it). Every refusal is one line that names the argument.
+- The text of a successful call is exactly the ``Session`` answer's text; an error's text is the
+  ``FileCacheError`` message, which says what to do.
 """
 
 from __future__ import annotations
@@ -15,62 +27,174 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import FileCacheError, RequestError
-from .render import instructions
 
 if TYPE_CHECKING:
     from .session import Session
 
-__all__ = ["ToolOutput", "run_tool", "schemas"]
+__all__ = [
+    "CACHE_STATS",
+    "EDIT_FILE",
+    "FILE_TOOL_SPECS",
+    "Param",
+    "READ_FILE",
+    "TOOL_SPECS",
+    "ToolOutput",
+    "ToolSpec",
+    "WRITE_FILE",
+    "check_arguments",
+    "param_help",
+    "run_tool",
+    "schemas",
+    "tool_spec",
+]
 
-_READ = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string", "description": "File path, relative to the project root."},
-        "offset": {"type": "integer", "minimum": 1, "description": "First line (1-based)."},
-        "limit": {"type": "integer", "minimum": 1, "description": "Number of lines."},
-        "mode": {
-            "type": "string",
-            "enum": ["auto", "full", "outline"],
-            "description": "auto (default): an outline for a very large file; full: content.",
-        },
-        "symbol": {"type": "string", "description": "Read one definition, e.g. Queue.pop."},
-        "fresh": {"type": "boolean", "description": "Send the content even if you have it."},
-    },
-    "required": ["path"],
-    "additionalProperties": False,
-}
-_WRITE = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string", "description": "File path, relative to the project root."},
-        "content": {"type": "string", "description": "The whole new content."},
-    },
-    "required": ["path", "content"],
-    "additionalProperties": False,
-}
-_EDIT = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string", "description": "File path, relative to the project root."},
-        "old_string": {"type": "string", "description": "Exact text to replace."},
-        "new_string": {"type": "string", "description": "Replacement text."},
-        "replace_all": {"type": "boolean", "description": "Replace every occurrence."},
-    },
-    "required": ["path", "old_string", "new_string"],
-    "additionalProperties": False,
-}
-_TOOLS = (
-    ("read_file", "Read a file (or lines of it).", _READ),
-    ("write_file", "Create or replace a file with the given content.", _WRITE),
-    (
-        "edit_file",
-        "Replace old_string with new_string in a file (one match unless replace_all).",
-        _EDIT,
-    ),
+JsonType = Literal["string", "integer", "boolean"]
+Style = Literal["openai", "responses", "anthropic", "mcp"]
+STYLES: tuple[Style, ...] = ("openai", "responses", "anthropic", "mcp")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a tool: its JSON type, what it means, and its limits."""
+
+    name: str
+    type: JsonType
+    description: str
+    required: bool = False
+    default: str | int | bool | None = None
+    enum: tuple[str, ...] | None = None
+    minimum: int | None = None
+
+    def json_schema(self, strict: bool = False) -> dict[str, Any]:
+        """This parameter's JSON schema; ``strict``: OpenAI strict mode's form (an optional
+        parameter is nullable instead of omittable; no ``default``/``minimum``)."""
+        nullable = strict and not self.required
+        schema: dict[str, Any] = {"type": [self.type, "null"] if nullable else self.type}
+        if self.enum is not None:
+            schema["enum"] = [*self.enum, None] if nullable else list(self.enum)
+        if not strict:
+            if self.minimum is not None:
+                schema["minimum"] = self.minimum
+            if self.default is not None:
+                schema["default"] = self.default
+        schema["description"] = self.description
+        return schema
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool: name, description, parameters, and the MCP hints of what it does."""
+
+    name: str
+    description: str
+    params: tuple[Param, ...]
+    read_only: bool
+    idempotent: bool = True
+    guide: bool = False  # the description is followed by filecache's instructions
+
+    def param(self, name: str) -> Param:
+        for param in self.params:
+            if param.name == name:
+                return param
+        raise KeyError(f"{self.name} has no parameter {name!r}")
+
+    def input_schema(self, strict: bool = False) -> dict[str, Any]:
+        """The JSON schema of this tool's arguments (a new dict on every call)."""
+        return {
+            "type": "object",
+            "properties": {p.name: p.json_schema(strict) for p in self.params},
+            "required": [p.name for p in self.params if p.required or strict],
+            "additionalProperties": False,
+        }
+
+
+_PATH = Param(
+    "path", "string", "File path, relative to the root (or absolute, inside a root).", True
 )
+
+READ_FILE = ToolSpec(
+    "read_file",
+    "Read a text file, or some lines of it. Lines come numbered (number, TAB, line) under a "
+    "one-line header; use offset/limit for part of a large file.",
+    (
+        _PATH,
+        Param("offset", "integer", "First line to read (1-based). Default: 1.", minimum=1),
+        Param("limit", "integer", "Number of lines to read. Default: to the end.", minimum=1),
+        Param(
+            "mode",
+            "string",
+            "'auto' (default): an outline instead of a very large file's content; 'full': "
+            "always the lines; 'outline': signatures with line numbers, where supported.",
+            default="auto",
+            enum=("auto", "full", "outline"),
+        ),
+        Param("symbol", "string", "Read one definition, e.g. 'Class.method' (where supported)."),
+        Param(
+            "fresh",
+            "boolean",
+            "Send the full content even if you have it (use when the result a FileRef or diff "
+            "names is no longer in your context).",
+            default=False,
+        ),
+    ),
+    read_only=True,
+    guide=True,
+)
+WRITE_FILE = ToolSpec(
+    "write_file",
+    "Create or replace a text file with the given content (atomically). Your writes are "
+    "remembered: a later read_file of the file answers 'unchanged'.",
+    (_PATH, Param("content", "string", "The file's complete new content.", True)),
+    read_only=False,
+)
+EDIT_FILE = ToolSpec(
+    "edit_file",
+    "Replace old_string with new_string in a file; old_string must occur exactly once unless "
+    "replace_all is true. Your edits are remembered: a later read_file answers 'unchanged' (or "
+    "a diff of changes made by others).",
+    (
+        _PATH,
+        Param("old_string", "string", "Exact text to replace.", True),
+        Param("new_string", "string", "The replacement text.", True),
+        Param(
+            "replace_all",
+            "boolean",
+            "Replace every occurrence, not just a unique one.",
+            default=False,
+        ),
+    ),
+    read_only=False,
+    idempotent=False,
+)
+CACHE_STATS = ToolSpec(
+    "cache_stats",
+    "This connection's filecache numbers: answers by kind and read tokens saved (JSON).",
+    (),
+    read_only=True,
+)
+
+FILE_TOOL_SPECS: tuple[ToolSpec, ...] = (READ_FILE, WRITE_FILE, EDIT_FILE)
+"""The tools ``run_tool`` runs and ``schemas()`` describes."""
+TOOL_SPECS: tuple[ToolSpec, ...] = (*FILE_TOOL_SPECS, CACHE_STATS)
+"""Every tool, ``cache_stats`` (served by ``filecache serve`` only) included."""
+_BY_NAME = {spec.name: spec for spec in TOOL_SPECS}
+
+
+def tool_spec(name: str) -> ToolSpec:
+    """The spec of tool ``name``; a ``RequestError`` naming the tools for any other name."""
+    spec = _BY_NAME.get(name)
+    if spec is None:
+        names = ", ".join(_BY_NAME)
+        raise RequestError(f"unknown tool {_short(name)}; filecache has {names}")
+    return spec
+
+
+def param_help(tool: str, param: str) -> str:
+    """A parameter's description, for CLI option help (the same words the model reads)."""
+    return _BY_NAME[tool].param(param).description
 
 
 @dataclass(frozen=True)
@@ -81,51 +205,117 @@ class ToolOutput:
     is_error: bool = False
 
 
-def schemas(style: str = "openai") -> list[dict[str, Any]]:
-    """Tool definitions for ``openai`` (chat completions), ``responses`` or ``anthropic``."""
-    guide = instructions()
+def schemas(
+    style: str = "openai", *, strict: bool = False, guide: str | None = None
+) -> list[dict[str, Any]]:
+    """Tool definitions for ``openai`` (chat completions), ``responses``, ``anthropic`` or
+    ``mcp`` (``tools/list`` entries), new dicts on every call.
+
+    Args:
+        style: the API the definitions are for.
+        strict: OpenAI strict mode (``"strict": true``; every property required, optional ones
+            nullable; ``additionalProperties`` false).
+        guide: the text after ``read_file``'s description. Default: ``instructions()`` (for
+            ``mcp``: ``mcp_instructions()``, with ``cache_stats`` among the tools).
+    """
+    from .render import instructions, mcp_instructions
+
+    if style not in STYLES:
+        raise RequestError(f"unknown style {style!r}; use openai, responses, anthropic or mcp")
+    if guide is None:
+        guide = mcp_instructions("read_file") if style == "mcp" else instructions()
+    specs = TOOL_SPECS if style == "mcp" else FILE_TOOL_SPECS
     out: list[dict[str, Any]] = []
-    for name, summary, params in _TOOLS:
-        description = summary if name != "read_file" else f"{summary}\n\n{guide}"
+    for spec in specs:
+        description = f"{spec.description}\n\n{guide}" if spec.guide else spec.description
+        tool: dict[str, Any] = {"name": spec.name, "description": description}
+        params = spec.input_schema(strict)
         if style == "openai":
-            fn = {"name": name, "description": description, "parameters": params}
-            out.append({"type": "function", "function": fn})
+            tool["parameters"] = params
+            out.append({"type": "function", "function": tool | _strict(strict)})
         elif style == "responses":
-            out.append(
-                {"type": "function", "name": name, "description": description, "parameters": params}
-            )
+            out.append({"type": "function", **tool, "parameters": params, **_strict(strict)})
         elif style == "anthropic":
-            out.append({"name": name, "description": description, "input_schema": params})
+            out.append({**tool, "input_schema": params, **_strict(strict)})
         else:
-            raise RequestError(f"unknown style {style!r}; use openai, responses or anthropic")
+            hints = {"readOnlyHint": spec.read_only, "openWorldHint": False}
+            if not spec.read_only:
+                hints |= {"destructiveHint": True, "idempotentHint": spec.idempotent}
+            out.append({**tool, "inputSchema": params, "annotations": hints})
     return out
 
 
-def _arguments(arguments: Mapping[str, Any] | str) -> dict[str, Any]:
+def _strict(strict: bool) -> dict[str, Any]:
+    return {"strict": True} if strict else {}
+
+
+def check_arguments(spec: ToolSpec, arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
+    """``arguments`` (a JSON object, or its text) checked strictly against ``spec``.
+
+    Returns every parameter of the tool: the value given, or None where an optional one was
+    not given (or given as null). Raises ``RequestError`` (one line) for anything else.
+    """
+    args = _arguments(arguments)
+    unknown = [name for name in args if name not in {p.name for p in spec.params}]
+    if unknown:
+        takes = ", ".join(p.name for p in spec.params) or "no arguments"
+        raise RequestError(
+            f"{spec.name}: unknown argument {_short(unknown[0])}; {spec.name} takes {takes}"
+        )
+    out: dict[str, Any] = {}
+    for param in spec.params:
+        value = args.get(param.name)
+        if value is None:
+            if param.required:
+                raise RequestError(f"{spec.name}: missing argument {param.name!r}")
+        elif not _is(value, param.type):
+            raise RequestError(
+                f"{spec.name}: argument {param.name!r} must be {_A[param.type]}, "
+                f"got {_short(value)}"
+            )
+        elif param.enum is not None and value not in param.enum:
+            raise RequestError(
+                f"{spec.name}: argument {param.name!r} must be one of "
+                f"{', '.join(param.enum)}; got {_short(value)}"
+            )
+        elif param.minimum is not None and value < param.minimum:
+            raise RequestError(
+                f"{spec.name}: argument {param.name!r} must be {param.minimum} or more, got {value}"
+            )
+        out[param.name] = value
+    return out
+
+
+_A = {"string": "a string", "integer": "an integer", "boolean": "true or false"}
+
+
+def _is(value: Any, kind: JsonType) -> bool:
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, bool)
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` on one line, cut to about ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def _arguments(arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
+    if arguments is None:
+        return {}
     if isinstance(arguments, str):
         try:
             parsed = json.loads(arguments or "{}")
-        except json.JSONDecodeError as exc:
-            raise RequestError(
-                f"arguments are not valid JSON ({exc.msg}); send a JSON object"
-            ) from exc
-        except RecursionError:  # the parser recurses: a 100,000-deep array must not crash
-            raise RequestError("arguments are nested too deep; send a flat JSON object") from None
+        except (json.JSONDecodeError, RecursionError) as exc:
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            raise RequestError(f"arguments are not valid JSON ({why}); send a JSON object") from exc
         arguments = parsed
     if not isinstance(arguments, Mapping):
         raise RequestError("arguments must be a JSON object")
     return dict(arguments)
-
-
-def _pick(args: dict[str, Any], name: str, kind: type, required: bool = False) -> Any:
-    value = args.get(name)
-    if value is None:
-        if required:
-            raise RequestError(f"missing argument {name!r}")
-        return None
-    if kind is int and isinstance(value, bool) or not isinstance(value, kind):
-        raise RequestError(f"argument {name!r} must be {kind.__name__}, got {value!r}")
-    return value
 
 
 def run_tool(
@@ -133,31 +323,33 @@ def run_tool(
 ) -> ToolOutput:
     """Run filecache's ``read_file``/``write_file``/``edit_file`` for one tool call."""
     try:
-        args = _arguments(arguments)
-        path = _pick(args, "path", str, required=True)
+        spec = next((s for s in FILE_TOOL_SPECS if s.name == name), None)
+        if spec is None:
+            names = ", ".join(s.name for s in FILE_TOOL_SPECS)
+            raise RequestError(f"unknown tool {_short(name)}; filecache has {names}")
+        args = check_arguments(spec, arguments)
+        path = args["path"]
         if name == "read_file":
             result = session.read(
                 path,
-                offset=_pick(args, "offset", int),
-                limit=_pick(args, "limit", int),
-                mode=_pick(args, "mode", str) or "auto",
-                symbol=_pick(args, "symbol", str),
-                fresh=bool(_pick(args, "fresh", bool)),
+                offset=args["offset"],
+                limit=args["limit"],
+                mode=args["mode"] or "auto",
+                symbol=args["symbol"],
+                fresh=bool(args["fresh"]),
                 call_id=call_id,
             )
             return ToolOutput(result.text)
         if name == "write_file":
-            written = session.write(path, _pick(args, "content", str, True), call_id=call_id)
+            written = session.write(path, args["content"], call_id=call_id)
             return ToolOutput(written.text)
-        if name == "edit_file":
-            edited = session.edit(
-                path,
-                _pick(args, "old_string", str, True),
-                _pick(args, "new_string", str, True),
-                replace_all=bool(_pick(args, "replace_all", bool)),
-                call_id=call_id,
-            )
-            return ToolOutput(edited.text)
-        raise RequestError(f"unknown tool {name!r}; filecache has read_file, write_file, edit_file")
+        edited = session.edit(
+            path,
+            args["old_string"],
+            args["new_string"],
+            replace_all=bool(args["replace_all"]),
+            call_id=call_id,
+        )
+        return ToolOutput(edited.text)
     except FileCacheError as exc:
         return ToolOutput(f"Error: {exc}", is_error=True)

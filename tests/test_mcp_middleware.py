@@ -9,9 +9,9 @@ from typing import Any
 
 import anyio
 import pytest
+from filecache.adapters.mcp_compat import ServerRequestContext
 from filecache.adapters.mcp_middleware import FileCacheMiddleware
-from mcp.server.context import ServerRequestContext
-from mcp_client import REPO, SAMPLE_SERVER, meta_of, stdio_session, text_of
+from mcp_client import REPO, SAMPLE_SERVER, as_json, is_error, meta_of, stdio_session, text_of
 
 from filecache import ConfigError, Session, instructions
 
@@ -37,7 +37,7 @@ def errlog(tmp_path: Path) -> Path:
 async def test_sample_server_flow(root: Path, notes: str, errlog: Path) -> None:
     with anyio.fail_after(TEST_TIMEOUT):
         async with stdio_session([str(SAMPLE_SERVER), str(root)], errlog) as client:
-            listed = {t.name: t for t in (await client.list_tools()).tools}
+            listed = {t.name: as_json(t) for t in (await client.list_tools()).tools}
             first = await client.call_tool("read_file", {"path": "notes.txt"})
             second = await client.call_tool("read_file", {"path": "notes.txt"})
             edited = await client.call_tool(
@@ -54,18 +54,18 @@ async def test_sample_server_flow(root: Path, notes: str, errlog: Path) -> None:
             other = await client.call_tool("read_file", {"path": "src/app.py"})
 
     read = listed["read_file"]
-    assert read.input_schema["properties"]["fresh"]["type"] == "boolean"
-    assert instructions() in (read.description or "")
-    assert "fresh" not in listed["edit_file"].input_schema["properties"]
+    assert read["inputSchema"]["properties"]["fresh"]["type"] == "boolean"
+    assert instructions() in read["description"]
+    assert "fresh" not in listed["edit_file"]["inputSchema"]["properties"]
 
     assert text_of(first).startswith(notes)  # the tool's own output, then the tag block
     assert meta_of(first)["call_id"] in text_of(first).removeprefix(notes)
     assert meta_of(second)["kind"] == "unchanged"
     assert meta_of(second)["base_call_id"] == meta_of(first)["call_id"]
     assert len(text_of(second)) * 10 < len(notes)
-    assert second.structured_content == {"result": text_of(second)}  # no stale full copy
+    assert as_json(second)["structuredContent"] == {"result": text_of(second)}  # no stale full copy
 
-    assert not edited.is_error and text_of(edited) == "edited notes.txt"
+    assert not is_error(edited) and text_of(edited) == "edited notes.txt"
     assert meta_of(after_edit)["kind"] == "diff"  # the host's edit tool says nothing of lines
     assert "-line 7: the quick" in text_of(after_edit)
     assert "+seven: the quick" in text_of(after_edit)
@@ -73,17 +73,37 @@ async def test_sample_server_flow(root: Path, notes: str, errlog: Path) -> None:
     assert "+forty: the quick" in text_of(after_change) and "seven" not in text_of(after_change)
     assert meta_of(fresh)["kind"] == "full" and "forty: the quick" in text_of(fresh)
 
-    assert refused.is_error and "outside the root" in text_of(refused) and refused.meta is None
-    assert missing.is_error and missing.meta is None
-    assert not other.is_error and "return 1" in text_of(other)
+    assert is_error(refused) and "outside the root" in text_of(refused) and refused.meta is None
+    assert is_error(missing) and missing.meta is None
+    assert not is_error(other) and "return 1" in text_of(other)
+
+
+async def test_argument_errors_reach_the_model_as_one_line(
+    root: Path, notes: str, errlog: Path
+) -> None:
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with stdio_session([str(SAMPLE_SERVER), str(root)], errlog) as client:
+            fresh = await client.call_tool("read_file", {"path": "notes.txt", "fresh": "yes"})
+            no_path = await client.call_tool("read_file", {})
+            edit = {"path": "notes.txt", "old_string": 1, "new_string": "x"}
+            wrong_type = await client.call_tool("edit_file", edit)
+            plain = await client.call_tool("read_file", {"path": "notes.txt"})
+    assert is_error(fresh)  # refused by filecache: the tool never ran
+    assert text_of(fresh) == "read_file: argument 'fresh' must be true or false, got 'yes'"
+    assert is_error(no_path)  # the SDK's own (multi-line) validation error, as one line
+    assert text_of(no_path) == "read_file: argument 'path': Field required"
+    assert text_of(wrong_type) == (
+        "edit_file: argument 'old_string': Input should be a valid string (got 1)"
+    )
+    assert text_of(plain).startswith(notes) and (root / "notes.txt").read_text() == notes
 
 
 async def test_plain_sample_server_has_no_filecache(root: Path, notes: str, errlog: Path) -> None:
     with anyio.fail_after(TEST_TIMEOUT):
         async with stdio_session([str(SAMPLE_SERVER), str(root), "--plain"], errlog) as client:
-            listed = {t.name: t for t in (await client.list_tools()).tools}
+            listed = {t.name: as_json(t) for t in (await client.list_tools()).tools}
             reads = [await client.call_tool("read_file", {"path": "notes.txt"}) for _ in range(2)]
-    assert "fresh" not in listed["read_file"].input_schema["properties"]
+    assert "fresh" not in listed["read_file"]["inputSchema"]["properties"]
     assert [text_of(r) for r in reads] == [notes, notes]
     assert all(r.meta is None for r in reads)
 

@@ -12,13 +12,22 @@ from typing import Any
 
 import anyio
 import pytest
+from filecache.adapters.mcp_compat import ServerRequestContext
 from filecache.adapters.mcp_server import FileCacheServer, ServeOptions
 from filecache.adapters.mcp_sessions import RefWindow, connection_key
-from mcp.server.context import ServerRequestContext
-from mcp.types import RootsListChangedNotification
-from mcp_client import http_session, meta_of, serve_args, stdio_session, text_of
+from mcp_client import (
+    as_json,
+    http_session,
+    is_error,
+    meta_of,
+    roots_changed,
+    serve_args,
+    stdio_session,
+    text_of,
+)
 
 from filecache import instructions
+from filecache.tools import schemas
 
 pytestmark = pytest.mark.anyio
 TEST_TIMEOUT = 60.0
@@ -45,10 +54,10 @@ async def test_lists_tools_with_schemas_and_instructions(
     with anyio.fail_after(TEST_TIMEOUT):
         async with stdio_session(_serve(root, store_path), errlog) as client:
             listed = await client.list_tools()
-    tools = {t.name: t for t in listed.tools}
+    tools = {t.name: as_json(t) for t in listed.tools}
     assert set(tools) == {"read_file", "write_file", "edit_file", "cache_stats"}
     read = tools["read_file"]
-    assert set(read.input_schema["properties"]) == {
+    assert set(read["inputSchema"]["properties"]) == {
         "path",
         "offset",
         "limit",
@@ -56,14 +65,21 @@ async def test_lists_tools_with_schemas_and_instructions(
         "symbol",
         "fresh",
     }
-    assert read.input_schema["required"] == ["path"]
-    assert all("description" in p for p in read.input_schema["properties"].values())
-    assert instructions() in (read.description or "")
-    assert "fresh=true" in (read.description or "")
-    assert read.annotations is not None and read.annotations.read_only_hint
-    assert set(tools["edit_file"].input_schema["required"]) == {"path", "old_string", "new_string"}
-    assert tools["write_file"].annotations is not None
-    assert tools["write_file"].annotations.destructive_hint
+    assert read["inputSchema"]["required"] == ["path"]
+    assert read["inputSchema"]["additionalProperties"] is False
+    assert all("description" in p for p in read["inputSchema"]["properties"].values())
+    assert instructions() in read["description"]
+    assert "fresh=true" in read["description"]
+    assert read["annotations"]["readOnlyHint"]
+    assert set(tools["edit_file"]["inputSchema"]["required"]) == {
+        "path",
+        "old_string",
+        "new_string",
+    }
+    assert tools["write_file"]["annotations"]["destructiveHint"]
+    assert tools["cache_stats"]["inputSchema"]["properties"] == {}
+    # every definition is the tool table's, as schemas("mcp") generates it
+    assert list(tools.values()) == schemas("mcp")
 
 
 async def test_read_edit_change_fresh(
@@ -88,14 +104,14 @@ async def test_read_edit_change_fresh(
             )
             stats = await client.call_tool("cache_stats", {})
 
-    assert not first.is_error and meta_of(first)["kind"] == "full"
+    assert not is_error(first) and meta_of(first)["kind"] == "full"
     assert "line 60: the quick brown fox" in text_of(first)
     assert meta_of(second)["kind"] == "unchanged"
     assert meta_of(second)["base_call_id"] == meta_of(first)["call_id"]
     assert len(text_of(second)) * 10 < len(text_of(first))
     assert text_of(second).count("\n") == 1  # one line; the tool description says fresh=true
 
-    assert not edited.is_error and meta_of(edited)["kind"] == "edited"
+    assert not is_error(edited) and meta_of(edited)["kind"] == "edited"
     assert meta_of(after_edit)["kind"] == "unchanged"  # the model knows its own edit
     assert meta_of(after_edit)["base_call_id"] == meta_of(edited)["call_id"]
 
@@ -152,15 +168,32 @@ async def test_refusals_are_tool_errors_and_the_server_keeps_answering(
         ("read_file", {"path": "notes.txt", "mode": "sideways"}, "mode"),
         ("edit_file", {"path": "notes.txt", "old_string": "nope", "new_string": "x"}, "not found"),
         ("read_file", {"path": "notes.txt", "offset": "ten"}, "offset"),
+        # strict argument types: no coercion, nothing ignored
+        ("read_file", {"path": "notes.txt", "offset": "5"}, "'offset' must be an integer"),
+        ("read_file", {"path": "notes.txt", "limit": True}, "'limit' must be an integer"),
+        ("read_file", {"path": "notes.txt", "fresh": "yes"}, "'fresh' must be true or false"),
+        ("read_file", {"path": "notes.txt", "fresh": 1}, "'fresh' must be true or false"),
+        ("read_file", {"path": "notes.txt", "ofset": 5}, "unknown argument 'ofset'"),
+        ("read_file", {}, "missing argument 'path'"),
+        ("write_file", {"path": "notes.txt"}, "missing argument 'content'"),
+        ("write_file", {"path": "n.txt", "content": "x\n", "mode": "w"}, "unknown argument"),
+        (
+            "edit_file",
+            {"path": "notes.txt", "old_string": "line", "new_string": "l", "replace_all": "yes"},
+            "'replace_all' must be true or false",
+        ),
+        ("cache_stats", {"verbose": True}, "cache_stats takes no arguments"),
+        ("delete_file", {"path": "notes.txt"}, "unknown tool 'delete_file'"),
     ]
     with anyio.fail_after(TEST_TIMEOUT):
         async with stdio_session(_serve(root, store_path), errlog) as client:
             for tool, args, message in attempts:
                 result = await client.call_tool(tool, args)
-                assert result.is_error, (tool, args, text_of(result))
+                assert is_error(result), (tool, args, text_of(result))
                 assert message in text_of(result), (tool, args, text_of(result))
+                assert "\n" not in text_of(result), text_of(result)  # one line
             still = await client.call_tool("read_file", {"path": "notes.txt"})
-    assert not still.is_error and meta_of(still)["kind"] == "full"
+    assert not is_error(still) and meta_of(still)["kind"] == "full"
     assert {p: p.read_bytes() for p in outside.iterdir()} == before
     names = {p.name for p in root.iterdir()} - {".filecache"}
     assert names == {
@@ -277,9 +310,9 @@ async def test_client_roots_narrow_the_served_roots(
             inside = await client.call_tool("read_file", {"path": "src/app.py"})
             outside = await client.call_tool("read_file", {"path": "notes.txt"})
             write = await client.call_tool("write_file", {"path": "new.txt", "content": "x\n"})
-    assert not inside.is_error
-    assert outside.is_error and "outside the roots your client shared" in text_of(outside)
-    assert write.is_error and not (root / "new.txt").exists()
+    assert not is_error(inside)
+    assert is_error(outside) and "outside the roots your client shared" in text_of(outside)
+    assert is_error(write) and not (root / "new.txt").exists()
 
 
 async def test_client_roots_are_fetched_again_after_list_changed(
@@ -290,10 +323,10 @@ async def test_client_roots_are_fetched_again_after_list_changed(
         async with stdio_session(_serve(root, store_path), errlog, roots=roots) as client:
             before = await client.call_tool("read_file", {"path": "notes.txt"})
             roots[:] = [root]
-            await client.send_notification(RootsListChangedNotification())
+            await roots_changed(client)
             await anyio.sleep(0.2)  # a notification has no answer to wait for
             after = await client.call_tool("read_file", {"path": "notes.txt"})
-    assert before.is_error and not after.is_error
+    assert is_error(before) and not is_error(after)
 
 
 async def test_several_roots(tmp_path: Path, root: Path, store_path: Path, errlog: Path) -> None:
@@ -313,17 +346,22 @@ async def test_several_roots(tmp_path: Path, root: Path, store_path: Path, errlo
     assert "other notes" in text_of(absolute) and meta_of(absolute)["kind"] == "full"
     assert "only in other" in text_of(only)
     assert meta_of(again)["kind"] == "unchanged"
-    assert nowhere.is_error and "outside every root" in text_of(nowhere)
+    assert is_error(nowhere) and "outside every root" in text_of(nowhere)
 
 
-def test_serve_without_mcp_prints_the_install_hint() -> None:
-    code = (
-        "import sys; sys.modules['mcp'] = None\nfrom filecache.cli import main\nmain(['serve'])\n"
+@pytest.mark.parametrize("missing", ["mcp", "anyio", "pydantic"])
+def test_serve_without_the_extra_says_what_to_install(missing: str) -> None:
+    """Any module of the mcp extra missing: one line, exit 2. (.ci/run also runs `filecache
+    serve` from the built wheel in a clean environment without the extra.)"""
+    code = f"import sys; sys.modules[{missing!r}] = None\nfrom filecache.cli import main\nmain()\n"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "serve"], capture_output=True, text=True, timeout=30
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
-    assert proc.returncode != 0
-    assert "pip install 'filecache[mcp]'" in proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "filecache: filecache's MCP server and middleware need the mcp extra: "
+        "pip install 'filecache-agent[mcp]'"
+    ]
 
 
 # -- pure parts ------------------------------------------------------------------------------
@@ -369,9 +407,9 @@ async def test_outline_and_symbol_reads_pass_through(
         async with stdio_session(_serve(root, store_path), errlog) as client:
             outline = await client.call_tool("read_file", {"path": "src/app.py", "mode": "outline"})
             symbol = await client.call_tool("read_file", {"path": "src/app.py", "symbol": "main"})
-    assert not outline.is_error and meta_of(outline)["kind"] == "outline"
+    assert not is_error(outline) and meta_of(outline)["kind"] == "outline"
     assert "main" in text_of(outline)
-    assert not symbol.is_error and meta_of(symbol)["kind"] == "symbol"
+    assert not is_error(symbol) and meta_of(symbol)["kind"] == "symbol"
     assert "return 1" in text_of(symbol)
 
 
