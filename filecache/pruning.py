@@ -44,6 +44,7 @@ from .render import (
     TRUNCATION_MARKER,
     answer_of,
     render_cleared,
+    render_cleared_ref,
     render_outlined,
     render_truncated,
 )
@@ -471,12 +472,12 @@ def plan_prune(
     actions: dict[str, PruneAction] = {}
     excess = total - target
 
-    def act(info: ResultInfo, tier: str, text: str, reason: str, *, force: bool = False) -> None:
+    def act(info: ResultInfo, tier: str, text: str, reason: str) -> None:
         nonlocal excess
         after = count(text)
         previous = actions.get(info.call_id)
         before_tokens = previous.tokens_after if previous else info.tokens
-        if after >= before_tokens and not force:
+        if after >= before_tokens:
             return
         actions[info.call_id] = PruneAction(
             info.call_id, info.message_index, tier, text, reason, info.tokens, after, info.kind
@@ -489,9 +490,11 @@ def plan_prune(
             reason = superseded[info.call_id]
             if policy.keep_edited and not reason.startswith(_BY_READS):
                 continue
-            # A superseded FileRef or diff goes even when its placeholder is no smaller: kept,
-            # it would hold its base alive (or, its base cleared, name a result that is gone).
-            act(info, "clear", _cleared(info, reason), reason, force=info.answer in _REFERS)
+            # A superseded FileRef gets a placeholder shorter than itself (a one-line FileRef is
+            # shorter than the usual one): kept, it would hold its superseded base alive.
+            short = info.answer == "unchanged"
+            text = render_cleared_ref(reason) if short else _cleared(info, reason)
+            act(info, "clear", text, reason)
     first_protected = min(
         (i.message_index for i in infos if i.call_id in protected),
         default=len(transcript.messages),

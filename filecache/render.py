@@ -26,6 +26,7 @@ __all__ = [
     "render_diff",
     "render_file_ref",
     "render_cleared",
+    "render_cleared_ref",
     "render_outline_answer",
     "render_outline_ref",
     "render_outside_change",
@@ -216,6 +217,11 @@ def render_cleared(description: str, original: str, reason: str) -> str:
     lines = original.count("\n") + (0 if original.endswith("\n") or not original else 1)
     size = f"{lines:,} line{'s' if lines != 1 else ''}, {len(original):,} chars"
     return f"{PLACEHOLDER_MARKER}: {description} ({size}): {reason}; {_how_back(description)}]"
+
+
+def render_cleared_ref(reason: str) -> str:
+    """The short placeholder of a cleared FileRef or diff (shorter than the reference itself)."""
+    return f"{PLACEHOLDER_MARKER}: {reason}]"
 
 
 def render_outlined(description: str, outline: str) -> str:
