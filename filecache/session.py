@@ -439,7 +439,7 @@ class Session:
             base = self._newest(deps)
             text = render_file_ref(src.path, src.version, start, end, total, base)
             tokens = self.cache.count(text)
-            if tokens >= plain:
+            if tokens >= self.cache.margin * plain:  # margin: 1, or estimates' margin
                 return None  # a reference no smaller than the content: send the content
             view.facts_for(src.version, total, self._seq)
             return "unchanged", text, base, src.version, tokens, deps
@@ -477,7 +477,7 @@ class Session:
                     src.path, base, held.version, src.version, hunks, (start, end, total), mapped
                 )
                 tokens = self.cache.count(text)
-                if tokens > self.cache.settings.diff_max_ratio * plain:
+                if tokens > self.cache.settings.diff_max_ratio * self.cache.margin * plain:
                     continue
                 facts = view.facts_for(src.version, total, self._seq)
                 keep = [(start, end)] + [(h.b_start, h.b_start + h.b_len - 1) for h in hunks]
