@@ -24,6 +24,7 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
+from itertools import filterfalse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -345,11 +346,13 @@ _LIST_SLOT = 8
 def _shape_of(lines: list[str]) -> _Shape:
     chars = sum(map(len, lines))
     count = len(lines)
-    if all(map(str.isascii, lines)):  # str.isascii is O(1): the common case costs one pass
-        return _Shape(chars, 0, chars + count * (_STR_ASCII + _LIST_SLOT) + 56)
-    wide = [line for line in lines if not line.isascii()]
-    extra = sum(len(line.encode("utf-8", "surrogatepass")) for line in wide) - sum(map(len, wide))
-    memory = sum(map(sys.getsizeof, lines)) + count * _LIST_SLOT + 56
+    memory = chars + count * (_STR_ASCII + _LIST_SLOT) + 56  # as if every line were ASCII
+    wide = list(filterfalse(str.isascii, lines))  # str.isascii is O(1): one C-level pass
+    if not wide:
+        return _Shape(chars, 0, memory)
+    wide_chars = sum(map(len, wide))
+    extra = sum(len(line.encode("utf-8", "surrogatepass")) for line in wide) - wide_chars
+    memory += sum(map(sys.getsizeof, wide)) - wide_chars - len(wide) * _STR_ASCII
     return _Shape(chars, extra, memory)
 
 

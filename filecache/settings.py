@@ -37,7 +37,6 @@ Precedence, lowest first: the defaults below; a ``[tool.filecache]`` table in th
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -119,10 +118,18 @@ def _coerce(name: str, value: Any, source: str) -> Any:
 def _from_pyproject(root: Path) -> dict[str, Any]:
     path = root / "pyproject.toml"
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read [tool.filecache] ({exc})") from exc
+    if "filecache" not in text:
+        return {}  # no [tool.filecache] table: skip the parser (and its import) on every start
+    import tomllib
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: cannot read [tool.filecache] ({exc})") from exc
     table = data.get("tool", {}).get("filecache", {})
     if not isinstance(table, dict):
