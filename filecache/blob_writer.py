@@ -13,18 +13,26 @@ Invariants and ownership:
   memory stays bounded when the store is slower than the reads.
 - ``drain`` waits until every queued blob is stored and raises the first ``StoreError`` the
   thread met (a lost blob only costs content instead of a diff later, but it is not hidden).
+- The thread holds the GIL only in short stretches: it encodes a version in chunks of
+  ``_CHUNK`` lines and yields between them, and compression and SQLite release the GIL. A read
+  that wants the GIL back (after a file read or a store call) waits for one chunk, not for the
+  whole encoding (CPython hands the GIL over only when its holder releases it or after the 5 ms
+  switch interval).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 
 from .errors import FileCacheError
 from .store import Store
-from .text import join_lines
+from .text import EOF_MARK
 
-__all__ = ["BlobWriter"]
+__all__ = ["BlobWriter", "encode_lines"]
+
+_CHUNK = 512  # lines encoded per GIL stretch in the background thread
 
 
 class BlobWriter:
@@ -109,7 +117,7 @@ class BlobWriter:
                 self._queued_bytes -= size
                 self._busy = (version, lines)
             try:
-                self._write(version, lines)
+                self._write(version, lines, yielding=True)
             except FileCacheError as exc:
                 with self._cond:
                     self._error = self._error or exc
@@ -118,5 +126,20 @@ class BlobWriter:
                     self._busy = None
                     self._cond.notify_all()
 
-    def _write(self, version: str, lines: list[str]) -> None:
-        self._store.put_blob(version, join_lines(lines).encode("utf-8"))
+    def _write(self, version: str, lines: list[str], *, yielding: bool = False) -> None:
+        self._store.put_blob(version, encode_lines(lines, yielding=yielding))
+
+
+def encode_lines(lines: list[str], *, yielding: bool = False) -> bytes:
+    """``join_lines(lines).encode("utf-8")``, built in chunks; ``yielding``: release the GIL
+    between chunks (``time.sleep(0)``) so that other threads get it back at once."""
+    parts = []
+    for i in range(0, len(lines), _CHUNK):
+        parts.append("\n".join(lines[i : i + _CHUNK]).encode("utf-8"))
+        if yielding:
+            time.sleep(0)
+    data = b"\n".join(parts)
+    if not data:
+        return data
+    mark = EOF_MARK.encode("utf-8")
+    return data[: -len(mark)] if data.endswith(mark) else data + b"\n"
