@@ -125,7 +125,7 @@ class FileCacheServer:
         with self._open_lock:
             if not self.caches:
                 self.caches = [FileCache(root, **overrides) for root in self.roots]
-                self.caches[0].count("warm up")  # load the BPE vocabulary before the first call
+                self.caches[0].count("warm up")  # exact_counts: load the vocabulary before a call
 
     def close(self) -> None:
         """Flush and close every store."""
