@@ -184,13 +184,18 @@ class FileCache:
     def remember(self, version: str, lines: list[str], storable: bool) -> None:
         """Keep a version's lines in memory; a storable one reaches the store's blobs later.
 
-        Blobs are written off the read path: when a version leaves memory, on ``flush()`` and on
-        ``close()``. A blob lost to a crash only costs content instead of a diff later.
+        Blobs are written off the read path: by ``BlobWriter``'s thread when a version leaves
+        memory (past ``memory_mb``), and on ``flush()`` and ``close()``. A blob lost to a crash
+        only costs content instead of a diff later.
         """
         evicted: list[tuple[str, list[str], int]] = []
         with self._lock:
+            if version in self._lines:
+                self._lines.move_to_end(version)
+                return
+        shape = _shape_of(lines)  # a pass over the lines: outside the lock
+        with self._lock:
             if version not in self._lines:
-                shape = _shape_of(lines)
                 self._lines[version] = lines
                 self._shapes[version] = shape
                 self._lines_size += shape.memory

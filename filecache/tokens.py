@@ -129,6 +129,11 @@ class TokenCounter:
         return self._toktok
 
     @property
+    def loaded(self) -> bool:
+        """Whether a count has needed the BPE package yet (its vocabulary loads on first use)."""
+        return self._loaded and self._toktok is not None
+
+    @property
     def exact(self) -> bool:
         """Whether counts are exact BPE counts rather than estimates."""
         return self._bpe() is not None

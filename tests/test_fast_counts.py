@@ -65,7 +65,7 @@ def test_default_answers_use_estimates_and_keep_the_margin(tmp_path: Path) -> No
         diff = session.read("a.py", mode="full", call_id="r3")
         assert diff.kind == "diff"
         assert diff.tokens <= 0.6 * ESTIMATE_MARGIN * diff.tokens_full
-        assert not cache.tokens._loaded  # no vocabulary was needed on the read path
+        assert not cache.tokens.loaded  # no vocabulary was needed on the read path
 
 
 def test_exact_counts_count_every_answer_exactly(tmp_path: Path) -> None:
@@ -80,6 +80,7 @@ def test_exact_counts_count_every_answer_exactly(tmp_path: Path) -> None:
     assert (first.kind, again.kind, diff.kind) == ("full", "unchanged", "diff")
     for result in (first, again, diff):
         assert result.tokens == counter.count(result.text)
+    assert cache.tokens.loaded
     assert first.tokens_full == again.tokens_full == first.tokens
 
 
