@@ -32,7 +32,7 @@ from .text import EOF_MARK
 
 __all__ = ["BlobWriter", "encode_lines"]
 
-_CHUNK = 512  # lines encoded per GIL stretch in the background thread
+_CHUNK = 2048  # lines encoded per GIL stretch (~60 us): fewer yields, fewer waits to get it back
 
 
 class BlobWriter:
