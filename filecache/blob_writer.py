@@ -11,6 +11,8 @@ Invariants and ownership:
   base is never missing in between.
 - The queue is bounded (``max_bytes`` of queued text): past it, ``put`` writes in the caller, so
   memory stays bounded when the store is slower than the reads.
+- ``needed(version)``, when given, is asked by the thread (holding none of the writer's locks)
+  just before a write: a version nothing needs is dropped unwritten.
 - ``drain`` waits until every queued blob is stored and raises the first ``StoreError`` the
   thread met (a lost blob only costs content instead of a diff later, but it is not hidden).
 - The thread holds the GIL only in short stretches: it encodes a version in chunks of
@@ -25,6 +27,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 
 from .errors import FileCacheError
 from .store import Store
@@ -38,8 +41,11 @@ _CHUNK = 2048  # lines encoded per GIL stretch (~60 us): fewer yields, fewer wai
 class BlobWriter:
     """A background writer of content blobs into ``store``."""
 
-    def __init__(self, store: Store, max_bytes: int) -> None:
+    def __init__(
+        self, store: Store, max_bytes: int, needed: Callable[[str], bool] | None = None
+    ) -> None:
         self._store = store
+        self._needed = needed
         self._max_bytes = max_bytes
         self._cond = threading.Condition()
         self._queue: OrderedDict[str, tuple[list[str], int]] = OrderedDict()
@@ -117,7 +123,8 @@ class BlobWriter:
                 self._queued_bytes -= size
                 self._busy = (version, lines)
             try:
-                self._write(version, lines, yielding=True)
+                if self._needed is None or self._needed(version):
+                    self._write(version, lines, yielding=True)
             except FileCacheError as exc:
                 with self._cond:
                     self._error = self._error or exc

@@ -79,7 +79,7 @@ class FileCache:
         self._shapes: dict[str, _Shape] = {}  # per held version: chars, extra bytes, memory
         self._lines_size = 0
         self._budget = int(self.settings.memory_mb * 1024 * 1024)
-        self._writer = BlobWriter(self.store, max(self._budget // 4, 1 << 20))
+        self._writer = BlobWriter(self.store, max(self._budget // 4, 1 << 20), self._needed)
         self._token_counts: dict[tuple[str, int, int, bool], int] = {}
         self._stored: set[str] = set()
         self._pending: set[str] = set()
@@ -185,7 +185,8 @@ class FileCache:
         """Keep a version's lines in memory; a storable one reaches the store's blobs later.
 
         Blobs are written off the read path: by ``BlobWriter``'s thread when a version leaves
-        memory (past ``memory_mb``), and on ``flush()`` and ``close()``. A blob lost to a crash
+        memory (past ``memory_mb``) and a live session still holds it (``_needed``), and on
+        ``flush()`` and ``close()`` for every version still in memory. A blob lost to a crash
         only costs content instead of a diff later.
         """
         evicted: list[tuple[str, list[str], int]] = []
@@ -213,6 +214,19 @@ class FileCache:
                 self._lines.move_to_end(version)
         for old_version, old, size in evicted:
             self._writer.put(old_version, old, size)
+
+    def _needed(self, version: str) -> bool:
+        """Whether a version that left memory is worth its blob: a live session's model holds
+        it (the writer's thread asks, holding no lock of ours). One that none holds is dropped,
+        and may be stored again if it comes back; a session continued later from the store
+        then gets content instead of a diff from it (as for any lost blob)."""
+        with self._lock:
+            sessions = list(self._sessions)
+        if any(session.holds_version(version) for session in sessions):
+            return True
+        with self._lock:
+            self._stored.discard(version)
+        return False
 
     def flush(self) -> None:
         """Write the blobs of versions seen so far to the store (and wait for queued ones)."""

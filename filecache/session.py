@@ -198,6 +198,11 @@ class Session:
                 if view.forget(ids):
                     self._save_view(key, view)
 
+    def holds_version(self, version: str) -> bool:
+        """Whether the model holds lines of ``version`` of some path (a diff may start there)."""
+        with self._lock:
+            return any(version in view.versions for view in self._views.values())
+
     def held_call_ids(self) -> set[str]:
         """Every call id that some fact of the model's view relies on."""
         with self._lock:

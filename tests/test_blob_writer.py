@@ -95,3 +95,23 @@ def test_a_storage_error_of_the_thread_surfaces_on_drain(tmp_path: Path) -> None
         writer.drain()
     writer.drain()  # reported once
     writer.close()
+
+
+def test_a_version_nothing_needs_is_dropped_unwritten(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    keep, drop = _texts(2, "n")
+    asked: list[str] = []
+
+    def needed(version: str) -> bool:
+        asked.append(version)
+        return version == version_of(keep.encode())
+
+    writer = BlobWriter(store, max_bytes=1 << 30, needed=needed)
+    for text in (keep, drop):
+        writer.put(version_of(text.encode()), split_lines(text), len(text))
+    writer.drain()
+    assert store.has_blob(version_of(keep.encode()))
+    assert not store.has_blob(version_of(drop.encode()))
+    assert len(asked) == 2
+    writer.close()
+    store.close()

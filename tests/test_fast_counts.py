@@ -94,7 +94,7 @@ def test_small_file_gets_content_when_a_fileref_would_not_be_clearly_smaller(
         assert session.read("tiny.txt").kind == "full"  # a FileRef costs more than "x"
 
 
-def test_held_versions_stay_within_memory_mb_and_evicted_ones_reach_the_store(
+def test_held_versions_stay_within_memory_mb_and_evicted_held_ones_reach_the_store(
     tmp_path: Path,
 ) -> None:
     first = BODY.replace("line 5:", "line 5 v0:")
@@ -113,7 +113,11 @@ def test_held_versions_stay_within_memory_mb_and_evicted_ones_reach_the_store(
         diff = holder.read("a.py", mode="full")  # from the evicted version: queued or stored
         assert diff.kind == "diff" and "line 9!" in diff.text
         cache.flush()
-        assert all(cache.store.has_blob(v) for v in versions)
+        assert cache.store.has_blob(versions[0])  # held by "holder" when it left memory
+        assert all(cache.store.has_blob(v) for v in versions[-3:])  # in memory at the flush
+        # churn's view holds its newest versions_per_path versions: older ones that left
+        # memory were needed by no live session, so they were dropped unwritten
+        assert not cache.store.has_blob(versions[1])
 
 
 def test_memory_mb_must_be_positive(tmp_path: Path) -> None:
