@@ -125,7 +125,7 @@ class FileCacheMiddleware:
         with self._lock:
             if self._cache is None:
                 self._cache = FileCache(self._root, store=self._store, **self._settings)
-                self._cache.count("warm up")  # load the BPE vocabulary once, up front
+                self._cache.count("warm up")  # with exact_counts: load the BPE vocabulary up front
             return self._cache
 
     def close(self) -> None:

@@ -1,36 +1,44 @@
-"""filecache: delta reads and safe pruning for LLM coding agents."""
+"""filecache: delta reads and safe pruning for LLM coding agents.
 
-from .cache import FileCache, ReadResult, Session, WriteResult
-from .errors import (
-    AccessDeniedError,
-    BinaryFileError,
-    ConfigError,
-    ConflictError,
-    ContentError,
-    EditError,
-    EncodingError,
-    FileCacheError,
-    FileTooLargeError,
-    InvalidContentError,
-    MarkerError,
-    MissingFileError,
-    NotARegularFileError,
-    OutsideRootError,
-    PathError,
-    RangeError,
-    RequestError,
-    StoreConflictError,
-    StoreError,
-    TranscriptError,
-)
-from .ledger import CallRecord, Ledger, WriteRecord
-from .pruner import PruneResult, prune_messages
-from .pruning import PrunePlan, PrunePolicy
-from .render import instructions
-from .settings import Settings
-from .sqlite_store import SqliteStore
-from .store import MemoryStore, Store
-from .transcript import Transcript, parse_transcript
+Names are imported on first use (PEP 562): ``import filecache`` loads nothing else, so a command
+or library call pays only for the modules it uses (the CLI's cold start; see bench_coldstart).
+"""
+
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from .cache import FileCache, ReadResult, Session, WriteResult
+    from .errors import (
+        AccessDeniedError,
+        BinaryFileError,
+        ConfigError,
+        ConflictError,
+        ContentError,
+        EditError,
+        EncodingError,
+        FileCacheError,
+        FileTooLargeError,
+        InvalidContentError,
+        MarkerError,
+        MissingFileError,
+        NotARegularFileError,
+        OutsideRootError,
+        PathError,
+        RangeError,
+        RequestError,
+        StoreConflictError,
+        StoreError,
+        TranscriptError,
+    )
+    from .ledger import CallRecord, Ledger, WriteRecord
+    from .pruner import PruneResult, prune_messages
+    from .pruning import PrunePlan, PrunePolicy
+    from .render import instructions
+    from .settings import Settings
+    from .sqlite_store import SqliteStore
+    from .store import MemoryStore, Store
+    from .transcript import Transcript, parse_transcript
 
 __all__ = [
     "AccessDeniedError",
@@ -72,3 +80,57 @@ __all__ = [
     "parse_transcript",
     "prune_messages",
 ]
+
+_MODULES = {
+    "AccessDeniedError": "errors",
+    "BinaryFileError": "errors",
+    "CallRecord": "ledger",
+    "ConfigError": "errors",
+    "ConflictError": "errors",
+    "InvalidContentError": "errors",
+    "StoreConflictError": "errors",
+    "ContentError": "errors",
+    "EditError": "errors",
+    "EncodingError": "errors",
+    "FileCache": "cache",
+    "FileCacheError": "errors",
+    "FileTooLargeError": "errors",
+    "Ledger": "ledger",
+    "MarkerError": "errors",
+    "MemoryStore": "store",
+    "MissingFileError": "errors",
+    "NotARegularFileError": "errors",
+    "OutsideRootError": "errors",
+    "PathError": "errors",
+    "PrunePlan": "pruning",
+    "PrunePolicy": "pruning",
+    "PruneResult": "pruner",
+    "RangeError": "errors",
+    "ReadResult": "cache",
+    "RequestError": "errors",
+    "Session": "cache",
+    "Settings": "settings",
+    "SqliteStore": "sqlite_store",
+    "Store": "store",
+    "StoreError": "errors",
+    "Transcript": "transcript",
+    "TranscriptError": "errors",
+    "WriteRecord": "ledger",
+    "WriteResult": "cache",
+    "instructions": "render",
+    "parse_transcript": "transcript",
+    "prune_messages": "pruner",
+}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'filecache' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,8 +1,9 @@
 """``FileCache``: the read cache over one root — settings, store, versions in memory, tokens.
 
 Sessions (``session.py``) answer reads from it; ``FileCache`` holds what they share: decoded
-versions (an LRU, blobs written to the store off the read path), token counts per version and
-range, and outlines per version.
+versions (an LRU bounded by ``Settings.memory_mb``; blobs are written to the store off the read
+path, by ``BlobWriter``'s thread or on ``flush``), token counts per version and range, and
+outlines per version.
 
 Invariants: a version's lines in memory are the decoded bytes of that version (keyed by its
 hash); token counts are cached per (version, range, format); nothing here decides an answer.
@@ -10,6 +11,10 @@ A version read from a denied path (``denied``: the deny-list, case-insensitive, 
 aliases and a link's target) is secret for this object's life: no blob, outline or token count
 of it is written to the store. Opening sweeps temporary files a killed write left in the root
 (``fsio.sweep_temp_files``, at most once a minute per store).
+
+Counts on the read path are ``tokens.fast_estimate``-s unless ``Settings.exact_counts``: then
+the BPE vocabulary is loaded on the first count and exact counts are cached in the store.
+``FileCache._lock`` owns the LRU, its sizes and the pending/stored sets.
 With ``watch=True`` a watcher (``filecache.watch``) marks every file changed on disk in every
 live session of this cache; each session decides what its model is told (``outside.py``).
 
@@ -28,14 +33,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from itertools import filterfalse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .blob_writer import BlobWriter
 from .errors import (
     ConfigError,
     FileCacheError,
@@ -49,8 +57,8 @@ from .results import ReadResult, Source, WriteResult, content_text
 from .session import Session
 from .settings import Settings, is_denied, load_settings
 from .store import Event, Store, default_store_path, open_store
-from .text import join_lines, split_lines
-from .tokens import TokenCounter
+from .text import content_header, join_lines, split_lines
+from .tokens import ESTIMATE_MARGIN, TokenCounter, fast_estimate, fast_estimate_text
 
 if TYPE_CHECKING:
     from .outline import Outline
@@ -59,7 +67,6 @@ if TYPE_CHECKING:
 __all__ = ["FileCache", "ReadResult", "Session", "WriteResult"]
 
 
-_LINES_BUDGET = 64 * 1024 * 1024  # characters of decoded versions kept in memory
 _TOKEN_COUNTS_MAX = 100_000  # (version, range) token counts kept in memory (the store has all)
 
 
@@ -83,11 +90,14 @@ class FileCache:
         self.store: Store = open_store(
             root_path, store if store is not None else self.settings.store
         )
-        self.tokens = TokenCounter(self.settings.tokenizer)
+        self._tokens = TokenCounter(self.settings.tokenizer)  # no vocabulary loaded yet
         self._protected = _store_files(self.store)
         self._lock = threading.RLock()
         self._lines: OrderedDict[str, list[str]] = OrderedDict()
+        self._shapes: dict[str, _Shape] = {}  # per held version: chars, extra bytes, memory
         self._lines_size = 0
+        self._budget = int(self.settings.memory_mb * 1024 * 1024)
+        self._writer = BlobWriter(self.store, max(self._budget // 4, 1 << 20), self._needed)
         self._token_counts: dict[tuple[str, int, int, bool], int] = {}
         self._stored: set[str] = set()
         self._pending: set[str] = set()
@@ -240,8 +250,35 @@ class FileCache:
         """Stop the watcher, flush pending blobs and close the store."""
         if self.watcher is not None:
             self.watcher.stop()
-        self.flush()
-        self.store.close()
+        try:
+            self.flush()
+        finally:
+            try:
+                self._writer.close()
+            finally:
+                self.store.close()
+
+    @property
+    def tokens(self) -> TokenCounter:
+        """The exact counter (``Settings.tokenizer``); its vocabulary loads on the first count."""
+        return self._tokens
+
+    @property
+    def exact(self) -> bool:
+        """Whether read-path counts are exact (``Settings.exact_counts``) rather than estimates."""
+        return self.settings.exact_counts
+
+    @property
+    def margin(self) -> float:
+        """The fraction of estimated content an estimated answer may cost to replace it: 1 with
+        exact counts, else ``tokens.ESTIMATE_MARGIN`` (see ``Session._cached_answer``)."""
+        return 1.0 if self.settings.exact_counts else ESTIMATE_MARGIN
+
+    @property
+    def memory_used(self) -> int:
+        """Bytes of decoded versions held in memory (what ``memory_mb`` bounds)."""
+        with self._lock:
+            return self._lines_size
 
     def __enter__(self) -> FileCache:
         return self
@@ -291,33 +328,59 @@ class FileCache:
     def remember(self, version: str, lines: list[str], storable: bool) -> None:
         """Keep a version's lines in memory; a storable one reaches the store's blobs later.
 
-        Blobs are written off the read path: when a version leaves memory, on ``flush()`` and on
-        ``close()``. A blob lost to a crash only costs content instead of a diff later.
+        Blobs are written off the read path: by ``BlobWriter``'s thread when a version leaves
+        memory (past ``memory_mb``) and a live session still holds it (``_needed``), and on
+        ``flush()`` and ``close()`` for every version still in memory. A blob lost to a crash
+        only costs content instead of a diff later.
         """
+        evicted: list[tuple[str, list[str], int]] = []
+        with self._lock:
+            if version in self._lines:
+                self._lines.move_to_end(version)
+                return
+        shape = _shape_of(lines)  # a pass over the lines: outside the lock
         with self._lock:
             if version not in self._lines:
                 self._lines[version] = lines
-                self._lines_size += sum(map(len, lines))
+                self._shapes[version] = shape
+                self._lines_size += shape.memory
                 if storable and version not in self._stored and version not in self._secret:
                     self._pending.add(version)
-                while self._lines_size > _LINES_BUDGET and len(self._lines) > 1:
+                while self._lines_size > self._budget and len(self._lines) > 1:
                     old_version, old = self._lines.popitem(last=False)
-                    self._lines_size -= sum(map(len, old))
-                    self._store_blob(old_version, old)
+                    size = self._shapes.pop(old_version).memory
+                    self._lines_size -= size
+                    if old_version in self._pending:  # its blob is written off the read path
+                        self._pending.discard(old_version)
+                        self._stored.add(old_version)
+                        evicted.append((old_version, old, size))
             else:
                 self._lines.move_to_end(version)
+        for old_version, old, size in evicted:
+            self._writer.put(old_version, old, size)
 
-    def _store_blob(self, version: str, lines: list[str]) -> None:
-        if version in self._pending:
-            self._pending.discard(version)
-            self.store.put_blob(version, join_lines(lines).encode("utf-8"))
-            self._stored.add(version)
+    def _needed(self, version: str) -> bool:
+        """Whether a version that left memory is worth its blob: a live session's model holds
+        it (the writer's thread asks, holding no lock of ours). One that none holds is dropped,
+        and may be stored again if it comes back; a session continued later from the store
+        then gets content instead of a diff from it (as for any lost blob)."""
+        with self._lock:
+            sessions = list(self._sessions.values())
+        if any(session.holds_version(version) for session in sessions):
+            return True
+        with self._lock:
+            self._stored.discard(version)
+        return False
 
     def flush(self) -> None:
-        """Write the blobs of versions seen so far to the store."""
+        """Write the blobs of versions seen so far to the store (and wait for queued ones)."""
         with self._lock:
-            for version in list(self._pending):
-                self._store_blob(version, self._lines[version])
+            pending = [(v, self._lines[v]) for v in self._pending]
+            self._pending.clear()
+            self._stored.update(v for v, _ in pending)
+        for version, lines in pending:
+            self.store.put_blob(version, join_lines(lines).encode("utf-8"))
+        self._writer.drain()
 
     def held_lines(self, version: str) -> list[str] | None:
         """A version's lines if they are in memory (the store is not asked), else None."""
@@ -329,7 +392,7 @@ class FileCache:
 
     def lines_of(self, version: str) -> list[str] | None:
         """A held version's lines: from memory, else from the store's blob, else None."""
-        lines = self.held_lines(version)
+        lines = self.held_lines(version) or self._writer.lines(version)
         if lines is not None:
             return lines
         blob = self.store.get_blob(version)
@@ -390,22 +453,31 @@ class FileCache:
         return text
 
     def count(self, text: str) -> int:
-        return self.tokens.count(text)
+        """Tokens of ``text``: exact with ``exact_counts``, else ``fast_estimate_text``."""
+        if self.settings.exact_counts:
+            return self._tokens.count(text)
+        return fast_estimate_text(text, self._tokens.encoding)
 
     def plain_tokens(self, src: Source, start: int, end: int) -> int:
-        """Tokens of the plain read of ``start..end`` (counted once per version and range)."""
+        """Tokens of the plain read of ``start..end`` (counted once per version and range).
+
+        Without ``exact_counts`` an estimate from the range's characters, non-ASCII bytes and
+        lines: the rendering is never built, so a new version costs no join and no count.
+        """
+        if not self.settings.exact_counts:
+            return self._estimate_plain(src, start, end)
         key = (src.version, start, end, src.numbered)
         with self._lock:
             cached = self._token_counts.get(key)
         if cached is not None:
             return cached
-        skey = f"{src.version}:{start}:{end}:{int(src.numbered)}:{self.tokens.encoding}"
+        skey = f"{src.version}:{start}:{end}:{int(src.numbered)}:{self._tokens.encoding}"
         secret = src.version in self._secret  # a count reveals little; still, nothing stored
         stored = None if secret else self.store.cache_get("tokens", skey)
         if stored is not None:
             n = int(stored)
         else:
-            n = self.count(content_text(src, start, end))
+            n = self._tokens.count(content_text(src, start, end))
             if not secret:
                 self.store.cache_put("tokens", skey, str(n))
         with self._lock:
@@ -413,6 +485,57 @@ class FileCache:
                 self._token_counts.clear()
             self._token_counts[key] = n
         return n
+
+    def _estimate_plain(self, src: Source, start: int, end: int) -> int:
+        encoding = self._tokens.encoding
+        if src.output is not None:  # a decorated tool's output is its own rendering
+            return fast_estimate_text(src.output, encoding)
+        total = len(src.lines)
+        if end < start:
+            chars = extra = lines = 0
+        else:
+            if start == 1 and end == total and isinstance(src.lines, list):
+                with self._lock:
+                    shape = self._shapes.get(src.version)
+                if shape is None:
+                    shape = _shape_of(src.lines)
+            else:  # only the range (a streamed window of a huge file holds nothing else)
+                shape = _shape_of(src.lines[start - 1 : end])
+            chars, extra = shape.chars, shape.extra
+            lines = end - start + 1
+        body = fast_estimate(chars, extra, lines, numbered=src.numbered, encoding=encoding)
+        if not src.numbered:
+            return body
+        header = content_header(src.path, start, end, total, src.version)
+        return body + fast_estimate_text(header, encoding)
+
+
+class _Shape:
+    """What estimates and the memory bound need of a version's lines, computed once."""
+
+    __slots__ = ("chars", "extra", "memory")
+
+    def __init__(self, chars: int, extra: int, memory: int) -> None:
+        self.chars = chars  # characters, without the newlines
+        self.extra = extra  # UTF-8 bytes beyond one per character
+        self.memory = memory  # bytes of the str objects and the list
+
+
+_STR_ASCII = sys.getsizeof("")  # an ASCII str's size is this plus its length (CPython)
+_LIST_SLOT = 8
+
+
+def _shape_of(lines: Sequence[str]) -> _Shape:
+    chars = sum(map(len, lines))
+    count = len(lines)
+    memory = chars + count * (_STR_ASCII + _LIST_SLOT) + 56  # as if every line were ASCII
+    wide = list(filterfalse(str.isascii, lines))  # str.isascii is O(1): one C-level pass
+    if not wide:
+        return _Shape(chars, 0, memory)
+    wide_chars = sum(map(len, wide))
+    extra = sum(len(line.encode("utf-8", "surrogatepass")) for line in wide) - wide_chars
+    memory += sum(map(sys.getsizeof, wide)) - wide_chars - len(wide) * _STR_ASCII
+    return _Shape(chars, extra, memory)
 
 
 def _store_files(store: Store) -> frozenset[Path]:

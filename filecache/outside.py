@@ -78,7 +78,7 @@ def _notice(session: Session, turn: _Turn, path: str, call_id: str) -> str:
     decision = plan_read(
         request, view, bases=session._bases(view, version), call_seq=session._call_seq,
         count=cache.count, diff_max_ratio=cache.settings.diff_max_ratio,
-        max_versions=cache.settings.versions_per_path,
+        max_versions=cache.settings.versions_per_path, margin=cache.margin,
     )  # fmt: skip
     if decision.kind == Kind.DIFF:
         turn.views[path] = decision.view

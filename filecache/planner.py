@@ -158,6 +158,7 @@ def plan_read(
     count: Counter,
     diff_max_ratio: float,
     max_versions: int,
+    margin: float = 1.0,
 ) -> ReadDecision:
     """Decide a read of lines ``request.start..end`` of ``request.src``.
 
@@ -170,20 +171,26 @@ def plan_read(
         count: tokens of a text.
         diff_max_ratio: a diff is sent only when at most this fraction of the content's tokens.
         max_versions: versions kept per path in a new view.
+        margin: how much smaller than the content a FileRef or a diff must be (below 1 when
+            ``request.plain`` is an estimate: ``tokens.ESTIMATE_MARGIN``).
     """
     src = request.src
     work = view.copy() if view is not None else PathView(max_versions)
     if not request.fresh and view is not None:
-        decided = _reference(request, work, call_seq, count)
+        decided = _reference(request, work, call_seq, count, margin)
         if decided is None:
-            decided = _diff(request, work, bases, call_seq, count, diff_max_ratio)
+            decided = _diff(request, work, bases, call_seq, count, diff_max_ratio * margin)
         if decided is not None:
             return decided
     return _content(request, work, src, count)
 
 
 def _reference(
-    request: ReadRequest, work: PathView, call_seq: Mapping[str, int], count: Counter
+    request: ReadRequest,
+    work: PathView,
+    call_seq: Mapping[str, int],
+    count: Counter,
+    margin: float,
 ) -> ReadDecision | None:
     src, total = request.src, len(request.src.lines)
     latest = work.latest()
@@ -196,7 +203,7 @@ def _reference(
     names = list(dict.fromkeys(_shown_by(unit, call_seq) for unit in units))
     text = render_file_ref(src.path, src.version, request.start, request.end, total, names)
     tokens = count(text)
-    if tokens >= request.plain:
+    if tokens >= margin * request.plain:
         return None  # a reference no smaller than the content: send the content
     work.facts_for(src.version, total, request.seq)
     return ReadDecision(

@@ -292,6 +292,11 @@ class Session:
                 if view is not None:
                     view.forget(ids)
 
+    def holds_version(self, version: str) -> bool:
+        """Whether the model holds lines of ``version`` of some path (a diff may start there)."""
+        with self._lock:
+            return any(version in view.versions for view in self._views.values())
+
     def held_call_ids(self) -> set[str]:
         """Every call id that some fact of the model's view relies on."""
         with self._turn():
@@ -487,7 +492,7 @@ class Session:
         decision = plan_read(
             request, view, bases=self._bases(view, src.version), call_seq=self._call_seq,
             count=self.cache.count, diff_max_ratio=settings.diff_max_ratio,
-            max_versions=settings.versions_per_path,
+            max_versions=settings.versions_per_path, margin=self.cache.margin,
         )  # fmt: skip
         return self._answered(turn, request, decision, notice)
 

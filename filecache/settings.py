@@ -17,6 +17,15 @@ Precedence, lowest first: the defaults below; a ``[tool.filecache]`` table in th
   over 1 send diffs even when larger than the content (tests use this to exercise diffs).
 - ``versions_per_path`` (4): model-held versions remembered per path.
 - ``tokenizer`` (``o200k``): ``o200k``, ``cl100k`` (exact BPE, offline) or ``estimate``.
+- ``exact_counts`` (False): count every answer's tokens exactly with ``tokenizer`` on the read
+  path. Off, the read path (answers, their ``tokens``/``tokens_full``, the ledger) uses
+  ``tokens.fast_estimate`` — no vocabulary is loaded (~250 ms once per process for o200k) and
+  no new version is rendered and counted (~3 ms for 10,000 lines); a FileRef, diff or outline
+  replaces content only when it is smaller by ``tokens.ESTIMATE_MARGIN`` more. Pruning and
+  outline budgets always count exactly.
+- ``memory_mb`` (64): memory for decoded versions kept in a cache's LRU (what diffs are made
+  from without a store read), in MiB as ``sys.getsizeof`` counts it. Versions that leave it are
+  compressed into the store by a background thread. At least one version is always kept.
 - ``outline_threshold`` (6000): ``mode="auto"`` answers an outline above this many tokens.
 - ``mcp_ref_calls`` (50), ``mcp_ref_minutes`` (30): the MCP server and middleware cannot see
   the client's context, so a result backs FileRefs and diffs only for this many later tool
@@ -31,7 +40,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -56,6 +64,8 @@ class Settings:
     diff_max_ratio: float = 0.6
     versions_per_path: int = 4
     tokenizer: str = "o200k"
+    exact_counts: bool = False
+    memory_mb: float = 64.0
     outline_threshold: int = 6000
     mcp_ref_calls: int = 50
     mcp_ref_minutes: float = 30.0
@@ -71,6 +81,8 @@ class Settings:
             raise ConfigError("versions_per_path must be at least 1")
         if self.retention_days <= 0:
             raise ConfigError("retention_days must be positive")
+        if not self.memory_mb > 0:
+            raise ConfigError("memory_mb must be positive")
         if self.outline_threshold < 0:
             raise ConfigError("outline_threshold must be >= 0")
         if self.mcp_ref_calls < 0 or self.mcp_ref_minutes < 0:
@@ -119,10 +131,18 @@ def _coerce(name: str, value: Any, source: str) -> Any:
 def _from_pyproject(root: Path) -> dict[str, Any]:
     path = root / "pyproject.toml"
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read [tool.filecache] ({exc})") from exc
+    if "filecache" not in text:
+        return {}  # no [tool.filecache] table: skip the parser (and its import) on every start
+    import tomllib
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: cannot read [tool.filecache] ({exc})") from exc
     table = data.get("tool", {}).get("filecache", {})
     if not isinstance(table, dict):

@@ -630,7 +630,14 @@ def _delete_sessions(conn: sqlite3.Connection, session_ids: list[str]) -> None:
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
-    """Apply the migrations not yet recorded, each in its own immediate transaction."""
+    """Apply the migrations not yet recorded, each in its own immediate transaction.
+
+    ``PRAGMA user_version`` holds how many migrations a store has once all of them ran: when it
+    equals ``len(MIGRATIONS)`` the open does one read and no migration work (the CLI's start).
+    """
+    current = len(MIGRATIONS)
+    if conn.execute("PRAGMA user_version").fetchone()[0] == current:
+        return
     conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL)")
     applied = {name for (name,) in conn.execute("SELECT name FROM _migrations").fetchall()}
     for migration in MIGRATIONS:
@@ -651,3 +658,4 @@ def _migrate(conn: sqlite3.Connection) -> None:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+    conn.execute(f"PRAGMA user_version = {current}")  # every migration is recorded by now

@@ -130,7 +130,7 @@ def test_file_refs_in_a_session_are_at_most_32_tokens(tmp_path: Path) -> None:
     for name in names:
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text("".join(f"line {i}\n" for i in range(400)))
-    with FileCache(tmp_path, store=":memory:") as cache:
+    with FileCache(tmp_path, store=":memory:", exact_counts=True) as cache:
         session = cache.session()
         for name in names:
             session.read(name)
