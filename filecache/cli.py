@@ -224,8 +224,7 @@ def edit(
 @click.option(
     "--store",
     envvar="FILECACHE_STORE",
-    help="SQLite store path, ':memory:' or postgresql:// URL. "
-        "Default: <root>/.filecache/cache.db.",
+    help="SQLite store path, ':memory:' or postgresql:// URL. Default: <root>/.filecache/cache.db.",
 )
 @click.option(
     "--session",

@@ -132,7 +132,6 @@ def _store_path(store: str | None) -> str:
 
 def _open(store: str | None) -> Any:
     from .store import open_store
-
     from .store_url import is_store_url
 
     path = _store_path(store)

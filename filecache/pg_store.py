@@ -7,9 +7,7 @@ Invariants:
 - Connections come from a ``psycopg_pool.ConnectionPool`` (autocommit; each is checked before it
   is handed out, so a server that restarted costs one reconnect, not an error). A statement that
   stands alone commits on its own; work of several statements runs in one transaction.
-- The schema is built only by the named functions in ``MIGRATIONS``, applied on open, in order,
-  in one transaction holding an advisory lock (so processes opening at once apply each exactly
-  once), each in a savepoint, and recorded by name in ``_migrations``. Append new migrations; never edit applied ones.
+- The schema is built only by ``pg_schema``'s named migrations, applied on open.
 - ``commit`` is a compare-and-swap on the session's head: it upserts the session's row first (a
   row lock that serialises the session's committers), then reads the head in the same
   transaction, so sequence numbers are assigned against what is stored, on every machine.
@@ -41,6 +39,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from .errors import StoreConflictError, StoreError
+from .pg_schema import Conn, migrate
 from .store import (
     Event,
     GcReport,
@@ -52,122 +51,12 @@ from .store import (
     decompress,
 )
 
-__all__ = ["MIGRATIONS", "PostgresStore", "describe_url"]
+__all__ = ["PostgresStore", "describe_url"]
 
-Conn = psycopg.Connection[tuple[Any, ...]]
-Migration = Callable[[Conn], None]
 T = TypeVar("T")
 
-MIGRATIONS: list[Migration] = []
-"""The PostgreSQL schema's history, oldest first; each is recorded under its function name."""
-
-_MIGRATION_LOCK = 0x66696C6563616368  # "filecach": the advisory key that serialises migrations
 _RETRIES = 8  # attempts of a transaction that hit a serialization failure or a deadlock
 _RETRYABLE = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
-
-
-def _migration(fn: Migration) -> Migration:
-    MIGRATIONS.append(fn)
-    return fn
-
-
-@_migration
-def m001_initial(conn: Conn) -> None:
-    """Sessions, the event ledger, blobs, views, the key-value cache, archive and projections."""
-    conn.execute(
-        """CREATE TABLE sessions (
-            session_id TEXT PRIMARY KEY,
-            created DOUBLE PRECISION NOT NULL,
-            last_used DOUBLE PRECISION NOT NULL
-        )"""
-    )
-    conn.execute(
-        """CREATE TABLE events (
-            session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
-            seq BIGINT NOT NULL,
-            call_id TEXT NOT NULL,
-            tool TEXT NOT NULL,
-            path TEXT NOT NULL,
-            start BIGINT,
-            "end" BIGINT,
-            version TEXT,
-            base_version TEXT,
-            kind TEXT NOT NULL,
-            base_call_id TEXT,
-            tokens BIGINT NOT NULL,
-            tokens_full BIGINT NOT NULL,
-            text_hash TEXT,
-            created DOUBLE PRECISION NOT NULL,
-            deps TEXT NOT NULL DEFAULT '',
-            args TEXT NOT NULL DEFAULT '',
-            PRIMARY KEY (session_id, seq)
-        )"""
-    )
-    conn.execute("CREATE INDEX events_session_call ON events(session_id, call_id)")
-    conn.execute(
-        """CREATE TABLE blobs (
-            version TEXT PRIMARY KEY,
-            size BIGINT NOT NULL,
-            data BYTEA NOT NULL
-        )"""
-    )
-    conn.execute(
-        """CREATE TABLE views (
-            session_id TEXT NOT NULL,
-            path TEXT NOT NULL,
-            state TEXT NOT NULL,
-            PRIMARY KEY (session_id, path)
-        )"""
-    )
-    conn.execute(
-        """CREATE TABLE cache (
-            namespace TEXT NOT NULL,
-            key TEXT NOT NULL,
-            value TEXT NOT NULL,
-            PRIMARY KEY (namespace, key)
-        )"""
-    )
-    conn.execute(
-        """CREATE TABLE archive (
-            session_id TEXT NOT NULL,
-            call_id TEXT NOT NULL,
-            text BYTEA NOT NULL,
-            created DOUBLE PRECISION NOT NULL,
-            PRIMARY KEY (session_id, call_id)
-        )"""
-    )
-    conn.execute("CREATE INDEX archive_call ON archive(call_id)")
-    conn.execute(
-        """CREATE TABLE projections (
-            session_id TEXT NOT NULL,
-            call_id TEXT NOT NULL,
-            tier TEXT NOT NULL,
-            text TEXT NOT NULL,
-            created DOUBLE PRECISION NOT NULL,
-            tokens_before BIGINT NOT NULL DEFAULT 0,
-            tokens_after BIGINT NOT NULL DEFAULT 0,
-            PRIMARY KEY (session_id, call_id)
-        )"""
-    )
-
-
-@_migration
-def m002_intents(conn: Conn) -> None:
-    """Writes about to replace a file (recorded before, dropped after their commit)."""
-    conn.execute(
-        """CREATE TABLE intents (
-            session_id TEXT NOT NULL,
-            call_id TEXT NOT NULL,
-            path TEXT NOT NULL,
-            root TEXT NOT NULL,
-            before TEXT,
-            after TEXT NOT NULL,
-            created DOUBLE PRECISION NOT NULL,
-            PRIMARY KEY (session_id, call_id)
-        )"""
-    )
-    conn.execute("CREATE INDEX intents_root ON intents(root)")
-
 
 _UPSERT_SESSION = (
     "INSERT INTO sessions (session_id, created, last_used) VALUES (%s, %s, %s) "
@@ -226,8 +115,10 @@ def _store_error(exc: BaseException, where: str, *, opening: bool = False) -> St
         hint = "another process held a filecache lock for over a minute; retry"
     else:
         hint = "if this persists, check the server's log"
-    what = f"cannot open the PostgreSQL store at {where}" if opening else (
-        f"the PostgreSQL store at {where} failed"
+    what = (
+        f"cannot open the PostgreSQL store at {where}"
+        if opening
+        else (f"the PostgreSQL store at {where} failed")
     )
     return StoreError(f"{what}: {detail}; {hint}")
 
@@ -291,7 +182,7 @@ class PostgresStore:
             self._pool.open(wait=True, timeout=timeout)
             self._lock_pool.open()
             with self._pool.connection() as conn:
-                _migrate(conn)
+                migrate(conn)
         except (psycopg.Error, PoolTimeout) as exc:
             self._pool.close()
             self._lock_pool.close()
@@ -646,9 +537,7 @@ class PostgresStore:
             params = (root,)
         rows = self._one(lambda c: c.execute(sql, params).fetchall())
         return [
-            Intent(
-                session_id=s, call_id=c, path=p, root=r, before=b, after=a, created=float(w)
-            )
+            Intent(session_id=s, call_id=c, path=p, root=r, before=b, after=a, created=float(w))
             for s, c, p, r, b, a, w in rows
         ]
 
@@ -699,7 +588,7 @@ def _event_row(e: Event) -> tuple[object, ...]:
 
 def _event(row: tuple[Any, ...]) -> Event:
     # the first 15 columns are Event's first 15 fields; then deps and args, space-separated
-    return Event(*row[:-2], deps=tuple(row[-2].split()), args=tuple(row[-1].split()))
+    return Event(*row[:-2], deps=tuple(row[-2].split()), args=tuple(row[-1].split()))  # type: ignore[misc]
 
 
 def _delete_sessions(conn: Conn, session_ids: list[str]) -> None:
@@ -707,24 +596,3 @@ def _delete_sessions(conn: Conn, session_ids: list[str]) -> None:
         return
     for table in ("events", "views", "archive", "projections", "intents", "sessions"):
         conn.execute(f"DELETE FROM {table} WHERE session_id = ANY(%s)", (session_ids,))
-
-
-def _migrate(conn: Conn) -> None:
-    """Apply the migrations not yet recorded, under an advisory lock, each in a transaction."""
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS _migrations "
-            "(name TEXT PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
-        )
-        applied = {str(n) for (n,) in conn.execute("SELECT name FROM _migrations").fetchall()}
-        for migration in MIGRATIONS:
-            name = migration.__name__
-            if name in applied:
-                continue
-            with conn.transaction():  # a savepoint: a failed migration leaves none of itself
-                migration(conn)
-                conn.execute(
-                    "INSERT INTO _migrations (name, applied_at) VALUES (%s, %s)",
-                    (name, time.time()),
-                )
