@@ -142,7 +142,8 @@ def test_committers_racing_on_one_session_lose_no_event(store: Store) -> None:
     assert errors == []
     got = store.events("s1")
     assert [e.seq for e in got] == list(range(1, 201))
-    assert sorted(e.call_id for e in got) == sorted(f"t{t}-{i}" for t in range(8) for i in range(25))
+    expected = sorted(f"t{t}-{i}" for t in range(8) for i in range(25))
+    assert sorted(e.call_id for e in got) == expected
     assert store.load_views("s1") == {f"t{t}.py": "24" for t in range(8)}
 
 
