@@ -8,9 +8,10 @@ Invariants:
   included) and, when the client declares MCP roots, to those too. Anything refused, and any
   other failure, is a tool error (``isError``) with a message that says what to do; the server
   keeps answering.
-- One filecache session per client connection (``mcp_sessions.connection_key``), or the fixed
-  ``--session``. With several roots a connection has one session per root (``ID``, ``ID.1``, ...)
-  so that equal relative paths under different roots never share a view.
+- One filecache session per client connection (``mcp_sessions.connection_key``), the session a
+  client names in its ``filecache-session`` header (the same on every replica of one store), or
+  the fixed ``--session``. With several roots a connection has one session per root (``ID``,
+  ``ID.1``, ...) so that equal relative paths under different roots never share a view.
 - A result backs FileRefs only within the connection's ``RefWindow`` (N calls, T minutes): an MCP
   server cannot see when the client compacts its context.
 - Stores open in the server's lifespan and are closed (blobs flushed) when it ends.
@@ -19,6 +20,7 @@ Invariants:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -38,6 +40,7 @@ from filecache.render import mcp_instructions
 from .mcp_sessions import (
     Connections,
     RefWindow,
+    client_session_id,
     connection_key,
     mcp_required,
     new_session_id,
@@ -142,17 +145,17 @@ class FileCacheServer:
         finally:
             await anyio.to_thread.run_sync(self.close)
 
-    def _new_connection(self) -> _Connection:
+    def _new_connection(self, named: str | None = None) -> _Connection:
         if not self.caches:
             raise FileCacheError("the server is not running (its stores are closed)")
-        session_id = self.options.session or new_session_id()
+        session_id = self.options.session or named or new_session_id()
         sessions = [
             cache.session(session_id if i == 0 else f"{session_id}.{i}")
             for i, cache in enumerate(self.caches)
         ]
         settings = self.caches[0].settings
         window = RefWindow(settings.mcp_ref_calls, settings.mcp_ref_minutes)
-        # A continued session (fixed --session): its earlier calls count towards the window.
+        # A continued session (fixed or named): its earlier calls count towards the window.
         earlier = [e for s in sessions for e in session_events(s.cache.store, s.id)]
         window.seed(sorted(earlier, key=lambda e: e[0]))
         return _Connection(sessions, window)
@@ -226,7 +229,10 @@ class FileCacheServer:
     ) -> HandlerResult:
         """Server middleware: a roots/list_changed notification makes the next call re-fetch."""
         if ctx.method == "notifications/roots/list_changed":
-            conn = self.connections.peek(self._key(ctx))
+            try:
+                conn = self.connections.peek(self._key(ctx))
+            except FileCacheError:  # a bad filecache-session header: its calls say so
+                conn = None
             if conn is not None:
                 conn.roots_known = False
         return await call_next(ctx)
@@ -259,14 +265,19 @@ class FileCacheServer:
     def _key(self, rc: ServerRequestContext[Any, Any]) -> str | None:
         # A fixed --session is one model context: every connection shares its sessions (two
         # Session objects of one id would each number its ledger rows).
-        return "fixed" if self.options.session else connection_key(rc.request)
+        if self.options.session:
+            return "fixed"
+        named = client_session_id(rc.request)
+        return f"session:{named}" if named is not None else connection_key(rc.request)
 
     async def _connection(self, rc: ServerRequestContext[Any, Any]) -> _Connection:
         """The request's connection; a new one is made in a worker thread (it reads the store)."""
         key = self._key(rc)
         conn = self.connections.peek(key)
         if conn is None:
-            conn = await anyio.to_thread.run_sync(self.connections.get, key)
+            named = key.removeprefix("session:") if key and key.startswith("session:") else None
+            make = functools.partial(self._new_connection, named)
+            conn = await anyio.to_thread.run_sync(self.connections.get, key, make)
         return conn
 
     def _run(

@@ -244,7 +244,8 @@ class FileCache:
             n = int(stored)
         else:
             n = self.count(content_text(src, start, end))
-            self.store.cache_put("tokens", skey, str(n))
+            if not self.denied(src.path):  # a deny-listed file leaves nothing in the store
+                self.store.cache_put("tokens", skey, str(n))
         with self._lock:
             if len(self._token_counts) >= _TOKEN_COUNTS_MAX:  # a long-lived server: bound it
                 self._token_counts.clear()

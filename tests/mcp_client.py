@@ -55,12 +55,17 @@ async def stdio_session(
 
 
 @asynccontextmanager
-async def http_session(url: str) -> AsyncIterator[ClientSession]:
-    """An initialized ``ClientSession`` over streamable HTTP."""
-    async with streamable_http_client(url) as (read, write):
-        async with ClientSession(read, write, read_timeout_seconds=CALL_TIMEOUT) as session:
-            await session.initialize()
-            yield session
+async def http_session(
+    url: str, headers: dict[str, str] | None = None
+) -> AsyncIterator[ClientSession]:
+    """An initialized ``ClientSession`` over streamable HTTP (``headers`` on every request)."""
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async with create_mcp_http_client(headers=headers) as client:  # the SDK's, with headers
+        async with streamable_http_client(url, http_client=client) as (read, write):
+            async with ClientSession(read, write, read_timeout_seconds=CALL_TIMEOUT) as session:
+                await session.initialize()
+                yield session
 
 
 def text_of(result: CallToolResult) -> str:

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pg_server import pg_server, pg_url  # noqa: F401  (fixtures)
 
 from filecache.errors import StoreConflictError, StoreError
 from filecache.sqlite_store import SqliteStore

@@ -1,0 +1,449 @@
+"""The PostgreSQL store on a real server: store URLs, the schema, sharing across sessions and
+processes, the fleet's CLI, retries, a server that dies, and ``serve --transport http`` replicas.
+
+The server comes from ``pg_server`` (``FILECACHE_TEST_PG`` or a throwaway cluster); without one
+these tests skip, saying why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from click.testing import CliRunner
+from pg_server import Cluster
+
+from filecache import FileCache
+from filecache.cli import main
+from filecache.errors import ConfigError, StoreError
+from filecache.store import Event, open_store
+
+psycopg = pytest.importorskip("psycopg", reason="the [postgres] extra is not installed")
+
+from filecache.pg_schema import MIGRATIONS  # noqa: E402
+from filecache.pg_store import PostgresStore  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+TEST_TIMEOUT = 90.0
+
+
+def rows(url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def cli(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m filecache ARGS`` in a process of its own (another agent, another machine)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FILECACHE_")}
+    return subprocess.run(
+        [sys.executable, "-m", "filecache", *(str(a) for a in args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd or REPO,
+        env=env,
+    )
+
+
+# Store URLs ---------------------------------------------------------------------------------
+
+
+def test_a_postgresql_url_opens_the_postgres_store(pg_url: str) -> None:
+    for url in (pg_url, pg_url.replace("postgresql://", "postgres://", 1)):
+        with open_store(Path("."), url) as store:
+            assert isinstance(store, PostgresStore)
+            assert "@" not in repr(store)  # no user or password in what is shown
+
+
+@pytest.mark.parametrize(
+    "store",
+    ["xyz://host/db", "mysql://root@127.0.0.1/db", "sqlite:///tmp/x.db", "s3://bucket/key"],
+)
+def test_unknown_store_url_schemes_are_refused_and_never_a_path(
+    store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "root").mkdir()
+    with pytest.raises(ConfigError, match="unknown store URL scheme") as info:
+        FileCache(tmp_path / "root", store=store)
+    assert "\n" not in str(info.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]  # no folder named 'xyz:'
+    assert not (tmp_path / "root" / ".filecache").exists()
+
+
+def test_a_url_made_into_a_path_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="pass the URL as a string"):
+        open_store(tmp_path, Path("postgresql://postgres@127.0.0.1:5432/postgres"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_cli_refuses_an_unknown_scheme_in_one_line(tmp_path: Path) -> None:
+    done = cli("stats", "--store", "xyz://somewhere/db", cwd=tmp_path)
+    assert done.returncode == ConfigError.exit_code
+    assert done.stderr.count("\n") == 1 and "unknown store URL scheme 'xyz://'" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_store_urls_from_the_environment_and_pyproject(
+    pg_url: str, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FILECACHE_STORE", pg_url)
+    with FileCache(root) as cache:
+        assert isinstance(cache.store, PostgresStore)
+        cache.session("env").read("notes.txt")
+    monkeypatch.delenv("FILECACHE_STORE")
+    (root / "pyproject.toml").write_text(f'[tool.filecache]\nstore = "{pg_url}"\n')
+    with FileCache(root) as cache:
+        assert isinstance(cache.store, PostgresStore)
+        assert [s.session_id for s in cache.store.sessions()] == ["env"]
+    assert not (root / ".filecache").exists()
+
+
+def test_an_unreachable_server_is_one_clear_store_error() -> None:
+    url = f"postgresql://postgres:sekrit@127.0.0.1:{free_port()}/postgres"
+    started = time.monotonic()
+    with pytest.raises(StoreError) as info:
+        open_store(Path("."), url)
+    message = str(info.value)
+    assert message.startswith("cannot open the PostgreSQL store at 127.0.0.1:")
+    assert "check that the server is running" in message
+    assert "sekrit" not in message and "\n" not in message
+    assert time.monotonic() - started < 30
+
+
+# The schema ---------------------------------------------------------------------------------
+
+
+def test_migrations_are_recorded_once_even_when_processes_open_at_once(pg_url: str) -> None:
+    code = (
+        "import sys; from filecache.pg_store import PostgresStore; "
+        "PostgresStore(sys.argv[1]).close()"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code, pg_url]) for _ in range(4)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
+    with PostgresStore(pg_url):
+        pass
+    names = [n for (n,) in rows(pg_url, "SELECT name FROM _migrations ORDER BY name")]
+    assert names == sorted(m.__name__ for m in MIGRATIONS)
+
+
+# Sharing across sessions, machines and processes ------------------------------------------------
+
+BIG = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(400))
+
+
+def test_a_version_parsed_once_serves_the_fleet(pg_url: str, tmp_path: Path) -> None:
+    """Two machines (two roots, two stores objects) on one database: the second one's outline
+    and token counts of the same bytes come from the store, and its blob is not stored twice."""
+    roots = []
+    for name in ("machine-a", "machine-b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "big.py").write_text(BIG)
+        roots.append(tmp_path / name)
+    with FileCache(roots[0], store=pg_url) as a:
+        first = a.session("a").read("big.py", mode="outline")
+    cached = rows(pg_url, "SELECT namespace, key, value FROM cache ORDER BY namespace, key")
+    blobs = rows(pg_url, "SELECT version FROM blobs")
+    assert blobs == [(first.version,)]
+    assert {n for n, _, _ in cached} >= {"outline", "tokens"}
+    with FileCache(roots[1], store=pg_url) as b:
+        second = b.session("b").read("big.py", mode="outline")
+    assert second.version == first.version and second.text == first.text
+    assert rows(pg_url, "SELECT version FROM blobs") == blobs
+    after = rows(pg_url, "SELECT namespace, key, value FROM cache ORDER BY namespace, key")
+    assert [r for r in after if r[0] != "meta"] == [r for r in cached if r[0] != "meta"]
+
+
+def test_deny_listed_files_leave_nothing_in_the_shared_store(pg_url: str, root: Path) -> None:
+    (root / ".env").write_text("API_KEY=secret-value-123\n")
+    with FileCache(root, store=pg_url) as cache:
+        result = cache.session("s").read(".env")
+    assert "secret-value-123" in result.text
+    assert rows(pg_url, "SELECT 1 FROM blobs WHERE version = %s", (result.version,)) == []
+    for namespace, key, value in rows(pg_url, "SELECT namespace, key, value FROM cache"):
+        assert result.version not in key and "secret-value" not in value, namespace
+    assert all("secret" not in str(r) for r in rows(pg_url, "SELECT * FROM archive"))
+
+
+def test_a_session_read_in_one_process_continues_in_another(pg_url: str, root: Path) -> None:
+    base = ("read", "notes.txt", "--root", root, "--store", pg_url, "--session", "agent-7")
+    first = cli(*base, "--call-id", "call_1", "--json")
+    assert first.returncode == 0, first.stderr
+    again = cli(*base, "--call-id", "call_2", "--json")
+    assert again.returncode == 0, again.stderr
+    answer = json.loads(again.stdout)
+    assert answer["kind"] == "unchanged"
+    assert answer["base_call_id"] == "call_1"
+    assert "call_1" in answer["text"]
+    assert not (root / ".filecache").exists()
+
+
+# The fleet's CLI ----------------------------------------------------------------------------------
+
+
+def test_stats_and_sessions_across_the_fleet(pg_url: str, root: Path, tmp_path: Path) -> None:
+    for agent in ("agent-a", "agent-b"):
+        for call in ("c1", "c2"):
+            done = cli("read", "notes.txt", "--root", root, "--store", pg_url,
+                       "--session", agent, "--call-id", call)  # fmt: skip
+            assert done.returncode == 0, done.stderr
+    runner = CliRunner()
+    listed = runner.invoke(main, ["sessions", "list", "--store", pg_url, "--json"])
+    assert listed.exit_code == 0, listed.output
+    got = {s["session_id"]: s for s in json.loads(listed.output)["sessions"]}
+    assert sorted(got) == ["agent-a", "agent-b"]
+    stats = runner.invoke(
+        main, ["stats", "--store", pg_url, "--json", "--html", str(tmp_path / "s.html")]
+    )
+    assert stats.exit_code == 0, stats.output
+    report = json.loads(stats.stdout)
+    text = json.dumps(report)
+    assert "agent-a" in text and "agent-b" in text
+    assert "agent-a" in (tmp_path / "s.html").read_text()
+    plain = runner.invoke(main, ["stats", "--store", pg_url])
+    assert plain.exit_code == 0 and "unchanged" in plain.output
+
+
+def test_sessions_gc_on_postgres(pg_url: str) -> None:
+    with PostgresStore(pg_url) as store:
+        for version in ("old-only", "kept", "orphan"):
+            store.put_blob(version, version.encode())
+        store.add_event(Event("old", 1, "c1", "read", "a.py", version="old-only", created=100.0))
+        store.add_event(Event("new", 1, "c1", "read", "a.py", version="kept"))
+        store.save_view("old", "a.py", "state")
+    runner = CliRunner()
+    done = runner.invoke(main, ["sessions", "gc", "--store", pg_url, "--older-than", "1", "--json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output) == {
+        "retention_days": 1.0,
+        "sessions_deleted": 1,
+        "blobs_deleted": 2,
+    }
+    assert rows(pg_url, "SELECT session_id FROM sessions") == [("new",)]
+    assert rows(pg_url, "SELECT version FROM blobs") == [("kept",)]
+    assert rows(pg_url, "SELECT * FROM views") == []
+
+
+# Retries and failures -------------------------------------------------------------------------
+
+
+def test_a_serialization_failure_is_retried(pg_url: str) -> None:
+    """A real 40001: the work reads a row under SERIALIZABLE, another connection changes it and
+    commits, the work's update then fails; the store runs the work again and it succeeds."""
+    attempts: list[int] = []
+    with PostgresStore(pg_url) as store:
+        store.cache_put("meta", "n", "0")
+
+        def work(conn: Any) -> str:
+            attempts.append(1)
+            conn.execute("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+            (value,) = conn.execute(
+                "SELECT value FROM cache WHERE namespace = 'meta' AND key = 'n'"
+            ).fetchone()
+            if len(attempts) == 1:
+                with psycopg.connect(pg_url, autocommit=True) as other:
+                    other.execute("UPDATE cache SET value = '10' WHERE key = 'n'")
+            conn.execute(
+                "UPDATE cache SET value = %s WHERE namespace = 'meta' AND key = 'n'",
+                (str(int(value) + 1),),
+            )
+            return str(value)
+
+        assert store._transaction(work) == "10"
+        assert len(attempts) == 2
+        assert store.cache_get("meta", "n") == "11"
+
+
+def test_a_killed_server_is_a_store_error_and_no_stale_answer_after_it_returns(
+    pg_cluster: Cluster, root: Path
+) -> None:
+    with FileCache(root, store=pg_cluster.url) as cache:
+        session = cache.session("agent")
+        first = session.read("notes.txt", call_id="r1")
+        assert first.kind == "full"
+        assert session.read("notes.txt", call_id="r2").kind == "unchanged"
+        pg_cluster.kill()
+        with pytest.raises(StoreError, match="check that the server is running"):
+            session.read("notes.txt", call_id="r3")
+        # The file changes while the server is down...
+        text = (root / "notes.txt").read_text()
+        (root / "notes.txt").write_text(text.replace("line 30:", "line 30 (changed):"))
+        pg_cluster.resume()
+        # ...and after it returns, the session answers from disk, never 'unchanged'.
+        after = session.read("notes.txt", call_id="r4")
+        assert after.kind in ("diff", "full")
+        assert "line 30 (changed):" in after.text
+        assert session.read("notes.txt", call_id="r5").kind == "unchanged"
+    with PostgresStore(pg_cluster.url) as store:
+        assert [e.call_id for e in store.events("agent")] == ["r1", "r2", "r4", "r5"]
+
+
+# Many processes on one file ----------------------------------------------------------------------
+
+_EDITOR = """
+import sys
+from pathlib import Path
+from filecache import FileCache
+from filecache.errors import FileCacheError
+root, url, me, n = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+with FileCache(root, store=url) as cache:
+    session = cache.session(me)
+    for j in range(n):
+        for attempt in range(200):
+            try:
+                session.read("shared.txt")
+                session.edit("shared.txt", "END\\n", f"{me}-{j}\\nEND\\n")
+                break
+            except FileCacheError as exc:  # lost a race: the file changed; read it again
+                if attempt == 199:
+                    raise
+"""
+
+
+def test_four_processes_sixty_edits_each_lose_none(pg_url: str, root: Path) -> None:
+    (root / "shared.txt").write_text("START\nEND\n")
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _EDITOR, str(root), pg_url, f"p{i}", "60"])
+        for i in range(4)
+    ]
+    assert [p.wait(timeout=600) for p in procs] == [0, 0, 0, 0]
+    lines = (root / "shared.txt").read_text().splitlines()
+    assert lines[0] == "START" and lines[-1] == "END"
+    assert sorted(lines[1:-1]) == sorted(f"p{i}-{j}" for i in range(4) for j in range(60))
+    for i in range(4):  # per process, its own edits in order
+        mine = [line for line in lines if line.startswith(f"p{i}-")]
+        assert mine == [f"p{i}-{j}" for j in range(60)]
+    with PostgresStore(pg_url) as store:
+        edits = [
+            e for s in store.sessions() for e in store.events(s.session_id) if e.tool == "edit"
+        ]
+        assert len(edits) == 240 and {e.kind for e in edits} == {"edited"}
+
+
+# serve --transport http replicas ------------------------------------------------------------------
+
+
+@pytest.fixture
+def replicas(pg_url: str, root: Path, tmp_path: Path) -> Iterator[list[str]]:
+    """Two ``filecache serve --transport http`` processes on one PostgreSQL store."""
+    ports = [free_port(), free_port()]
+    logs = [tmp_path / f"replica-{i}.log" for i in range(2)]
+    procs = []
+    for port, log in zip(ports, logs, strict=True):
+        args = ["-m", "filecache", "serve", "--root", str(root), "--store", pg_url,
+                "--transport", "http", "--port", str(port)]  # fmt: skip
+        with log.open("w") as out:
+            procs.append(subprocess.Popen([sys.executable, *args], stdout=out, stderr=out))
+    try:
+        deadline = time.monotonic() + 30
+        for port, proc, log in zip(ports, procs, logs, strict=True):
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                    time.sleep(0.05)
+        yield [f"http://127.0.0.1:{port}/mcp" for port in ports]
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=10)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_two_replicas_serve_one_session_alternately(
+    replicas: list[str], root: Path, anyio_backend: str
+) -> None:
+    from mcp_client import http_session, meta_of, text_of
+
+    header = {"filecache-session": "fleet-agent-1"}
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with (
+            http_session(replicas[0], header) as one,
+            http_session(replicas[1], header) as two,
+        ):
+
+            async def read(client: Any, call: str) -> dict[str, Any]:
+                result = await client.call_tool("read_file", {"path": "notes.txt"})
+                assert not result.is_error, text_of(result)
+                return meta_of(result) | {"text": text_of(result)}
+
+            r1 = await read(one, "r1")
+            r2 = await read(two, "r2")
+            edit = await two.call_tool(
+                "edit_file",
+                {"path": "notes.txt", "old_string": "line 7:", "new_string": "line 7 (edited):"},
+            )
+            assert not edit.is_error, text_of(edit)
+            r3 = await read(one, "r3")
+            (root / "notes.txt").write_text(
+                (root / "notes.txt").read_text().replace("line 50:", "line 50 (outside):")
+            )
+            r4 = await read(two, "r4")
+            r5 = await read(one, "r5")
+            stats_one = meta_of(await one.call_tool("cache_stats", {}))
+            stats_two = meta_of(await two.call_tool("cache_stats", {}))
+    assert r1["kind"] == "full"
+    assert r2["kind"] == "unchanged" and r2["base_call_id"] == r1["call_id"]
+    edit_id = meta_of(edit)["call_id"]
+    assert r3["kind"] == "unchanged" and edit_id in (r3["base_call_id"], *r3.get("deps", ()))
+    assert r4["kind"] == "diff" and "line 50 (outside):" in r4["text"]
+    assert r5["kind"] == "unchanged" and r5["base_call_id"] == r4["call_id"]
+    assert stats_one["session"] == stats_two["session"] == "fleet-agent-1"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_bad_session_header_is_a_tool_error(
+    replicas: list[str], anyio_backend: str
+) -> None:
+    from mcp_client import http_session, text_of
+
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with http_session(replicas[0], {"filecache-session": "no spaces allowed"}) as c:
+            result = await c.call_tool("read_file", {"path": "notes.txt"})
+    assert result.is_error and "filecache-session header" in text_of(result)
+
+
+def test_threads_share_one_store_object(pg_url: str, root: Path) -> None:
+    """Eight threads, eight sessions, one FileCache on PostgreSQL: every call recorded once."""
+    errors: list[BaseException] = []
+    with FileCache(root, store=pg_url) as cache:
+
+        def work(t: int) -> None:
+            try:
+                s = cache.session(f"t{t}")
+                for i in range(10):
+                    s.read("notes.txt", call_id=f"t{t}-{i}")
+            except BaseException as exc:  # collected, asserted empty below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert errors == []
+        counts = {s.session_id: s.events for s in cache.store.sessions()}
+    assert counts == {f"t{t}": 10 for t in range(8)}
