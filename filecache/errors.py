@@ -105,7 +105,3 @@ class StoreError(FileCacheError):
     """The store failed (SQLite error, corrupt blob)."""
 
     exit_code = 4
-
-
-class StoreConflictError(StoreError):
-    """TEMP (issue 10 lands on main): the session's head moved; nothing was written."""

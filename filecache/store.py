@@ -17,7 +17,7 @@ import os
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -83,30 +83,6 @@ class Event:
     created: float = field(default_factory=time.time)
     deps: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Intent:
-    """TEMP (issue 10 lands on main): a write about to replace a file."""
-
-    session_id: str
-    call_id: str
-    root: str
-    path: str
-    before: str | None
-    after: str
-    created: float = field(default_factory=time.time)
-
-
-def check_sequence(session_id: str, expected_head: int, events: Sequence[Event]) -> None:
-    """TEMP (issue 10 lands on main)."""
-    for offset, event in enumerate(events, start=1):
-        if event.session_id != session_id or event.seq != expected_head + offset:
-            raise StoreError(
-                f"event {event.call_id!r} (session {event.session_id!r}, seq {event.seq}) does "
-                f"not continue session {session_id!r} at seq {expected_head + offset}; an event's "
-                "seq must be unique within its session"
-            )
 
 
 @dataclass(frozen=True)
