@@ -8,30 +8,42 @@ Invariants: a version's lines in memory are the decoded bytes of that version (k
 hash); token counts are cached per (version, range, format); nothing here decides an answer.
 With ``watch=True`` a watcher (``filecache.watch``) marks every file changed on disk in every
 live session of this cache; each session decides what its model is told (``outside.py``).
+
+Concurrency: one ``Session`` object per id per cache (``session(id)`` twice gives the same
+object; other caches and processes share it through the store). ``path_lock(rel)`` is the lock
+every write and edit holds from reading a file to replacing it: a record lock on
+``paths.lock`` in the root's store folder (whatever store is used, so every filecache process
+on the root takes the same one), plus the store's own lock of the same name (a shared store
+extends it across machines). ``recover()`` (run on open) resolves intents that a killed
+process left behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
     ConfigError,
+    FileCacheError,
+    MissingFileError,
     OutsideRootError,
     RequestError,
 )
-from .fsio import Located, locate
+from .fsio import Located, locate, read_bytes
+from .hashing import version_of
 from .results import ReadResult, Source, WriteResult, content_text
 from .session import Session
 from .settings import Settings, load_settings
-from .store import Store, open_store
+from .store import Event, Store, default_store_path, open_store
 from .text import join_lines, split_lines
 from .tokens import TokenCounter
 
@@ -74,9 +86,11 @@ class FileCache:
         self._token_counts: dict[tuple[str, int, int, bool], int] = {}
         self._stored: set[str] = set()
         self._pending: set[str] = set()
-        self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
+        self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
+        self._path_locks: Path | None = None
         self.watcher: Watcher | None = None
         self._collect_garbage()
+        self.recover()
         if self.settings.watch:
             self.watch()
 
@@ -88,11 +102,76 @@ class FileCache:
         return loc
 
     def session(self, session_id: str | None = None) -> Session:
-        """A session: one model context. A known id continues that session from the store."""
-        session = Session(self, session_id or self.settings.session or "s-" + os.urandom(6).hex())
+        """A session: one model context. A known id continues that session from the store.
+
+        The same id gives the same object while it is alive; another cache or process with the
+        same id and store shares the session (each call catches up with the store first).
+        """
+        sid = session_id or self.settings.session or "s-" + os.urandom(6).hex()
         with self._lock:
-            self._sessions.add(session)
-        return session
+            session = self._sessions.get(sid)
+            if session is None:
+                session = self._sessions[sid] = Session(self, sid)
+            return session
+
+    @contextlib.contextmanager
+    def path_lock(self, rel: str) -> Iterator[None]:
+        """Exclusive across threads and processes (and, with a shared store, machines) for the
+        file ``rel``: held by a write or edit from reading the file to replacing it."""
+        from .locks import lock_file
+
+        with self._lock:
+            if self._path_locks is None:
+                self._path_locks = default_store_path(self.root).with_name("paths.lock")
+            where = self._path_locks
+        name = f"path:{self.root}\0{rel}"
+        with lock_file(where).hold(name), self.store.lock(name):
+            yield
+
+    def recover(self) -> int:
+        """Resolve the intents of writes to this root that died before they were committed.
+
+        An intent whose call was committed is dropped. Otherwise, if the file holds the bytes the
+        write meant to write, the replace happened but was never confirmed to the model: it is
+        recorded as a ``change`` (the model's next read gets a diff); if not, nothing happened.
+        Each is resolved under its session's and path's locks, so a write still running in
+        another process is never taken for a dead one. Returns how many were resolved.
+        """
+        resolved = 0
+        for intent in self.store.intents(str(self.root)):
+            with self.store.lock(f"session:{intent.session_id}"), self.path_lock(intent.path):
+                if intent not in self.store.intents(str(self.root)):
+                    continue  # its writer finished meanwhile
+                events = self.store.events(intent.session_id)
+                if not any(e.call_id == intent.call_id for e in events):
+                    try:
+                        data: bytes | None = read_bytes(self.locate(intent.path), None)
+                    except MissingFileError:
+                        data = None
+                    except FileCacheError:
+                        data = None
+                    if data is not None and version_of(data) == intent.after:
+                        head = events[-1].seq if events else 0
+                        self.store.commit(
+                            intent.session_id,
+                            head,
+                            [
+                                Event(
+                                    intent.session_id,
+                                    head + 1,
+                                    intent.call_id + "~recovered",
+                                    "change",
+                                    intent.path,
+                                    version=intent.after,
+                                    base_version=intent.before,
+                                    kind="changed",
+                                )
+                            ],  # fmt: skip
+                            {},
+                        )
+                self.store.drop_intent(intent.session_id, intent.call_id)
+                resolved += 1
+        return resolved
 
     def watch(self) -> Watcher:
         """Watch the root for files changed outside the agent (also ``watch=True``); idempotent.
@@ -114,7 +193,7 @@ class FileCache:
 
     def _changed(self, changes: Sequence[Change]) -> None:
         with self._lock:
-            sessions = list(self._sessions)
+            sessions = list(self._sessions.values())
         for session in sessions:
             for change in changes:
                 session.note_external_change(change.path)
@@ -259,4 +338,5 @@ def _store_files(store: Store) -> frozenset[Path]:
     if not isinstance(path, Path):
         return frozenset()
     base = path.resolve()
-    return frozenset([base, *(base.with_name(base.name + s) for s in ("-wal", "-shm", "-journal"))])
+    suffixes = ("-wal", "-shm", "-journal", ".lock")
+    return frozenset([base, *(base.with_name(base.name + s) for s in suffixes)])

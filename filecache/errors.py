@@ -19,7 +19,9 @@ CLI uses for it (as click's ``ClickException.exit_code``)::
     │   └── MarkerError                          new content carries filecache's own markers
     ├── TranscriptError                 exit 2   a malformed message list
     ├── ConfigError                     exit 2   a bad setting
-    └── StoreError                      exit 4   the SQLite store failed
+    ├── StoreError                      exit 4   the store failed
+    │   └── StoreConflictError                   another writer moved the session on first
+    └── ConflictError                   exit 5   the file changed under a write/edit
 """
 
 from __future__ import annotations
@@ -105,3 +107,19 @@ class StoreError(FileCacheError):
     """The store failed (SQLite error, corrupt blob)."""
 
     exit_code = 4
+
+
+class StoreConflictError(StoreError):
+    """The session's ledger moved on (another writer) between reading and committing it.
+
+    Nothing was written; ``Session`` catches it, brings its view up to date and retries.
+    """
+
+
+class ConflictError(FileCacheError):
+    """A write or edit lost a race: the file changed between reading and replacing it.
+
+    Nothing was written; the message says what changed and what to do (read it again).
+    """
+
+    exit_code = 5

@@ -28,26 +28,29 @@ from .hashing import version_of
 from .render import render_outside_change
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .session import Session, _Turn
 
 __all__ = ["outside_notices"]
 
 
-def outside_notices(session: Session, call_id: str, skip: str | None) -> str:
-    """The notices for files marked changed outside the agent, except ``skip`` (kept marked)."""
-    with session._lock:
-        marked = sorted(session._outside - {skip} if skip else session._outside)
-        session._outside.difference_update(marked)
-    return "".join(_notice(session, path, call_id) for path in marked)
+def outside_notices(session: Session, turn: _Turn, call_id: str, skip: str | None) -> str:
+    """The notices for files marked changed outside the agent, except ``skip`` (kept marked).
+
+    Runs inside the call's turn: the marks are cleared only when the turn commits (a call that
+    fails leaves them for the next one).
+    """
+    marked = sorted(session._outside - {skip} if skip else session._outside)
+    notices = "".join(_notice(session, turn, path, call_id) for path in marked)
+    turn.on_commit(lambda: session._outside.difference_update(marked))
+    return notices
 
 
-def _notice(session: Session, path: str, call_id: str) -> str:
+def _notice(session: Session, turn: _Turn, path: str, call_id: str) -> str:
     cache = session.cache
-    with session._lock:
-        view = session._views.get(path)
-        if view is None or not view.versions:
-            return ""
-        held = session._last_seen(path, view)
+    view = turn.view(path)
+    if view is None or not view.versions:
+        return ""
+    held = turn.seen.get(path, session._last_seen(path, view))
     try:
         loc = cache.locate(path)
         data: bytes | None = read_bytes(loc, cache.settings.max_file_bytes)
@@ -58,7 +61,7 @@ def _notice(session: Session, path: str, call_id: str) -> str:
     version = None if data is None else version_of(data)
     if version == held:
         return ""  # the session's own write, or changed back
-    session._record_change(call_id, path, version, held)
+    session._record_change(turn, call_id, path, version, held)
     if data is None or version is None:
         return render_outside_change(path, held, None, None)
     try:
@@ -67,9 +70,7 @@ def _notice(session: Session, path: str, call_id: str) -> str:
         return render_outside_change(path, held, version, None)
     total = len(src.lines)
     plain = cache.plain_tokens(src, 1, total)
-    with session._lock:
-        answer = session._cached_answer(view, src, 1, total, call_id, plain)
-        if answer is not None and answer[0] == "diff":
-            session._save_view(path, view)
-            return render_outside_change(path, held, version, answer[1])
+    answer = session._cached_answer(view, src, 1, total, call_id, plain)
+    if answer is not None and answer[0] == "diff":
+        return render_outside_change(path, held, version, answer[1])
     return render_outside_change(path, held, version, None)

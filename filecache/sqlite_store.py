@@ -13,6 +13,11 @@ Invariants:
   ``INSERT OR IGNORE``); ``size`` is the uncompressed length.
 - Every ``sqlite3.Error`` (and the ``OSError`` of opening) becomes a ``StoreError`` in
   ``_store_error`` and nowhere else; a failed transaction is rolled back before it surfaces.
+- ``commit`` checks the session's head and appends under one ``BEGIN IMMEDIATE``: no other
+  connection can append between the check and the insert. A busy database is retried (the
+  5 s busy timeout, then up to three more attempts) before it surfaces.
+- ``lock(name)`` is a record lock on ``<database>.lock`` (``filecache.locks``): exclusive across
+  the threads and processes that use this database.
 """
 
 from __future__ import annotations
@@ -20,17 +25,29 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Self, TypeVar
 
-from .errors import StoreError
-from .store import Event, GcReport, Projection, SessionInfo, compress, decompress
+from .errors import StoreConflictError, StoreError
+from .locks import lock_file
+from .store import (
+    Event,
+    GcReport,
+    Intent,
+    Projection,
+    SessionInfo,
+    check_sequence,
+    compress,
+    decompress,
+)
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
 
 Migration = Callable[[sqlite3.Connection], None]
+_T = TypeVar("_T")
 
 MIGRATIONS: list[Migration] = []
 """The schema's history, oldest first; each is recorded under its function name."""
@@ -141,6 +158,23 @@ def m005_event_args(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE events ADD COLUMN args TEXT NOT NULL DEFAULT ''")
 
 
+@_migration
+def m006_intents(conn: sqlite3.Connection) -> None:
+    """Writes about to replace a file (record-intent -> replace -> commit), for recovery."""
+    conn.execute(
+        """CREATE TABLE intents (
+            session_id TEXT NOT NULL,
+            call_id TEXT NOT NULL,
+            root TEXT NOT NULL,
+            path TEXT NOT NULL,
+            before TEXT,
+            after TEXT NOT NULL,
+            created REAL NOT NULL,
+            PRIMARY KEY (session_id, call_id)
+        )"""
+    )
+
+
 # Constant SQL text, so that sqlite3's statement cache reuses the prepared statements.
 _UPSERT_SESSION = (
     "INSERT INTO sessions (session_id, created, last_used) VALUES (?, ?, ?) "
@@ -151,7 +185,11 @@ _EVENT_COLUMNS = (
     "base_call_id, tokens, tokens_full, text_hash, created, deps, args"
 )
 _INSERT_EVENT = f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES ({', '.join('?' * 17)})"
-_SELECT_EVENTS = f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ? ORDER BY seq"
+_SELECT_EVENTS = (
+    f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq > ? ORDER BY seq"
+)
+_HEAD = "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?"
+_INTENT_COLUMNS = "session_id, call_id, root, path, before, after, created"
 _INSERT_BLOB = "INSERT OR IGNORE INTO blobs (version, size, data) VALUES (?, ?, ?)"
 _SELECT_BLOB = "SELECT data FROM blobs WHERE version = ?"
 _HAS_BLOB = "SELECT 1 FROM blobs WHERE version = ?"
@@ -254,20 +292,31 @@ class SqliteStore:
         self.path = Path(path)
         self._lock = threading.RLock()
         self._guard = _Guard(self)
+        self._conn = _retry_busy(lambda: self._open(), self.path, opening=True)
+
+    def _open(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA busy_timeout = 5000")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA foreign_keys = ON")
-            _migrate(conn)
-        except (sqlite3.Error, OSError) as exc:
+            # Processes creating a new store at once: the first to switch to WAL wins, the
+            # others wait for it here (one holds the open lock while it migrates).
+            with lock_file(self.lock_path).hold("open"):
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute("PRAGMA foreign_keys = ON")
+                _migrate(conn)
+            return conn
+        except BaseException:
             if conn is not None:
                 conn.close()
-            raise _store_error(exc, self.path, opening=True) from exc
-        self._conn = conn
+            raise
+
+    @property
+    def lock_path(self) -> Path:
+        """The record-lock file beside the database (``lock``)."""
+        return self.path.with_name(self.path.name + ".lock")
 
     def __repr__(self) -> str:
         return f"SqliteStore({str(self.path)!r})"
@@ -294,35 +343,95 @@ class SqliteStore:
     def add_event(self, event: Event) -> None:
         """Append ``event`` to its session's ledger; the session's last use becomes its time."""
         e = event
-        row = (
-            e.session_id,
-            e.seq,
-            e.call_id,
-            e.tool,
-            e.path,
-            e.start,
-            e.end,
-            e.version,
-            e.base_version,
-            e.kind,
-            e.base_call_id,
-            e.tokens,
-            e.tokens_full,
-            e.text_hash,
-            e.created,
-            " ".join(e.deps),
-            " ".join(e.args),
-        )
+        row = _event_row(e)
         with self._guard as conn:
             conn.execute("BEGIN IMMEDIATE")
             conn.execute(_UPSERT_SESSION, (e.session_id, e.created, e.created))
             conn.execute(_INSERT_EVENT, row)
             conn.execute("COMMIT")
 
-    def events(self, session_id: str) -> list[Event]:
-        """The session's events in ``seq`` order."""
+    def head(self, session_id: str) -> int:
+        """The session's newest ``seq`` (0 for none)."""
         with self._guard as conn:
-            rows = conn.execute(_SELECT_EVENTS, (session_id,)).fetchall()
+            return int(conn.execute(_HEAD, (session_id,)).fetchone()[0])
+
+    def commit(
+        self,
+        session_id: str,
+        expected_head: int,
+        events: Sequence[Event],
+        views: Mapping[str, str | None],
+    ) -> int:
+        """Append ``events`` and apply ``views`` in one transaction if the head is
+        ``expected_head``; else ``StoreConflictError`` and nothing written. Returns the head."""
+        check_sequence(session_id, expected_head, events)
+        rows = [_event_row(e) for e in events]
+        when = events[-1].created if events else time.time()
+
+        def attempt() -> int:
+            with self._guard as conn:
+                conn.execute("BEGIN IMMEDIATE")
+                head = int(conn.execute(_HEAD, (session_id,)).fetchone()[0])
+                if head != expected_head:
+                    conn.execute("ROLLBACK")
+                    raise StoreConflictError(
+                        f"session {session_id!r} moved on to seq {head} (expected "
+                        f"{expected_head}); nothing was written"
+                    )
+                conn.execute(_UPSERT_SESSION, (session_id, when, when))
+                conn.executemany(_INSERT_EVENT, rows)
+                for path, state in views.items():
+                    if state is None:
+                        conn.execute(_DELETE_VIEW, (session_id, path))
+                    else:
+                        conn.execute(_UPSERT_VIEW, (session_id, path, state))
+                conn.execute("COMMIT")
+                return expected_head + len(events)
+
+        return _retry_busy(attempt, self.path, opening=False)
+
+    @contextmanager
+    def lock(self, name: str) -> Iterator[None]:
+        """Hold ``name`` exclusively across this database's threads and processes."""
+        with lock_file(self.lock_path).hold(name):
+            yield
+
+    def put_intent(self, intent: Intent) -> None:
+        """Record a write about to replace a file (replacing one of the same call)."""
+        i = intent
+        with self._guard as conn:
+            conn.execute(
+                f"INSERT OR REPLACE INTO intents ({_INTENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (i.session_id, i.call_id, i.root, i.path, i.before, i.after, i.created),
+            )
+
+    def drop_intent(self, session_id: str, call_id: str) -> None:
+        """Forget a recorded intent (its write was committed or rolled back)."""
+        with self._guard as conn:
+            conn.execute(
+                "DELETE FROM intents WHERE session_id = ? AND call_id = ?", (session_id, call_id)
+            )
+
+    def intents(self, root: str | None = None) -> list[Intent]:
+        """Intents left behind (of ``root``, or all), oldest first."""
+        with self._guard as conn:
+            if root is None:
+                rows = conn.execute(
+                    f"SELECT {_INTENT_COLUMNS} FROM intents ORDER BY created"
+                ).fetchall()
+            else:
+                rows = conn.execute(
+                    f"SELECT {_INTENT_COLUMNS} FROM intents WHERE root = ? ORDER BY created",
+                    (root,),
+                ).fetchall()
+        return [Intent(*row) for row in rows]
+
+    def events(self, session_id: str, after: int | None = None) -> list[Event]:
+        """The session's events after ``seq`` ``after`` (None: all), in ``seq`` order."""
+        with self._guard as conn:
+            rows = conn.execute(
+                _SELECT_EVENTS, (session_id, -(2**62) if after is None else after)
+            ).fetchall()
         # the first 15 columns are Event's first 15 fields; then deps and args, space-separated
         return [
             Event(*row[:-2], deps=tuple(row[-2].split()), args=tuple(row[-1].split()))  # type: ignore[misc]
@@ -463,12 +572,60 @@ class SqliteStore:
         self.close()
 
 
+def _event_row(e: Event) -> tuple[object, ...]:
+    return (
+        e.session_id,
+        e.seq,
+        e.call_id,
+        e.tool,
+        e.path,
+        e.start,
+        e.end,
+        e.version,
+        e.base_version,
+        e.kind,
+        e.base_call_id,
+        e.tokens,
+        e.tokens_full,
+        e.text_hash,
+        e.created,
+        " ".join(e.deps),
+        " ".join(e.args),
+    )
+
+
+def _retry_busy(attempt: Callable[[], _T], path: Path, *, opening: bool) -> _T:
+    """Run ``attempt``, retrying a busy or locked database (beyond its busy timeout) 3 times."""
+    for tries in range(4):
+        try:
+            return attempt()
+        except StoreConflictError:
+            raise
+        except StoreError as exc:
+            cause = exc.__cause__
+            if tries == 3 or not _is_busy(cause):
+                raise
+        except (sqlite3.Error, OSError) as exc:
+            if tries == 3 or not _is_busy(exc):
+                raise _store_error(exc, path, opening=opening) from exc
+        time.sleep(0.05 * (tries + 1))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _is_busy(exc: BaseException | None) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+
+
 def _delete_sessions(conn: sqlite3.Connection, session_ids: list[str]) -> None:
     params = [(sid,) for sid in session_ids]
     conn.executemany("DELETE FROM events WHERE session_id = ?", params)
     conn.executemany("DELETE FROM views WHERE session_id = ?", params)
     conn.executemany("DELETE FROM archive WHERE session_id = ?", params)
     conn.executemany("DELETE FROM projections WHERE session_id = ?", params)
+    conn.executemany("DELETE FROM intents WHERE session_id = ?", params)
     conn.executemany("DELETE FROM sessions WHERE session_id = ?", params)
 
 

@@ -5,6 +5,16 @@ Invariants:
   the same bytes, so a second put is a no-op.
 - Events are append-only and ordered per session by ``seq``; a ``seq`` is used once per session
   (a second event with the same one is a ``StoreError``).
+- The store is the source of truth of a session across threads and processes: ``commit``
+  appends a call's events and its view changes in one transaction, only if the session's head
+  (its newest ``seq``) is still the one the caller computed from, else ``StoreConflictError``
+  and nothing is written. So sequence numbers are assigned against the stored head, inside the
+  write transaction.
+- ``lock(name)`` is exclusive across threads and processes (for a shared store, machines);
+  ``Session`` holds ``session:<id>`` for every call and ``FileCache`` ``path:<root>\0<rel>``
+  around every replace of a file.
+- An ``Intent`` is recorded before a write replaces a file and dropped after its event is
+  committed: one left behind marks a call that died in between (``FileCache`` recovers it).
 - Every implementation is thread-safe; storage errors surface as ``StoreError`` only.
 
 Two implementations: ``MemoryStore`` (here) and ``SqliteStore`` (``sqlite_store.py``).
@@ -13,23 +23,26 @@ Two implementations: ``MemoryStore`` (here) and ``SqliteStore`` (``sqlite_store.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
-from .errors import StoreError
+from .errors import StoreConflictError, StoreError
 from .fsio import STORE_DIR
 from .store_url import is_store_url, open_url_store, refuse_url_path
 
 __all__ = [
     "Event",
     "GcReport",
+    "Intent",
     "MemoryStore",
     "Projection",
     "SessionInfo",
@@ -86,6 +99,27 @@ class Event:
 
 
 @dataclass(frozen=True)
+class Intent:
+    """A write or edit about to replace a file: recorded before, dropped after its commit.
+
+    Attributes:
+        session_id, call_id: the call.
+        root: the root's absolute path; ``path``: the file, relative to it.
+        before: the version the change was computed from (None: a new file).
+        after: the version it writes.
+        created: UNIX time.
+    """
+
+    session_id: str
+    call_id: str
+    root: str
+    path: str
+    before: str | None
+    after: str
+    created: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
 class SessionInfo:
     """A summary of one stored session."""
 
@@ -128,7 +162,19 @@ class Store(Protocol):
     def get_blob(self, version: str) -> bytes | None: ...
     def has_blob(self, version: str) -> bool: ...
     def add_event(self, event: Event) -> None: ...
-    def events(self, session_id: str) -> list[Event]: ...
+    def events(self, session_id: str, after: int | None = None) -> list[Event]: ...
+    def head(self, session_id: str) -> int: ...
+    def commit(
+        self,
+        session_id: str,
+        expected_head: int,
+        events: Sequence[Event],
+        views: Mapping[str, str | None],
+    ) -> int: ...
+    def lock(self, name: str) -> AbstractContextManager[None]: ...
+    def put_intent(self, intent: Intent) -> None: ...
+    def drop_intent(self, session_id: str, call_id: str) -> None: ...
+    def intents(self, root: str | None = None) -> list[Intent]: ...
     def save_view(self, session_id: str, path: str, state: str | None) -> None: ...
     def load_views(self, session_id: str) -> dict[str, str]: ...
     def touch_session(self, session_id: str, now: float | None = None) -> None: ...
@@ -189,6 +235,8 @@ class MemoryStore:
         self._archive: dict[tuple[str, str], str] = {}
         self._projections: dict[str, dict[str, tuple[str, str]]] = {}
         self._projection_tokens: dict[str, dict[str, tuple[int, int, float]]] = {}
+        self._intents: dict[tuple[str, str], Intent] = {}
+        self._locks: dict[str, threading.RLock] = {}
 
     def put_blob(self, version: str, data: bytes) -> None:
         with self._lock:
@@ -214,9 +262,60 @@ class MemoryStore:
             events[event.seq] = event
             self._touch(event.session_id, event.created)
 
-    def events(self, session_id: str) -> list[Event]:
+    def events(self, session_id: str, after: int | None = None) -> list[Event]:
         with self._lock:
-            return sorted(self._events.get(session_id, {}).values(), key=lambda e: e.seq)
+            stored = self._events.get(session_id, {}).values()
+            return sorted(
+                (e for e in stored if after is None or e.seq > after), key=lambda e: e.seq
+            )
+
+    def head(self, session_id: str) -> int:
+        with self._lock:
+            return max(self._events.get(session_id, {0: None}))
+
+    def commit(
+        self,
+        session_id: str,
+        expected_head: int,
+        events: Sequence[Event],
+        views: Mapping[str, str | None],
+    ) -> int:
+        with self._lock:
+            head = self.head(session_id)
+            if head != expected_head:
+                raise StoreConflictError(
+                    f"session {session_id!r} moved on to seq {head} (expected {expected_head})"
+                )
+            check_sequence(session_id, expected_head, events)
+            stored = self._events.setdefault(session_id, {})
+            for event in events:
+                stored[event.seq] = event
+            for path, state in views.items():
+                self.save_view(session_id, path, state)
+            self._touch(session_id, events[-1].created if events else time.time())
+            return expected_head + len(events)
+
+    @contextlib.contextmanager
+    def lock(self, name: str) -> Iterator[None]:
+        with self._lock:
+            held = self._locks.setdefault(name, threading.RLock())
+        with held:
+            yield
+
+    def put_intent(self, intent: Intent) -> None:
+        with self._lock:
+            self._intents[(intent.session_id, intent.call_id)] = intent
+
+    def drop_intent(self, session_id: str, call_id: str) -> None:
+        with self._lock:
+            self._intents.pop((session_id, call_id), None)
+
+    def intents(self, root: str | None = None) -> list[Intent]:
+        with self._lock:
+            return sorted(
+                (i for i in self._intents.values() if root is None or i.root == root),
+                key=lambda i: i.created,
+            )
 
     def save_view(self, session_id: str, path: str, state: str | None) -> None:
         with self._lock:
@@ -339,6 +438,17 @@ class MemoryStore:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def check_sequence(session_id: str, expected_head: int, events: Sequence[Event]) -> None:
+    """``events`` must belong to the session and continue its head without a gap."""
+    for offset, event in enumerate(events, start=1):
+        if event.session_id != session_id or event.seq != expected_head + offset:
+            raise StoreError(
+                f"event {event.call_id!r} (session {event.session_id!r}, seq {event.seq}) does "
+                f"not continue session {session_id!r} at seq {expected_head + offset}; an event's "
+                "seq must be unique within its session"
+            )
 
 
 def _referenced_versions(events: Iterable[Event]) -> set[str]:

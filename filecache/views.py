@@ -67,6 +67,9 @@ class Facts:
             k += 1
         return None
 
+    def copy(self) -> Facts:
+        return Facts(self.version, self.line_count, list(self.spans), self.stamp)
+
     def lines_held(self) -> int:
         return sum(e - s + 1 for s, e, _ in self.spans)
 
@@ -137,6 +140,12 @@ class PathView:
 
     def get(self, version: str) -> Facts | None:
         return self.versions.get(version)
+
+    def copy(self) -> PathView:
+        """An independent copy (a call works on copies; the session keeps them on commit)."""
+        view = PathView(self.max_versions)
+        view.versions = {v: f.copy() for v, f in self.versions.items()}
+        return view
 
     def facts_for(self, version: str, line_count: int, stamp: int) -> Facts:
         """The facts of ``version``, created empty if new; marks it most recent."""

@@ -34,11 +34,12 @@ Patch = Callable[[str | bytes, str], bytes]
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:
-    """Every regular file under ``directory`` with its bytes (symlinks not followed)."""
+    """Every regular file under ``directory`` with its bytes (symlinks not followed), except
+    filecache's own folder (its lock file appears on the first write attempt)."""
     return {
         str(p.relative_to(directory)): p.read_bytes()
         for p in sorted(directory.rglob("*"))
-        if p.is_file() and not p.is_symlink()
+        if p.is_file() and not p.is_symlink() and ".filecache" not in p.relative_to(directory).parts
     }
 
 
