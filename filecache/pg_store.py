@@ -256,9 +256,10 @@ class PostgresStore:
 
         self._transaction(work)
 
-    def events(self, session_id: str, after: int = 0) -> list[Event]:
-        """The session's events with ``seq > after``, in ``seq`` order."""
-        rows = self._one(lambda c: c.execute(_SELECT_EVENTS, (session_id, after)).fetchall())
+    def events(self, session_id: str, after: int | None = None) -> list[Event]:
+        """The session's events with ``seq > after`` (None: all), in ``seq`` order."""
+        since = -(2**62) if after is None else after
+        rows = self._one(lambda c: c.execute(_SELECT_EVENTS, (session_id, since)).fetchall())
         return [_event(row) for row in rows]
 
     def head(self, session_id: str) -> int:
