@@ -21,7 +21,10 @@ from typing import Any
 import anyio
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pg_server import Cluster
+from test_invariant import OPS, PATHS, contents, run_ops
 
 from filecache import FileCache
 from filecache.cli import main
@@ -447,3 +450,36 @@ def test_threads_share_one_store_object(pg_url: str, root: Path) -> None:
         assert errors == []
         counts = {s.session_id: s.events for s in cache.store.sessions()}
     assert counts == {f"t{t}": 10 for t in range(8)}
+
+
+# The never-stale property on PostgreSQL -----------------------------------------------------------
+
+_TABLES = "sessions, events, views, blobs, cache, archive, projections, intents"
+
+
+@settings(
+    max_examples=max(20, int(os.environ.get("FILECACHE_PROPERTY_EXAMPLES", "300")) // 10),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    initial=st.tuples(contents(), contents()),
+    ops=st.lists(OPS, min_size=8, max_size=40),
+    ratio=st.sampled_from([0.6, 1.0, 50.0]),
+    versions=st.sampled_from([1, 2, 4]),
+)
+def test_model_view_equals_disk_on_postgres(
+    pg_url: str, tmp_path_factory: pytest.TempPathFactory, initial: Any, ops: Any, ratio: float,
+    versions: int,
+) -> None:  # fmt: skip
+    """test_invariant's property (the model's view equals disk) with the store on PostgreSQL:
+    each example on an emptied database (one session id, continued from nothing)."""
+    with PostgresStore(pg_url):
+        pass  # the schema exists before the first TRUNCATE
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"TRUNCATE {_TABLES}")
+    root = tmp_path_factory.mktemp("root")
+    for rel, text in zip(PATHS, initial, strict=True):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(text.encode())
+    run_ops(root, ops, ratio, versions, pg_url)
