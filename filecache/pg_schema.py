@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-__all__ = ["MIGRATIONS", "migrate"]
+__all__ = ["CONFLICT_SQLSTATE", "MIGRATIONS", "migrate"]
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 Migration = Callable[[Conn], None]
@@ -126,6 +126,58 @@ def m002_intents(conn: Conn) -> None:
         )"""
     )
     conn.execute("CREATE INDEX intents_root ON intents(root)")
+
+
+CONFLICT_SQLSTATE = "FC409"
+"""What ``filecache_commit`` raises when the session's head moved (``StoreConflictError``)."""
+
+
+@_migration
+def m003_commit_function(conn: Conn) -> None:
+    """``filecache_commit``: ``PostgresStore.commit`` in one round trip (a compare-and-swap on the
+    session's head, the events and the views, in the statement's own transaction)."""
+    conn.execute(
+        """CREATE FUNCTION filecache_commit(
+            p_session TEXT, p_expected BIGINT, p_when DOUBLE PRECISION,
+            p_events JSONB, p_views JSONB
+        ) RETURNS BIGINT LANGUAGE plpgsql AS $$
+        DECLARE
+            head BIGINT;
+        BEGIN
+            -- The upsert locks the session's row: committers of one session queue here, and
+            -- the head read below (a new snapshot under READ COMMITTED) sees the one before.
+            INSERT INTO sessions (session_id, created, last_used)
+                VALUES (p_session, p_when, p_when)
+                ON CONFLICT (session_id) DO UPDATE SET last_used = excluded.last_used;
+            SELECT COALESCE(MAX(seq), 0) INTO head FROM events WHERE session_id = p_session;
+            IF head <> p_expected THEN
+                RAISE EXCEPTION 'session % moved on to seq % (expected %)',
+                    quote_literal(p_session), head, p_expected
+                    USING ERRCODE = 'FC409';
+            END IF;
+            INSERT INTO events (session_id, seq, call_id, tool, path, start, "end", version,
+                                base_version, kind, base_call_id, tokens, tokens_full,
+                                text_hash, created, deps, args)
+                SELECT p_session, e.seq, e.call_id, e.tool, e.path, e.start, e."end",
+                       e.version, e.base_version, e.kind, e.base_call_id, e.tokens,
+                       e.tokens_full, e.text_hash, e.created, e.deps, e.args
+                FROM jsonb_to_recordset(p_events) AS e(
+                    seq BIGINT, call_id TEXT, tool TEXT, path TEXT, start BIGINT,
+                    "end" BIGINT, version TEXT, base_version TEXT, kind TEXT,
+                    base_call_id TEXT, tokens BIGINT, tokens_full BIGINT, text_hash TEXT,
+                    created DOUBLE PRECISION, deps TEXT, args TEXT
+                );
+            DELETE FROM views WHERE session_id = p_session AND path IN (
+                SELECT key FROM jsonb_each(p_views) WHERE jsonb_typeof(value) = 'null'
+            );
+            INSERT INTO views (session_id, path, state)
+                SELECT p_session, key, value #>> '{}' FROM jsonb_each(p_views)
+                WHERE jsonb_typeof(value) <> 'null'
+                ON CONFLICT (session_id, path) DO UPDATE SET state = excluded.state;
+            RETURN p_expected + jsonb_array_length(p_events);
+        END
+        $$"""
+    )
 
 
 def migrate(conn: Conn) -> None:

@@ -5,12 +5,14 @@ Chosen by a ``postgresql://`` (or ``postgres://``) URL wherever a store is named
 
 Invariants:
 - Connections come from a ``psycopg_pool.ConnectionPool`` (autocommit; each is checked before it
-  is handed out, so a server that restarted costs one reconnect, not an error). A statement that
+  is handed out, with a round trip only when its socket shows the server closed it, so a server
+  that restarted costs a reconnect, not an error). A statement that
   stands alone commits on its own; work of several statements runs in one transaction.
 - The schema is built only by ``pg_schema``'s named migrations, applied on open.
-- ``commit`` is a compare-and-swap on the session's head: it upserts the session's row first (a
-  row lock that serialises the session's committers), then reads the head in the same
-  transaction, so sequence numbers are assigned against what is stored, on every machine.
+- ``commit`` is a compare-and-swap on the session's head, in one round trip (the server-side
+  ``filecache_commit`` of ``pg_schema``): it upserts the session's row first (a row lock that
+  serialises the session's committers), then reads the head in the same transaction, so sequence
+  numbers are assigned against what is stored, on every machine.
 - ``lock(name)`` is ``pg_advisory_lock`` on a hash of the name, on a connection of a second pool
   that the thread holds while it holds any lock: exclusive across threads, processes and
   machines, reentrant within a thread (a hold count per name). A lock whose connection dies
@@ -25,7 +27,9 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import json
 import random
+import select
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -39,7 +43,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from .errors import StoreConflictError, StoreError
-from .pg_schema import Conn, migrate
+from .pg_schema import CONFLICT_SQLSTATE, Conn, migrate
 from .store import (
     Event,
     GcReport,
@@ -162,7 +166,7 @@ class PostgresStore:
             min_size=1,
             max_size=max_connections,
             open=False,
-            check=ConnectionPool.check_connection,
+            check=_check_connection,
             timeout=timeout,
             name="filecache",
         )
@@ -172,7 +176,7 @@ class PostgresStore:
             min_size=0,
             max_size=max_connections,
             open=False,
-            check=ConnectionPool.check_connection,
+            check=_check_connection,
             timeout=timeout,
             name="filecache-locks",
             configure=_configure_lock_conn,
@@ -200,11 +204,16 @@ class PostgresStore:
         except (psycopg.Error, PoolTimeout, PoolClosed) as exc:
             raise _store_error(exc, self.where) from exc
 
-    def _transaction(self, work: Callable[[Conn], T]) -> T:
+    def _transaction(self, work: Callable[[Conn], T], *, begin: bool = True) -> T:
+        """``work`` in a transaction (``begin=False``: one statement, its own transaction),
+        run again on a serialization failure or a deadlock."""
         for attempt in range(_RETRIES):
             try:
-                with self._pool.connection() as conn, conn.transaction():
-                    return work(conn)
+                with self._pool.connection() as conn:
+                    if not begin:
+                        return work(conn)
+                    with conn.transaction():
+                        return work(conn)
             except _RETRYABLE as exc:
                 if attempt == _RETRIES - 1:
                     raise StoreError(
@@ -283,28 +292,24 @@ class PostgresStore:
         """
         check_sequence(session_id, expected_head, events)
         when = events[-1].created if events else time.time()
+        rows = json.dumps([_event_json(e) for e in events])
+        changes = json.dumps(dict(views))
 
         def work(conn: Conn) -> int:
-            # The upsert takes the session row's lock: committers of one session queue here,
-            # and the head read below (a new snapshot, READ COMMITTED) sees the one before.
-            conn.execute(_UPSERT_SESSION, (session_id, when, when))
-            row = conn.execute(_HEAD, (session_id,)).fetchone()
-            head = 0 if row is None else int(row[0])
-            if head != expected_head:
-                raise StoreConflictError(
-                    f"session {session_id!r} moved on to seq {head} (expected {expected_head})"
-                )
-            if events:
-                with conn.cursor() as cur:
-                    cur.executemany(_INSERT_EVENT, [_event_row(e) for e in events])
-            for path, state in views.items():
-                if state is None:
-                    conn.execute(_DELETE_VIEW, (session_id, path))
-                else:
-                    conn.execute(_UPSERT_VIEW, (session_id, path, state))
-            return expected_head + len(events)
+            row = conn.execute(
+                "SELECT filecache_commit(%s, %s, %s, %s::jsonb, %s::jsonb)",
+                (session_id, expected_head, when, rows, changes),
+            ).fetchone()
+            return int(row[0]) if row is not None else expected_head + len(events)
 
-        return self._transaction(work)
+        try:
+            return self._transaction(work, begin=False)
+        except StoreError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, psycopg.Error) and cause.sqlstate == CONFLICT_SQLSTATE:
+                detail = cause.diag.message_primary or "the session's head moved"
+                raise StoreConflictError(detail) from None
+            raise
 
     def save_view(self, session_id: str, path: str, state: str | None) -> None:
         """Record the view state of ``path`` in the session; None forgets it."""
@@ -561,8 +566,41 @@ class PostgresStore:
         self.close()
 
 
+def _check_connection(conn: Conn) -> None:
+    """Before a pooled connection is handed out: a round trip only when the server has said
+    something since it was last used (an idle connection's socket is readable only once the
+    server closed it or sent an error, e.g. when it restarted); else a local check for free."""
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("the connection is closed")
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:
+        ConnectionPool.check_connection(conn)
+
+
 def _configure_lock_conn(conn: Conn) -> None:
     conn.execute("SET lock_timeout = '60s'")  # a lock wait that long is a StoreError
+
+
+def _event_json(e: Event) -> dict[str, object]:
+    """An event as ``filecache_commit`` reads it (``jsonb_to_recordset``)."""
+    return {
+        "seq": e.seq,
+        "call_id": e.call_id,
+        "tool": e.tool,
+        "path": e.path,
+        "start": e.start,
+        "end": e.end,
+        "version": e.version,
+        "base_version": e.base_version,
+        "kind": e.kind,
+        "base_call_id": e.base_call_id,
+        "tokens": e.tokens,
+        "tokens_full": e.tokens_full,
+        "text_hash": e.text_hash,
+        "created": e.created,
+        "deps": " ".join(e.deps),
+        "args": " ".join(e.args),
+    }
 
 
 def _event_row(e: Event) -> tuple[object, ...]:
