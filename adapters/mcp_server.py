@@ -39,12 +39,12 @@ from filecache.render import mcp_instructions
 
 from .mcp_sessions import (
     Connections,
+    OtherServers,
     RefWindow,
     client_session_id,
     connection_key,
     mcp_required,
     new_session_id,
-    session_events,
 )
 
 with mcp_required():
@@ -87,9 +87,12 @@ class ServeOptions:
 class _Connection:
     """One client connection: its sessions (one per root), ref window and client roots."""
 
-    def __init__(self, sessions: list[Session], window: RefWindow) -> None:
+    def __init__(
+        self, sessions: list[Session], window: RefWindow, others: OtherServers | None = None
+    ) -> None:
         self.sessions = sessions
         self.window = window
+        self.others = others  # a session that other servers may answer too (named or fixed)
         self.client_roots: tuple[Path, ...] | None = None
         self.roots_known = False
 
@@ -155,10 +158,13 @@ class FileCacheServer:
         ]
         settings = self.caches[0].settings
         window = RefWindow(settings.mcp_ref_calls, settings.mcp_ref_minutes)
-        # A continued session (fixed or named): its earlier calls count towards the window.
-        earlier = [e for s in sessions for e in session_events(s.cache.store, s.id)]
-        window.seed(sorted(earlier, key=lambda e: e[0]))
-        return _Connection(sessions, window)
+        if not (self.options.session or named):
+            return _Connection(sessions, window)
+        # A continued session (fixed or named): its calls so far count towards the window, and
+        # so do those other servers answer later (replicas on one store).
+        others = OtherServers([(s.cache.store, s.id) for s in sessions], window)
+        others.catch_up()
+        return _Connection(sessions, window, others)
 
     # -- paths --------------------------------------------------------------------------------
 
@@ -283,6 +289,8 @@ class FileCacheServer:
     def _run(
         self, conn: _Connection, path: str | None, op: Callable[[Session], ReadResult | WriteResult]
     ) -> ReadResult | WriteResult:
+        if conn.others is not None:
+            conn.others.catch_up()
         conn.window.begin_call()
         expired = conn.window.expired()
         if expired:
@@ -291,6 +299,8 @@ class FileCacheServer:
         session = self._confine(conn, path) if path is not None else conn.sessions[0]
         result = op(session)
         conn.window.record(result.call_id)
+        if conn.others is not None:
+            conn.others.mine(result.call_id)
         return result
 
     async def stats(self, ctx: Context[Any, Any]) -> CallToolResult:

@@ -33,6 +33,7 @@ __all__ = [
     "MCP_INSTALL_HINT",
     "SESSION_HEADER",
     "Connections",
+    "OtherServers",
     "RefWindow",
     "client_session_id",
     "connection_key",
@@ -196,3 +197,36 @@ class Connections(Generic[T]):
 def session_events(store: Store, session_id: str) -> list[tuple[float, str]]:
     """``(created, call_id)`` of a stored session's calls, to seed a ``RefWindow``."""
     return [(float(e.created), e.call_id) for e in store.events(session_id)]
+
+
+class OtherServers:
+    """Counts into a connection's ``RefWindow`` the calls that other servers (replicas on one
+    store, or another process with the same ``--session``) answered in its sessions.
+
+    Without it, a replica's window would never expire a result another replica answered, and
+    would let it back FileRefs for ever. ``catch_up`` reads each session's events after the last
+    one counted (one query per session) and counts those not answered here (``mine``).
+    """
+
+    def __init__(self, sessions: Iterable[tuple[Store, str]], window: RefWindow) -> None:
+        self._window = window
+        self._seen: dict[tuple[Store, str], int] = {pair: 0 for pair in sessions}
+        self._own: set[str] = set()
+        self._lock = threading.Lock()
+
+    def mine(self, call_id: str) -> None:
+        """A call answered here (the window records it itself)."""
+        with self._lock:
+            self._own.add(call_id)
+
+    def catch_up(self) -> None:
+        """Count the calls stored since the last look that were answered elsewhere."""
+        with self._lock:
+            found: list[tuple[float, str]] = []
+            for (store, sid), seen in self._seen.items():
+                events = store.events(sid, after=seen)
+                if events:
+                    self._seen[(store, sid)] = events[-1].seq
+                found += [(e.created, e.call_id) for e in events if e.call_id not in self._own]
+            self._own.clear()
+            self._window.seed(sorted(found))

@@ -345,17 +345,19 @@ def test_four_processes_sixty_edits_each_lose_none(pg_url: str, root: Path) -> N
 
 
 @pytest.fixture
-def replicas(pg_url: str, root: Path, tmp_path: Path) -> Iterator[list[str]]:
-    """Two ``filecache serve --transport http`` processes on one PostgreSQL store."""
-    ports = [free_port(), free_port()]
-    logs = [tmp_path / f"replica-{i}.log" for i in range(2)]
-    procs = []
-    for port, log in zip(ports, logs, strict=True):
-        args = ["-m", "filecache", "serve", "--root", str(root), "--store", pg_url,
-                "--transport", "http", "--port", str(port)]  # fmt: skip
-        with log.open("w") as out:
-            procs.append(subprocess.Popen([sys.executable, *args], stdout=out, stderr=out))
-    try:
+def start_replicas(pg_url: str, root: Path, tmp_path: Path) -> Iterator[Any]:
+    """Starts two ``filecache serve --transport http`` processes on one PostgreSQL store (with
+    extra options) and gives their URLs; they are stopped after the test."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(*extra: str) -> list[str]:
+        ports = [free_port(), free_port()]
+        logs = [tmp_path / f"replica-{i}.log" for i in range(2)]
+        for port, log in zip(ports, logs, strict=True):
+            args = ["-m", "filecache", "serve", "--root", str(root), "--store", pg_url,
+                    "--transport", "http", "--port", str(port), *extra]  # fmt: skip
+            with log.open("w") as out:
+                procs.append(subprocess.Popen([sys.executable, *args], stdout=out, stderr=out))
         deadline = time.monotonic() + 30
         for port, proc, log in zip(ports, procs, logs, strict=True):
             while True:
@@ -365,12 +367,21 @@ def replicas(pg_url: str, root: Path, tmp_path: Path) -> Iterator[list[str]]:
                 except OSError:
                     assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
                     time.sleep(0.05)
-        yield [f"http://127.0.0.1:{port}/mcp" for port in ports]
+        return [f"http://127.0.0.1:{port}/mcp" for port in ports]
+
+    try:
+        yield start
     finally:
         for proc in procs:
             proc.terminate()
         for proc in procs:
             proc.wait(timeout=10)
+
+
+@pytest.fixture
+def replicas(start_replicas: Any) -> list[str]:
+    urls: list[str] = start_replicas()
+    return urls
 
 
 @pytest.mark.anyio
@@ -427,6 +438,28 @@ async def test_a_bad_session_header_is_a_tool_error(
         async with http_session(replicas[0], {"filecache-session": "no spaces allowed"}) as c:
             result = await c.call_tool("read_file", {"path": "notes.txt"})
     assert result.is_error and "filecache-session header" in text_of(result)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_calls_on_the_other_replica_count_towards_the_ref_window(
+    start_replicas: Any, anyio_backend: str
+) -> None:
+    """With --ref-calls 2, three calls answered by replica two expire replica one's read (the
+    connection to replica two was open before that read, so only the store tells it)."""
+    from mcp_client import http_session, meta_of
+
+    one_url, two_url = start_replicas("--ref-calls", "2")
+    header = {"filecache-session": "windowed"}
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with http_session(one_url, header) as one, http_session(two_url, header) as two:
+            await two.call_tool("read_file", {"path": "empty.txt"})  # both connections open
+            first = meta_of(await one.call_tool("read_file", {"path": "notes.txt"}))
+            for path in ("src/app.py", "empty.txt", "src/app.py"):
+                await two.call_tool("read_file", {"path": path})
+            again = meta_of(await one.call_tool("read_file", {"path": "notes.txt"}))
+    assert first["kind"] == "full"
+    assert again["kind"] == "full"  # r1 is 4 calls old: no longer relied on
 
 
 def test_threads_share_one_store_object(pg_url: str, root: Path) -> None:
