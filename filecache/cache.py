@@ -9,7 +9,9 @@ hash); token counts are cached per (version, range, format); nothing here decide
 With ``watch=True`` a watcher (``filecache.watch``) marks every file changed on disk in every
 live session of this cache; each session decides what its model is told (``outside.py``).
 
-Concurrency: one ``Session`` object per id per cache (``session(id)`` twice gives the same
+Concurrency: ``self._lock`` guards this object's own maps only and is never held while waiting
+for a store, session or path lock (a thread holding a path lock may need it). One ``Session``
+object per id per cache (``session(id)`` twice gives the same
 object; other caches and processes share it through the store). ``path_lock(rel)`` is the lock
 every write and edit holds from reading a file to replacing it: a record lock on
 ``paths.lock`` in the root's store folder (whatever store is used, so every filecache process
@@ -110,9 +112,11 @@ class FileCache:
         sid = session_id or self.settings.session or "s-" + os.urandom(6).hex()
         with self._lock:
             session = self._sessions.get(sid)
-            if session is None:
-                session = self._sessions[sid] = Session(self, sid)
+        if session is not None:
             return session
+        made = Session(self, sid)  # not under self._lock: it writes to the store
+        with self._lock:
+            return self._sessions.setdefault(sid, made)
 
     @contextlib.contextmanager
     def path_lock(self, rel: str) -> Iterator[None]:

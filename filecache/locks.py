@@ -1,14 +1,18 @@
 """Exclusive named locks held across the threads and the processes of one machine.
 
-A lock file serves any number of names: each name hashes to one byte of the file, and a POSIX
-record lock (``fcntl.lockf``) on that byte excludes other processes. Record locks belong to the
-process, not the thread, so a per-byte ``RLock`` excludes the other threads of this process, and
-a hold count makes the lock reentrant within a thread.
+A lock file serves any number of names: each name hashes to one byte of the file, and a record
+lock on that byte excludes other processes: an open-file-description lock (Linux
+``F_OFD_SETLKW``), else a POSIX ``lockf``. The lock is shared by every thread of the process (one
+descriptor), so a per-byte ``RLock`` excludes the other threads, and a hold count makes the lock
+reentrant within a thread. OFD locks matter: the kernel checks POSIX record locks for deadlock
+per *process*, so two processes whose threads wait on each other's locks in a way that is no
+cycle between threads (process A's recovery holds a session lock and waits for a path; a thread
+of B holds the path, another thread of B waits for that session) get a false ``EDEADLK``.
 
 Ownership and invariants:
 - One ``LockFile`` per file per process (``lock_file`` keeps the registry), with one descriptor
-  that stays open while the process runs: closing *any* descriptor of a file drops every record
-  lock the process holds on it.
+  that stays open while the process runs (closing *any* descriptor of a file drops every POSIX
+  record lock the process holds on it).
 - The record lock is taken when a byte's hold count goes 0 → 1 and released at 1 → 0, both while
   holding that byte's ``RLock``; a forked child starts with an empty registry (it holds no
   record locks, whatever its parent's threads held).
@@ -22,6 +26,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -70,19 +75,41 @@ class LockFile:
                 self._holds[offset] -= 1
                 if self._holds[offset] == 0:
                     del self._holds[offset]
-                    fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, offset, os.SEEK_SET)
+                    _unlock(self._fd, offset)
 
     def _lock_byte(self, offset: int) -> None:
-        for attempt in range(1000):
+        for attempt in range(10_000):
             try:
-                fcntl.lockf(self._fd, fcntl.LOCK_EX, 1, offset, os.SEEK_SET)
+                _lock(self._fd, offset)
                 return
             except OSError as exc:
-                # EDEADLK: the kernel saw a cycle through a hash collision; back off and retry.
+                # EDEADLK (POSIX locks only): a false cycle between processes; wait and retry.
                 if exc.errno not in (errno.EDEADLK, errno.EINTR, errno.ENOLCK):
                     raise StoreError(f"cannot lock {self.path}: {exc}") from exc
-                time.sleep(min(0.001 * (attempt + 1), 0.05))
-        raise StoreError(f"cannot lock {self.path}: gave up after 1000 attempts")
+                time.sleep(min(0.001 * (attempt + 1), 0.02))
+        raise StoreError(f"cannot lock {self.path}: gave up waiting")
+
+
+_OFD_SETLKW = getattr(fcntl, "F_OFD_SETLKW", None)
+
+
+def _flock(kind: int, offset: int) -> bytes:
+    # struct flock: l_type, l_whence, l_start, l_len, l_pid (0 for OFD locks)
+    return struct.pack("hhqqi4x", kind, os.SEEK_SET, offset, 1, 0)
+
+
+def _lock(fd: int, offset: int) -> None:
+    if _OFD_SETLKW is not None:
+        fcntl.fcntl(fd, _OFD_SETLKW, _flock(fcntl.F_WRLCK, offset))
+    else:  # pragma: no cover - not Linux
+        fcntl.lockf(fd, fcntl.LOCK_EX, 1, offset, os.SEEK_SET)
+
+
+def _unlock(fd: int, offset: int) -> None:
+    if _OFD_SETLKW is not None:
+        fcntl.fcntl(fd, _OFD_SETLKW, _flock(fcntl.F_UNLCK, offset))
+    else:  # pragma: no cover - not Linux
+        fcntl.lockf(fd, fcntl.LOCK_UN, 1, offset, os.SEEK_SET)
 
 
 _FILES: dict[str, LockFile] = {}

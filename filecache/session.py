@@ -91,9 +91,7 @@ class Session:
         self._tool_keys: set[str] = set()
         self._seen: dict[str, str | None] = {}  # last version observed per path
         self._outside: set[str] = set()  # paths the watcher saw change (``outside.py``)
-        self._loaded = False
-        with self._turn():
-            pass
+        self._loaded = False  # the first turn loads the view from the store
         cache.store.touch_session(session_id)
 
     # -- public API -------------------------------------------------------------------------
