@@ -579,6 +579,11 @@ def _check_connection(conn: Conn) -> None:
 
 def _configure_lock_conn(conn: Conn) -> None:
     conn.execute("SET lock_timeout = '60s'")  # a lock wait that long is a StoreError
+    # A holder whose machine vanished (no FIN) must not keep its advisory locks for the
+    # kernel's two-hour keepalive default: the server gives up on it after about 25 s.
+    conn.execute("SET tcp_keepalives_idle = 10")
+    conn.execute("SET tcp_keepalives_interval = 5")
+    conn.execute("SET tcp_keepalives_count = 3")
 
 
 def _event_json(e: Event) -> dict[str, object]:

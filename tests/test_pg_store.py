@@ -24,6 +24,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pg_server import Cluster
+from test_concurrency import KILLED_WRITER, _run_workers
 from test_invariant import OPS, PATHS, contents, run_ops
 
 from filecache import FileCache
@@ -516,3 +517,71 @@ def test_model_view_equals_disk_on_postgres(
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(text.encode())
     run_ops(root, ops, ratio, versions, pg_url)
+
+
+# The concurrency issue's stress test on PostgreSQL ---------------------------------------------
+
+
+def test_stress_on_postgres_no_lost_edits_no_answer_from_a_failed_call(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """test_concurrency's stress test (two processes, sessions, one id in both processes, two
+    objects for one id), with the store on PostgreSQL."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "shared.txt").write_text("START\nEND\n")
+    plans: list[dict[str, object]] = [
+        {
+            "caches": 2,
+            "threads": [
+                [0, "a0", 0, 150],
+                [0, "a1", 1, 150],
+                [0, "both", 2, 60],
+                [0, "twin", 3, 40],
+                [1, "twin", 4, 40],
+            ],
+        },  # fmt: skip
+        {
+            "caches": 1,
+            "threads": [[0, "b0", 0, 150], [0, "b1", 1, 150], [0, "both", 2, 60]],
+        },
+    ]
+    outs = _run_workers(root, pg_url, plans)  # type: ignore[arg-type]
+    ok = {cid for out in outs for _, cid in out["ok"]}
+    failed = [f for out in outs for f in out["failed"]]
+    text = (root / "shared.txt").read_text()
+    lines = set(text.splitlines())
+    edits_ok = {cid for cid in ok if not cid.endswith("-read")}
+    assert failed == [], failed[:5]
+    assert len(edits_ok) == 2 * 150 * 2 + 2 * 60 + 2 * 40
+    assert edits_ok - lines == set(), "edits that returned success are missing from the file"
+    assert {line for line in lines if line.startswith("p")} == edits_ok
+    assert text.startswith("START\n") and text.endswith("END\n")
+    for out in outs:
+        for _sid, _rid, kind, base in out["answers"]:
+            assert base is None or base in ok, f"a {kind} answer names {base}, which failed"
+    for sid in ("a0", "a1", "b0", "b1", "both", "twin"):
+        got = rows(pg_url, "SELECT seq, call_id FROM events WHERE session_id = %s ORDER BY seq",
+                   (sid,))  # fmt: skip
+        assert [seq for seq, _ in got] == list(range(1, len(got) + 1)), sid
+        assert {c for _, c in got} == {cid for out in outs for s, cid in out["ok"] if s == sid}
+    assert rows(pg_url, "SELECT COUNT(*) FROM intents") == [(0,)]
+
+
+def test_a_write_killed_before_its_commit_is_recovered_on_postgres(
+    pg_url: str, tmp_path: Path
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "a.txt").write_text("alpha\nbeta\n")
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED_WRITER, str(root), pg_url], capture_output=True
+    )
+    assert proc.returncode == 9, proc.stderr
+    assert (root / "a.txt").read_text() == "alpha\ngamma\n"  # replaced, never committed
+    with FileCache(root, store=pg_url) as cache:
+        assert cache.store.intents() == []
+        events = cache.store.events("s")
+        assert [(e.tool, e.kind) for e in events] == [("read", "full"), ("change", "changed")]
+        answer = cache.session("s").read("a.txt", call_id="r2")
+        assert answer.kind in ("diff", "full") and "gamma" in answer.text
