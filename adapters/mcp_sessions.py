@@ -227,6 +227,10 @@ class OtherServers:
                 events = store.events(sid, after=seen)
                 if events:
                     self._seen[(store, sid)] = events[-1].seq
-                found += [(e.created, e.call_id) for e in events if e.call_id not in self._own]
+                found += [
+                    (e.created, e.call_id)
+                    for e in events
+                    if e.call_id not in self._own and e.tool != "change"  # changes are no calls
+                ]
             self._own.clear()
             self._window.seed(sorted(found))
