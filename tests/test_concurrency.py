@@ -274,3 +274,57 @@ def test_a_write_killed_before_its_commit_is_recovered_as_a_change(tmp_path: Pat
         assert [(e.tool, e.kind) for e in events] == [("read", "full"), ("change", "changed")]
         answer = cache.session("s").read("a.txt", call_id="r2")
         assert answer.kind in ("diff", "full") and "gamma" in answer.text  # never "unchanged"
+
+
+def test_concurrent_cli_reads_of_one_session_all_succeed(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "a.txt").write_text("".join(f"line {i}\n" for i in range(80)))
+    cmd = [sys.executable, "-m", "filecache", "read", "a.txt", "--root", str(root)]
+    procs = [
+        subprocess.Popen(
+            [*cmd, "--session", "shared", "--call-id", f"c{i}", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(6)
+    ]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        results.append(json.loads(out))
+    kinds = sorted(r["kind"] for r in results)
+    assert kinds == ["full"] + ["unchanged"] * 5  # one saw it first; the others refer to it
+    ids = {r["call_id"] for r in results}
+    assert all(r["base_call_id"] in ids for r in results if r["kind"] == "unchanged")
+    with FileCache(root) as cache:
+        assert [e.seq for e in cache.store.events("shared")] == [1, 2, 3, 4, 5, 6]
+
+
+OPENER = """
+import sys
+from pathlib import Path
+from filecache.sqlite_store import SqliteStore
+SqliteStore(Path(sys.argv[1])).close()
+"""
+
+
+def test_processes_creating_one_new_store_at_once(tmp_path: Path) -> None:
+    for round_no in range(3):
+        db = tmp_path / f"r{round_no}" / "cache.db"
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", OPENER, str(db)], stderr=subprocess.PIPE, text=True
+            )
+            for _ in range(6)
+        ]
+        for proc in procs:
+            _, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err
+        conn = sqlite3.connect(db)
+        try:
+            assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        finally:
+            conn.close()
