@@ -203,6 +203,48 @@ def test_a_session_read_in_one_process_continues_in_another(pg_url: str, root: P
 # The fleet's CLI ----------------------------------------------------------------------------------
 
 
+def test_concurrent_cli_reads_of_one_session_all_succeed_on_postgres(
+    pg_url: str, root: Path
+) -> None:
+    """Six processes read one file in one session at once: one gets the content, and the five
+    others a FileRef to a call that succeeded; seqs 1..6."""
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "filecache",
+                "read",
+                "notes.txt",
+                "--root",
+                str(root),
+                "--store",
+                pg_url,
+                "--session",
+                "shared",
+                "--call-id",
+                f"c{i}",
+                "--json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )  # fmt: skip
+        for i in range(6)
+    ]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        results.append(json.loads(out))
+    assert sorted(r["kind"] for r in results) == ["full"] + ["unchanged"] * 5
+    ids = {r["call_id"] for r in results}
+    assert all(r["base_call_id"] in ids for r in results if r["kind"] == "unchanged")
+    got = rows(pg_url, "SELECT seq FROM events WHERE session_id = 'shared' ORDER BY seq")
+    assert [seq for (seq,) in got] == [1, 2, 3, 4, 5, 6]
+
+
 def test_stats_and_sessions_across_the_fleet(pg_url: str, root: Path, tmp_path: Path) -> None:
     for agent in ("agent-a", "agent-b"):
         for call in ("c1", "c2"):
