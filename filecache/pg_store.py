@@ -59,6 +59,7 @@ __all__ = ["PostgresStore", "describe_url"]
 
 T = TypeVar("T")
 
+_LOCK_WAIT = 60.0  # seconds a call waits for a lock (and for a connection to hold it on)
 _RETRIES = 8  # attempts of a transaction that hit a serialization failure or a deadlock
 _RETRYABLE = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
 
@@ -157,6 +158,7 @@ class PostgresStore:
     def __init__(self, url: str, *, max_connections: int = 8, timeout: float = 5.0) -> None:
         self.url = url
         self.where = describe_url(url)
+        self._timeout = timeout
         kwargs: dict[str, Any] = {"autocommit": True}
         if "connect_timeout" not in url:
             kwargs["connect_timeout"] = max(1, int(timeout))
@@ -474,12 +476,25 @@ class PostgresStore:
         held = self._held
         try:
             if held.conn is None:
-                held.conn = self._lock_pool.getconn()
+                held.conn = self._lock_connection()
             held.conn.execute("SELECT pg_advisory_lock(%s)", (_advisory_key(name),))
         except (psycopg.Error, PoolTimeout, PoolClosed) as exc:
             self._drop_lock_conn(broken=True)
             raise _store_error(exc, self.where) from exc
         held.counts[name] = 1
+
+    def _lock_connection(self) -> Conn:
+        """A connection to hold locks on. While every one is held by a lock holder, waiting for
+        one is waiting for a lock (up to a lock wait); a pool that cannot connect fails fast."""
+        deadline = time.monotonic() + _LOCK_WAIT
+        while True:
+            try:
+                return self._lock_pool.getconn(timeout=self._timeout)
+            except PoolTimeout:
+                stats = self._lock_pool.get_stats()
+                busy = stats.get("pool_size", 0) >= self._lock_pool.max_size
+                if not busy or stats.get("pool_available", 0) or time.monotonic() > deadline:
+                    raise
 
     def _release(self, name: str) -> None:
         held = self._held
@@ -578,7 +593,7 @@ def _check_connection(conn: Conn) -> None:
 
 
 def _configure_lock_conn(conn: Conn) -> None:
-    conn.execute("SET lock_timeout = '60s'")  # a lock wait that long is a StoreError
+    conn.execute(f"SET lock_timeout = '{_LOCK_WAIT:g}s'")  # a lock wait that long: StoreError
     # A holder whose machine vanished (no FIN) must not keep its advisory locks for the
     # kernel's two-hour keepalive default: the server gives up on it after about 25 s.
     conn.execute("SET tcp_keepalives_idle = 10")

@@ -318,6 +318,29 @@ def test_a_serialization_failure_is_retried(pg_url: str) -> None:
         assert store.cache_get("meta", "n") == "11"
 
 
+def test_more_lock_holders_than_lock_connections_wait_their_turn(pg_url: str) -> None:
+    """Two lock connections, four threads holding different locks for 1 s each: the last two
+    wait for a connection past the pool's 0.5 s timeout, as they would wait for the lock."""
+    errors: list[BaseException] = []
+    with PostgresStore(pg_url, max_connections=2, timeout=0.5) as store:
+
+        def hold(i: int) -> None:
+            try:
+                with store.lock(f"path:/r\0{i}"):
+                    time.sleep(1.0)
+            except BaseException as exc:  # collected, asserted empty below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=hold, args=(i,)) for i in range(4)]
+        started = time.monotonic()
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    assert errors == []
+    assert time.monotonic() - started >= 2.0  # two at a time
+
+
 def test_a_killed_server_is_a_store_error_and_no_stale_answer_after_it_returns(
     pg_cluster: Cluster, root: Path
 ) -> None:
