@@ -266,6 +266,12 @@ def test_stats_and_sessions_across_the_fleet(pg_url: str, root: Path, tmp_path: 
     assert "agent-a" in (tmp_path / "s.html").read_text()
     plain = runner.invoke(main, ["stats", "--store", pg_url])
     assert plain.exit_code == 0 and "unchanged" in plain.output
+    shown = runner.invoke(main, ["sessions", "show", "agent-a", "--store", pg_url, "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert [e["call_id"] for e in json.loads(shown.output)["events"]] == ["c1", "c2"]
+    deleted = runner.invoke(main, ["sessions", "delete", "agent-a", "--store", pg_url])
+    assert deleted.exit_code == 0, deleted.output
+    assert rows(pg_url, "SELECT session_id FROM sessions") == [("agent-b",)]
 
 
 def test_sessions_gc_on_postgres(pg_url: str) -> None:
