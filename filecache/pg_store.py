@@ -44,6 +44,21 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from .errors import StoreConflictError, StoreError
 from .pg_schema import CONFLICT_SQLSTATE, Conn, migrate
+from .pg_sql import (
+    DELETE_UNREFERENCED_BLOBS,
+    DELETE_VIEW,
+    HEAD,
+    INSERT_EVENT,
+    INTENT_COLUMNS,
+    SELECT_EVENTS,
+    SELECT_SESSIONS,
+    UPSERT_SESSION,
+    UPSERT_VIEW,
+    delete_sessions,
+    event_json,
+    event_of_row,
+    event_row,
+)
 from .store import (
     Event,
     GcReport,
@@ -62,38 +77,6 @@ T = TypeVar("T")
 _LOCK_WAIT = 60.0  # seconds a call waits for a lock (and for a connection to hold it on)
 _RETRIES = 8  # attempts of a transaction that hit a serialization failure or a deadlock
 _RETRYABLE = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
-
-_UPSERT_SESSION = (
-    "INSERT INTO sessions (session_id, created, last_used) VALUES (%s, %s, %s) "
-    "ON CONFLICT (session_id) DO UPDATE SET last_used = excluded.last_used"
-)
-_EVENT_COLUMNS = (
-    'session_id, seq, call_id, tool, path, start, "end", version, base_version, kind, '
-    "base_call_id, tokens, tokens_full, text_hash, created, deps, args"
-)
-_INSERT_EVENT = f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES ({', '.join(['%s'] * 17)})"
-_SELECT_EVENTS = (
-    f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = %s AND seq > %s ORDER BY seq"
-)
-_HEAD = "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = %s"
-_UPSERT_VIEW = (
-    "INSERT INTO views (session_id, path, state) VALUES (%s, %s, %s) "
-    "ON CONFLICT (session_id, path) DO UPDATE SET state = excluded.state"
-)
-_DELETE_VIEW = "DELETE FROM views WHERE session_id = %s AND path = %s"
-_SELECT_SESSIONS = """
-    SELECT s.session_id, s.created, s.last_used,
-           COUNT(e.seq), COALESCE(SUM(e.tokens), 0), COALESCE(SUM(e.tokens_full), 0)
-    FROM sessions AS s LEFT JOIN events AS e ON e.session_id = s.session_id
-    GROUP BY s.session_id
-    ORDER BY s.last_used DESC, s.session_id
-"""
-_DELETE_UNREFERENCED_BLOBS = """
-    DELETE FROM blobs AS b
-    WHERE NOT EXISTS (SELECT 1 FROM events AS e WHERE e.version = b.version)
-      AND NOT EXISTS (SELECT 1 FROM events AS e WHERE e.base_version = b.version)
-"""
-_INTENT_COLUMNS = "session_id, call_id, path, root, before, after, created"
 
 
 def describe_url(url: str) -> str:
@@ -262,20 +245,20 @@ class PostgresStore:
         """Append ``event`` to its session's ledger; the session's last use becomes its time."""
 
         def work(conn: Conn) -> None:
-            conn.execute(_UPSERT_SESSION, (event.session_id, event.created, event.created))
-            conn.execute(_INSERT_EVENT, _event_row(event))
+            conn.execute(UPSERT_SESSION, (event.session_id, event.created, event.created))
+            conn.execute(INSERT_EVENT, event_row(event))
 
         self._transaction(work)
 
     def events(self, session_id: str, after: int | None = None) -> list[Event]:
         """The session's events with ``seq > after`` (None: all), in ``seq`` order."""
         since = -(2**62) if after is None else after
-        rows = self._one(lambda c: c.execute(_SELECT_EVENTS, (session_id, since)).fetchall())
-        return [_event(row) for row in rows]
+        rows = self._one(lambda c: c.execute(SELECT_EVENTS, (session_id, since)).fetchall())
+        return [event_of_row(row) for row in rows]
 
     def head(self, session_id: str) -> int:
         """The session's newest ``seq``, 0 when it has no events."""
-        row = self._one(lambda c: c.execute(_HEAD, (session_id,)).fetchone())
+        row = self._one(lambda c: c.execute(HEAD, (session_id,)).fetchone())
         return 0 if row is None else int(row[0])
 
     def commit(
@@ -294,7 +277,7 @@ class PostgresStore:
         """
         check_sequence(session_id, expected_head, events)
         when = events[-1].created if events else time.time()
-        rows = json.dumps([_event_json(e) for e in events])
+        rows = json.dumps([event_json(e) for e in events])
         changes = json.dumps(dict(views))
 
         def work(conn: Conn) -> int:
@@ -316,9 +299,9 @@ class PostgresStore:
     def save_view(self, session_id: str, path: str, state: str | None) -> None:
         """Record the view state of ``path`` in the session; None forgets it."""
         if state is None:
-            self._one(lambda c: c.execute(_DELETE_VIEW, (session_id, path)))
+            self._one(lambda c: c.execute(DELETE_VIEW, (session_id, path)))
         else:
-            self._one(lambda c: c.execute(_UPSERT_VIEW, (session_id, path, state)))
+            self._one(lambda c: c.execute(UPSERT_VIEW, (session_id, path, state)))
 
     def load_views(self, session_id: str) -> dict[str, str]:
         """Every saved view state of the session, by path."""
@@ -332,11 +315,11 @@ class PostgresStore:
     def touch_session(self, session_id: str, now: float | None = None) -> None:
         """Create the session if needed and set its last use to ``now`` (default: the time)."""
         when = time.time() if now is None else now
-        self._one(lambda c: c.execute(_UPSERT_SESSION, (session_id, when, when)))
+        self._one(lambda c: c.execute(UPSERT_SESSION, (session_id, when, when)))
 
     def sessions(self) -> list[SessionInfo]:
         """Every session of the fleet with its event count and token sums, most recent first."""
-        rows = self._one(lambda c: c.execute(_SELECT_SESSIONS).fetchall())
+        rows = self._one(lambda c: c.execute(SELECT_SESSIONS).fetchall())
         return [
             SessionInfo(str(s), float(c), float(u), int(n), int(t), int(f))
             for s, c, u, n, t, f in rows
@@ -344,7 +327,7 @@ class PostgresStore:
 
     def delete_session(self, session_id: str) -> None:
         """Forget the session, its events, views, archive and projections (blobs stay)."""
-        self._transaction(lambda c: _delete_sessions(c, [session_id]))
+        self._transaction(lambda c: delete_sessions(c, [session_id]))
 
     def gc(self, older_than: float) -> GcReport:
         """Delete sessions last used before ``older_than``, then every unreferenced blob."""
@@ -357,8 +340,8 @@ class PostgresStore:
                     (older_than,),
                 ).fetchall()
             ]
-            _delete_sessions(conn, old)
-            blobs = conn.execute(_DELETE_UNREFERENCED_BLOBS).rowcount
+            delete_sessions(conn, old)
+            blobs = conn.execute(DELETE_UNREFERENCED_BLOBS).rowcount
             return GcReport(len(old), max(blobs, 0))
 
         return self._transaction(work)
@@ -528,7 +511,7 @@ class PostgresStore:
         i = intent
         self._one(
             lambda c: c.execute(
-                f"INSERT INTO intents ({_INTENT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                f"INSERT INTO intents ({INTENT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (session_id, call_id) DO UPDATE SET path = excluded.path, "
                 "root = excluded.root, before = excluded.before, after = excluded.after, "
                 "created = excluded.created",
@@ -548,11 +531,11 @@ class PostgresStore:
     def intents(self, root: str | None = None) -> list[Intent]:
         """The intents left (of ``root``, or all), oldest first."""
         if root is None:
-            sql = f"SELECT {_INTENT_COLUMNS} FROM intents ORDER BY created, session_id, call_id"
+            sql = f"SELECT {INTENT_COLUMNS} FROM intents ORDER BY created, session_id, call_id"
             params: tuple[str, ...] = ()
         else:
             sql = (
-                f"SELECT {_INTENT_COLUMNS} FROM intents WHERE root = %s "
+                f"SELECT {INTENT_COLUMNS} FROM intents WHERE root = %s "
                 "ORDER BY created, session_id, call_id"
             )
             params = (root,)
@@ -599,59 +582,3 @@ def _configure_lock_conn(conn: Conn) -> None:
     conn.execute("SET tcp_keepalives_idle = 10")
     conn.execute("SET tcp_keepalives_interval = 5")
     conn.execute("SET tcp_keepalives_count = 3")
-
-
-def _event_json(e: Event) -> dict[str, object]:
-    """An event as ``filecache_commit`` reads it (``jsonb_to_recordset``)."""
-    return {
-        "seq": e.seq,
-        "call_id": e.call_id,
-        "tool": e.tool,
-        "path": e.path,
-        "start": e.start,
-        "end": e.end,
-        "version": e.version,
-        "base_version": e.base_version,
-        "kind": e.kind,
-        "base_call_id": e.base_call_id,
-        "tokens": e.tokens,
-        "tokens_full": e.tokens_full,
-        "text_hash": e.text_hash,
-        "created": e.created,
-        "deps": " ".join(e.deps),
-        "args": " ".join(e.args),
-    }
-
-
-def _event_row(e: Event) -> tuple[object, ...]:
-    return (
-        e.session_id,
-        e.seq,
-        e.call_id,
-        e.tool,
-        e.path,
-        e.start,
-        e.end,
-        e.version,
-        e.base_version,
-        e.kind,
-        e.base_call_id,
-        e.tokens,
-        e.tokens_full,
-        e.text_hash,
-        e.created,
-        " ".join(e.deps),
-        " ".join(e.args),
-    )
-
-
-def _event(row: tuple[Any, ...]) -> Event:
-    # the first 15 columns are Event's first 15 fields; then deps and args, space-separated
-    return Event(*row[:-2], deps=tuple(row[-2].split()), args=tuple(row[-1].split()))  # type: ignore[misc]
-
-
-def _delete_sessions(conn: Conn, session_ids: list[str]) -> None:
-    if not session_ids:
-        return
-    for table in ("events", "views", "archive", "projections", "intents", "sessions"):
-        conn.execute(f"DELETE FROM {table} WHERE session_id = ANY(%s)", (session_ids,))
