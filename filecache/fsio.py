@@ -105,7 +105,9 @@ def _same_place(loc: Located, fd: int, expected: Path) -> None:
     """Refuse an object that is not where ``locate`` resolved it: a directory on the way was
     swapped for a symbolic link in between (the final component is covered by O_NOFOLLOW)."""
     actual = _fd_path(fd)
-    if actual is not None and actual != expected:
+    # "<path> (deleted)": the file we opened, there, was replaced (an atomic write) or removed
+    # since; its bytes are still one consistent version read from the right place.
+    if actual is not None and actual not in (expected, Path(f"{expected} (deleted)")):
         raise OutsideRootError(
             f"{loc.rel}: moved while being opened (now {actual}); refused, read it again"
         )
