@@ -14,9 +14,10 @@ Invariants:
   included) and, when the client declares MCP roots, to those too. Anything refused, and any
   other failure, is a tool error (``isError``) with a message that says what to do; the server
   keeps answering.
-- One filecache session per client connection (``mcp_sessions.connection_key``), or the fixed
-  ``--session``. With several roots a connection has one session per root (``ID``, ``ID.1``, ...)
-  so that equal relative paths under different roots never share a view.
+- One filecache session per client connection (``mcp_sessions.connection_key``), the session a
+  client names in its ``filecache-session`` header (the same on every replica of one store), or
+  the fixed ``--session``. With several roots a connection has one session per root (``ID``,
+  ``ID.1``, ...) so that equal relative paths under different roots never share a view.
 - A result backs FileRefs only within the connection's ``RefWindow`` (N calls, T minutes): an MCP
   server cannot see when the client compacts its context.
 - Stores open in the server's lifespan and are closed (blobs flushed) when it ends.
@@ -25,6 +26,7 @@ Invariants:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -45,11 +47,12 @@ from filecache.tools import check_arguments, schemas, tool_spec
 from .mcp_compat import CallNext, HandlerResult, install, list_client_roots, new_server, run
 from .mcp_sessions import (
     Connections,
+    OtherServers,
     RefWindow,
+    client_session_id,
     connection_key,
     mcp_required,
     new_session_id,
-    session_events,
 )
 
 with mcp_required():
@@ -82,9 +85,12 @@ class ServeOptions:
 class _Connection:
     """One client connection: its sessions (one per root), ref window and client roots."""
 
-    def __init__(self, sessions: list[Session], window: RefWindow) -> None:
+    def __init__(
+        self, sessions: list[Session], window: RefWindow, others: OtherServers | None = None
+    ) -> None:
         self.sessions = sessions
         self.window = window
+        self.others = others  # a session that other servers may answer too (named or fixed)
         self.client_roots: tuple[Path, ...] | None = None
         self.roots_known = False
 
@@ -140,20 +146,23 @@ class FileCacheServer:
         finally:
             await anyio.to_thread.run_sync(self.close)
 
-    def _new_connection(self) -> _Connection:
+    def _new_connection(self, named: str | None = None) -> _Connection:
         if not self.caches:
             raise FileCacheError("the server is not running (its stores are closed)")
-        session_id = self.options.session or new_session_id()
+        session_id = self.options.session or named or new_session_id()
         sessions = [
             cache.session(session_id if i == 0 else f"{session_id}.{i}")
             for i, cache in enumerate(self.caches)
         ]
         settings = self.caches[0].settings
         window = RefWindow(settings.mcp_ref_calls, settings.mcp_ref_minutes)
-        # A continued session (fixed --session): its earlier calls count towards the window.
-        earlier = [e for s in sessions for e in session_events(s.cache.store, s.id)]
-        window.seed(sorted(earlier, key=lambda e: e[0]))
-        return _Connection(sessions, window)
+        if not (self.options.session or named):
+            return _Connection(sessions, window)
+        # A continued session (fixed or named): its calls so far count towards the window, and
+        # so do those other servers answer later (replicas on one store).
+        others = OtherServers([(s.cache.store, s.id) for s in sessions], window)
+        others.catch_up()
+        return _Connection(sessions, window, others)
 
     # -- paths --------------------------------------------------------------------------------
 
@@ -228,9 +237,12 @@ class FileCacheServer:
             params = ctx.params or {}
             return await self.call(ctx, params.get("name"), params.get("arguments"))
         if ctx.method == "notifications/roots/list_changed":
+            try:
+                conn = self.connections.peek(self._key(ctx))
+            except FileCacheError:  # a bad filecache-session header: its calls say so
+                conn = None
             # The next call re-fetches. A notification that cannot be tied to its connection
             # (mcp 1.x over HTTP) makes every connection re-fetch: one extra roots/list each.
-            conn = self.connections.peek(self._key(ctx))
             for each in [conn] if conn is not None else self.connections.values():
                 each.roots_known = False
         return await call_next(ctx)
@@ -260,19 +272,26 @@ class FileCacheServer:
     def _key(self, ctx: Any) -> str | None:
         # A fixed --session is one model context: every connection shares its sessions (two
         # Session objects of one id would each number its ledger rows).
-        return "fixed" if self.options.session else connection_key(ctx.request)
+        if self.options.session:
+            return "fixed"
+        named = client_session_id(ctx.request)
+        return f"session:{named}" if named is not None else connection_key(ctx.request)
 
     async def _connection(self, ctx: Any) -> _Connection:
         """The request's connection; a new one is made in a worker thread (it reads the store)."""
         key = self._key(ctx)
         conn = self.connections.peek(key)
         if conn is None:
-            conn = await anyio.to_thread.run_sync(self.connections.get, key)
+            named = key.removeprefix("session:") if key and key.startswith("session:") else None
+            make = functools.partial(self._new_connection, named)
+            conn = await anyio.to_thread.run_sync(self.connections.get, key, make)
         return conn
 
     def _run(
         self, conn: _Connection, path: str, op: Callable[[Session], ReadResult | WriteResult]
     ) -> ReadResult | WriteResult:
+        if conn.others is not None:
+            conn.others.catch_up()
         conn.window.begin_call()
         expired = conn.window.expired()
         if expired:
@@ -280,6 +299,8 @@ class FileCacheServer:
                 session.forget(expired)
         result = op(self._confine(conn, path))
         conn.window.record(result.call_id)
+        if conn.others is not None:
+            conn.others.mine(result.call_id)
         return result
 
     def _stats(self, conn: _Connection) -> dict[str, Any]:

@@ -5,6 +5,9 @@ Invariants:
 - One filecache session per client connection. A stdio server serves exactly one client, so the
   process is the connection; over streamable HTTP the ``mcp-session-id`` header names it; a
   request with neither (stateless HTTP) gets a session of its own, so it is always sent content.
+- A client that names its filecache session with the ``filecache-session`` header (HTTP) gets
+  that session, on any replica serving the same store: an ``mcp-session-id`` is one replica's
+  connection, a ``filecache-session`` is the model context, and it outlives the connection.
 - An MCP server cannot see the client's transcript, so it cannot know when a result it answered
   was compacted away. ``RefWindow`` bounds that risk: a result backs FileRefs and diffs only for
   ``max_calls`` later calls and ``max_minutes`` (settings ``mcp_ref_calls``/``mcp_ref_minutes``);
@@ -13,6 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
+import re
 import secrets
 import threading
 import time
@@ -22,13 +26,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from filecache.errors import RequestError
 from filecache.store import Store
 
 __all__ = [
     "DISTRIBUTION",
     "MCP_INSTALL_HINT",
+    "SESSION_HEADER",
     "Connections",
+    "OtherServers",
     "RefWindow",
+    "client_session_id",
     "connection_key",
     "mcp_required",
     "new_session_id",
@@ -44,6 +52,9 @@ MCP_INSTALL_HINT = (
 _EXTRA_MODULES = ("mcp", "mcp_types", "anyio", "pydantic", "pydantic_core")
 
 _SESSION_HEADER = "mcp-session-id"
+SESSION_HEADER = "filecache-session"
+"""The HTTP header a client sends to name its filecache session across connections and replicas."""
+_SESSION_ID = re.compile(r"[A-Za-z0-9._:@+-]{1,128}")
 _MAX_CONNECTIONS = 1024  # connection states kept (HTTP); the least recently used go first
 
 T = TypeVar("T")
@@ -74,6 +85,24 @@ def connection_key(request: object) -> str | None:
     headers: Mapping[str, str] | None = getattr(request, "headers", None)
     value = headers.get(_SESSION_HEADER) if headers is not None else None
     return f"http:{value}" if value else None
+
+
+def client_session_id(request: object) -> str | None:
+    """The filecache session a request names in its ``filecache-session`` header, or None.
+
+    Raises:
+        RequestError: the header is not 1-128 characters of letters, digits and ``._:@+-``.
+    """
+    headers: Mapping[str, str] | None = getattr(request, "headers", None)
+    value = headers.get(SESSION_HEADER) if headers is not None else None
+    if value is None:
+        return None
+    if _SESSION_ID.fullmatch(value) is None:
+        raise RequestError(
+            f"{SESSION_HEADER} header {value[:40]!r}: a session id is 1-128 letters, digits "
+            "or ._:@+-"
+        )
+    return value
 
 
 def new_session_id() -> str:
@@ -145,14 +174,16 @@ class Connections(Generic[T]):
     _states: OrderedDict[str, T] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def get(self, key: str | None) -> T:
-        """The state for ``key``; a new one (not kept) when ``key`` is None."""
+    def get(self, key: str | None, factory: Callable[[], T] | None = None) -> T:
+        """The state for ``key``; a new one (not kept) when ``key`` is None. ``factory``
+        replaces ``self.factory`` for a state made now."""
+        make = factory or self.factory
         if key is None:
-            return self.factory()
+            return make()
         with self._lock:
             state = self._states.get(key)
             if state is None:
-                state = self._states[key] = self.factory()
+                state = self._states[key] = make()
                 while len(self._states) > self.limit:
                     self._states.popitem(last=False)
             else:
@@ -174,3 +205,40 @@ class Connections(Generic[T]):
 def session_events(store: Store, session_id: str) -> list[tuple[float, str]]:
     """``(created, call_id)`` of a stored session's calls, to seed a ``RefWindow``."""
     return [(float(e.created), e.call_id) for e in store.events(session_id)]
+
+
+class OtherServers:
+    """Counts into a connection's ``RefWindow`` the calls that other servers (replicas on one
+    store, or another process with the same ``--session``) answered in its sessions.
+
+    Without it, a replica's window would never expire a result another replica answered, and
+    would let it back FileRefs for ever. ``catch_up`` reads each session's events after the last
+    one counted (one query per session) and counts those not answered here (``mine``).
+    """
+
+    def __init__(self, sessions: Iterable[tuple[Store, str]], window: RefWindow) -> None:
+        self._window = window
+        self._seen: dict[tuple[Store, str], int] = {pair: 0 for pair in sessions}
+        self._own: set[str] = set()
+        self._lock = threading.Lock()
+
+    def mine(self, call_id: str) -> None:
+        """A call answered here (the window records it itself)."""
+        with self._lock:
+            self._own.add(call_id)
+
+    def catch_up(self) -> None:
+        """Count the calls stored since the last look that were answered elsewhere."""
+        with self._lock:
+            found: list[tuple[float, str]] = []
+            for (store, sid), seen in self._seen.items():
+                events = store.events(sid, after=seen)
+                if events:
+                    self._seen[(store, sid)] = events[-1].seq
+                found += [
+                    (e.created, e.call_id)
+                    for e in events
+                    if e.call_id not in self._own and e.tool != "change"  # changes are no calls
+                ]
+            self._own.clear()
+            self._window.seed(sorted(found))

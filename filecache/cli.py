@@ -51,7 +51,8 @@ def cache_options(fn: F) -> F:
     fn = click.option(
         "--store",
         envvar="FILECACHE_STORE",
-        help="SQLite store path or ':memory:'. Default: <root>/.filecache/cache.db.",
+        help="SQLite store path, ':memory:' or postgresql:// URL. "
+        "Default: <root>/.filecache/cache.db.",
     )(fn)
     fn = click.option(
         "--root",
@@ -224,7 +225,7 @@ def edit(
 @click.option(
     "--store",
     envvar="FILECACHE_STORE",
-    help="SQLite store path or ':memory:'. Default: <root>/.filecache/cache.db.",
+    help="SQLite store path, ':memory:' or postgresql:// URL. Default: <root>/.filecache/cache.db.",
 )
 @click.option(
     "--session",

@@ -222,9 +222,10 @@ def _store_path(store: str | None) -> str:
 
 def _open(store: str | None) -> Any:
     from .store import open_store
+    from .store_url import is_store_url
 
     path = _store_path(store)
-    if path != ":memory:" and not Path(path).exists():
+    if path != ":memory:" and not is_store_url(path) and not Path(path).exists():
         raise RequestError(f"no store at {path}; pass --store PATH (or set FILECACHE_STORE)")
     return open_store(Path("."), path)
 
@@ -233,7 +234,8 @@ def store_option(fn: Any) -> Any:
     return click.option(
         "--store",
         envvar="FILECACHE_STORE",
-        help="SQLite store path. Default: ./.filecache/cache.db; env FILECACHE_STORE.",
+        help="SQLite store path or postgresql:// URL (a fleet's shared store). "
+        "Default: ./.filecache/cache.db; env FILECACHE_STORE.",
     )(fn)
 
 

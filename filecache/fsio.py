@@ -289,18 +289,27 @@ def _too_large(loc: Located, size: int, max_bytes: int) -> FileTooLargeError:
 
 @contextlib.contextmanager
 def _open_file(loc: Located, max_bytes: int | None) -> Iterator[int]:
-    """A read-only descriptor of the regular file ``loc``, checked by ``stat`` before the open."""
+    """A read-only descriptor of the regular file ``loc``, checked by ``stat`` before the open.
+
+    A file replaced between the ``stat`` and the open (an atomic write by another writer) is
+    looked at again, a few times: the descriptor is always of the object that was checked.
+    """
     with _parent(loc, create=False) as (dfd, name):
-        st = _stat_file(loc, dfd, name, max_bytes)
-        try:
-            fd = os.open(name, os.O_RDONLY | _NONBLOCK | _NOFOLLOW | _CLOEXEC, dir_fd=dfd)
-        except OSError as exc:
-            raise _os_error(loc.rel, exc) from exc
-        try:
+        for _attempt in range(8):
+            st = _stat_file(loc, dfd, name, max_bytes)
+            try:
+                fd = os.open(name, os.O_RDONLY | _NONBLOCK | _NOFOLLOW | _CLOEXEC, dir_fd=dfd)
+            except FileNotFoundError:
+                continue  # removed (or being replaced) since the stat: look again
+            except OSError as exc:
+                raise _os_error(loc.rel, exc) from exc
             opened = os.fstat(fd)
-            if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
-                _require_regular(loc.rel, opened.st_mode)
-                raise OutsideRootError(f"{loc.rel}: replaced while being opened; read it again")
+            if (opened.st_dev, opened.st_ino) == (st.st_dev, st.st_ino):
+                break
+            os.close(fd)  # replaced in between: look again
+        else:
+            raise OutsideRootError(f"{loc.rel}: kept being replaced while opened; read it again")
+        try:
             yield fd
         finally:
             os.close(fd)

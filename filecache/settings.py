@@ -4,7 +4,9 @@ Precedence, lowest first: the defaults below; a ``[tool.filecache]`` table in th
 ``pyproject.toml``; environment variables ``FILECACHE_<NAME>`` (upper case); keyword arguments to
 ``FileCache``. Unknown names and bad values raise ``ConfigError``.
 
-- ``store`` (None): SQLite path or ``":memory:"``; None means ``<root>/.filecache/cache.db``.
+- ``store`` (None): SQLite path, ``":memory:"`` or a ``postgresql://`` URL (a store shared by a
+  fleet; needs the ``[postgres]`` extra); None means ``<root>/.filecache/cache.db``. Any other
+  ``scheme://`` is refused, never taken as a file name.
 - ``session`` (None): the session id the CLI uses (``FILECACHE_SESSION``).
 - ``deny`` (``.env*``, ``*.pem``, ``*.key``, ``id_rsa*``, ``*.p12``): files hashed but whose
   content is never stored in any form (globs matched case-insensitively on the name and on the

@@ -37,6 +37,7 @@ from typing import Protocol, Self, runtime_checkable
 
 from .errors import StoreConflictError, StoreError
 from .fsio import STORE_DIR
+from .store_url import is_store_url, open_url_store, refuse_url_path
 
 __all__ = [
     "Event",
@@ -498,13 +499,18 @@ def default_store_path(root: Path) -> Path:
 
 
 def open_store(root: Path, store: str | os.PathLike[str] | Store | None) -> Store:
-    """The store for ``FileCache(root, store=...)``: a path, ``":memory:"``, an object or None."""
+    """The store for ``FileCache(root, store=...)``: a path, ``":memory:"``, a store URL
+    (``postgresql://…``), an object or None."""
     if store is None:
         from .sqlite_store import SqliteStore
 
         return SqliteStore(default_store_path(root))
     if isinstance(store, str) and store == ":memory:":
         return MemoryStore()
+    if isinstance(store, str) and is_store_url(store):
+        return open_url_store(store)  # a URL is never a file name; unknown schemes are refused
+    if isinstance(store, os.PathLike):
+        refuse_url_path(store)
     if isinstance(store, (str, os.PathLike)):
         from .sqlite_store import SqliteStore
 

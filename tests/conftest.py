@@ -13,6 +13,8 @@ from click.testing import CliRunner
 
 from filecache import FileCache
 
+pytest_plugins = ["pg_server"]  # the PostgreSQL fixtures: pg_server, pg_url, pg_cluster
+
 NOTES = "".join(f"line {i}: the quick brown fox jumps over the lazy dog\n" for i in range(1, 61))
 """60 lines: large enough that a FileRef or a one-line diff is clearly smaller than the content."""
 

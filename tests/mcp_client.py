@@ -69,8 +69,24 @@ async def stdio_session(
 
 
 @asynccontextmanager
-async def http_session(url: str) -> AsyncIterator[ClientSession]:
-    """An initialized ``ClientSession`` over streamable HTTP."""
+async def http_session(
+    url: str, headers: dict[str, str] | None = None
+) -> AsyncIterator[ClientSession]:
+    """An initialized ``ClientSession`` over streamable HTTP (``headers`` on every request)."""
+    if headers:
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        async with create_mcp_http_client(headers=headers) as client:  # the SDK's, with headers
+            if MCP_MAJOR == 2:
+                opened = _http_client(url, http_client=client)
+            else:  # 1.x takes the headers itself
+                opened = _http_client(url, headers=headers)
+            async with opened as streams:
+                read, write = streams[0], streams[1]
+                async with ClientSession(read, write, read_timeout_seconds=_TIMEOUT) as session:
+                    await session.initialize()
+                    yield session
+        return
     async with _http_client(url) as streams:
         read, write = streams[0], streams[1]  # 1.x yields a third item (the session id)
         async with ClientSession(read, write, read_timeout_seconds=_TIMEOUT) as session:

@@ -25,10 +25,15 @@ from filecache.store import (
 )
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "pg"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    """Each shared test runs once on a ``MemoryStore`` and once on a fresh ``SqliteStore``."""
-    made: Store = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "s.db")
+    """Each shared test runs on a ``MemoryStore``, a fresh ``SqliteStore`` and a fresh
+    PostgreSQL database (``pg_url``: skipped, saying why, when no server can start)."""
+    made: Store
+    if request.param == "pg":
+        made = open_store(tmp_path, request.getfixturevalue("pg_url"))
+    else:
+        made = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "s.db")
     try:
         yield made
     finally:
