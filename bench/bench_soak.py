@@ -1,0 +1,503 @@
+"""Soak under kill -9: processes sharing sessions do mixed ops, are killed, restart; then an oracle.
+
+Workers (separate processes, ``FileCache`` on one root and one SQLite store) share session ids
+(slot ``i`` uses id ``s{i % 3}``, so with 4 workers ``s0`` has two processes at once). Each does
+mixed ops on three files: full and ranged reads (``mode="full"``), edits of ``a.txt``/``b.txt``
+that carry a unique marker and never remove text (a line gets the marker appended, or a marker
+line is inserted after it), writes of ``c.txt`` only, and ``forget``. After every op the worker
+flushes the cache's blobs and appends the outcome to its slot's JSONL log. The supervisor kills a
+random worker with SIGKILL every ``--kill-min``..``--kill-max`` seconds and restarts it (same
+slot, same session, a new call-id prefix) until every slot has done ``--ops`` ops.
+
+Then the oracle, per session: the delivered answers of all its processes, ordered by the store's
+event seq (a ``forget`` by the store head read under the session lock), go through the simulated
+model of ``tests/test_invariant.py``, whose "disk" for an answer is the true content of the
+answer's version (the store's blob, or a delivered full answer of that version). Counted:
+
+- stale: the model's reconstruction differs from the version's content, or an answer relies on
+  a result the model does not hold (hard: must be 0);
+- relying on undelivered: answers that rely (``deps``/``base_call_id``) on a result that was
+  committed but never delivered because its process was killed after the commit. A documented
+  limit, not a failure: the model of a killed process never saw that result;
+- unknown: answers whose version content is known nowhere (skipped), and those relying on them;
+- lost edits (a successful edit's marker missing from the final file), failed-but-applied edits,
+  delivered answers with no ledger row, failed calls with a ledger row (all hard);
+- intents left after a final ``FileCache`` open (recovery; hard), ``.fc-*.tmp`` files in the
+  root (reported), ``PRAGMA integrity_check`` (hard).
+
+Prints a table; exits 1 if a hard invariant is violated. Usage::
+
+    .venv/bin/python bench/bench_soak.py [--workers 4] [--ops 2000] [--seed 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+SESSIONS = 3
+EDITED = ("a.txt", "b.txt")
+WRITTEN = "c.txt"
+WORDS = ("alpha", "beta", "gamma", "x = compute(1)", "return value", "delta")
+# op weights: full read, ranged read, edit, write (c.txt), forget
+WEIGHTS = (("full", 30), ("ranged", 25), ("edit", 30), ("write", 5), ("forget", 10))
+
+
+def _line(rng: random.Random, tag: str) -> str:
+    return tag + " " + " ".join(rng.choice(WORDS) for _ in range(5))
+
+
+def make_root(root: Path, seed: int) -> None:
+    """Three files of 50-300 lines; every line starts with a unique tag."""
+    rng = random.Random(seed)
+    for name in (*EDITED, WRITTEN):
+        count = rng.randint(50, 300)
+        lines = [_line(rng, f"{name[0]}{i:04d}") for i in range(count)]
+        (root / name).write_text("\n".join(lines) + "\n")
+
+
+def initial_texts(root: Path) -> dict[str, str]:
+    """The files before the soak, by version (the first edit's base may never be read)."""
+    from filecache.hashing import version_of
+
+    return {version_of(p.read_bytes()): p.read_text() for p in sorted(root.glob("*.txt"))}
+
+
+# -- worker ---------------------------------------------------------------------------------
+
+
+def _load_log(path: Path) -> list[dict[str, Any]]:
+    """The slot's records so far; a line cut by a kill is dropped (and cut off the file)."""
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    keep = data[: data.rfind(b"\n") + 1]
+    if len(keep) != len(data):
+        with path.open("r+b") as fh:
+            fh.truncate(len(keep))
+    return [json.loads(row) for row in keep.decode().splitlines()]
+
+
+def worker(config: dict[str, Any]) -> None:
+    from filecache import FileCache, FileCacheError
+
+    root, slot, prefix = Path(config["root"]), config["slot"], config["prefix"]
+    log_path = Path(config["log"])
+    done = _load_log(log_path)
+    held = [r["call_id"] for r in done if r["ok"] and r["op"] != "forget"]
+    rng = random.Random(f"{config['seed']}-{prefix}")
+    cache = FileCache(root, store=config["store"])
+    sid = config["session"]
+    session = cache.session(sid)
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    ops = [name for name, weight in WEIGHTS for _ in range(weight)]
+    for k in range(len(done), config["ops"]):
+        cid = f"{prefix}-{k}"
+        op = rng.choice(ops)
+        rec: dict[str, Any] = {"call_id": cid, "session": sid, "slot": slot, "op": op}
+        try:
+            _do(op, rec, session, cache, root, rng, cid, held)
+            rec["ok"] = True
+        except FileCacheError as exc:
+            rec.update(ok=False, error=type(exc).__name__, message=str(exc)[:300])
+        except Exception as exc:  # not filecache's error tree: counted as unexpected
+            rec.update(ok=False, error=type(exc).__name__, message=str(exc)[:300], raw=True)
+        cache.flush()  # blobs stored, so the oracle knows each version's content
+        os.write(fd, (json.dumps(rec) + "\n").encode())
+        if rec["ok"] and op != "forget":
+            held.append(cid)
+    os.close(fd)
+    cache.close()
+
+
+def _do(op: str, rec: dict[str, Any], session: Any, cache: Any, root: Path,
+        rng: random.Random, cid: str, held: list[str]) -> None:  # fmt: skip
+    if op in ("full", "ranged"):
+        path = rng.choice((*EDITED, WRITTEN))
+        offset = limit = None
+        if op == "ranged":
+            count = (root / path).read_bytes().count(b"\n")
+            offset, limit = rng.randint(1, max(count, 1)), rng.randint(1, 40)
+        rec["args"] = [path, offset, limit]
+        r = session.read(path, offset=offset, limit=limit, mode="full", call_id=cid)
+        rec.update(kind=r.kind, text=r.text, version=r.version, start=r.start, end=r.end,
+                   base_call_id=r.base_call_id, line_count=r.line_count)  # fmt: skip
+    elif op == "edit":
+        path = rng.choice(EDITED)
+        lines = (root / path).read_text().split("\n")[:-1]
+        i = rng.randrange(len(lines))
+        marker = f"<{cid}>"
+        old = ("\n" if i else "") + lines[i] + "\n"  # a whole line: unique (tags are)
+        if rng.random() < 0.5:
+            new = old[:-1] + " " + marker + "\n"
+        else:
+            new = old + "  + " + marker + " " + _line(rng, "") + "\n"
+        rec.update(args=[path], old=old, new=new, marker=marker)
+        w = session.edit(path, old, new, call_id=cid)
+        rec.update(kind=w.kind, text=w.text, version=w.version, base_version=w.base_version)
+    elif op == "write":
+        tag = cid.replace("-", "")
+        content = "".join(_line(rng, f"{tag}.{i}") + "\n" for i in range(rng.randint(50, 300)))
+        rec.update(args=[WRITTEN], content=content)
+        w = session.write(WRITTEN, content, call_id=cid)
+        rec.update(kind=w.kind, text=w.text, version=w.version, base_version=w.base_version)
+    elif op == "forget":
+        ids = rng.sample(held[-30:], min(len(held[-30:]), rng.randint(1, 3)))
+        with session.lock:  # no other call of the session between the forget and the head
+            session.forget(ids)
+            rec.update(ids=ids, after_seq=cache.store.head(session.id))
+
+
+# -- supervisor -----------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    elapsed: float
+    kills: int
+    restarts: int
+    crashes: int
+
+
+def supervise(root: Path, store: Path, logs: Path, workers: int, ops: int, seed: int,
+              kill_min: float, kill_max: float, max_kills: int | None) -> Run:  # fmt: skip
+    rng = random.Random(seed)
+    incarnation = [0] * workers
+    procs: dict[int, subprocess.Popen[bytes]] = {}
+    done: set[int] = set()
+    kills = restarts = crashes = 0
+
+    def start(slot: int) -> None:
+        config = {
+            "root": str(root), "store": str(store), "slot": slot, "ops": ops, "seed": seed,
+            "session": f"s{slot % SESSIONS}", "prefix": f"w{slot}i{incarnation[slot]}",
+            "log": str(logs / f"slot{slot}.jsonl"),
+        }  # fmt: skip
+        incarnation[slot] += 1
+        procs[slot] = subprocess.Popen(
+            [sys.executable, __file__, "--worker", json.dumps(config)], cwd=REPO
+        )
+
+    began = time.perf_counter()
+    for slot in range(workers):
+        start(slot)
+    next_kill = time.perf_counter() + rng.uniform(kill_min, kill_max)
+    while len(done) < workers:
+        time.sleep(0.02)
+        for slot, proc in list(procs.items()):
+            rc = proc.poll()
+            if rc is None:
+                continue
+            del procs[slot]
+            if rc == 0:
+                done.add(slot)
+            else:  # died on its own: restart (counted; the log says why if it got that far)
+                crashes += 1
+                if crashes > 20:
+                    raise SystemExit(f"workers keep crashing (slot {slot}, exit {rc})")
+                start(slot)
+        if time.perf_counter() >= next_kill and procs and (max_kills is None or kills < max_kills):
+            slot = rng.choice(sorted(procs))
+            procs[slot].send_signal(signal.SIGKILL)
+            procs[slot].wait()
+            kills += 1
+            restarts += 1
+            start(slot)
+            next_kill = time.perf_counter() + rng.uniform(kill_min, kill_max)
+    return Run(time.perf_counter() - began, kills, restarts, crashes)
+
+
+# -- oracle ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Counts:
+    ops: int = 0
+    failed_ops: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    unexpected: int = 0  # exceptions outside filecache's error tree
+    kinds: dict[str, int] = field(default_factory=dict)
+    checked: int = 0
+    unknown: int = 0
+    stale: int = 0
+    relies_undelivered: int = 0
+    undelivered: int = 0
+    recovered_changes: int = 0
+    forgets: int = 0
+    edits_ok: int = 0
+    edits_failed: int = 0
+    lost_edits: int = 0
+    failed_applied: int = 0
+    unrecorded_answers: int = 0
+    failed_recorded: int = 0
+    intents_before_open: int = 0
+    intents_left: int = 0
+    tmp_files: int = 0
+    integrity: str = ""
+    examples: list[str] = field(default_factory=list)
+
+    def hard_failures(self) -> list[str]:
+        bad = [
+            name
+            for name in ("stale", "lost_edits", "failed_applied", "unrecorded_answers",
+                         "failed_recorded", "intents_left", "unexpected")  # fmt: skip
+            if getattr(self, name)
+        ]
+        return bad + ([] if self.integrity == "ok" else ["integrity"])
+
+
+def _import_model() -> Any:
+    sys.path.insert(0, str(REPO / "tests"))
+    import test_invariant
+
+    return test_invariant
+
+
+def _text_of_full_answer(inv: Any, rec: dict[str, Any]) -> str | None:
+    """The file's text from a delivered content answer of the whole file, else None."""
+    if rec["kind"] != "full" or rec["start"] != 1 or rec["end"] != rec["line_count"]:
+        return None
+    body = inv.without_undone_note(rec["text"]).partition("\n")[2]
+    rows = body.split("\n")
+    rows.pop()
+    from filecache.text import NO_NEWLINE
+
+    eol = True
+    if rows and rows[-1] == NO_NEWLINE:
+        rows.pop()
+        eol = False
+    lines = [row.partition("\t")[2] for row in rows]
+    return "\n".join(lines) + ("\n" if eol and lines else "")
+
+
+def oracle(root: Path, store: Path, logs: Path, counts: Counts, initial: dict[str, str]) -> None:
+    from filecache import FileCache
+    from filecache.hashing import version_of
+    from filecache.store import open_store
+
+    inv = _import_model()
+    raw = open_store(root, str(store))
+    counts.intents_before_open = len(raw.intents())
+    raw.close()
+    records = [r for p in sorted(logs.glob("slot*.jsonl")) for r in _load_log(p)]
+    with FileCache(root, store=str(store)) as cache:  # runs recovery
+        counts.intents_left = len(cache.store.intents())
+        texts = dict(initial)
+        for r in records:
+            if r["ok"] and r["op"] == "write":
+                texts[version_of(r["content"].encode())] = r["content"]
+            elif r["ok"] and r["op"] in ("full", "ranged"):
+                text = _text_of_full_answer(inv, r)
+                if text is not None and version_of(text.encode()) == r["version"]:
+                    texts[r["version"]] = text
+
+        def text_of(version: str | None) -> str | None:
+            if version is None:
+                return None
+            if version not in texts:
+                blob = cache.store.get_blob(version)
+                if blob is not None:
+                    texts[version] = blob.decode()
+            return texts.get(version)
+
+        for sid in sorted({r["session"] for r in records}):
+            mine = [r for r in records if r["session"] == sid]
+            _check_session(inv, cache.store.events(sid), mine, text_of, counts)
+    counts.ops = len(records)
+    for r in records:
+        if not r["ok"]:
+            counts.failed_ops += 1
+            counts.errors[r["error"]] = counts.errors.get(r["error"], 0) + 1
+            counts.unexpected += bool(r.get("raw"))
+        elif r["op"] in ("full", "ranged"):
+            counts.kinds[r["kind"]] = counts.kinds.get(r["kind"], 0) + 1
+    final = {name: (root / name).read_text() for name in EDITED}
+    for r in records:
+        if r["op"] != "edit" or "marker" not in r:
+            continue
+        present = r["marker"] in final[r["args"][0]]
+        if r["ok"]:
+            counts.edits_ok += 1
+            counts.lost_edits += not present
+        else:
+            counts.edits_failed += 1
+            counts.failed_applied += present
+    counts.tmp_files = sum(1 for _ in root.rglob("*.fc-*.tmp"))
+    conn = sqlite3.connect(store)
+    counts.integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
+    conn.close()
+
+
+def _check_session(inv: Any, events: list[Any], mine: list[dict[str, Any]], text_of: Any,
+                   counts: Counts) -> None:  # fmt: skip
+    by_id = {e.call_id: e for e in events}
+    delivered = {r["call_id"] for r in mine if r["ok"]}
+    for r in mine:
+        recorded = r["call_id"] in by_id
+        if r["op"] != "forget" and r["ok"] and not recorded:
+            counts.unrecorded_answers += 1
+            _example(counts, f"delivered, no ledger row: {r['call_id']}")
+        if not r["ok"] and recorded:
+            counts.failed_recorded += 1
+            _example(counts, f"failed but recorded: {r['call_id']} {r['error']}")
+    undelivered = {
+        e.call_id for e in events if e.tool in ("read", "write", "edit")
+        and e.call_id not in delivered
+    }  # fmt: skip
+    counts.undelivered += len(undelivered)
+    counts.recovered_changes += sum(e.call_id.endswith("~recovered") for e in events)
+
+    def order(r: dict[str, Any]) -> float:
+        return r["after_seq"] + 0.5 if r["op"] == "forget" else by_id[r["call_id"]].seq
+
+    timeline = sorted(
+        (r for r in mine if r["ok"] and (r["op"] == "forget" or r["call_id"] in by_id)), key=order
+    )
+    model = inv.Model()
+    tainted_undelivered = set(undelivered)
+    tainted_unknown: set[str] = set()
+    for r in timeline:
+        cid = r["call_id"]
+        if r["op"] == "forget":
+            counts.forgets += 1
+            model.forgotten |= set(r["ids"])
+            continue
+        event = by_id[cid]
+        deps = set(event.deps) | ({event.base_call_id} if event.base_call_id else set())
+        if deps & tainted_undelivered:
+            counts.relies_undelivered += 1
+            tainted_undelivered.add(cid)
+            continue
+        if deps & tainted_unknown:
+            counts.unknown += 1
+            tainted_unknown.add(cid)
+            continue
+        if r["op"] in ("full", "ranged"):
+            text = text_of(r["version"])
+            if text is None:
+                counts.unknown += 1
+                tainted_unknown.add(cid)
+                continue
+            result = SimpleNamespace(**{k: r[k] for k in (
+                "kind", "text", "version", "start", "end", "base_call_id")}, call_id=cid)  # fmt: skip
+            disk = inv.disk_lines_of(text)
+            absorb = {"full": inv.absorb_content, "partial": inv.absorb_content,
+                      "unchanged": inv.absorb_unchanged, "diff": inv.absorb_diff}  # fmt: skip
+            try:
+                absorb[r["kind"]](model, result, disk)
+                counts.checked += 1
+            except (AssertionError, AttributeError, KeyError) as exc:
+                counts.stale += 1
+                _example(counts, f"stale {r['kind']} {cid} (base {r['base_call_id']}): {exc!r}")
+        elif r["op"] == "edit":
+            before, after = text_of(r["base_version"]), text_of(r["version"])
+            if before is None or after is None:
+                counts.unknown += 1
+                tainted_unknown.add(cid)
+                continue
+            pieces = inv.edit_pieces(before, r["old"], r["new"])
+            inv.absorb_own_change(model, before, after, cid, pieces)
+        elif r["op"] == "write":
+            inv.absorb_own_change(model, None, r["content"], cid, None)
+
+
+def _example(counts: Counts, text: str) -> None:
+    if len(counts.examples) < 10:
+        counts.examples.append(text)
+
+
+# -- main -----------------------------------------------------------------------------------
+
+
+def soak(workers: int = 4, ops: int = 2000, seed: int = 1, kill_min: float = 0.3,
+         kill_max: float = 1.5, max_kills: int | None = None,
+         where: Path | None = None) -> tuple[Run, Counts]:  # fmt: skip
+    """Run the soak in ``where`` (a new temporary folder when None); returns figures."""
+    with tempfile.TemporaryDirectory(prefix="fc-soak-") as tmp:
+        base = where or Path(tmp)
+        root, logs = base / "root", base / "logs"
+        root.mkdir()
+        logs.mkdir()
+        store = base / "store.db"
+        make_root(root, seed)
+        initial = initial_texts(root)
+        run = supervise(root, store, logs, workers, ops, seed, kill_min, kill_max, max_kills)
+        counts = Counts()
+        oracle(root, store, logs, counts, initial)
+        return run, counts
+
+
+def report(args: argparse.Namespace, run: Run, c: Counts) -> str:
+    rows = [
+        ("workers x ops", f"{args.workers} x {args.ops} (sessions: {SESSIONS} ids shared)"),
+        ("wall time", f"{run.elapsed:.1f} s"),
+        ("ops/s (all workers, incl. restarts)", f"{c.ops / run.elapsed:.0f}"),
+        ("kill -9 / restarts / crashes", f"{run.kills} / {run.restarts} / {run.crashes}"),
+        ("ops logged / failed", f"{c.ops} / {c.failed_ops} {dict(sorted(c.errors.items()))}"),
+        ("read answers by kind", str(dict(sorted(c.kinds.items())))),
+        ("answers checked by the oracle", str(c.checked)),
+        ("skipped: version content unknown", str(c.unknown)),
+        ("stale answers (must be 0)", str(c.stale)),
+        ("committed, never delivered (killed)", str(c.undelivered)),
+        ("answers relying on those (limit)", str(c.relies_undelivered)),
+        ("writes recovered as changes", str(c.recovered_changes)),
+        ("forgets", str(c.forgets)),
+        ("edits ok / failed", f"{c.edits_ok} / {c.edits_failed}"),
+        ("lost edits (must be 0)", str(c.lost_edits)),
+        ("failed-but-applied edits (must be 0)", str(c.failed_applied)),
+        ("delivered without ledger row (must be 0)", str(c.unrecorded_answers)),
+        ("failed with a ledger row (must be 0)", str(c.failed_recorded)),
+        ("unexpected exceptions (must be 0)", str(c.unexpected)),
+        ("intents before final open / left after", f"{c.intents_before_open} / {c.intents_left}"),
+        (".fc-*.tmp files in the root", str(c.tmp_files)),
+        ("PRAGMA integrity_check", c.integrity),
+    ]
+    width = max(len(k) for k, _ in rows)
+    out = [f"| {'measure'.ljust(width)} | value |", f"|{'-' * (width + 2)}|-------|"]
+    out += [f"| {k.ljust(width)} | {v} |" for k, v in rows]
+    return "\n".join(out)
+
+
+def main() -> int:
+    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
+        sys.path.insert(0, str(REPO))
+        worker(json.loads(sys.argv[2]))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--ops", type=int, default=2000, help="ops per worker slot")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--kill-min", type=float, default=0.3)
+    parser.add_argument("--kill-max", type=float, default=1.5)
+    parser.add_argument("--max-kills", type=int, default=None)
+    parser.add_argument("--keep", type=Path, default=None, help="run in this (empty) folder")
+    args = parser.parse_args()
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=False)
+    run, counts = soak(args.workers, args.ops, args.seed, args.kill_min, args.kill_max,
+                       args.max_kills, args.keep)  # fmt: skip
+    print(report(args, run, counts))
+    for line in counts.examples:
+        print("  " + line)
+    bad = counts.hard_failures()
+    if bad:
+        print("FAILED: " + ", ".join(bad))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
