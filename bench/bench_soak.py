@@ -88,7 +88,7 @@ def worker(config: dict[str, Any]) -> None:
     sid = config["session"]
     session = cache.session(sid)
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    ops = [name for name, weight in WEIGHTS for _ in range(weight)]
+    ops = [n for n, w in WEIGHTS for _ in range(w) if config["forget"] or n != "forget"]
     for k in range(len(done), config["ops"]):
         cid = f"{prefix}-{k}"
         op = rng.choice(ops)
@@ -149,6 +149,22 @@ def _do(op: str, rec: dict[str, Any], session: Any, cache: Any, root: Path,
 # -- supervisor -----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What to run: ``workers`` slots of ``ops`` ops each; slot ``i`` uses session ``s{i %
+    sessions}``; a kill every ``kill_min``..``kill_max`` s, at most ``max_kills`` (None: no
+    limit); ``forget``: whether forget is among the ops."""
+
+    workers: int = 4
+    ops: int = 2000
+    seed: int = 1
+    sessions: int = SESSIONS
+    kill_min: float = 0.3
+    kill_max: float = 1.5
+    max_kills: int | None = None
+    forget: bool = True
+
+
 @dataclass
 class Run:
     elapsed: float
@@ -157,30 +173,33 @@ class Run:
     crashes: int
 
 
-def supervise(root: Path, store: Path, logs: Path, workers: int, ops: int, seed: int,
-              kill_min: float, kill_max: float, max_kills: int | None) -> Run:  # fmt: skip
-    rng = random.Random(seed)
-    incarnation = [0] * workers
+def supervise(plan: Plan, root: Path, store: Path, logs: Path) -> Run:
+    rng = random.Random(plan.seed)
+    incarnation = [0] * plan.workers
     procs: dict[int, subprocess.Popen[bytes]] = {}
     done: set[int] = set()
     kills = restarts = crashes = 0
 
     def start(slot: int) -> None:
         config = {
-            "root": str(root), "store": str(store), "slot": slot, "ops": ops, "seed": seed,
-            "session": f"s{slot % SESSIONS}", "prefix": f"w{slot}i{incarnation[slot]}",
-            "log": str(logs / f"slot{slot}.jsonl"),
+            "root": str(root), "store": str(store), "slot": slot, "ops": plan.ops,
+            "seed": plan.seed, "forget": plan.forget, "session": f"s{slot % plan.sessions}",
+            "prefix": f"w{slot}i{incarnation[slot]}", "log": str(logs / f"slot{slot}.jsonl"),
         }  # fmt: skip
         incarnation[slot] += 1
         procs[slot] = subprocess.Popen(
             [sys.executable, __file__, "--worker", json.dumps(config)], cwd=REPO
         )
 
+    def kill_due() -> bool:
+        limit = plan.max_kills
+        return time.perf_counter() >= next_kill and bool(procs) and (limit is None or kills < limit)
+
     began = time.perf_counter()
-    for slot in range(workers):
+    for slot in range(plan.workers):
         start(slot)
-    next_kill = time.perf_counter() + rng.uniform(kill_min, kill_max)
-    while len(done) < workers:
+    next_kill = time.perf_counter() + rng.uniform(plan.kill_min, plan.kill_max)
+    while len(done) < plan.workers:
         time.sleep(0.02)
         for slot, proc in list(procs.items()):
             rc = proc.poll()
@@ -194,41 +213,41 @@ def supervise(root: Path, store: Path, logs: Path, workers: int, ops: int, seed:
                 if crashes > 20:
                     raise SystemExit(f"workers keep crashing (slot {slot}, exit {rc})")
                 start(slot)
-        if time.perf_counter() >= next_kill and procs and (max_kills is None or kills < max_kills):
+        if kill_due():
             slot = rng.choice(sorted(procs))
             procs[slot].send_signal(signal.SIGKILL)
             procs[slot].wait()
             kills += 1
             restarts += 1
             start(slot)
-            next_kill = time.perf_counter() + rng.uniform(kill_min, kill_max)
+            next_kill = time.perf_counter() + rng.uniform(plan.kill_min, plan.kill_max)
     return Run(time.perf_counter() - began, kills, restarts, crashes)
 
 
 # -- main -----------------------------------------------------------------------------------
 
 
-def soak(workers: int = 4, ops: int = 2000, seed: int = 1, kill_min: float = 0.3,
-         kill_max: float = 1.5, max_kills: int | None = None,
-         where: Path | None = None) -> tuple[Run, Counts]:  # fmt: skip
-    """Run the soak in ``where`` (a new temporary folder when None); returns figures."""
+def soak(plan: Plan, where: Path | None = None) -> tuple[Run, Counts]:
+    """Run the soak in ``where`` (an empty folder; a temporary one when None)."""
     with tempfile.TemporaryDirectory(prefix="fc-soak-") as tmp:
         base = where or Path(tmp)
         root, logs = base / "root", base / "logs"
         root.mkdir()
         logs.mkdir()
         store = base / "store.db"
-        make_root(root, seed)
+        make_root(root, plan.seed)
         initial = initial_texts(root)
-        run = supervise(root, store, logs, workers, ops, seed, kill_min, kill_max, max_kills)
+        run = supervise(plan, root, store, logs)
         counts = Counts()
         oracle(root, store, logs, counts, initial)
         return run, counts
 
 
-def report(args: argparse.Namespace, run: Run, c: Counts) -> str:
+def report(plan: Plan, run: Run, c: Counts) -> str:
+    shared = sum(1 for i in range(plan.sessions) if len(range(i, plan.workers, plan.sessions)) > 1)
     rows = [
-        ("workers x ops", f"{args.workers} x {args.ops} (sessions: {SESSIONS} ids shared)"),
+        ("workers x ops per worker", f"{plan.workers} x {plan.ops}"),
+        ("session ids / used by 2+ processes", f"{plan.sessions} / {shared}"),
         ("wall time", f"{run.elapsed:.1f} s"),
         ("ops/s (all workers, incl. restarts)", f"{c.ops / run.elapsed:.0f}"),
         ("kill -9 / restarts / crashes", f"{run.kills} / {run.restarts} / {run.crashes}"),
@@ -237,6 +256,7 @@ def report(args: argparse.Namespace, run: Run, c: Counts) -> str:
         ("answers checked by the oracle", str(c.checked)),
         ("skipped: version content unknown", str(c.unknown)),
         ("stale answers (must be 0)", str(c.stale)),
+        ("  of which rely on a forgotten result", str(c.stale_forgotten)),
         ("committed, never delivered (killed)", str(c.undelivered)),
         ("answers relying on those (limit)", str(c.relies_undelivered)),
         ("writes recovered as changes", str(c.recovered_changes)),
@@ -269,13 +289,16 @@ def main() -> int:
     parser.add_argument("--kill-min", type=float, default=0.3)
     parser.add_argument("--kill-max", type=float, default=1.5)
     parser.add_argument("--max-kills", type=int, default=None)
+    parser.add_argument("--sessions", type=int, default=SESSIONS, help="session ids (slot %% n)")
+    parser.add_argument("--no-forget", action="store_true", help="leave forget out of the ops")
     parser.add_argument("--keep", type=Path, default=None, help="run in this (empty) folder")
     args = parser.parse_args()
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=False)
-    run, counts = soak(args.workers, args.ops, args.seed, args.kill_min, args.kill_max,
-                       args.max_kills, args.keep)  # fmt: skip
-    print(report(args, run, counts))
+    plan = Plan(args.workers, args.ops, args.seed, args.sessions, args.kill_min, args.kill_max,
+                args.max_kills, not args.no_forget)  # fmt: skip
+    run, counts = soak(plan, args.keep)
+    print(report(plan, run, counts))
     for line in counts.examples:
         print("  " + line)
     bad = counts.hard_failures()

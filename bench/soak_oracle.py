@@ -55,6 +55,7 @@ class Counts:
     checked: int = 0
     unknown: int = 0
     stale: int = 0
+    stale_forgotten: int = 0  # of those: relying on a result the model forgot
     relies_undelivered: int = 0
     undelivered: int = 0
     recovered_changes: int = 0
@@ -231,6 +232,7 @@ def _check_session(inv: Any, events: list[Any], mine: list[dict[str, Any]], text
                 counts.checked += 1
             except (AssertionError, AttributeError, KeyError) as exc:
                 counts.stale += 1
+                counts.stale_forgotten += bool(deps & model.forgotten)
                 _example(counts, f"stale {r['kind']} {cid} (base {r['base_call_id']}): {exc!r}")
         elif r["op"] == "edit":
             before, after = text_of(r["base_version"]), text_of(r["version"])
