@@ -6,19 +6,14 @@ model of ``tests/test_invariant.py`` (its parsers and checks are imported from t
 "disk" an answer is checked against is the true content of the answer's version: the store's
 blob, a delivered full answer of that version, a write's content, or the initial files.
 
-One difference from that model: through the model's own edits a line keeps *every* way it
-was learnt (the test's model carries every way through a diff, but only the newest through an
-edit), as filecache's views do ("lines keep every backing result; forget drops only what no
-other backs"). A line can be held two ways when a ranged read shows lines the model already
-has (for one line content is cheaper than a FileRef). Carrying only the newest way, the model
-would lack the line once that result is forgotten, though the older one still rebuilds it, and
-report a correct FileRef as stale (the soak hit that on d84b719; on 346240a, whose FileRefs
-name the widest, oldest results, it did not in the runs tried).
+Lines keep every way the model learnt them, through diffs and through its own edits, as
+filecache's views do ("lines keep every backing result; forget drops only what no other
+backs"); carrying only the newest way through an edit made the soak (and that test) report a
+correct FileRef as stale once the newest backing result was forgotten.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import sqlite3
 import sys
@@ -31,7 +26,6 @@ REPO = Path(__file__).resolve().parent.parent
 EDITED = ("a.txt", "b.txt")
 WRITTEN = "c.txt"
 SESSIONS = 3  # session ids: worker slot i uses s{i % SESSIONS}
-MAX_WAYS = 16  # ways kept per derived line (a product of the ways of the lines it came from)
 
 
 def load_log(path: Path) -> list[dict[str, Any]]:
@@ -241,55 +235,11 @@ def _check_session(inv: Any, events: list[Any], mine: list[dict[str, Any]], text
                 tainted_unknown.add(cid)
                 continue
             pieces = inv.edit_pieces(before, r["old"], r["new"])
-            absorb_own_change(inv, model, r["args"][0], before, after, cid, pieces)
+            inv.absorb_own_change(model, r["args"][0], before, after, cid, pieces)
         elif r["op"] == "write":
-            absorb_own_change(inv, model, r["args"][0], None, r["content"], cid, None)
+            inv.absorb_own_change(model, r["args"][0], None, r["content"], cid, None)
 
 
 def _example(counts: Counts, text: str) -> None:
     if len(counts.examples) < 10:
         counts.examples.append(text)
-
-
-# -- the model, keeping every way a line was learnt ------------------------------------------
-
-
-def absorb_own_change(inv: Any, model: Any, path: str, before: str | None, after: str,
-                      cid: str, pieces: list[tuple[int, int, str]] | None) -> None:  # fmt: skip
-    """``test_invariant.absorb_own_change``, carrying every way of each old line."""
-    new_h = inv.short_hash(after)
-    if pieces is None:  # a write: the model knows every line it wrote
-        for n, text in enumerate(inv.disk_lines_of(after), 1):
-            model.add(path, new_h, n, text, frozenset([cid]))
-        return
-    assert before is not None
-    old_h = inv.short_hash(before)
-    # per character of `before`: its line number if the model holds that line, else None
-    known: list[int | None] = []
-    rows = before.split("\n")
-    for n, line in enumerate(rows, 1):
-        width = len(line) + (0 if n == len(rows) else 1)
-        known.extend([n if model.every(path, old_h, n) else None] * width)
-    chars: list[int | None] = []  # 0: written by this edit
-    pos = 0
-    for start, end, new in pieces:
-        chars.extend(known[pos:start])
-        chars.extend([0] * len(new))
-        pos = end
-    chars.extend(known[pos:])
-    assert len(chars) == len(after)
-    offset = 0
-    for n, text in enumerate(inv.disk_lines_of(after), 1):
-        width = len(text.removesuffix("<noeol>")) + (0 if text.endswith("<noeol>") else 1)
-        span = chars[offset : offset + width]
-        offset += width
-        if any(c is None for c in span):
-            continue
-        sources = sorted({c for c in span if c})
-        options = [[deps for _, deps in model.every(path, old_h, c)] for c in sources]
-        found = [
-            frozenset().union(*combo) | {cid}
-            for combo in itertools.islice(itertools.product(*options), MAX_WAYS)
-        ]
-        for deps in reversed(found):  # model.add puts each first: keep the newest first
-            model.add(path, new_h, n, text, deps)
