@@ -12,6 +12,7 @@ it no longer has.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from dataclasses import dataclass, field
@@ -221,26 +222,29 @@ def absorb_unchanged(model: Model, result, disk: list[str]) -> None:
 def absorb_own_change(
     model: Model, path: str, before: str | None, after: str, cid: str, pieces
 ) -> None:
-    """The model applies its own edit to what it knew, character by character."""
+    """The model applies its own edit to what it knew, character by character.
+
+    A line of the result keeps every way the model can rebuild it: each combination of a way
+    of every old line it copies characters from (up to 16), plus the edit itself. Carrying only
+    the newest way would lose the line once that result is forgotten, though an older one
+    still rebuilds it (a fresh or ranged read of lines already held gives a second way)."""
     new_h = short_hash(after)
     if pieces is None:  # a write: the model knows every line it wrote
         for n, text in enumerate(disk_lines_of(after), 1):
             model.add(path, new_h, n, text, frozenset([cid]))
         return
     old_h = short_hash(before)
-    # per character of `before`: the deps of its line if the model holds that line, else None
-    known: list[frozenset[str] | None] = []
+    # per character of `before`: its line number if the model holds that line, else None
+    known: list[int | None] = []
     pieces_of_before = before.split("\n")
     for n, line in enumerate(pieces_of_before, 1):
-        got = model.get(path, old_h, n)
-        deps = got[1] if got is not None else None
         width = len(line) + (0 if n == len(pieces_of_before) else 1)
-        known.extend([deps] * width)
-    chars: list[frozenset[str] | None] = []
+        known.extend([n if model.every(path, old_h, n) else None] * width)
+    chars: list[int | None] = []  # 0: written by this edit
     pos = 0
     for start, end, new in pieces:
         chars.extend(known[pos:start])
-        chars.extend([frozenset()] * len(new))
+        chars.extend([0] * len(new))
         pos = end
     chars.extend(known[pos:])
     assert len(chars) == len(after)
@@ -250,8 +254,15 @@ def absorb_own_change(
         width = len(text.removesuffix("<noeol>")) + (0 if text.endswith("<noeol>") else 1)
         span = chars[offset : offset + width]
         offset += width
-        if all(d is not None for d in span):
-            deps = frozenset().union(*span) | {cid}
+        if any(c is None for c in span):
+            continue
+        sources = sorted({c for c in span if c})
+        options = [[deps for _, deps in model.every(path, old_h, c)] for c in sources]
+        ways = [
+            frozenset().union(*combo) | {cid}
+            for combo in itertools.islice(itertools.product(*options), 16)
+        ]
+        for deps in reversed(ways):  # model.add puts each first: the newest stays first
             model.add(path, new_h, n, text, deps)
 
 
