@@ -287,10 +287,13 @@ class Session:
         """The model no longer has these results: drop every fact that relies on them."""
         ids = frozenset(call_ids)
         with self._turn() as turn:
+            dropped = False
             for key in list(self._views):
                 view = turn.view(key)
                 if view is not None:
-                    view.forget(ids)
+                    dropped |= view.forget(ids)
+            if dropped:  # an event moves the store's head: other objects of the session catch up
+                turn.log(self._call_id(None), "forget", "", kind="forgot", deps=tuple(sorted(ids)))
 
     def holds_version(self, version: str) -> bool:
         """Whether the model holds lines of ``version`` of some path (a diff may start there)."""

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from filecache import FileCache
 
 LINES = "".join(f"line {i} of a file with some words in it\n" for i in range(40))
 
 
-@pytest.mark.xfail(strict=True, reason="forget commits no event: other objects never reload")
 def test_a_forget_in_one_object_is_seen_by_another_of_the_session(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()

@@ -34,7 +34,6 @@ while True:
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="the check needs /proc")
-@pytest.mark.xfail(strict=True, reason="a replaced file's descriptor reads '<path> (deleted)'")
 def test_a_read_racing_a_replace_is_never_refused(tmp_path: Path) -> None:
     (tmp_path / "c.txt").write_text("0\n" * 50)
     loc = locate(tmp_path, "c.txt")
