@@ -7,7 +7,7 @@ are ``tool_result`` blocks of user messages (``tool_use_id``; ``content`` a stri
 are kept as other blocks are: they are not results the planner can replace. Extra message keys
 (a Claude Code transcript's ``id``, ``model``, ``usage``) are kept as they are.
 
-Invariant (``filecache.transcript``): ``render`` changes only the ``content`` of replaced
+Invariant (``filecache.prune.transcript``): ``render`` changes only the ``content`` of replaced
 ``tool_result`` blocks; every other message, and every other block, keeps its exact JSON.
 """
 
@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from filecache.errors import TranscriptError
-from filecache.message_blocks import body_text, expect_string, type_name
-from filecache.transcript import (
+from filecache.prune.message_blocks import body_text, expect_string, type_name
+from filecache.prune.transcript import (
     Message,
     ToolCall,
     ToolResult,

@@ -39,19 +39,16 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 from filecache.conversations import current_session
-from filecache.edits import check_markers
+from filecache.core.edits import check_markers
+from filecache.core.render import render_result_tag
+from filecache.core.text import render_lines, split_lines
 from filecache.errors import FileCacheError
-from filecache.render import render_result_tag
-from filecache.text import render_lines, split_lines
+from filecache.hosts import CacheHost, SessionHost
 
 from .tool_shape import CallPlan, ToolShape, add_fresh_doc, fresh_parameter
-
-if TYPE_CHECKING:
-    from filecache.cache import FileCache
-    from filecache.session import Session
 
 __all__ = ["edit_tool", "read_tool", "write_tool"]
 
@@ -59,22 +56,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 _CONTENT_KINDS = ("full", "partial", "symbol")
 
 
-def _resolver(target: Any, name: str) -> Callable[[], Session]:
-    from filecache.cache import FileCache
-    from filecache.session import Session
-
-    if isinstance(target, Session):
+def _resolver(target: Any, name: str) -> Callable[[], SessionHost]:
+    if isinstance(target, SessionHost):
         return lambda: target
-    if isinstance(target, FileCache):
+    if isinstance(target, CacheHost):
         return lambda: current_session(target, name)
     raise TypeError(f"decorate with a filecache Session or FileCache, got {type(target).__name__}")
 
 
 @overload
-def read_tool(target: Session | FileCache, fn: F, /) -> F: ...
+def read_tool(target: SessionHost | CacheHost, fn: F, /) -> F: ...
 @overload
 def read_tool(
-    target: Session | FileCache,
+    target: SessionHost | CacheHost,
     fn: None = None,
     /,
     *,
@@ -84,7 +78,7 @@ def read_tool(
     first_line: int = 1,
 ) -> Callable[[F], F]: ...
 def read_tool(
-    target: Session | FileCache,
+    target: SessionHost | CacheHost,
     fn: Any = None,
     /,
     *,
@@ -182,7 +176,7 @@ def _whole_sync(shape: ToolShape, plan: CallPlan, output: Any) -> Any:
     return _not_awaitable(shape, shape.fn(*args, **kwargs))
 
 
-def _answer(shape: ToolShape, session: Session, plan: CallPlan, output: Any, whole: Any) -> Any:
+def _answer(shape: ToolShape, session: SessionHost, plan: CallPlan, output: Any, whole: Any) -> Any:
     if not isinstance(output, str) or "\x00" in output:
         return output  # not text that lines can carry (a NUL is the no-final-newline mark)
     answer = None
@@ -209,10 +203,10 @@ def _answer(shape: ToolShape, session: Session, plan: CallPlan, output: Any, who
 
 
 @overload
-def write_tool(target: Session | FileCache, fn: F, /) -> F: ...
+def write_tool(target: SessionHost | CacheHost, fn: F, /) -> F: ...
 @overload
 def write_tool(
-    target: Session | FileCache,
+    target: SessionHost | CacheHost,
     fn: None = None,
     /,
     *,
@@ -220,7 +214,7 @@ def write_tool(
     allow_markers: bool = False,
 ) -> Callable[[F], F]: ...
 def write_tool(
-    target: Session | FileCache,
+    target: SessionHost | CacheHost,
     fn: Any = None,
     /,
     *,
@@ -232,10 +226,10 @@ def write_tool(
 
 
 @overload
-def edit_tool(target: Session | FileCache, fn: F, /) -> F: ...
+def edit_tool(target: SessionHost | CacheHost, fn: F, /) -> F: ...
 @overload
 def edit_tool(
-    target: Session | FileCache,
+    target: SessionHost | CacheHost,
     fn: None = None,
     /,
     *,
@@ -243,7 +237,7 @@ def edit_tool(
     allow_markers: bool = False,
 ) -> Callable[[F], F]: ...
 def edit_tool(
-    target: Session | FileCache,
+    target: SessionHost | CacheHost,
     fn: Any = None,
     /,
     *,
@@ -263,7 +257,7 @@ def _wrap_change(target: Any, fn: Any, role: str, path: str | None, allow_marker
     shape = ToolShape.of(fn, role=role, path=path)
     resolve = _resolver(target, shape.name)
 
-    def guard(session: Session, plan: CallPlan | None) -> None:
+    def guard(session: SessionHost, plan: CallPlan | None) -> None:
         if plan is not None and not allow_markers:
             _guard_markers(session, shape, plan, role)
 
@@ -307,7 +301,7 @@ def _strings(value: Any) -> list[tuple[str | None, str]]:
     return []
 
 
-def _guard_markers(session: Session, shape: ToolShape, plan: CallPlan, role: str) -> None:
+def _guard_markers(session: SessionHost, shape: ToolShape, plan: CallPlan, role: str) -> None:
     old: list[str] = []
     new: list[str] = []
     for name, value in (plan.arguments or {}).items():
@@ -321,7 +315,7 @@ def _guard_markers(session: Session, shape: ToolShape, plan: CallPlan, role: str
     check_markers(plan.path or "the file", "\n".join(old), "\n".join(new))
 
 
-def _current_text(session: Session, path: str) -> str:
+def _current_text(session: SessionHost, path: str) -> str:
     """The file's text now, if it is a readable text file in the root (for the marker count)."""
     try:
         loc = session.cache.locate(path)

@@ -24,12 +24,12 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from filecache.conversations import current_session
-from filecache.render import instructions, render_result_tag
+from filecache.core.render import instructions, render_result_tag
 from filecache.tools import run_tool
 
 if TYPE_CHECKING:
     from filecache.cache import FileCache
-    from filecache.pruning import PrunePolicy
+    from filecache.prune.pruning import PrunePolicy
     from filecache.session import Session
 
 __all__ = [
@@ -130,6 +130,6 @@ def prune_chat(
     chat: list[dict[str, Any]], session: Session, policy: PrunePolicy | None
 ) -> Mapping[str, str]:
     """Prune a history converted to OpenAI chat dicts: ``{call id: new result text}``."""
-    from filecache.pruner import prune_messages
+    from filecache.prune.pruner import prune_messages
 
     return prune_messages(chat, session=session, policy=policy, format="openai").plan.replacements

@@ -44,7 +44,7 @@ with requires("langchain_core", "langchain-core"):
 
 if TYPE_CHECKING:
     from filecache.cache import FileCache
-    from filecache.pruning import PrunePolicy
+    from filecache.prune.pruning import PrunePolicy
     from filecache.session import Session
 
 __all__ = ["file_tools", "prune_history", "replaced", "to_chat"]

@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from filecache import FileCache, Session
+from filecache.core.render import mcp_instructions, render_result_tag
 from filecache.errors import ConfigError
-from filecache.render import mcp_instructions, render_result_tag
 from filecache.settings import load_settings
 from filecache.tools import READ_FILE
 

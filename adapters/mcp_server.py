@@ -40,8 +40,8 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from filecache import FileCache, ReadResult, Session, WriteResult
+from filecache.core.render import mcp_instructions
 from filecache.errors import ConfigError, FileCacheError, OutsideRootError, PathError
-from filecache.render import mcp_instructions
 from filecache.tools import check_arguments, schemas, tool_spec
 
 from .mcp_compat import CallNext, HandlerResult, install, list_client_roots, new_server, run

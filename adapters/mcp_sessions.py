@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from filecache.errors import RequestError
-from filecache.store import Store
+from filecache.store.store import Store
 
 __all__ = [
     "DISTRIBUTION",

@@ -12,7 +12,7 @@
 mini-swe-agent's model has only a shell. ``CachedEnvironment`` wraps any mini-swe-agent
 environment (``execute(action, cwd="", *, timeout=None) -> dict``): a read-like command
 (``cat F``, ``nl -ba F``, ``sed -n 'A,Bp' F``, ``head``/``tail``; exactly what
-``filecache.bash_reads.parse_read`` recognises) is answered by ``serve_bash`` — the command's
+``filecache.shell.bash_reads.parse_read`` recognises) is answered by ``serve_bash`` — the command's
 own output the first time, a FileRef or a diff after that — and every other command runs in the
 wrapped environment, after which the files the model holds are re-hashed, so a ``sed -i`` or a
 ``git checkout`` counts as a change. In tool-call mode the action's ``tool_call_id`` is the id
@@ -29,7 +29,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from filecache.bash_reads import serve_bash
+from filecache.shell.bash_reads import serve_bash
 
 from .frameworks import resolve
 

@@ -31,7 +31,7 @@ with requires("agents", "openai-agents"):
 
 if TYPE_CHECKING:
     from filecache.cache import FileCache
-    from filecache.pruning import PrunePolicy
+    from filecache.prune.pruning import PrunePolicy
     from filecache.session import Session
 
 __all__ = ["file_tools", "input_filter", "prune_input"]
@@ -74,7 +74,7 @@ def file_tools(target: Session | FileCache) -> list[FunctionTool]:
 
 def prune_input(items: list[Any], session: Session, policy: PrunePolicy | None = None) -> list[Any]:
     """Responses input items with the results a prune pass clears or degrades replaced."""
-    from filecache.pruner import prune_messages
+    from filecache.prune.pruner import prune_messages
 
     result = prune_messages(items, session=session, policy=policy, format="responses")
     return list(result.messages)

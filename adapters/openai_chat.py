@@ -5,8 +5,8 @@ Calls are the entries of an assistant message's ``tool_calls`` (``type`` ``funct
 is a ``tool`` message whose ``tool_call_id`` names one, with a string or a list of text parts as
 ``content``. The legacy ``function_call`` / ``function`` role (no ids) is kept as plain messages.
 
-Invariant (``filecache.transcript``): ``render`` changes only the ``content`` of replaced ``tool``
-messages; every other message is the input's own object.
+Invariant (``filecache.prune.transcript``): ``render`` changes only the ``content`` of replaced
+``tool`` messages; every other message is the input's own object.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from filecache.errors import TranscriptError
-from filecache.message_blocks import body_text, expect_string, json_object, type_name
-from filecache.transcript import (
+from filecache.prune.message_blocks import body_text, expect_string, json_object, type_name
+from filecache.prune.transcript import (
     Message,
     ToolCall,
     ToolResult,

@@ -8,8 +8,8 @@ whose ``call_id`` names one, with ``output`` a string or a list of ``input_text`
 ``web_search_call`` or ``mcp_call``, ``item_reference``) are kept as they are; their outputs are
 not results the planner can replace.
 
-Invariant (``filecache.transcript``): ``render`` changes only the ``output`` of replaced output
-items; every other item is the input's own object.
+Invariant (``filecache.prune.transcript``): ``render`` changes only the ``output`` of replaced
+output items; every other item is the input's own object.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from filecache.errors import TranscriptError
-from filecache.message_blocks import body_text, expect_string, json_object, type_name
-from filecache.transcript import (
+from filecache.prune.message_blocks import body_text, expect_string, json_object, type_name
+from filecache.prune.transcript import (
     Message,
     ToolCall,
     ToolResult,

@@ -46,7 +46,7 @@ with requires("pydantic_ai", "pydantic-ai-slim"):
 
 if TYPE_CHECKING:
     from filecache.cache import FileCache
-    from filecache.pruning import PrunePolicy
+    from filecache.prune.pruning import PrunePolicy
     from filecache.session import Session
 
 __all__ = [

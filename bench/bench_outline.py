@@ -28,7 +28,7 @@ import toktok
 from tree_sitter import Parser
 from tree_sitter_language_pack import get_language
 
-from filecache.outline import (
+from filecache.outline.outline import (
     OUTLINE_VERSION,
     build_outline,
     cached_outline,

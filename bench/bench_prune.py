@@ -39,13 +39,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from filecache.hashing import version_of
-from filecache.pruner import PruneResult, TokenMemo, prune_messages
-from filecache.pruning import PrunePolicy
-from filecache.render import render_file_ref
-from filecache.store import MemoryStore
-from filecache.text import render_lines, split_lines
-from filecache.tokens import TokenCounter
+from filecache.core.hashing import version_of
+from filecache.core.render import render_file_ref
+from filecache.core.text import render_lines, split_lines
+from filecache.core.tokens import TokenCounter
+from filecache.prune.pruner import PruneResult, TokenMemo, prune_messages
+from filecache.prune.pruning import PrunePolicy
+from filecache.store.store import MemoryStore
 
 SEED = 20_240_611
 

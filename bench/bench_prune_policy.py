@@ -24,12 +24,12 @@ from pathlib import Path
 
 from bench_replay import DEFAULT, pct, prune_recorded, sessions_in
 
-from filecache.peer_policies import PEER_POLICIES
-from filecache.pruning import PrunePolicy
-from filecache.replay import replay_session
-from filecache.replay_compare import Comparison, compare
-from filecache.replay_metrics import combine
-from filecache.tokens import TokenCounter
+from filecache.core.tokens import TokenCounter
+from filecache.prune.peer_policies import PEER_POLICIES
+from filecache.prune.pruning import PrunePolicy
+from filecache.replay.replay import replay_session
+from filecache.replay.replay_compare import Comparison, compare
+from filecache.replay.replay_metrics import combine
 
 PEERS = ("none", *PEER_POLICIES, "claude-code-dedup+anthropic-clear-tool-uses")
 

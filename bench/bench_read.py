@@ -26,9 +26,9 @@ import click
 import xxhash
 
 from filecache import FileCache, Session
-from filecache.diffing import diff_lines, render_hunks, unified_hunks
-from filecache.text import split_lines
-from filecache.tokens import TokenCounter
+from filecache.core.diffing import diff_lines, render_hunks, unified_hunks
+from filecache.core.text import split_lines
+from filecache.core.tokens import TokenCounter
 
 CHANGED = 10  # scattered changed lines in the diff benchmark
 DIFF_LINES = 10_000
@@ -180,7 +180,7 @@ def bench_diff(tmp: Path, runs: int) -> None:
                 ours_times.extend(timed(ours, 1))
         memory = cache.memory_used
     rows = [
-        ("`filecache.diffing`: split + diff_lines + unified_hunks + render_hunks", ours_times),
+        ("`filecache.core.diffing`: split + diff_lines + unified_hunks + render_hunks", ours_times),
         ("GNU `diff -u` as a subprocess (files already written)", gnu_times),
         ("`Session.read` answering the diff (SQLite store, new version)", session_times),
     ]

@@ -28,18 +28,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from filecache.pruner import TokenMemo, prune_messages
-from filecache.pruning import PrunePolicy
-from filecache.replay import replay_session
-from filecache.replay_metrics import (
+from filecache.core.tokens import TokenCounter
+from filecache.prune.pruner import TokenMemo, prune_messages
+from filecache.prune.pruning import PrunePolicy
+from filecache.replay.replay import replay_session
+from filecache.replay.replay_metrics import (
     MESSAGE_OVERHEAD,
     CostMeter,
     SessionReplay,
     combine,
     message_text,
 )
-from filecache.store import MemoryStore
-from filecache.tokens import TokenCounter
+from filecache.store.store import MemoryStore
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = ROOT.parent / "shared" / "corpus" / "swe-agent-dev.tar.gz"

@@ -68,7 +68,7 @@ def make_root(root: Path, seed: int) -> None:
 
 def initial_texts(root: Path) -> dict[str, str]:
     """The files before the soak, by version (the first edit's base may never be read)."""
-    from filecache.hashing import version_of
+    from filecache.core.hashing import version_of
 
     return {version_of(p.read_bytes()): p.read_text() for p in sorted(root.glob("*.txt"))}
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from filecache import FileCache
-from filecache.replay import replay_session
+from filecache.replay.replay import replay_session
 
 ROOT = Path(__file__).resolve().parent.parent
 START = ROOT / ".ci" / "start_postgres"

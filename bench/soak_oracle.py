@@ -98,7 +98,7 @@ def _text_of_full_answer(inv: Any, rec: dict[str, Any]) -> str | None:
     body = inv.without_undone_note(rec["text"]).partition("\n")[2]
     rows = body.split("\n")
     rows.pop()
-    from filecache.text import NO_NEWLINE
+    from filecache.core.text import NO_NEWLINE
 
     eol = True
     if rows and rows[-1] == NO_NEWLINE:
@@ -110,8 +110,8 @@ def _text_of_full_answer(inv: Any, rec: dict[str, Any]) -> str | None:
 
 def oracle(root: Path, store: Path, logs: Path, counts: Counts, initial: dict[str, str]) -> None:
     from filecache import FileCache
-    from filecache.hashing import version_of
-    from filecache.store import open_store
+    from filecache.core.hashing import version_of
+    from filecache.store.opening import open_store
 
     inv = import_model()
     raw = open_store(root, str(store))

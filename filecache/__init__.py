@@ -9,6 +9,7 @@ import typing as _typing
 
 if _typing.TYPE_CHECKING:
     from .cache import FileCache, ReadResult, Session, WriteResult
+    from .core.render import instructions
     from .errors import (
         AccessDeniedError,
         BinaryFileError,
@@ -32,13 +33,12 @@ if _typing.TYPE_CHECKING:
         TranscriptError,
     )
     from .ledger import CallRecord, Ledger, WriteRecord
-    from .pruner import PruneResult, prune_messages
-    from .pruning import PrunePlan, PrunePolicy
-    from .render import instructions
+    from .prune.pruner import PruneResult, prune_messages
+    from .prune.pruning import PrunePlan, PrunePolicy
+    from .prune.transcript import Transcript, parse_transcript
     from .settings import Settings
-    from .sqlite_store import SqliteStore
-    from .store import MemoryStore, Store
-    from .transcript import Transcript, parse_transcript
+    from .store.sqlite_store import SqliteStore
+    from .store.store import MemoryStore, Store
 
 __all__ = [
     "AccessDeniedError",
@@ -97,29 +97,29 @@ _MODULES = {
     "FileTooLargeError": "errors",
     "Ledger": "ledger",
     "MarkerError": "errors",
-    "MemoryStore": "store",
+    "MemoryStore": "store.store",
     "MissingFileError": "errors",
     "NotARegularFileError": "errors",
     "OutsideRootError": "errors",
     "PathError": "errors",
-    "PrunePlan": "pruning",
-    "PrunePolicy": "pruning",
-    "PruneResult": "pruner",
+    "PrunePlan": "prune.pruning",
+    "PrunePolicy": "prune.pruning",
+    "PruneResult": "prune.pruner",
     "RangeError": "errors",
     "ReadResult": "cache",
     "RequestError": "errors",
     "Session": "cache",
     "Settings": "settings",
-    "SqliteStore": "sqlite_store",
-    "Store": "store",
+    "SqliteStore": "store.sqlite_store",
+    "Store": "store.store",
     "StoreError": "errors",
-    "Transcript": "transcript",
+    "Transcript": "prune.transcript",
     "TranscriptError": "errors",
     "WriteRecord": "ledger",
     "WriteResult": "cache",
-    "instructions": "render",
-    "parse_transcript": "transcript",
-    "prune_messages": "pruner",
+    "instructions": "core.render",
+    "parse_transcript": "prune.transcript",
+    "prune_messages": "prune.pruner",
 }
 
 

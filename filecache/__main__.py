@@ -1,5 +1,5 @@
 """``python -m filecache``."""
 
-from .cli import main
+from filecache.cli import main
 
 main(prog_name="filecache")

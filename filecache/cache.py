@@ -41,28 +41,29 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from itertools import filterfalse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from .blob_writer import BlobWriter
-from .errors import (
+from filecache.core.hashing import version_of
+from filecache.core.results import ReadResult, Source, WriteResult, content_text
+from filecache.core.text import content_header, join_lines, split_lines
+from filecache.core.tokens import ESTIMATE_MARGIN, TokenCounter, fast_estimate, fast_estimate_text
+from filecache.errors import (
     ConfigError,
     FileCacheError,
     MissingFileError,
     OutsideRootError,
     RequestError,
 )
-from .fsio import STALE_AFTER, Located, locate, read_bytes, sweep_temp_files
-from .hashing import version_of
-from .results import ReadResult, Source, WriteResult, content_text
-from .session import Session
-from .settings import Settings, is_denied, load_settings
-from .store import Event, Store, default_store_path, open_store
-from .text import content_header, join_lines, split_lines
-from .tokens import ESTIMATE_MARGIN, TokenCounter, fast_estimate, fast_estimate_text
+from filecache.fsio import STALE_AFTER, Located, locate, read_bytes, sweep_temp_files
+from filecache.session import Session
+from filecache.settings import Settings, is_denied, load_settings
+from filecache.store.blob_writer import BlobWriter
+from filecache.store.opening import open_store
+from filecache.store.store import Event, Store, default_store_path
 
 if TYPE_CHECKING:
-    from .outline import Outline
-    from .watch import Change, Watcher
+    from filecache.outline.outline import Outline
+    from filecache.watch import Change, Watcher
 
 __all__ = ["FileCache", "ReadResult", "Session", "WriteResult"]
 
@@ -137,7 +138,7 @@ class FileCache:
     def path_lock(self, rel: str) -> Iterator[None]:
         """Exclusive across threads and processes (and, with a shared store, machines) for the
         file ``rel``: held by a write or edit from reading the file to replacing it."""
-        from .locks import lock_file
+        from filecache.store.locks import lock_file
 
         with self._lock:
             if self._path_locks is None:
@@ -199,9 +200,9 @@ class FileCache:
 
         Tools decorated with this ``FileCache`` answer from the bound session; with none bound
         they raise ``ConfigError`` (see ``filecache.conversations``)."""
-        from .conversations import conversation
+        from filecache.conversations import conversation
 
-        return conversation(self, session_id)
+        return cast("contextlib.AbstractContextManager[Session]", conversation(self, session_id))
 
     def read_tool(self, fn: Any = None, /, **options: Any) -> Any:
         """``Session.read_tool`` for the conversation bound where the tool is called."""
@@ -227,7 +228,7 @@ class FileCache:
         Each live session that holds a changed file starts its next answer with a notice and
         the diff from its model's version. The store's own files and VCS folders are ignored.
         """
-        from .watch import Watcher
+        from filecache.watch import Watcher
 
         with self._lock:
             if self.watcher is None:
@@ -406,7 +407,7 @@ class FileCache:
         """The outline of a version (parsed once per version and outline code revision)."""
         # Outlines are imported on first use: tree-sitter and the outline revision (a digest of
         # the grammar package and query files) are not needed to import filecache or to read.
-        from .outline import cached_outline, language_for_path
+        from filecache.outline.outline import cached_outline, language_for_path
 
         held = lines if lines is not None else self.lines_of(version)
         if held is None:
@@ -434,8 +435,8 @@ class FileCache:
         shown (it is what a read would show) but never stored.
         """
         # On first use (see outline_of).
-        from .outline import OUTLINE_VERSION, language_for_path, render_outline
-        from .outline_text import count_tokens_encoding
+        from filecache.outline.outline import OUTLINE_VERSION, language_for_path, render_outline
+        from filecache.outline.outline_text import count_tokens_encoding
 
         secret = self.denied(path, version)
         budget = "default" if max_tokens is None else str(max_tokens)

@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 
 import click
 
-from .cache import FileCache, Session
-from .errors import FileCacheError, PathError, RequestError
-from .store import open_store
-from .tools import param_help  # option help in the words of the tool table
+from filecache.cache import FileCache, Session
+from filecache.errors import FileCacheError, PathError, RequestError
+from filecache.store.opening import open_store
+from filecache.tools import param_help  # option help in the words of the tool table
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -330,11 +330,11 @@ def prune(
     root: Path,
 ) -> None:
     """Prune SOURCE (a message list, or an object with 'messages'/'input'; '-' for stdin)."""
-    from .json_input import load_json
-    from .pruner import prune_messages
-    from .pruning import PrunePolicy
-    from .settings import load_settings
-    from .store import default_store_path
+    from filecache.core.json_input import load_json
+    from filecache.prune.pruner import prune_messages
+    from filecache.prune.pruning import PrunePolicy
+    from filecache.settings import load_settings
+    from filecache.store.store import default_store_path
 
     name = getattr(source, "name", "-")
     data = load_json(source.read(), name if isinstance(name, str) else "-")  # one-line errors
@@ -404,7 +404,7 @@ def import_(
     fmt: str, sources: tuple[Path, ...], output: Path, repo: Path | None, as_json: bool
 ) -> None:
     """Convert agent logs (SOURCES: files or directories) into traces for `filecache replay`."""
-    from .importers import import_logs
+    from filecache.importers import import_logs
 
     hidden = not sys.stderr.isatty()
     with click.progressbar(length=0, label="importing", file=sys.stderr, hidden=hidden) as bar:
@@ -444,7 +444,7 @@ def watch(
     """Print files changed under ROOT (debounced; the store's folder and VCS folders ignored)."""
     import threading
 
-    from .watch import Change, Watcher
+    from filecache.watch import Change, Watcher
 
     done = threading.Event()
     seen = 0
@@ -482,8 +482,8 @@ def archive() -> None:
 @click.option("--store", envvar="FILECACHE_STORE", help="Store path (default: ./.filecache).")
 def archive_show(call_id: str, session: str | None, store: str | None) -> None:
     """Print the original text of CALL_ID's result."""
-    from .pruner import NOT_ARCHIVED
-    from .store import default_store_path
+    from filecache.prune.pruner import NOT_ARCHIVED
+    from filecache.store.store import default_store_path
 
     with open_store(Path("."), store or str(default_store_path(Path(".").resolve()))) as opened:
         text = opened.archive_get(call_id, session)
@@ -495,7 +495,7 @@ def archive_show(call_id: str, session: str | None, store: str | None) -> None:
 
 
 def _register_reports() -> None:
-    from .cli_reports import replay, sessions, stats
+    from filecache.cli_reports import replay, sessions, stats
 
     for command in (replay, stats, sessions):
         main.add_command(command)

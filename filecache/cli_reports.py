@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from .errors import RequestError
+from filecache.errors import RequestError
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -114,10 +114,10 @@ def replay(
     store: str | None,
 ) -> None:
     """Replay recorded sessions (DIR/files + DIR/transcript.json): recorded, plain, filecache."""
-    from .pruning import PrunePolicy
-    from .replay import replay_session
-    from .replay_metrics import combine
-    from .replay_report import format_replay, replay_html
+    from filecache.prune.pruning import PrunePolicy
+    from filecache.replay.replay import replay_session
+    from filecache.replay.replay_metrics import combine
+    from filecache.replay.replay_report import format_replay, replay_html
 
     if compare or policy != "filecache":
         _compare(dirs, window, cache_aware, policy, compare, trigger, read_mode, tokenizer,
@@ -174,9 +174,9 @@ def _compare(
     html_out: Path | None,
     store: str | None,
 ) -> None:
-    from .peer_policies import PEER_POLICIES, parse_policy
-    from .replay import replay_session
-    from .replay_compare import compare, comparison_html, format_comparison
+    from filecache.prune.peer_policies import PEER_POLICIES, parse_policy
+    from filecache.replay.replay import replay_session
+    from filecache.replay.replay_compare import compare, comparison_html, format_comparison
 
     if compare_all and window is None:
         raise RequestError("--compare needs --window TOKENS (the window every policy runs at)")
@@ -215,14 +215,14 @@ def _compare(
 
 
 def _store_path(store: str | None) -> str:
-    from .store import default_store_path
+    from filecache.store.store import default_store_path
 
     return store or str(default_store_path(Path(".").resolve()))
 
 
 def _open(store: str | None) -> Any:
-    from .store import open_store
-    from .store_url import is_store_url
+    from filecache.store.opening import open_store
+    from filecache.store.store_url import is_store_url
 
     path = _store_path(store)
     if path != ":memory:" and not is_store_url(path) and not Path(path).exists():
@@ -261,7 +261,7 @@ def stats(
     session_id: str | None, top: int, as_json: bool, html_out: Path | None, store: str | None
 ) -> None:
     """What filecache saved, per session and overall: reads by kind, tokens, pruning."""
-    from .stats import collect_stats, format_stats, stats_html
+    from filecache.stats import collect_stats, format_stats, stats_html
 
     with _open(store) as opened:
         report = collect_stats(opened, session_id, top=top)
@@ -280,7 +280,7 @@ def sessions() -> None:
 @store_option
 def sessions_list(as_json: bool, store: str | None) -> None:
     """Every session: when it was used, its ledger rows, tokens served and saved."""
-    from .stats import format_sessions, session_rows
+    from filecache.stats import format_sessions, session_rows
 
     with _open(store) as opened:
         rows = session_rows(opened)
@@ -293,7 +293,7 @@ def sessions_list(as_json: bool, store: str | None) -> None:
 @store_option
 def sessions_show(session_id: str, as_json: bool, store: str | None) -> None:
     """One session's statistics and its ledger."""
-    from .stats import collect_stats, format_events, format_stats
+    from filecache.stats import collect_stats, format_events, format_stats
 
     with _open(store) as opened:
         report = collect_stats(opened, session_id)
@@ -347,7 +347,7 @@ def sessions_delete(session_id: str, as_json: bool, store: str | None) -> None:
 @store_option
 def sessions_gc(days: float | None, root: Path, as_json: bool, store: str | None) -> None:
     """Delete sessions past retention, then every content blob no session refers to."""
-    from .settings import load_settings
+    from filecache.settings import load_settings
 
     retention = days if days is not None else load_settings(root.resolve(), {}).retention_days
     with _open(store) as opened:

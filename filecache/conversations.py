@@ -23,19 +23,15 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
 
-from .errors import ConfigError
-
-if TYPE_CHECKING:
-    from .cache import FileCache
-    from .session import Session
+from filecache.errors import ConfigError
+from filecache.hosts import CacheHost, SessionHost
 
 __all__ = ["bound_session", "conversation", "current_session"]
 
 # Per context: cache identity -> the session bound for it (a cache may serve several roots'
 # tools side by side, each with its own binding).
-_BOUND: ContextVar[tuple[tuple[int, Session], ...]] = ContextVar(
+_BOUND: ContextVar[tuple[tuple[int, SessionHost], ...]] = ContextVar(
     "filecache_conversation", default=()
 )
 
@@ -45,9 +41,9 @@ class _Registry:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._open: dict[tuple[int, str], tuple[Session, int]] = {}
+        self._open: dict[tuple[int, str], tuple[SessionHost, int]] = {}
 
-    def acquire(self, cache: FileCache, session_id: str) -> Session:
+    def acquire(self, cache: CacheHost, session_id: str) -> SessionHost:
         with self._lock:
             key = (id(cache), session_id)
             held = self._open.get(key)
@@ -55,7 +51,7 @@ class _Registry:
             self._open[key] = (session, (held[1] if held else 0) + 1)
             return session
 
-    def release(self, cache: FileCache, session_id: str) -> None:
+    def release(self, cache: CacheHost, session_id: str) -> None:
         with self._lock:
             key = (id(cache), session_id)
             session, count = self._open[key]
@@ -69,14 +65,12 @@ _REGISTRY = _Registry()
 
 
 @contextlib.contextmanager
-def conversation(cache: FileCache, session_id: str | Session) -> Iterator[Session]:
+def conversation(cache: CacheHost, session_id: str | SessionHost) -> Iterator[SessionHost]:
     """Bind ``session_id``'s session (or a given ``Session`` of ``cache``) to this context.
 
     Yields the bound ``Session``. Bindings nest: the innermost one for a cache wins.
     """
-    from .session import Session
-
-    if isinstance(session_id, Session):
+    if isinstance(session_id, SessionHost):
         if session_id.cache is not cache:
             raise ConfigError("that session belongs to another FileCache")
         session, acquired = session_id, None
@@ -95,7 +89,7 @@ def conversation(cache: FileCache, session_id: str | Session) -> Iterator[Sessio
             _REGISTRY.release(cache, acquired)
 
 
-def bound_session(cache: FileCache) -> Session | None:
+def bound_session(cache: CacheHost) -> SessionHost | None:
     """The session bound to ``cache`` in this context, or None."""
     for cache_id, session in _BOUND.get():
         if cache_id == id(cache):
@@ -103,7 +97,7 @@ def bound_session(cache: FileCache) -> Session | None:
     return None
 
 
-def current_session(cache: FileCache, tool: str = "this tool") -> Session:
+def current_session(cache: CacheHost, tool: str = "this tool") -> SessionHost:
     """The session bound to ``cache`` here; ``ConfigError`` when none is (never a guess)."""
     session = bound_session(cache)
     if session is None:

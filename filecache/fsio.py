@@ -32,7 +32,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import (
+from filecache.core.text import MAX_LINE_CHARS, Window, scan_window
+from filecache.errors import (
     AccessDeniedError,
     FileTooLargeError,
     MissingFileError,
@@ -40,7 +41,6 @@ from .errors import (
     OutsideRootError,
     PathError,
 )
-from .text import MAX_LINE_CHARS, Window, scan_window
 
 __all__ = [
     "NAME_MAX",
@@ -347,7 +347,9 @@ def read_window(
         The window; ``window.lines`` has the file's line count as its length, and the range
         answered is ``window.lines.start`` .. ``start + len(window.lines.kept) - 1``.
     """
-    from .edits import line_range  # the one wording of range errors (edits imports render)
+    from filecache.core.edits import (
+        line_range,  # the one wording of range errors (edits imports render)
+    )
 
     start = 1 if offset is None else offset
     line_range(loc.rel, start, offset, limit)  # offset and limit themselves (start <= total)

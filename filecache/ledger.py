@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from types import MappingProxyType
 
-from .store import Event
+from filecache.store.store import Event
 
 __all__ = ["CallRecord", "Ledger", "WriteRecord", "build_ledger"]
 

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .edits import (
+from filecache.core.edits import (
     MAX_LANDINGS,
     apply_edit,
     check_markers,
@@ -43,7 +43,21 @@ from .edits import (
     landings,
     line_range,
 )
-from .errors import (
+from filecache.core.hashing import args_hash, version_of
+from filecache.core.planner import (
+    ReadDecision,
+    ReadRequest,
+    diff_bases,
+    outline_key,
+    plan_outline,
+    plan_read,
+    wants_outline,
+)
+from filecache.core.render import render_outside_change, render_write
+from filecache.core.results import Kind, ReadResult, Source, WriteResult
+from filecache.core.text import decode_text, encode_text, split_lines
+from filecache.core.views import Facts, PathView, Span, map_through_edit
+from filecache.errors import (
     ConflictError,
     ContentError,
     EditError,
@@ -53,28 +67,13 @@ from .errors import (
     RequestError,
     StoreConflictError,
 )
-from .fsio import Located, read_bytes, read_window, remove_file, write_bytes
-from .hashing import args_hash, version_of
-from .ledger import Ledger, build_ledger
-from .outside import outside_notices
-from .planner import (
-    ReadDecision,
-    ReadRequest,
-    diff_bases,
-    outline_key,
-    plan_outline,
-    plan_read,
-    wants_outline,
-)
-from .render import render_write
-from .results import Kind, ReadResult, Source, WriteResult
-from .store import Event, Intent
-from .text import decode_text, encode_text, split_lines
-from .views import Facts, PathView, Span, map_through_edit
+from filecache.fsio import Located, read_bytes, read_window, remove_file, write_bytes
+from filecache.hosts import CacheHost
+from filecache.ledger import Ledger, build_ledger
+from filecache.store.store import Event, Intent
 
 if TYPE_CHECKING:
-    from .cache import FileCache
-    from .transcript import Transcript
+    from filecache.prune.transcript import Transcript
 
 __all__ = ["MODES", "Session"]
 
@@ -89,7 +88,7 @@ class Session:
     objects of one id in other caches or processes share the session through the store.
     """
 
-    def __init__(self, cache: FileCache, session_id: str) -> None:
+    def __init__(self, cache: CacheHost, session_id: str) -> None:
         self.cache = cache
         self.id = session_id
         self._lock = threading.RLock()
@@ -181,7 +180,9 @@ class Session:
             return self._answer_outline(turn, src, cid, fresh, large=False)
         label = None
         if symbol is not None:
-            from .outline import find_symbol  # on first use (see FileCache.outline_of)
+            from filecache.outline.outline import (
+                find_symbol,  # on first use (see FileCache.outline_of)
+            )
 
             definition = find_symbol(
                 self.cache.outline_of(src.version, src.path, src.lines), symbol
@@ -378,7 +379,7 @@ class Session:
 
     def note_external_change(self, path: str) -> None:
         """A watcher saw ``path`` change on disk: if the model holds it, the next answer starts
-        with a notice and the diff from the model's version (see ``filecache.outside``)."""
+        with a notice and the diff from the model's version (see ``outside_notices``)."""
         with self._lock:
             view = self._views.get(path)
             if view is not None and view.versions and path not in self._tool_keys:
@@ -836,3 +837,76 @@ def _strings(value: object) -> set[str]:
     if isinstance(value, (list, tuple)):
         return set().union(*(_strings(v) for v in value)) if value else set()
     return set()
+
+
+# -- files changed outside the agent -----------------------------------------------------------
+#
+# Notices of files changed outside the agent, for ``Session`` answers (``FileCache(watch=True)``).
+#
+# The watcher (``filecache.watch``) calls ``Session.note_external_change(path)`` for every file
+# that changed on disk; the session's next answer starts with ``outside_notices``: per such file
+# the model holds, one notice with the diff from the model's version to the file (the ``diff``
+# answer machinery of ``Session``, so its facts move to the new version and rely on this answer's
+# call id), or one line that says to read it again when no diff can be shown. The change is
+# recorded like ``Session.rehash`` records one (a ``change`` event, which supersedes older reads),
+# so the pruner sees it.
+#
+# Invariants:
+# - Once per change: a file is noticed only when its bytes differ from the last version this
+#   session saw (its own writes and ``rehash`` update that), and then that version becomes the
+#   seen one.
+# - The notice is computed from one read of the file: its version, its diff and the recorded
+#   change are of the same bytes.
+# - The file the answer itself is about is not noticed (the answer is its diff or content; a write
+#   replaces it, and the read after an edit answers the difference).
+
+
+def outside_notices(session: Session, turn: _Turn, call_id: str, skip: str | None) -> str:
+    """The notices for files marked changed outside the agent, except ``skip`` (kept marked).
+
+    Runs inside the call's turn: the marks are cleared only when the turn commits (a call that
+    fails leaves them for the next one).
+    """
+    marked = sorted(session._outside - {skip} if skip else session._outside)
+    notices = "".join(_notice(session, turn, path, call_id) for path in marked)
+    turn.on_commit(lambda: session._outside.difference_update(marked))
+    return notices
+
+
+def _notice(session: Session, turn: _Turn, path: str, call_id: str) -> str:
+    cache = session.cache
+    view = turn.view(path)
+    if view is None or not view.versions:
+        return ""
+    held = turn.seen.get(path, session._last_seen(path, view))
+    try:
+        loc = cache.locate(path)
+        data: bytes | None = read_bytes(loc, cache.settings.max_file_bytes)
+    except MissingFileError:
+        data = None
+    except FileCacheError:
+        return ""  # unreadable now (too large, gone outside the root): the next read says why
+    version = None if data is None else version_of(data)
+    if version == held:
+        return ""  # the session's own write, or changed back
+    session._record_change(turn, call_id, path, version, held)
+    if data is None or version is None:
+        return render_outside_change(path, held, None, None)
+    try:
+        src = session._source_from_bytes(loc, data, True)
+    except ContentError:
+        return render_outside_change(path, held, version, None)
+    total = len(src.lines)
+    plain = cache.plain_tokens(src, 1, total)
+    request = ReadRequest(
+        src=src, start=1, end=total, call_id=call_id, seq=turn.next_seq(), plain=plain
+    )
+    decision = plan_read(
+        request, view, bases=session._bases(view, version), call_seq=session._call_seq,
+        count=cache.count, diff_max_ratio=cache.settings.diff_max_ratio,
+        max_versions=cache.settings.versions_per_path, margin=cache.margin,
+    )  # fmt: skip
+    if decision.kind == Kind.DIFF:
+        turn.views[path] = decision.view
+        return render_outside_change(path, held, version, decision.text)
+    return render_outside_change(path, held, version, None)

@@ -47,7 +47,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from filecache.errors import ConfigError
 
 __all__ = ["Settings", "is_denied", "load_settings"]
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from .errors import RequestError
-from .report_html import html_page, html_table, line_chart
-from .store import Event, Projection, Store
+from filecache.errors import RequestError
+from filecache.replay.report_html import html_page, html_table, line_chart
+from filecache.store.store import Event, Projection, Store
 
 __all__ = [
     "FileSaving", "SessionStats", "StatsReport", "collect_stats", "format_events",

@@ -29,10 +29,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from .errors import FileCacheError, RequestError
+from filecache.errors import FileCacheError, RequestError
 
 if TYPE_CHECKING:
-    from .session import Session
+    from filecache.session import Session
 
 __all__ = [
     "CACHE_STATS",
@@ -218,7 +218,7 @@ def schemas(
         guide: the text after ``read_file``'s description. Default: ``instructions()`` (for
             ``mcp``: ``mcp_instructions()``, with ``cache_stats`` among the tools).
     """
-    from .render import instructions, mcp_instructions
+    from filecache.core.render import instructions, mcp_instructions
 
     if style not in STYLES:
         raise RequestError(f"unknown style {style!r}; use openai, responses, anthropic or mcp")

@@ -38,7 +38,7 @@ from watchdog.events import (
 )
 from watchdog.observers import Observer
 
-from .fsio import STORE_DIR
+from filecache.fsio import STORE_DIR
 
 __all__ = ["VCS_DIRS", "Change", "Watcher"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from filecache.render import OUTLINE_TAG, PLACEHOLDER_MARKER, TRUNCATION_MARKER
+from filecache.core.render import OUTLINE_TAG, PLACEHOLDER_MARKER, TRUNCATION_MARKER
 
 
 def words(text: str) -> int:

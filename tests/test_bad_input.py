@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from filecache import FileCache, ReadResult
+from filecache.core.hashing import version_of
 from filecache.errors import (
     AccessDeniedError,
     BinaryFileError,
@@ -28,7 +29,6 @@ from filecache.errors import (
     PathError,
     RangeError,
 )
-from filecache.hashing import version_of
 
 Patch = Callable[[str | bytes, str], bytes]
 

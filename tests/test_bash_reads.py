@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from filecache import FileCache
-from filecache.bash_reads import serve_bash
-from filecache.shell_parse import parse_shell_read
+from filecache.shell.bash_reads import serve_bash
+from filecache.shell.shell_parse import parse_shell_read
 
 TEXT = "".join(f"line {i}: some text long enough to be worth caching here\n" for i in range(1, 61))
 

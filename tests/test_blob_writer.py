@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from filecache import StoreError
-from filecache.blob_writer import BlobWriter, encode_lines
-from filecache.hashing import version_of
-from filecache.sqlite_store import SqliteStore
-from filecache.text import join_lines, split_lines
+from filecache.core.hashing import version_of
+from filecache.core.text import join_lines, split_lines
+from filecache.store.blob_writer import BlobWriter, encode_lines
+from filecache.store.sqlite_store import SqliteStore
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 
 from filecache import FileCache
-from filecache.sqlite_store import SqliteStore
+from filecache.store.sqlite_store import SqliteStore
 
 TEXT = "".join(
     f"setting_{i} = {i}  # a line long enough to be worth a FileRef\n" for i in range(40)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import filecache.outline as outline_module
+import filecache.outline.outline as outline_module
 from filecache import FileCache, RequestError
 from filecache.cli import main
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from filecache import FileCache, StoreError
-from filecache.store import MemoryStore
+from filecache.store.store import MemoryStore
 
 WORKER = r"""
 import json, sys, threading
@@ -306,7 +306,7 @@ def test_concurrent_cli_reads_of_one_session_all_succeed(tmp_path: Path) -> None
 OPENER = """
 import sys
 from pathlib import Path
-from filecache.sqlite_store import SqliteStore
+from filecache.store.sqlite_store import SqliteStore
 SqliteStore(Path(sys.argv[1])).close()
 """
 

@@ -18,13 +18,13 @@ from hypothesis import strategies as st
 
 import filecache
 from filecache import errors
-from filecache.diffing import diff_lines, render_hunks, unified_hunks
+from filecache.core.diffing import diff_lines, render_hunks, unified_hunks
+from filecache.core.hashing import short_version, version_of
+from filecache.core.text import EOF_MARK, NO_NEWLINE, join_lines, render_lines, split_lines
+from filecache.core.tokens import TokenCounter, estimate_tokens
+from filecache.core.views import Facts, PathView
 from filecache.errors import ConfigError
-from filecache.hashing import short_version, version_of
 from filecache.settings import Settings, load_settings
-from filecache.text import EOF_MARK, NO_NEWLINE, join_lines, render_lines, split_lines
-from filecache.tokens import TokenCounter, estimate_tokens
-from filecache.views import Facts, PathView
 
 Patch = Callable[[str | bytes, str], bytes]
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from test_invariant import LINE, Model, absorb_diff, absorb_unchanged, short
 
 from filecache import FileCache
-from filecache.hashing import version_of
+from filecache.core.hashing import version_of
 
 
 def cat_n(lines: list[str], first: int) -> str:

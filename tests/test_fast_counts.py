@@ -13,9 +13,9 @@ import pytest
 
 from filecache import FileCache
 from filecache.cache import _shape_of
-from filecache.sqlite_store import MIGRATIONS, SqliteStore
-from filecache.text import render_lines, split_lines
-from filecache.tokens import ESTIMATE_MARGIN, TokenCounter, fast_estimate, fast_estimate_text
+from filecache.core.text import render_lines, split_lines
+from filecache.core.tokens import ESTIMATE_MARGIN, TokenCounter, fast_estimate, fast_estimate_text
+from filecache.store.sqlite_store import MIGRATIONS, SqliteStore
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "outline"
 SOURCES = sorted(p for p in FIXTURES.iterdir() if p.is_file())
@@ -39,7 +39,7 @@ def test_fast_estimate_text_counts_non_ascii_bytes() -> None:
     assert fast_estimate_text("") == 0
     assert fast_estimate_text(cjk) > 2 * fast_estimate_text(ascii_text)  # same length in chars
     exact = TokenCounter().count(cjk)  # about one token a glyph: the estimate says ~2.2
-    assert exact <= fast_estimate_text(cjk) <= 2.5 * exact  # documented in filecache.tokens
+    assert exact <= fast_estimate_text(cjk) <= 2.5 * exact  # documented in filecache.core.tokens
 
 
 def test_shape_counts_memory_as_getsizeof(tmp_path: Path) -> None:
@@ -143,11 +143,11 @@ print(json.dumps(sorted(sys.modules)), file=sys.stderr)
 NOT_FOR_FILE_TOOLS = {
     "toktok",  # the BPE vocabulary: only exact counts (pruning, outlines, exact_counts)
     "tree_sitter",
-    "filecache.outline",
-    "filecache.pruner",
-    "filecache.pruning",
-    "filecache.transcript",
-    "filecache.replay",
+    "filecache.outline.outline",
+    "filecache.prune.pruner",
+    "filecache.prune.pruning",
+    "filecache.prune.transcript",
+    "filecache.replay.replay",
     "filecache.stats",
     "tomllib",  # no [tool.filecache] in the root's pyproject.toml
 }

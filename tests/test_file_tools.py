@@ -1,4 +1,5 @@
-"""Tests for ``filecache.file_tools``: which calls read, write or edit which lines of a file."""
+"""Tests for ``filecache.prune.file_tools``: which calls read, write or edit which lines of a
+file."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from filecache.file_tools import FILE_TOOLS, FileAccess, file_access
-from filecache.transcript import parse_transcript
+from filecache.prune.file_tools import FILE_TOOLS, FileAccess, file_access
+from filecache.prune.transcript import parse_transcript
 
 
 def _access(name: str, args: dict[str, Any]) -> FileAccess | None:

@@ -26,7 +26,7 @@ from langchain_core.messages import (  # noqa: E402
 from langchain_core.tools import InjectedToolCallId, StructuredTool, tool  # noqa: E402
 
 from filecache import FileCache, PrunePolicy, TranscriptError, prune_messages  # noqa: E402
-from filecache.transcript import parse_transcript  # noqa: E402
+from filecache.prune.transcript import parse_transcript  # noqa: E402
 
 EAGER = PrunePolicy(
     context_window=2_000, prune_at=0.0, target=0.0, protect_recent=0, min_reclaim=0,

@@ -33,9 +33,9 @@ from filecache import (
     prune_messages,
 )
 from filecache.cli import main
+from filecache.core.hashing import version_of
+from filecache.core.text import MAX_LINE_CHARS
 from filecache.fsio import NAME_MAX, PATH_MAX, locate
-from filecache.hashing import version_of
-from filecache.text import MAX_LINE_CHARS
 
 
 def one_line(exc: BaseException) -> str:

@@ -18,8 +18,8 @@ from filecache.importers.logs import changed_paths, relative_path, trace_name
 from filecache.importers.mini_swe_agent import parse_mini_swe_agent
 from filecache.importers.swe_agent import parse_swe_agent
 from filecache.importers.trace import write_trace
-from filecache.replay import replay_session
-from filecache.trace_format import PLACEHOLDER, edit_pairs, unknown_calls
+from filecache.replay.replay import replay_session
+from filecache.replay.trace_format import PLACEHOLDER, edit_pairs, unknown_calls
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "imports"
 BUNDLED = Path(__file__).parent.parent / "fixtures" / "sessions"  # the quick start's traces

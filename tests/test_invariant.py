@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from unidiff import PatchSet
 
 from filecache import EditError, FileCache, MissingFileError, RangeError
-from filecache.text import NO_NEWLINE
+from filecache.core.text import NO_NEWLINE
 
 PATHS = ("a.txt", "sub/b.txt")
 # Long enough lines that FileRefs and diffs are cheaper than content (they are only sent then).
@@ -273,7 +273,7 @@ def disk_lines_of(text: str) -> list[str]:
 
 
 def short_hash(text: str) -> str:
-    from filecache.hashing import version_of
+    from filecache.core.hashing import version_of
 
     return short(version_of(text.encode()))
 

@@ -1,4 +1,5 @@
-"""Tests for filecache.outline: per-language fixtures, lookup, broken code, fuzzing, size."""
+"""Tests for filecache.outline.outline: per-language fixtures, lookup, broken code, fuzzing,
+size."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 import filecache
 from filecache.errors import RequestError
-from filecache.outline import (
+from filecache.outline.outline import (
     OUTLINE_VERSION,
     Definition,
     Outline,
@@ -24,8 +25,8 @@ from filecache.outline import (
     render_outline,
     supported_languages,
 )
-from filecache.outline_text import doc_first_line, one_line, shorten_signature
-from filecache.outline_ts import extract
+from filecache.outline.outline_text import doc_first_line, one_line, shorten_signature
+from filecache.outline.outline_ts import extract
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "outline"
 

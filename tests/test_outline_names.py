@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from filecache.outline import build_outline, find_symbol, language_for_path, render_outline
-from filecache.outline_render import LEVELS, render_definition
-from filecache.outline_text import SIGNATURE_LIMIT, shorten_signature, shorten_signature_at
+from filecache.outline.outline import build_outline, find_symbol, language_for_path, render_outline
+from filecache.outline.outline_render import LEVELS, render_definition
+from filecache.outline.outline_text import SIGNATURE_LIMIT, shorten_signature, shorten_signature_at
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "outline"
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from filecache import FileCache
-from filecache.outline import build_outline, language_for_path
-from filecache.outline_render import SMALL_FILE_LINES, render_definition, render_header
-from filecache.pruner import outline_callback
-from filecache.pruning import ResultInfo
+from filecache.outline.outline import build_outline, language_for_path
+from filecache.outline.outline_render import SMALL_FILE_LINES, render_definition, render_header
+from filecache.prune.pruner import outline_callback
+from filecache.prune.pruning import ResultInfo
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "outline"
 

@@ -14,7 +14,7 @@ from html_check import check_page
 from prune_chat import Chat, filler, numbered, words
 
 from filecache.cli import main
-from filecache.peer_policies import (
+from filecache.prune.peer_policies import (
     ANTHROPIC_PLACEHOLDER,
     CLAUDE_CODE_STUB,
     OPENCLAW_PLACEHOLDER,
@@ -26,7 +26,7 @@ from filecache.peer_policies import (
     make_request_policy,
     parse_policy,
 )
-from filecache.replay import replay_session
+from filecache.replay.replay import replay_session
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sessions"
 PYTEST = FIXTURES / "lm32b__pytest-dev__pytest-7571"

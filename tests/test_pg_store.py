@@ -30,12 +30,13 @@ from test_invariant import OPS, PATHS, contents, run_ops
 from filecache import FileCache
 from filecache.cli import main
 from filecache.errors import ConfigError, StoreError
-from filecache.store import Event, open_store
+from filecache.store.opening import open_store
+from filecache.store.store import Event
 
 psycopg = pytest.importorskip("psycopg", reason="the [postgres] extra is not installed")
 
-from filecache.pg_schema import MIGRATIONS  # noqa: E402
-from filecache.pg_store import PostgresStore  # noqa: E402
+from filecache.store.pg_schema import MIGRATIONS  # noqa: E402
+from filecache.store.pg_store import PostgresStore  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 TEST_TIMEOUT = 90.0
@@ -138,7 +139,7 @@ def test_an_unreachable_server_is_one_clear_store_error() -> None:
 
 def test_migrations_are_recorded_once_even_when_processes_open_at_once(pg_url: str) -> None:
     code = (
-        "import sys; from filecache.pg_store import PostgresStore; "
+        "import sys; from filecache.store.pg_store import PostgresStore; "
         "PostgresStore(sys.argv[1]).close()"
     )
     procs = [subprocess.Popen([sys.executable, "-c", code, pg_url]) for _ in range(4)]

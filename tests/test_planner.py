@@ -14,13 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from filecache import FileCache
-from filecache import planner as planner_module
-from filecache.hashing import version_of
-from filecache.planner import ReadRequest, plan_read
-from filecache.results import Kind, Source, content_text
-from filecache.text import join_lines, split_lines
-from filecache.tokens import TokenCounter
-from filecache.views import PathView
+from filecache.core import planner as planner_module
+from filecache.core.hashing import version_of
+from filecache.core.planner import ReadRequest, plan_read
+from filecache.core.results import Kind, Source, content_text
+from filecache.core.text import join_lines, split_lines
+from filecache.core.tokens import TokenCounter
+from filecache.core.views import PathView
 
 TEXT = "".join(
     f"line {i}: some text that makes the line long enough to matter\n" for i in range(120)

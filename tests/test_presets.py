@@ -14,10 +14,10 @@ from prune_chat import Chat, bodies, filler, numbered, tier, words
 
 from filecache.cli import main
 from filecache.errors import ConfigError
-from filecache.prune_cost import cut_net, session_growth
-from filecache.pruning import PRESETS, PrunePlan, PrunePolicy, apply_plan, plan_prune
-from filecache.replay import replay_session
-from filecache.transcript import parse_transcript
+from filecache.prune.prune_cost import cut_net, session_growth
+from filecache.prune.pruning import PRESETS, PrunePlan, PrunePolicy, apply_plan, plan_prune
+from filecache.prune.transcript import parse_transcript
+from filecache.replay.replay import replay_session
 
 PYTEST = Path(__file__).resolve().parent.parent / "fixtures" / "sessions"
 PYTEST = PYTEST / "lm32b__pytest-dev__pytest-7571"

@@ -28,9 +28,9 @@ from hypothesis import strategies as st
 from prune_chat import Chat, filler, tier, words
 
 from filecache import FileCache, Session
-from filecache.pruner import prune_messages
-from filecache.pruning import PrunePolicy
-from filecache.transcript import parse_transcript
+from filecache.prune.pruner import prune_messages
+from filecache.prune.pruning import PrunePolicy
+from filecache.prune.transcript import parse_transcript
 
 FILES = {
     "app.py": "".join(

@@ -16,10 +16,10 @@ from prune_chat import Chat, bodies, filler, tier
 
 from filecache import FileCache, Session
 from filecache.cli import main
-from filecache.pruner import prune_messages
-from filecache.pruning import PrunePolicy
-from filecache.store import MemoryStore
-from filecache.transcript import parse_transcript
+from filecache.prune.pruner import prune_messages
+from filecache.prune.pruning import PrunePolicy
+from filecache.prune.transcript import parse_transcript
+from filecache.store.store import MemoryStore
 
 SOURCE = "".join(f"def handler_{i}(event):\n    return compute({i}, event)\n\n" for i in range(40))
 NOTES = "".join(f"note {i}: the quick brown fox jumps over the lazy dog\n" for i in range(60))

@@ -14,8 +14,9 @@ import pytest
 from prune_chat import Chat, bodies, filler, numbered, tier, words
 
 from filecache import FileCache
+from filecache.core.render import OUTLINE_TAG, TRUNCATION_MARKER, render_cleared
 from filecache.ledger import Ledger
-from filecache.pruning import (
+from filecache.prune.pruning import (
     PrunePlan,
     PrunePolicy,
     ResultInfo,
@@ -24,8 +25,7 @@ from filecache.pruning import (
     collect,
     plan_prune,
 )
-from filecache.render import OUTLINE_TAG, TRUNCATION_MARKER, render_cleared
-from filecache.transcript import parse_transcript
+from filecache.prune.transcript import parse_transcript
 
 
 def policy(**changes: Any) -> PrunePolicy:
@@ -457,7 +457,7 @@ def test_prior_projections_render_the_same_bytes_and_only_escalate() -> None:
 def test_keep_alive_uses_the_ledgers_deps_for_every_relied_on_result(tmp_path: Path) -> None:
     """A FileRef over two partial reads relies on both: neither is cleared while it lives."""
     from filecache import FileCache
-    from filecache.pruner import prune_messages
+    from filecache.prune.pruner import prune_messages
 
     text = "".join(f"line {i}: " + "word " * 12 + "\n" for i in range(80))
     (tmp_path / "a.py").write_text(text)

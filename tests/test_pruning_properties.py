@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from prune_chat import filler, numbered, tier, words
 from test_transcript_properties import BUILDERS, positions, strip_bodies
 
-from filecache.pruner import PruneResult, prune_messages
-from filecache.pruning import TIERS, PrunePolicy
-from filecache.store import MemoryStore
-from filecache.transcript import ToolResult, parse_transcript
+from filecache.prune.pruner import PruneResult, prune_messages
+from filecache.prune.pruning import TIERS, PrunePolicy
+from filecache.prune.transcript import ToolResult, parse_transcript
+from filecache.store.store import MemoryStore
 
 PATHS = ("a.py", "src/b.py", "/repo/src/b.py", "notes.md")
 USER = ("go on", "the bug is in notes.md", "run pytest", filler(300, "talk"), filler(900, "long"))

@@ -1,6 +1,6 @@
-"""Model-facing wording (filecache.render): FileRefs are one short line, and read back.
+"""Model-facing wording (filecache.core.render): FileRefs are one short line, and read back.
 
-Token counts are o200k (``filecache.tokens``, exact offline BPE). A FileRef carries the path,
+Token counts are o200k (``filecache.core.tokens``, exact offline BPE). A FileRef carries the path,
 the line count or range, the short hash its result's header shows and the call id; how to
 recover when that result is gone is said once, in ``instructions()``.
 """
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from filecache import FileCache
-from filecache.hashing import short_version, version_of
-from filecache.render import (
+from filecache.core.hashing import short_version, version_of
+from filecache.core.render import (
     MARKER,
     answer_of,
     instructions,
@@ -23,9 +23,9 @@ from filecache.render import (
     render_outline_ref,
     render_undone_edit,
 )
-from filecache.replay_check import _BASE
-from filecache.text import content_header
-from filecache.tokens import TokenCounter
+from filecache.core.text import content_header
+from filecache.core.tokens import TokenCounter
+from filecache.replay.replay_check import _BASE
 
 O200K = TokenCounter("o200k")
 VERSION = version_of(b"def handler(event):\n    return 7\n")
@@ -126,7 +126,12 @@ def test_answer_of_content_outline_and_tagged_content() -> None:
 
 def test_file_refs_in_a_session_are_at_most_32_tokens(tmp_path: Path) -> None:
     # generated call ids (fc- and 12 digits) and the repository's own paths
-    names = ["filecache/session.py", "filecache/render.py", "tests/test_render.py", "README.md"]
+    names = [
+        "filecache/session.py",
+        "filecache/core/render.py",
+        "tests/test_render.py",
+        "README.md",
+    ]
     for name in names:
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text("".join(f"line {i}\n" for i in range(400)))

@@ -11,8 +11,9 @@ from click.testing import CliRunner
 
 from filecache.cache import Session
 from filecache.cli import main
-from filecache.replay import replay_session
-from filecache.replay_metrics import (
+from filecache.core.tokens import TokenCounter
+from filecache.replay.replay import replay_session
+from filecache.replay.replay_metrics import (
     CACHE_READ,
     CACHE_WRITE,
     MESSAGE_OVERHEAD,
@@ -20,8 +21,7 @@ from filecache.replay_metrics import (
     message_text,
     prompt_cost,
 )
-from filecache.replay_report import format_replay, format_table
-from filecache.tokens import TokenCounter
+from filecache.replay.replay_report import format_replay, format_table
 
 SESSIONS = Path(__file__).parent.parent / "fixtures" / "sessions"
 FIXTURE = SESSIONS / "lm32b__pytest-dev__pytest-7571"  # real, SWE-agent's output format

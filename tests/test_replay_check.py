@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from filecache import FileCache
 from filecache.errors import FileCacheError
-from filecache.replay_check import FileCall, ModelView, dangling_refs, disk_lines, tag_of
+from filecache.replay.replay_check import FileCall, ModelView, dangling_refs, disk_lines, tag_of
 
 LINES = [
     f"line {i}: some text that makes a line long enough to be worth a diff\n" for i in range(60)

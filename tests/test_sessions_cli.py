@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from filecache import FileCache
 from filecache.cli import main
-from filecache.sqlite_store import SqliteStore
+from filecache.store.sqlite_store import SqliteStore
 
 SUBCOMMANDS = ("list", "show", "delete", "gc")
 

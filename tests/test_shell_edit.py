@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from filecache.importers.line_map import LineMap
-from filecache.shell_edit import apply_edit, parse_shell_edit
+from filecache.shell.shell_edit import apply_edit, parse_shell_edit
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "shell"
 RECORDED = json.loads((FIXTURES / "recorded_commands.json").read_text(encoding="utf-8"))

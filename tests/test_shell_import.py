@@ -15,7 +15,7 @@ import pytest
 
 from filecache.importers import import_logs
 from filecache.importers.mini_swe_agent import parse_mini_swe_agent
-from filecache.replay import replay_session
+from filecache.replay.replay import replay_session
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "imports"
 FORMS = ["toolcall-json", "toolcall-tags", "textbased"]

@@ -34,9 +34,9 @@ from test_invariant import (
 )
 
 from filecache import EditError, FileCache, FileCacheError, MissingFileError, RangeError
-from filecache.bash_reads import answer_shell_read, serve_bash
-from filecache.hashing import version_of
-from filecache.shell_parse import NotServable, parse_shell_read
+from filecache.core.hashing import version_of
+from filecache.shell.bash_reads import answer_shell_read, serve_bash
+from filecache.shell.shell_parse import NotServable, parse_shell_read
 
 FORMS = (
     ("cat {p}", "nl -ba {p}"),

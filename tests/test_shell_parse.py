@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from filecache import FileCache
-from filecache.bash_reads import serve_bash
-from filecache.shell_parse import NotServable, parse_shell_read, render_output
-from filecache.text import split_lines
+from filecache.core.text import split_lines
+from filecache.shell.bash_reads import serve_bash
+from filecache.shell.shell_parse import NotServable, parse_shell_read, render_output
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "shell"
 RECORDED = json.loads((FIXTURES / "recorded_commands.json").read_text(encoding="utf-8"))

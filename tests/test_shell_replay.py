@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from filecache.replay import replay_session
-from filecache.replay_shell import ShellFrame, find_frame, trace_path
+from filecache.replay.replay import replay_session
+from filecache.replay.replay_shell import ShellFrame, find_frame, trace_path
 
 ROW = "line {0}: x = compute({0})  # long enough to be worth a FileRef\n"
 TEXT = "".join(ROW.format(n) for n in range(1, 41))

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from filecache import FileCache
-from filecache.bash_reads import answer_shell_read, serve_bash
-from filecache.render import render_file_ref
-from filecache.shell_parse import parse_shell_read
+from filecache.core.render import render_file_ref
+from filecache.shell.bash_reads import answer_shell_read, serve_bash
+from filecache.shell.shell_parse import parse_shell_read
 
 TEXT = "".join(f"line {i}: some text long enough to be worth caching here\n" for i in range(1, 61))
 

@@ -10,9 +10,9 @@ from click.testing import CliRunner
 
 from filecache import FileCache
 from filecache.cli import main
-from filecache.replay import replay_session
-from filecache.sqlite_store import SqliteStore
+from filecache.replay.replay import replay_session
 from filecache.stats import collect_stats, format_stats, stats_html
+from filecache.store.sqlite_store import SqliteStore
 
 SESSIONS = Path(__file__).parent.parent / "fixtures" / "sessions"
 FIXTURE = SESSIONS / "lm32b__pytest-dev__pytest-7571"

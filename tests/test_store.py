@@ -1,4 +1,5 @@
-"""Tests for ``filecache.store`` and ``filecache.sqlite_store``: both stores behave the same."""
+"""Tests for ``filecache.store.store`` and ``filecache.store.sqlite_store``: both stores behave the
+same."""
 
 from __future__ import annotations
 
@@ -12,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from filecache import sqlite_store
 from filecache.errors import StoreError
-from filecache.sqlite_store import MIGRATIONS, SqliteStore
-from filecache.store import (
+from filecache.store import sqlite_store
+from filecache.store.opening import open_store
+from filecache.store.sqlite_store import MIGRATIONS, SqliteStore
+from filecache.store.store import (
     Event,
     GcReport,
     MemoryStore,
     Store,
     default_store_path,
-    open_store,
 )
 
 
@@ -364,8 +365,8 @@ def test_two_stores_on_one_file_both_write(open_sqlite: Callable[[], SqliteStore
 _WRITER = """
 import sys
 from pathlib import Path
-from filecache.sqlite_store import SqliteStore
-from filecache.store import Event
+from filecache.store.sqlite_store import SqliteStore
+from filecache.store.store import Event
 
 worker = int(sys.argv[2])
 with SqliteStore(Path(sys.argv[1])) as store:

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from filecache.errors import StoreConflictError, StoreError
-from filecache.sqlite_store import SqliteStore
-from filecache.store import Event, Intent, MemoryStore, Store, open_store
+from filecache.store.opening import open_store
+from filecache.store.sqlite_store import SqliteStore
+from filecache.store.store import Event, Intent, MemoryStore, Store
 
 
 @pytest.fixture(params=["memory", "sqlite", "pg"])
@@ -49,7 +50,7 @@ def event(seq: int, session: str = "s1", created: float = 1000.0, **fields: obje
 def test_the_store_is_the_right_kind(store: Store, spec: str) -> None:
     kind = {":memory:": MemoryStore}.get(spec, SqliteStore)
     if spec.startswith("postgresql://"):
-        from filecache.pg_store import PostgresStore
+        from filecache.store.pg_store import PostgresStore
 
         kind = PostgresStore
     assert isinstance(store, kind)
@@ -202,7 +203,7 @@ def test_other_names_do_not_wait(store: Store) -> None:
 _COUNTER = """
 import sys, time
 from pathlib import Path
-from filecache.store import open_store
+from filecache.store.opening import open_store
 spec, counter, n = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
 with open_store(Path("."), spec) as store:
     for _ in range(n):

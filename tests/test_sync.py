@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from filecache import FileCache
-from filecache.transcript import parse_transcript
+from filecache.prune.transcript import parse_transcript
 
 TEXT = "".join(f"value_{i} = compute({i})  # long enough for a FileRef\n" for i in range(40))
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from filecache import FileCache
-from filecache.pruner import prune_messages
-from filecache.pruning import PrunePolicy
+from filecache.prune.pruner import prune_messages
+from filecache.prune.pruning import PrunePolicy
 from filecache.tools import (
     FILE_TOOL_SPECS,
     READ_FILE,

@@ -1,4 +1,5 @@
-"""Tests for ``filecache.transcript``, ``filecache.file_tools`` and the three message adapters."""
+"""Tests for ``filecache.prune.transcript``, ``filecache.prune.file_tools`` and the three
+message adapters."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from filecache.adapters import anthropic_messages, openai_chat, openai_responses
 
 from filecache.errors import TranscriptError
-from filecache.transcript import (
+from filecache.prune.transcript import (
     detect_format,
     parse_transcript,
     unwrap,

@@ -15,7 +15,7 @@ from filecache.adapters import anthropic_messages, openai_chat, openai_responses
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from filecache.transcript import Transcript, detect_format
+from filecache.prune.transcript import Transcript, detect_format
 
 ADAPTERS = {"openai": openai_chat, "responses": openai_responses, "anthropic": anthropic_messages}
 IMAGE = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}

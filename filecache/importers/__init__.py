@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from ..errors import RequestError
-from .claude_code import parse_claude_code
-from .mini_swe_agent import parse_mini_swe_agent
-from .swe_agent import parse_swe_agent
-from .trace import ImportResult, Recorded, UnknownFile, write_trace
+from filecache.errors import RequestError
+from filecache.importers.claude_code import parse_claude_code
+from filecache.importers.mini_swe_agent import parse_mini_swe_agent
+from filecache.importers.swe_agent import parse_swe_agent
+from filecache.importers.trace import ImportResult, Recorded, UnknownFile, write_trace
 
 __all__ = ["FORMATS", "ImportResult", "UnknownFile", "find_logs", "import_logs"]
 

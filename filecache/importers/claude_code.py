@@ -32,9 +32,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import TranscriptError
-from .logs import changed_paths, read_log, relative_path, trace_name
-from .trace import FileCall, Recorded, Shown, tool_call
+from filecache.errors import TranscriptError
+from filecache.importers.logs import changed_paths, read_log, relative_path, trace_name
+from filecache.importers.trace import FileCall, Recorded, Shown, tool_call
 
 __all__ = ["parse_claude_code"]
 

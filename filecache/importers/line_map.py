@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from ..shell_edit import EditStep, move_lines
+from filecache.shell.shell_edit import EditStep, move_lines
 
 __all__ = ["LineMap"]
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..errors import TranscriptError
+from filecache.errors import TranscriptError
 
 __all__ = [
     "changed_paths", "content_text", "load_json", "read_log", "relative_path", "trace_name",

@@ -31,11 +31,17 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..errors import TranscriptError
-from ..shell_edit import EditStep, parse_shell_edit
-from ..shell_parse import ShellRead, parse_shell_read, selection
-from .logs import changed_paths, content_text, load_json, relative_path, trace_name
-from .trace import FileCall, Recorded, Shown, tool_call
+from filecache.errors import TranscriptError
+from filecache.importers.logs import (
+    changed_paths,
+    content_text,
+    load_json,
+    relative_path,
+    trace_name,
+)
+from filecache.importers.trace import FileCall, Recorded, Shown, tool_call
+from filecache.shell.shell_edit import EditStep, parse_shell_edit
+from filecache.shell.shell_parse import ShellRead, parse_shell_read, selection
 
 __all__ = ["parse_mini_swe_agent"]
 

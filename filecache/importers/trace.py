@@ -12,7 +12,8 @@ for every file tool call what the recorded run showed or did (``FileCall``). ``w
 2. checks every file tool call against a plain run on ``files/`` (the ``Session`` calls of
    replay's baseline, in order): a read must show the recorded lines and no placeholder, and a
    call must fail exactly when it failed in the log. A call that does not reproduce is not run
-   and goes into ``unknown.calls`` (``filecache.trace_format``): replay keeps its recorded output.
+   and goes into ``unknown.calls`` (``filecache.replay.trace_format``): replay keeps its recorded
+   output.
 3. writes ``transcript.json``.
 
 Invariant: every read that replay runs (those not in ``unknown.calls``) shows, on the files
@@ -29,17 +30,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cache import FileCache, ReadResult
-from ..errors import FileCacheError, RequestError
-from ..fsio import locate
-from ..replay import run_file_tool
-from ..replay_shell import prepare_shell_read
-from ..session import Session
-from ..shell_edit import EditStep, apply_edit
-from ..text import EOF_MARK, split_lines
-from ..trace_format import PLACEHOLDER, TRACE_FORMAT
-from .line_map import LineMap
-from .logs import content_text
+from filecache.cache import FileCache, ReadResult
+from filecache.core.text import EOF_MARK, split_lines
+from filecache.errors import FileCacheError, RequestError
+from filecache.fsio import locate
+from filecache.importers.line_map import LineMap
+from filecache.importers.logs import content_text
+from filecache.replay.replay import run_file_tool
+from filecache.replay.replay_shell import prepare_shell_read
+from filecache.replay.trace_format import PLACEHOLDER, TRACE_FORMAT
+from filecache.session import Session
+from filecache.shell.shell_edit import EditStep, apply_edit
 
 __all__ = [
     "FileCall",

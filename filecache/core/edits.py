@@ -1,0 +1,161 @@
+"""Pure helpers of reads and edits: ranges, where an edit landed, markers, replacements.
+
+Invariants: ``apply_edit`` replaces exactly what it reports (the pieces give every character's
+provenance) and refuses an ``old_string`` that is empty, absent or (without ``replace_all``) not
+unique; ``check_markers`` refuses new content that adds filecache's own answer markers.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Sequence
+
+from filecache.core.diffing import Opcode
+from filecache.core.render import MARKERS
+from filecache.core.views import Piece
+from filecache.errors import EditError, MarkerError, RangeError
+
+__all__ = [
+    "MAX_LANDINGS",
+    "apply_edit",
+    "check_markers",
+    "describe_landings",
+    "landings",
+    "line_range",
+    "old_span",
+]
+
+_LONE_LF = re.compile(r"(?<!\r)\n")
+
+
+def line_range(rel: str, total: int, offset: int | None, limit: int | None) -> tuple[int, int]:
+    start = 1 if offset is None else offset
+    if start < 1:
+        raise RangeError(f"{rel}: offset must be 1 or more (the first line is 1), got {offset}")
+    if limit is not None and limit < 1:
+        raise RangeError(f"{rel}: limit must be 1 or more, got {limit}")
+    if start > max(total, 1):
+        raise RangeError(
+            f"{rel}: offset {start} is past the end; the file has {total} line"
+            f"{'s' if total != 1 else ''}"
+        )
+    end = total if limit is None else min(total, start + limit - 1)
+    return start, end
+
+
+def old_span(ops: Sequence[Opcode], start: int, end: int) -> tuple[int, int]:
+    """Lines ``start..end`` of the new side as a 1-based range of the old side."""
+
+    def old_line(x: int, first: bool) -> int:
+        for tag, a0, a1, b0, b1 in ops:
+            if b0 <= x - 1 < b1:
+                if tag == "equal":
+                    return a0 + (x - 1 - b0) + 1
+                return a0 + 1 if first else a1
+        return 0
+
+    return old_line(start, True), old_line(end, False)
+
+
+MAX_LANDINGS = 20
+"""An edit landing in more places is confirmed without positions, and the model's view of the
+file is not carried through it (the next read sends content)."""
+
+
+def landings(text: str, pieces: Sequence[Piece]) -> list[tuple[int, int]]:
+    """Where each replacement landed in ``text`` (the text after it), as 1-based line spans.
+
+    Taken from the pieces, not from a diff, so repetitive text cannot misplace them. A
+    replacement by nothing is ``(n, n - 1)``: lines removed just before line ``n``.
+    """
+    starts = [0]
+    pos = text.find("\n")
+    while pos >= 0:
+        starts.append(pos + 1)
+        pos = text.find("\n", pos + 1)
+    out: list[tuple[int, int]] = []
+    offset = 0
+    for piece in pieces:
+        if piece.src is None:
+            first = bisect_right(starts, offset)
+            last = bisect_right(starts, offset + piece.length - 1) if piece.length else first - 1
+            out.append((first, last))
+        offset += piece.length
+    return out
+
+
+def describe_landings(steps: Sequence[Sequence[tuple[int, int]]]) -> str:
+    """The confirmation's "changed: ..." part: every place, so the model can place the edit."""
+
+    def span(first: int, last: int) -> str:
+        if last < first:
+            return f"lines removed before line {first}"
+        return f"line {first}" if first == last else f"lines {first}-{last}"
+
+    parts = [", ".join(span(*where) for where in step) for step in steps]
+    if len(parts) == 1:
+        return f"; changed: {parts[0]}"
+    return "; " + "; ".join(f"edit {n}: {p}" for n, p in enumerate(parts, 1))
+
+
+def check_markers(rel: str, old: str, new: str) -> None:
+    for marker in MARKERS:
+        if new.count(marker) > old.count(marker):
+            raise MarkerError(
+                f"{rel}: the new content contains {marker!r}, filecache's own answer text; "
+                "write the file's real content (read it with fresh=true to see it)"
+            )
+
+
+def _crlf(s: str, keep_first_lf: bool) -> str:
+    """``s`` with every lone LF made CRLF (a leading one kept when ``keep_first_lf``)."""
+    if keep_first_lf and s.startswith("\n"):
+        return "\n" + _LONE_LF.sub("\r\n", s[1:])
+    return _LONE_LF.sub("\r\n", s)
+
+
+def apply_edit(
+    rel: str, text: str, old: str, new: str, replace_all: bool
+) -> tuple[str, list[Piece], int]:
+    """Apply one replacement; returns the text, its pieces (provenance) and the count."""
+    if not old:
+        raise EditError(f"{rel}: old_string is empty; use write to create or replace a file")
+    if old == new:
+        raise EditError(f"{rel}: old_string and new_string are the same; nothing to change")
+    if "\r\n" in text and text.count("\n") == text.count("\r\n"):
+        # A CRLF file edited with LF strings: match and write CRLF, as the file has (also
+        # for a new_string that adds lines to an old_string without any). An old_string that
+        # starts at the LF of a CRLF names no CR: that LF (and a new_string's first) stays.
+        at_lf = old.startswith("\n")
+        old, new = _crlf(old, at_lf), _crlf(new, at_lf)
+    count = text.count(old)
+    if count == 0 and "\r\n" in text and "\n" in old and "\r\n" not in old:
+        # Mixed line endings: an LF old_string may still match a CRLF stretch.
+        old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+        count = text.count(old)
+    if count == 0:
+        raise EditError(
+            f"{rel}: old_string not found; read the file again (fresh=true) and copy the exact "
+            "text, including whitespace"
+        )
+    if count > 1 and not replace_all:
+        raise EditError(
+            f"{rel}: old_string occurs {count} times; pass replace_all=true or include more "
+            "context to make it unique"
+        )
+    pieces: list[Piece] = []
+    out: list[str] = []
+    pos = 0
+    while True:
+        at = text.find(old, pos)
+        if at < 0:
+            break
+        pieces.append(Piece(at - pos, pos))
+        pieces.append(Piece(len(new), None))
+        out.append(text[pos:at])
+        out.append(new)
+        pos = at + len(old)
+    pieces.append(Piece(len(text) - pos, pos))
+    out.append(text[pos:])
+    return "".join(out), pieces, count

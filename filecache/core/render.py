@@ -1,0 +1,289 @@
+"""Every word the model reads from filecache, in one place so it can be read and tuned together.
+
+Invariants: every answer that is not content starts with ``MARKER``. A FileRef is one line
+(``render_file_ref``: path, line count or range, short hash, the call id whose content is
+current; about 25-30 o200k tokens for a short path and id); how to recover when the result it
+names is gone (``fresh=true``) is said once, in ``instructions()``, which tool descriptions and
+system prompts carry, not on every FileRef. Diffs and outlines end with a one-line hint.
+``MARKERS`` lists every prefix filecache writes into a model's context, so that writes adding
+them can be refused; ``answer_of`` reads the kind and base of an answer back from its text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from filecache.core.diffing import Hunk, render_hunks
+from filecache.core.hashing import short_version
+
+__all__ = [
+    "MARKER",
+    "MARKERS",
+    "answer_of",
+    "instructions",
+    "mcp_instructions",
+    "render_diff",
+    "render_file_ref",
+    "render_cleared",
+    "render_cleared_ref",
+    "render_outline_answer",
+    "render_outline_ref",
+    "render_outside_change",
+    "render_outlined",
+    "render_truncated",
+    "render_result_tag",
+    "render_undone_edit",
+    "render_write",
+]
+
+MARKER = "[filecache]"
+PLACEHOLDER_MARKER = "[cleared tool result"
+TRUNCATION_MARKER = "[filecache: "
+OUTLINE_TAG = f"{MARKER} old result "
+MARKERS = (MARKER, PLACEHOLDER_MARKER, TRUNCATION_MARKER)
+
+OUTSIDE = "changed outside the agent"
+HINT_DIFF = (
+    "(Apply this diff to the text you already have; read with fresh=true for the full text.)"
+)
+
+
+def _span(start: int, end: int, total: int) -> str:
+    if total == 0:
+        return "the file is empty"
+    if start == 1 and end == total:
+        return f"all {total} line{'s' if total != 1 else ''}"
+    return f"lines {start}-{end} of {total}"
+
+
+def _held(start: int, end: int, total: int) -> str:
+    """The lines a FileRef names, worded as a content header does (a range without its total:
+    the model has that from the result, and every token of a FileRef counts)."""
+    if total == 0:
+        return "empty file"
+    if start == 1 and end == total:
+        return f"{total} line{'s' if total != 1 else ''}"
+    return f"line {start}" if start == end else f"lines {start}-{end}"
+
+
+def render_file_ref(
+    path: str, version: str, start: int, end: int, total: int, base: str | Sequence[str]
+) -> str:
+    """The answer for a read whose lines the model already holds at the current version.
+
+    One line: ``[filecache] PATH unchanged since your result ID (N lines, HASH)``, or
+    ``(lines A-B, HASH)`` for a part; the hash is the one the content header shows. ``base``
+    may name several results (in line order) that together show the lines.
+    """
+    names = [base] if isinstance(base, str) else list(base)
+    which = f"result {names[0]}" if len(names) == 1 else "results " + " and ".join(names)
+    return (
+        f"{MARKER} {path} unchanged since your {which} "
+        f"({_held(start, end, total)}, {short_version(version)})\n"
+    )
+
+
+def render_outline_ref(path: str, version: str, line_count: int, call_id: str) -> str:
+    """The answer for a read of a version the model holds an outline of, in ``call_id``.
+
+    One line, worded as a FileRef (so ``answer_of`` gives its base): the outline answer it
+    names is still true. ``[filecache] PATH outline unchanged since your result ID (N lines,
+    HASH)``.
+    """
+    lines = f"{line_count} line{'s' if line_count != 1 else ''}"
+    return (
+        f"{MARKER} {path} outline unchanged since your result {call_id} "
+        f"({lines}, {short_version(version)})\n"
+    )
+
+
+def render_undone_edit(path: str, edit_call_id: str, disk_version: str | None) -> str:
+    """The line before the answer to a read of a file the model's edit is no longer in.
+
+    The model believes the file is what its edit ``edit_call_id`` made it; the file changed
+    after it (an undo, a checkout, another writer). What follows (a diff from the model's
+    version, or the content) brings its copy up to date. ``disk_version`` None: the file is gone.
+    """
+    now = "the file was deleted" if disk_version is None else f"now {short_version(disk_version)}"
+    return f"{MARKER} {path}: your edit {edit_call_id} is no longer on disk ({now})\n"
+
+
+def render_diff(
+    path: str,
+    base_call_id: str,
+    old_version: str,
+    new_version: str,
+    hunks: Sequence[Hunk],
+    span: tuple[int, int, int],
+    old_span: tuple[int, int] | None,
+) -> str:
+    """The answer for a read of a file that changed since the version the model holds.
+
+    ``span`` is the requested range on the current file; ``old_span`` the same lines' range in
+    the model's version when the request was a part of the file (None for a whole-file read).
+    """
+    start, end, total = span
+    where = _span(start, end, total)
+    if old_span is not None and old_span[1] >= old_span[0]:
+        where += f" (lines {old_span[0]}-{old_span[1]} of your version)"
+    elif old_span is not None:
+        where += " (all new since your version)"
+    head = (
+        f"{MARKER} {path} changed since your result {base_call_id} "
+        f"(xxh3 {short_version(old_version)} -> {short_version(new_version)}); {where}:\n"
+    )
+    if not hunks:
+        body = "(no changes in these lines; only their line numbers moved)\n"
+    else:
+        body = render_hunks(f"a/{path}", f"b/{path}", hunks)
+    return head + body + HINT_DIFF + "\n"
+
+
+_REFERENCE = re.compile(
+    rf"^{re.escape(MARKER)} .* (unchanged|changed) since your results? (\S+?)(?: and \S+)* \(",
+    re.MULTILINE,
+)
+
+
+def answer_of(text: str) -> tuple[str, str | None]:
+    """The kind of a read's answer and the call id it relies on, from its text alone.
+
+    For transcripts pruned without the session's ledger: ``("unchanged" | "diff", base)`` for a
+    FileRef (of content or of an outline) or a diff, also after a notice line that precedes it
+    (``render_undone_edit``); ``("filecache", None)`` for another answer that is not the file's
+    lines (an outline), ``("", None)`` for content (a ``render_result_tag`` line may precede it).
+    """
+    if not text.startswith(MARKER + " ") or text.startswith(f"{MARKER} result "):
+        return "", None
+    found = _REFERENCE.search(text)  # a line of its own: a diff's or outline's lines never are
+    if found is None:
+        return "filecache", None
+    return ("unchanged" if found[1] == "unchanged" else "diff"), found[2]
+
+
+def render_outside_change(
+    path: str, old_version: str | None, new_version: str | None, diff_answer: str | None
+) -> str:
+    """The notice that ``path`` changed outside the agent, at the start of the next answer.
+
+    ``diff_answer`` is the ``render_diff`` answer from the model's version to the file (its
+    head line then says "outside the agent"); without one, a line that says to read it again.
+    """
+    if new_version is None:
+        return f"{MARKER} {path} was deleted outside the agent.\n"
+    if diff_answer is not None:
+        return diff_answer.replace(
+            " changed since your result ", f" {OUTSIDE} since your result ", 1
+        )
+    old = f"xxh3 {short_version(old_version)} -> " if old_version else "xxh3 "
+    return (
+        f"{MARKER} {path} {OUTSIDE} ({old}{short_version(new_version)}); read it again "
+        "before you rely on your copy of it.\n"
+    )
+
+
+def render_write(path: str, kind: str, version: str, line_count: int, detail: str = "") -> str:
+    """The one-line confirmation of a write or an edit."""
+    verb = "wrote" if kind == "written" else "edited"
+    extra = f"; {detail}" if detail else ""
+    return (
+        f"{MARKER} {verb} {path}: {line_count} line{'s' if line_count != 1 else ''} "
+        f"(xxh3 {short_version(version)}){extra}.\n"
+    )
+
+
+HINT_OUTLINE = (
+    "(Read exact ranges with offset/limit, or one definition with symbol=NAME; "
+    "mode='full' reads the whole file.)"
+)
+
+
+def render_outline_answer(outline_text: str, *, large: bool, tokens_full: int) -> str:
+    """An outline answer: the outline, and how to read on. ``large``: sent instead of content."""
+    why = f"shown instead of {tokens_full:,} tokens of content; " if large else ""
+    hint = HINT_OUTLINE if not why else f"({why}{HINT_OUTLINE[1:]}"
+    return f"{MARKER} {outline_text.rstrip()}\n{hint}\n"
+
+
+def _how_back(description: str) -> str:
+    if description.startswith("read "):
+        return "read the file again if you need it"
+    return "run it again if you need it"
+
+
+def render_cleared(description: str, original: str, reason: str) -> str:
+    """The placeholder of a cleared tool result: what was lost, why, and how to get it back."""
+    lines = original.count("\n") + (0 if original.endswith("\n") or not original else 1)
+    size = f"{lines:,} line{'s' if lines != 1 else ''}, {len(original):,} chars"
+    return f"{PLACEHOLDER_MARKER}: {description} ({size}): {reason}; {_how_back(description)}]"
+
+
+def render_cleared_ref(reason: str) -> str:
+    """The short placeholder of a cleared FileRef or diff (shorter than the reference itself)."""
+    return f"{PLACEHOLDER_MARKER}: {reason}]"
+
+
+def render_outlined(description: str, outline: str) -> str:
+    """An old file read degraded to the outline of the version it showed."""
+    return (
+        f"{OUTLINE_TAG}({description}) shown as its outline to save context; "
+        f"{_how_back(description)} (offset/limit or symbol=NAME):\n{outline.rstrip()}\n"
+    )
+
+
+def render_truncated(
+    head: Sequence[str], tail: Sequence[str], lines_cut: int, chars_cut: int, why: str
+) -> str:
+    """Old output kept as head and tail, with what was cut in between."""
+    middle = (
+        f"{TRUNCATION_MARKER}{lines_cut:,} lines ({chars_cut:,} chars) cut here: {why}; "
+        "run it again if you need them]"
+    )
+    return "\n".join([*head, middle, *tail])
+
+
+def instructions() -> str:
+    """The model-facing explanation, for a system prompt or tool descriptions."""
+    return (
+        "File reads go through filecache, which avoids re-sending text you already have:\n"
+        "- Content answers start with a header like [src/app.py: 120 lines, xxh3 3c2e1be1] and "
+        "show each line as its number, a TAB, then the line.\n"
+        f"- '{MARKER} src/app.py unchanged since your result ID (120 lines, 3c2e1be1)' means "
+        "the lines you asked for are exactly as in your earlier result ID (the one whose "
+        "header shows that hash): use that text. If that result is no longer in your context, "
+        "read again with fresh=true.\n"
+        f"- '{MARKER} PATH changed since your result ...' is followed by a unified diff from the "
+        "version you have to the current file: apply it to your copy.\n"
+        f"- '{MARKER} PATH outline ...' lists the file's definitions with their line ranges "
+        "(sent for a large file, or when you ask with mode='outline'): read the ranges you "
+        "need with offset/limit, or one definition with symbol=NAME; mode='full' reads the "
+        "content.\n"
+        "- Your own edits and writes are remembered: after an edit, the file is what you made "
+        "it. If an answer says your edit is no longer on disk, the file changed after it; "
+        "what follows (a diff from your version, or the content) brings your copy up to date.\n"
+        f"- An answer may start with '{MARKER} PATH {OUTSIDE} ...': someone else changed that "
+        "file since you saw it; the diff that follows brings your copy up to date.\n"
+        "- Whenever the text an answer refers to is no longer in your context, read again "
+        "with fresh=true to get the full content.\n"
+        f"- Never copy {MARKER} lines into a file: writes that add them are refused."
+    )
+
+
+def mcp_instructions(read_tool: str = "read_file") -> str:
+    """``instructions()`` plus what a model needs to know when filecache is an MCP server.
+
+    An MCP server cannot see the client's transcript, so the model is told how to find the
+    result a FileRef names (by its hash) and how to recover when it is gone.
+    """
+    return instructions() + (
+        f"\n- This server cannot see your context: 'your result fc-...' is one of its earlier "
+        f"answers, the one whose header shows the same hash (the 8 hex digits after xxh3). If "
+        f"that answer is no longer in your context (compacted, summarised, or from another "
+        f"conversation), call {read_tool} with fresh=true."
+    )
+
+
+def render_result_tag(call_id: str, path: str, version: str) -> str:
+    """A line naming a content answer, for tools whose own output has no filecache header."""
+    return f"{MARKER} result {call_id}: {path}, xxh3 {short_version(version)}\n"

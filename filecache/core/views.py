@@ -1,0 +1,353 @@
+"""What the model holds: per path and version, line facts and the call ids they rely on.
+
+A *fact* says "the model can reconstruct line N of version V from results still in its
+context". Each fact carries the set of call ids it needs (all of them: the result that showed
+the line, plus every diff or edit it was carried through). Facts are stored as sorted, disjoint
+runs ``(start, end, deps)`` (1-based, inclusive).
+
+Invariants:
+- A fact is only created from something the model was shown or wrote itself; mapping through a
+  diff or an edit keeps a line only where its content provably carries over.
+- A line may be backed by several results (a full read and a later ranged read of it): each
+  run keeps every alternative set of call ids (any one suffices), so ``forget(ids)`` drops only
+  the alternatives that meet ``ids`` and a line stays a fact while one is left. Nothing else
+  removes facts except the bounds on versions per path and alternatives per run (dropping facts
+  is always safe: the next read sends content).
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from filecache.core.text import EOF_MARK
+
+__all__ = ["Facts", "PathView", "Piece", "map_through_edit"]
+
+Deps = frozenset[str]
+Alts = tuple[Deps, ...]
+"""Every alternative set of call ids that backs a run of lines, oldest first; any one suffices."""
+Span = tuple[int, int, Alts]
+
+MAX_ALTERNATIVES = 6  # per run of lines; dropping one is safe (the next read may send content)
+
+
+def _with(alts: Alts, deps: Deps) -> Alts:
+    """``alts`` plus ``deps`` (kept in order, no duplicates, at most ``MAX_ALTERNATIVES``)."""
+    if deps in alts:
+        return alts
+    return (alts + (deps,))[:MAX_ALTERNATIVES]
+
+
+class Facts:
+    """The facts of one version of one path.
+
+    ``origin`` is the call id of the model's own write or edit that made this version, if one
+    did ("" otherwise): a read that finds the file back at an older version then says so.
+    """
+
+    __slots__ = ("line_count", "origin", "spans", "stamp", "version")
+
+    def __init__(
+        self,
+        version: str,
+        line_count: int,
+        spans: list[Span] | None = None,
+        stamp: int = 0,
+        origin: str = "",
+    ) -> None:
+        self.version = version
+        self.line_count = line_count
+        self.spans: list[Span] = spans or []
+        self.stamp = stamp
+        self.origin = origin
+
+    def copy(self) -> Facts:
+        return Facts(self.version, self.line_count, list(self.spans), self.stamp, self.origin)
+
+    def runs(self, start: int, end: int) -> list[Span] | None:
+        """The runs that make ``start..end`` facts, clipped to it; None if a line is missing.
+
+        An empty range (``end < start``, as for an empty file) is covered when the version is
+        held at all: its runs are then every run.
+        """
+        if end < start:
+            return list(self.spans) if self.spans else None
+        spans = self.spans
+        k = bisect_right(spans, start, key=lambda s: s[0]) - 1
+        if k < 0:
+            return None
+        out: list[Span] = []
+        line = start
+        while k < len(spans):
+            s, e, alts = spans[k]
+            if s > line:
+                return None
+            if e >= line:
+                out.append((line, min(e, end), alts))
+                line = e + 1
+                if line > end:
+                    return out
+            k += 1
+        return None
+
+    def covering(self, start: int, end: int) -> Deps | None:
+        """A set of call ids that together back every line of ``start..end`` (each run's
+        oldest alternative), or None if a line is not a fact."""
+        runs = self.runs(start, end)
+        if runs is None:
+            return None
+        return frozenset().union(*(alts[0] for _, _, alts in runs))
+
+    def lines_held(self) -> int:
+        return sum(e - s + 1 for s, e, _ in self.spans)
+
+    def add(self, start: int, end: int, deps: Deps) -> None:
+        """Make ``start..end`` facts backed (also) by ``deps``: lines that were facts keep
+        their other alternatives."""
+        self.add_alternatives(start, end, (deps,))
+
+    def add_alternatives(self, start: int, end: int, alts: Alts) -> None:
+        """Back ``start..end`` (also) by each of ``alts``."""
+        if end < start or not alts:
+            return
+        out: list[Span] = []
+        line = start
+        for s, e, have in self.spans:
+            if e < start or s > end:
+                out.append((s, e, have))
+                continue
+            if s < start:
+                out.append((s, start - 1, have))
+            if s > line:  # a gap inside the range: only the new alternatives
+                out.append((line, s - 1, alts))
+            merged = have
+            for deps in alts:
+                merged = _with(merged, deps)
+            out.append((max(s, start), min(e, end), merged))
+            if e > end:
+                out.append((end + 1, e, have))
+            line = min(e, end) + 1
+        if line <= end:
+            out.append((line, end, alts))
+        out.sort(key=lambda span: span[0])
+        self.spans = _merge(out)
+
+    def restrict(self, keep: Sequence[tuple[int, int]]) -> None:
+        """Keep only facts inside the given (sorted, disjoint) ranges."""
+        out: list[Span] = []
+        for s, e, d in self.spans:
+            for ks, ke in keep:
+                lo, hi = max(s, ks), min(e, ke)
+                if lo <= hi:
+                    out.append((lo, hi, d))
+        self.spans = out
+
+    def forget(self, ids: set[str] | frozenset[str]) -> bool:
+        """Drop the alternatives relying on any of ``ids`` (a line with none left is no longer
+        a fact); True if something was dropped."""
+        changed = False
+        kept: list[Span] = []
+        for s, e, alts in self.spans:
+            left = tuple(d for d in alts if not d & ids)
+            if len(left) != len(alts):
+                changed = True
+            if left:
+                kept.append((s, e, left))
+        self.spans = _merge(kept)
+        return changed
+
+    def call_ids(self) -> set[str]:
+        """Every call id some alternative relies on."""
+        return {cid for _, _, alts in self.spans for deps in alts for cid in deps}
+
+    def map_blocks(self, blocks: Iterable[tuple[int, int, int]], extra: Deps) -> list[Span]:
+        """Facts carried through equal blocks ``(a0, b0, size)`` (0-based): every alternative
+        plus ``extra``."""
+        out: list[Span] = []
+        for a0, b0, size in blocks:
+            lo_a, hi_a = a0 + 1, a0 + size
+            for s, e, alts in self.spans:
+                lo, hi = max(s, lo_a), min(e, hi_a)
+                if lo <= hi:
+                    shift = b0 - a0
+                    out.append((lo + shift, hi + shift, tuple(d | extra for d in alts)))
+        out.sort(key=lambda span: span[0])
+        return out
+
+
+def _merge(spans: list[Span]) -> list[Span]:
+    out: list[Span] = []
+    for s, e, d in spans:
+        if out and out[-1][1] + 1 == s and out[-1][2] == d:
+            out[-1] = (out[-1][0], e, d)
+        else:
+            out.append((s, e, d))
+    return out
+
+
+class PathView:
+    """The versions of one path the model holds, most recently touched last.
+
+    ``outlines`` maps a version and rendering (``planner.outline_key``) to the call id of an
+    outline answer the model still has (a re-read of that version can refer to it).
+    """
+
+    def __init__(self, max_versions: int = 4) -> None:
+        self.max_versions = max_versions
+        self.versions: dict[str, Facts] = {}
+        self.outlines: dict[str, str] = {}
+
+    def get(self, version: str) -> Facts | None:
+        return self.versions.get(version)
+
+    def copy(self) -> PathView:
+        """An independent copy (a call works on copies; the session keeps them on commit)."""
+        view = PathView(self.max_versions)
+        view.versions = {v: f.copy() for v, f in self.versions.items()}
+        view.outlines = dict(self.outlines)
+        return view
+
+    def facts_for(self, version: str, line_count: int, stamp: int) -> Facts:
+        """The facts of ``version``, created empty if new; marks it most recent."""
+        facts = self.versions.pop(version, None) or Facts(version, line_count)
+        facts.stamp = stamp
+        self.versions[version] = facts
+        while len(self.versions) > self.max_versions:
+            del self.versions[next(iter(self.versions))]
+        return facts
+
+    def recent(self) -> list[Facts]:
+        """Held versions, newest first, skipping ones with no facts."""
+        return [f for f in reversed(self.versions.values()) if f.spans]
+
+    def latest(self) -> Facts | None:
+        """The version the model last learned of (read, diffed, wrote): what it believes is on
+        disk. None when it holds nothing."""
+        held = self.recent()
+        return held[0] if held else None
+
+    def forget(self, ids: set[str] | frozenset[str]) -> bool:
+        changed = False
+        for facts in self.versions.values():
+            changed |= facts.forget(ids)
+        for version in [v for v, f in self.versions.items() if not f.spans]:
+            del self.versions[version]
+        for version in [v for v, cid in self.outlines.items() if cid in ids]:
+            del self.outlines[version]
+            changed = True
+        return changed
+
+    def call_ids(self) -> set[str]:
+        held = set(self.outlines.values())
+        for facts in self.versions.values():
+            held |= facts.call_ids()
+        return held
+
+    def empty(self) -> bool:
+        return not self.outlines and not any(f.spans for f in self.versions.values())
+
+    def to_json(self) -> str:
+        versions = [
+            [
+                f.version,
+                f.line_count,
+                f.stamp,
+                [[s, e, [sorted(d) for d in alts]] for s, e, alts in f.spans],
+                f.origin,
+            ]
+            for f in self.versions.values()
+        ]
+        if not self.outlines:
+            return json.dumps(versions, separators=(",", ":"))
+        return json.dumps({"v": versions, "o": self.outlines}, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str, max_versions: int = 4) -> PathView:
+        """Read ``to_json``'s form (and the older one: one deps list per run, no origin)."""
+        view = cls(max_versions)
+        data = json.loads(text)
+        if isinstance(data, dict):
+            view.outlines = {str(k): str(v) for k, v in data.get("o", {}).items()}
+            data = data.get("v", [])
+        for row in data:
+            version, line_count, stamp, spans = row[:4]
+            origin = row[4] if len(row) > 4 else ""
+            runs: list[Span] = []
+            for s, e, deps in spans:
+                if deps and all(isinstance(d, list) for d in deps):
+                    alts = tuple(frozenset(d) for d in deps)
+                else:  # the older form: one set of call ids
+                    alts = (frozenset(deps),)
+                runs.append((s, e, alts))
+            view.versions[version] = Facts(version, line_count, runs, stamp, origin)
+        return view
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A run of the edited text: copied from the old text (``src`` = old offset) or new."""
+
+    length: int
+    src: int | None
+
+
+def map_through_edit(
+    old_lines: Sequence[str],
+    old_spans: Facts | None,
+    new_lines: Sequence[str],
+    pieces: Sequence[Piece],
+    call_id: str,
+) -> list[Span]:
+    """Facts of the edited text, by provenance of each new line's characters.
+
+    A new line is a fact when every character of it is either new text the model wrote or a
+    character copied from an old line that was a fact; its deps are those old lines' deps plus
+    the edit's call id. Lines are in ``split_lines`` form (``\\n`` not included: each line
+    stands for ``len(line) + 1`` characters, the unterminated last one for ``len(line)``).
+    """
+    old_starts = _starts(old_lines)
+    new_starts = _starts(new_lines)
+    own: Deps = frozenset([call_id])
+    out: list[Span] = []
+    pos = 0
+    k = 0
+    piece_starts = []
+    for p in pieces:
+        piece_starts.append(pos)
+        pos += p.length
+    for idx in range(len(new_lines)):
+        ls, le = new_starts[idx], new_starts[idx + 1]
+        deps: set[str] = set(own)
+        known = True
+        while k < len(pieces) and piece_starts[k] + pieces[k].length <= ls:
+            k += 1
+        j = k
+        while j < len(pieces) and piece_starts[j] < le:
+            piece = pieces[j]
+            if piece.src is not None and piece.length:
+                lo = max(ls, piece_starts[j]) - piece_starts[j] + piece.src
+                hi = min(le, piece_starts[j] + piece.length) - piece_starts[j] + piece.src
+                first = bisect_right(old_starts, lo) - 1
+                last = bisect_right(old_starts, hi - 1) - 1
+                have = old_spans.covering(first + 1, last + 1) if old_spans else None
+                if have is None:
+                    known = False
+                    break
+                deps |= have
+            j += 1
+        if known:
+            out.append((idx + 1, idx + 1, (frozenset(deps),)))
+    return _merge(out)
+
+
+def _starts(lines: Sequence[str]) -> list[int]:
+    """Character offset of each line's start, plus the total length at the end."""
+    starts = [0]
+    pos = 0
+    for line in lines:
+        pos += len(line) + (0 if line.endswith(EOF_MARK) else 1)
+        starts.append(pos)
+    return starts

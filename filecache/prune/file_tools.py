@@ -1,0 +1,192 @@
+"""Which tool calls read, write or edit a file: a data table over the agents' tool schemas.
+
+``FILE_TOOLS`` says, per tool name and path argument, what kind of file access a call is and
+where its line range lives; ``file_access(call)`` applies it. This is how a planner without a
+session derives the write→read map from a transcript alone.
+
+Invariants: lines are 1-based and ranges inclusive whatever the tool's own convention
+(``start_base``); a range argument that is missing, not an integer or out of range counts as
+absent (the read is taken as reaching the end of the file). A misread kind errs towards a change
+(an edit is never taken for a read), so a planner can only clear too much, never keep a stale
+result for current. Paths are returned as the call gives them (absolute or relative).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Protocol
+
+__all__ = ["FILE_TOOLS", "Call", "FileAccess", "FileTool", "file_access"]
+
+
+class Call(Protocol):
+    """What ``file_access`` reads of a tool call (``transcript.ToolCall`` is one)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def arguments(self) -> Mapping[str, Any]: ...
+    @property
+    def message_index(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class FileTool:
+    """How one agent's file tool names its path and line range.
+
+    Attributes:
+        name: the tool name, exactly as the agent calls it.
+        kind: ``read`` | ``write`` | ``edit``; empty when ``command`` chooses it.
+        paths: argument names that may hold the path; the row applies to a call that has one
+            of them as a string (the first present wins).
+        start: argument holding the first line, if any.
+        start_base: the ``start`` value that means the first line (1, or 0 for 0-based tools).
+        limit: argument holding a line count, if any.
+        line_range: argument holding ``[first, last]`` (1-based; ``last`` -1 = to the end).
+        command: argument whose value chooses the kind (the text editor tool's ``command``).
+        commands: that value → kind; a value not listed means "not a file access".
+    """
+
+    name: str
+    kind: str
+    paths: tuple[str, ...]
+    start: str | None = None
+    start_base: int = 1
+    limit: str | None = None
+    line_range: str | None = None
+    command: str | None = None
+    commands: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+
+_EDITOR_COMMANDS: Mapping[str, str] = MappingProxyType(
+    {
+        "view": "read",
+        "create": "write",
+        "str_replace": "edit",
+        "insert": "edit",
+        "undo_edit": "edit",
+    }
+)
+
+
+def _text_editor(name: str) -> FileTool:
+    return FileTool(
+        name, "", ("path",), line_range="view_range", command="command", commands=_EDITOR_COMMANDS
+    )
+
+
+FILE_TOOLS: tuple[FileTool, ...] = (
+    # filecache's trace format (DESIGN "Session trace format"); also the MCP filesystem server.
+    FileTool("read_file", "read", ("path",), start="offset", limit="limit"),
+    FileTool("write_file", "write", ("path",)),
+    FileTool("edit_file", "edit", ("path",)),
+    # Gemini CLI: read_file's offset is 0-based; its path argument tells it from the row above.
+    FileTool(
+        "read_file",
+        "read",
+        ("absolute_path", "file_path"),
+        start="offset",
+        start_base=0,
+        limit="limit",
+    ),
+    FileTool("write_file", "write", ("file_path",)),
+    FileTool("replace", "edit", ("file_path",)),
+    # Claude Code.
+    FileTool("Read", "read", ("file_path",), start="offset", limit="limit"),
+    FileTool("Write", "write", ("file_path",)),
+    FileTool("Edit", "edit", ("file_path",)),
+    FileTool("MultiEdit", "edit", ("file_path",)),
+    FileTool("NotebookEdit", "edit", ("notebook_path",)),
+    # Anthropic's text editor tool (SWE-agent and OpenHands use the same schema).
+    _text_editor("str_replace_editor"),
+    _text_editor("str_replace_based_edit_tool"),
+    # opencode (0-based offset).
+    FileTool("read", "read", ("filePath",), start="offset", start_base=0, limit="limit"),
+    FileTool("write", "write", ("filePath",)),
+    FileTool("edit", "edit", ("filePath",)),
+    # Cline.
+    FileTool("write_to_file", "write", ("path",)),
+    FileTool("replace_in_file", "edit", ("path",)),
+)
+"""Known file tools. Add a row to teach the planner another agent's tools."""
+
+
+@dataclass(frozen=True)
+class FileAccess:
+    """A file tool call: what it does to which path, and which lines a read asks for.
+
+    ``start`` is the first line (1-based; 1 when the call names none), ``end`` the last line
+    (inclusive) or ``None`` for "to the end of the file". Writes and edits cover the whole file.
+    Whether the call succeeded is not known here (see the result's ``is_error`` or text).
+    """
+
+    call_id: str
+    message_index: int
+    tool: str
+    kind: str
+    path: str
+    start: int = 1
+    end: int | None = None
+
+
+def _int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def _row(call: Call) -> tuple[FileTool, str] | None:
+    for row in FILE_TOOLS:
+        if row.name != call.name:
+            continue
+        for name in row.paths:
+            path = call.arguments.get(name)
+            if isinstance(path, str) and path:
+                return row, path
+    return None
+
+
+def _range(row: FileTool, args: Mapping[str, Any]) -> tuple[int, int | None]:
+    if row.line_range is not None:
+        bounds = args.get(row.line_range)
+        if isinstance(bounds, list) and len(bounds) == 2:
+            first, last = _int(bounds[0]), _int(bounds[1])
+            if first is not None and first >= 1:
+                if last is not None and last >= first:
+                    return first, last
+                return first, None
+        return 1, None
+    start = 1
+    if row.start is not None:
+        given = _int(args.get(row.start))
+        if given is not None and given >= row.start_base:
+            start = given - row.start_base + 1
+    limit = _int(args.get(row.limit)) if row.limit is not None else None
+    if limit is not None and limit >= 1:
+        return start, start + limit - 1
+    return start, None
+
+
+def file_access(call: Call) -> FileAccess | None:
+    """What ``call`` does to a file per ``FILE_TOOLS``, or ``None`` if it is no file access."""
+    found = _row(call)
+    if found is None:
+        return None
+    row, path = found
+    kind = row.kind
+    if row.command is not None:
+        kind = row.commands.get(str(call.arguments.get(row.command)), "")
+    if not kind:
+        return None
+    if kind != "read":
+        return FileAccess(call.id, call.message_index, call.name, kind, path)
+    start, end = _range(row, call.arguments)
+    return FileAccess(call.id, call.message_index, call.name, kind, path, start, end)

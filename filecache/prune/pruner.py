@@ -1,0 +1,300 @@
+"""Pruning at the edges: parse, plan, archive, record projections, forget, render.
+
+``prune_messages`` is what adapters and the CLI call before a request. It keeps the pure
+planner (``pruning.py``) pure: the store (archive of every original, sticky projections), the
+session (its ledger, its outlines, ``forget`` for ref safety) and token counting live here.
+
+Invariants:
+- The input is never mutated; the output has the input's shape (a bare list, or the same
+  wrapper object with its other keys).
+- Every result a plan changes is archived first (the original text, once) and its projection
+  recorded, so the next pass renders the same bytes; then ``Session.forget`` drops every fact
+  that relied on it, so no FileRef or diff can point at content the model no longer has.
+- A result of a denied file (``settings.deny``: a file tool's path, its resolved target in the
+  ledger, a version the session read as secret, or a word of another tool's arguments such as
+  ``cat .env``) is never stored: the planner clears it instead of outlining or truncating it
+  (the placeholder has no content), and the archive keeps ``NOT_ARCHIVED`` with the text's
+  hash instead of the text, so ``filecache archive show`` says it was not stored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from filecache.core.hashing import short_version, version_of
+from filecache.core.json_input import check_json
+from filecache.core.tokens import TokenCounter
+from filecache.errors import FileCacheError
+from filecache.fsio import locate
+from filecache.ledger import Ledger
+from filecache.outline.outline import build_outline, language_for_path, render_outline
+from filecache.prune.file_tools import file_access
+from filecache.prune.pruning import PrunePlan, PrunePolicy, ResultInfo, apply_plan, plan_prune
+from filecache.prune.sdk_messages import convert
+from filecache.prune.transcript import Transcript, parse_transcript, unwrap
+from filecache.settings import DEFAULT_DENY, is_denied
+from filecache.store.store import Store
+
+if TYPE_CHECKING:
+    from filecache.cache import Session
+
+__all__ = [
+    "NOT_ARCHIVED",
+    "PruneResult",
+    "TokenMemo",
+    "denied_results",
+    "prune_messages",
+    "transcript_session_id",
+]
+
+_NUMBERED = ("\t", "→")  # cat -n style prefixes: filecache/SWE-agent (TAB), Claude Code (→)
+_WORDS = re.compile(r"[^\s'\"`;|&<>()]+")  # the words of a command line, for the deny-list
+
+NOT_ARCHIVED = "[filecache: not archived: "
+"""Starts what the archive keeps for a denied file's result instead of its text."""
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """A pruned message list (in the input's shape), the plan, and the format it was in."""
+
+    messages: Any
+    plan: PrunePlan
+    format: str
+
+
+class TokenMemo:
+    """Counts each distinct text once (a transcript re-sends the same messages every turn)."""
+
+    def __init__(self, counter: TokenCounter, limit: int = 200_000) -> None:
+        self.counter = counter
+        self.limit = limit
+        self._memo: dict[str, int] = {}
+
+    def __call__(self, text: str) -> int:
+        n = self._memo.get(text)
+        if n is None:
+            if len(self._memo) >= self.limit:
+                self._memo.clear()
+            n = self._memo[text] = self.counter.count(text)
+        return n
+
+
+def transcript_session_id(transcript: Transcript) -> str:
+    """A stable id for a conversation without a session: its first call id and opening text."""
+    first = transcript.calls()[0].id if transcript.calls() else ""
+    opening = "\n".join(m.text for m in transcript.messages[:2])
+    return "transcript-" + version_of((first + "\n" + opening).encode("utf-8"))[5:21]
+
+
+def _strip_numbers(text: str) -> str | None:
+    """The source text of a ``cat -n`` style read result, else None.
+
+    Up to two leading lines that are not numbered (a header such as filecache's, or SWE-agent's
+    "Here's the result of running `cat -n`...") are skipped.
+    """
+    source: list[str] = []
+    first = None
+    skipped = 0
+    for line in text.split("\n"):
+        number, rest = _numbered(line)
+        if number is None:
+            if first is None and skipped < 2:
+                skipped += 1
+                continue
+            if not line or line.startswith("\\ No newline"):
+                continue
+            return None
+        first = number if first is None else first
+        source.append(rest)
+    return "\n".join(source) + "\n" if first is not None else None
+
+
+def _numbered(line: str) -> tuple[int | None, str]:
+    if line.strip().isdigit():  # an empty line numbered without its TAB (SWE-agent's viewer)
+        return int(line), ""
+    for mark in _NUMBERED:
+        head, sep, rest = line.partition(mark)
+        if sep and head.strip().isdigit():
+            return int(head), rest
+    return None, line
+
+
+def outline_callback(session: Session | None) -> Callable[[ResultInfo], str | None]:
+    """Outlines for old file reads: of the stored version when the session knows it, else of
+    the source recovered from the result's own numbered lines (whole-file reads only)."""
+
+    def outline_for(info: ResultInfo) -> str | None:
+        if info.path is None:
+            return None
+        budget = max(info.tokens // 5, 50)  # the middle tier: a fifth of the result
+        if session is not None and info.version is not None:
+            try:
+                return session.cache.outline_text(info.version, info.path, None, budget)
+            except Exception:  # noqa: BLE001 - no blob any more: fall back to the text
+                pass
+        if info.start != 1:
+            return None
+        source = _strip_numbers(info.text)
+        if source is None:
+            return None
+        outline = build_outline(source.encode("utf-8"), language_for_path(info.path))
+        if not outline.definitions:
+            return None
+        return render_outline(outline, info.path, budget)
+
+    return outline_for
+
+
+def denied_results(
+    transcript: Transcript,
+    ledger: Ledger | None,
+    deny: tuple[str, ...],
+    secret: Callable[[str], bool] = lambda version: False,
+    root: Path | None = None,
+) -> dict[str, str]:
+    """call id -> the denied path, for every result whose content must never be stored.
+
+    With ``root``, a file tool's path is also resolved there, so a link to a denied file
+    (``config.txt -> .env``) counts as denied.
+    """
+
+    def denied(path: str) -> bool:
+        names = [path]
+        if root is not None:
+            with contextlib.suppress(FileCacheError):
+                loc = locate(root, path)
+                names += [loc.rel, *loc.aliases]
+        return any(is_denied(name, deny) for name in names)
+
+    found: dict[str, str] = {}
+    calls = transcript.calls_by_id()
+    for result in transcript.results():
+        cid = result.call_id
+        record = ledger.calls.get(cid) if ledger is not None else None
+        if record is not None and record.path is not None:
+            if is_denied(record.path, deny) or (record.version and secret(record.version)):
+                found[cid] = record.path
+                continue
+        call = calls.get(cid)
+        if call is None:
+            continue
+        access = file_access(call)
+        if access is not None:
+            if denied(access.path):
+                found[cid] = access.path
+            continue
+        word = next((w for w in _WORDS.findall(call.raw_arguments) if is_denied(w, deny)), None)
+        if word is not None:  # e.g. bash `cat .env`: its output may be the secret
+            found[cid] = word
+    return found
+
+
+def _archived(text: str, denied_path: str | None) -> str:
+    """What the archive keeps of a result: its text, or for a denied file a marker."""
+    if denied_path is None:
+        return text
+    return (
+        f"{NOT_ARCHIVED}{denied_path} is on the deny-list, so this result was not stored; "
+        f"read the file again (text xxh3 {short_version(version_of(text.encode('utf-8')))})]"
+    )
+
+
+def prune_messages(
+    messages: Any,
+    *,
+    session: Session | None = None,
+    store: Store | None = None,
+    policy: PrunePolicy | None = None,
+    format: str | None = None,
+    count: Callable[[str], int] | None = None,
+    session_id: str | None = None,
+    deny: tuple[str, ...] = DEFAULT_DENY,
+    root: Path | None = None,
+) -> PruneResult:
+    """Prune a message list (bare, or wrapped as ``{"messages": [...]}``/``{"input": [...]}``).
+
+    Args:
+        messages: OpenAI chat, OpenAI Responses or Anthropic messages; SDK objects with
+            ``model_dump()``, LangChain messages or a pydantic-ai ``ModelMessage`` list are
+            converted (``filecache.prune.sdk_messages``) and come back in their own kind.
+        session: the filecache session whose tools answered the reads (ledger, outlines,
+            ``forget``); without one the write→read map comes from the transcript.
+        store: where originals are archived and projections kept (default: the session's).
+        policy: when and how hard (``PrunePolicy`` defaults).
+        format: ``openai`` | ``responses`` | ``anthropic``; detected when None.
+        count: a token counter (default: the session's, or exact o200k), memoised.
+        session_id: the id to archive under without a session (default: derived from the
+            transcript, stable across its requests).
+        deny: the deny-list without a session (a session uses its settings' list).
+        root: without a session, the (resolved) root the transcript's paths are relative to:
+            a link to a denied file is then denied too.
+    """
+    envelope = unwrap(messages)
+    if isinstance(envelope.messages, (list, tuple)):  # hostile nesting is refused first
+        check_json([m for m in envelope.messages if isinstance(m, (dict, list))], "messages")
+    converted = convert(envelope.messages)  # SDK objects, LangChain, pydantic-ai (sdk_messages)
+    if converted is not None:
+        inner = prune_messages(
+            converted.messages, session=session, store=store, policy=policy,
+            format=format or converted.format, count=count, session_id=session_id,
+        )  # fmt: skip
+        out = inner.messages
+        if converted.back is not None:
+            out = converted.back(inner.plan.replacements, out)
+        return PruneResult(envelope.wrap(out), inner.plan, inner.format)
+    transcript = parse_transcript(envelope.messages, format)
+    policy = policy or PrunePolicy()
+    store = store if store is not None else (session.cache.store if session else None)
+    sid = session.id if session is not None else (session_id or transcript_session_id(transcript))
+    if count is None:
+        count = TokenMemo(session.cache.tokens if session else TokenCounter())
+    texts = {r.call_id: r.text for r in transcript.results()}
+    # The session's answers wait while a pass plans and forgets: no FileRef can be answered
+    # from a result between the snapshot that decides to clear it and the forget.
+    with session.lock if session is not None else contextlib.nullcontext():
+        ledger = session.ledger() if session is not None else None
+        if session is not None:
+            cache = session.cache
+            secret = denied_results(
+                transcript, ledger, cache.settings.deny, cache.secret, cache.root
+            )
+        else:
+            secret = denied_results(transcript, None, deny, root=root)
+        prior = store.projections(sid) if store is not None else {}
+        if store is not None and prior:
+            # Only this conversation's: a derived (or reused) session id can be shared by
+            # another one with the same opening and call ids; its projections must not
+            # replace our results.
+            prior = {
+                cid: (tier, text)
+                for cid, (tier, text) in prior.items()
+                if cid in texts
+                and (
+                    texts[cid] == text
+                    or store.archive_get(cid, sid) == _archived(texts[cid], secret.get(cid))
+                )
+            }
+        plan = plan_prune(
+            transcript, ledger, policy, count, outline_for=outline_callback(session), prior=prior,
+            secret=frozenset(secret),
+        )  # fmt: skip
+        for action in plan.actions:
+            if store is not None:
+                archived = _archived(texts[action.call_id], secret.get(action.call_id))
+                store.archive_put(sid, action.call_id, archived)
+                store.projection_put(
+                    sid, action.call_id, action.tier, action.text,
+                    action.tokens_before, action.tokens_after,
+                )  # fmt: skip
+        if session is not None and plan.replacements:
+            # Every result the request shows changed, new or sticky (a projection from an earlier
+            # pass or process), and writes/edits too: the arguments say what the model wrote, but
+            # where an edit landed may only be in its confirmation. Without them: content again.
+            session.forget(plan.replacements)
+    return PruneResult(envelope.wrap(apply_plan(transcript, plan)), plan, transcript.format)

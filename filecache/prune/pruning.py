@@ -1,0 +1,633 @@
+"""The pruning planner: which old tool results to degrade or clear, and whether it pays.
+
+Pure: ``plan_prune`` takes a neutral ``Transcript``, an optional ``Ledger`` (from the session),
+a ``PrunePolicy``, a token counter and a few callbacks, and returns a frozen ``PrunePlan``;
+``apply_plan`` renders the new message list. No I/O here (``pruner.py`` does the archive,
+projections and ``Session.forget``).
+
+Passes, in order (DESIGN "Pruning"):
+
+1. Recency protection: the newest ``protect_recent`` tokens of tool output stay verbatim.
+2. Supersession: a file read is superseded by a later write, edit or outside change of the
+   same path, or by a later content read covering all its lines; superseded results clear.
+3. Keep-alive: a result that a later FileRef or diff (still in the transcript, not cleared)
+   relies on stays intact; so does a read of a file named in the protected tail.
+4. Tiered degradation, oldest first, until the prompt is back under ``target``: a large file
+   read becomes its outline, other large output its head and tail; small results clear; over
+   ``hard_at`` degraded results clear too.
+5. Placeholders say what was lost, why, and how to get it back (``render.py``).
+
+Invariants:
+- Only tool-result bodies change; every call keeps exactly one result, in place.
+- Tiers only escalate (verbatim < outline/truncate < clear). A projection seen before
+  (``prior``) renders to the same bytes again: prompt-cache friendly and restart-safe.
+- Idempotent: planning on the output of a plan (with the same ``prior``) adds nothing.
+- The cost gate (on by default) keeps only the actions whose saving, over the turns expected to
+  remain, pays for the cached prefix they invalidate (``prune_cost``); one cut per pass.
+
+Presets (``PrunePolicy.preset``): ``cost``, the defaults, prunes least under prompt caching;
+``context`` keeps the prompt small (small windows, providers without prompt caching).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from filecache.core.render import (
+    OUTLINE_TAG,
+    PLACEHOLDER_MARKER,
+    TRUNCATION_MARKER,
+    answer_of,
+    render_cleared,
+    render_cleared_ref,
+    render_outlined,
+    render_truncated,
+)
+from filecache.errors import ConfigError
+from filecache.ledger import Ledger
+from filecache.prune.prune_cost import cut_net, session_growth
+from filecache.prune.transcript import Transcript, file_access
+
+__all__ = [
+    "PRESETS", "PruneAction", "PrunePlan", "PrunePolicy", "ResultInfo", "apply_plan", "plan_prune",
+]  # fmt: skip
+
+TIERS = {"keep": 0, "outline": 1, "truncate": 1, "clear": 2}
+_CONTENT = ("", "full", "partial")
+_BY_READS = (
+    "superseded by a later read",
+    "superseded by later reads",
+)  # lines shown again  # answers that show the lines ("": content, ledger unknown)
+
+
+@dataclass(frozen=True)
+class PrunePolicy:
+    """When and how hard to prune. Defaults follow the seeds (see ``docs/pruning.md``).
+
+    Attributes:
+        context_window: the model's context, in tokens.
+        prune_at: prune when the prompt passes this fraction of the window (neenee: 0.65).
+        target: prune down to this fraction, so the next passes do not churn.
+        hard_at: over this fraction degraded results clear too, and the cost gate is bypassed
+            (the alternative is overflowing the window).
+        protect_recent: the newest tool-output tokens kept verbatim (neenee: 6,000).
+        min_reclaim: a pass that would reclaim fewer tokens does nothing.
+        small_result: results under this many tokens clear instead of degrading
+            (neenee's 8,000-character floor, about 2,000 tokens).
+        head_lines, tail_lines: what a truncated result keeps.
+        cache_aware: gate on prompt-cache economics (on by default).
+        cache_read, cache_write: prices of cached and newly cached tokens, relative to 1.
+        turns_left: requests expected after this one; None: the gate simulates the requests
+            to come (``prune_cost``: as many again as so far, growing as they have, with the
+            cut forced once the prompt passes ``hard_at``).
+        output_first: degrade other output (bash, ...) before file reads.
+        in_use_turns: reads of files named in the last this many assistant turns stay intact
+            (0: only those named in the protected tail).
+        keep_edited: a read superseded by a write, edit or outside change stays (the model's
+            view of the file after its own edit is built on it); reads covered by a later
+            read still clear.
+    """
+
+    context_window: int = 128_000
+    prune_at: float = 0.65
+    target: float = 0.5
+    hard_at: float = 0.9
+    protect_recent: int = 6_000
+    min_reclaim: int = 2_000
+    small_result: int = 2_000
+    head_lines: int = 20
+    tail_lines: int = 10
+    cache_aware: bool = True
+    cache_read: float = 0.1
+    cache_write: float = 1.25
+    turns_left: int | None = None
+    output_first: bool = False
+    in_use_turns: int = 0
+    keep_edited: bool = False
+
+    @classmethod
+    def preset(cls, name: str, **overrides: object) -> PrunePolicy:
+        """A named preset (``PRESETS``), with ``overrides`` (e.g. ``context_window``).
+
+        Raises:
+            ConfigError: an unknown preset name.
+        """
+        if name not in PRESETS:
+            known = ", ".join(PRESETS)
+            raise ConfigError(f"unknown preset {name!r}; choose one of {known}")
+        return cls(**{**PRESETS[name], **overrides})  # type: ignore[arg-type]
+
+
+PRESETS: dict[str, dict[str, object]] = {
+    # least billed under prompt caching: the seeds' trigger, the cost gate on
+    "cost": {},
+    # the prompt small: prune from 5% of the window down to nothing but what is protected or
+    # in use (reads of files the last 25 turns name, reads the model's edits build on), no
+    # cost gate; for small windows and for providers without prompt caching
+    "context": {
+        "prune_at": 0.05,
+        "target": 0.0,
+        "protect_recent": 500,
+        "min_reclaim": 300,
+        "small_result": 500,
+        "cache_aware": False,
+        "output_first": True,
+        "in_use_turns": 25,
+        "keep_edited": True,
+    },
+}
+
+
+@dataclass(frozen=True)
+class ResultInfo:
+    """A tool result as the planner sees it."""
+
+    call_id: str
+    message_index: int
+    tool: str
+    kind: str  # read / write / edit / change / other
+    path: str | None
+    start: int
+    end: int | None
+    version: str | None
+    answer: str  # the ledger's kind of answer (full, unchanged, ...), "" when unknown
+    base_call_id: str | None
+    tokens: int
+    text: str
+    tier: str  # what it already is: keep / outline / truncate / clear
+    command: str = ""  # a short form of the call's arguments, for placeholders
+    original: str = ""  # the result's text in the transcript, when ``text`` is a projection
+    deps: tuple[str, ...] = ()  # every result an unchanged/diff answer relies on (ledger)
+
+
+@dataclass(frozen=True)
+class PruneAction:
+    """One result's new body."""
+
+    call_id: str
+    message_index: int
+    tier: str
+    text: str
+    reason: str
+    tokens_before: int
+    tokens_after: int
+    kind: str = "other"  # the call's kind: read / write / edit / change / other
+
+
+@dataclass(frozen=True)
+class PrunePlan:
+    """What a pass decided. ``replacements`` holds every body to render (new and sticky)."""
+
+    actions: tuple[PruneAction, ...]
+    replacements: Mapping[str, str]
+    prompt_tokens: int
+    reclaimed: int
+    triggered: bool
+    gate: str = ""
+    dropped_by_gate: tuple[str, ...] = field(default=())
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.replacements)
+
+
+def _tier_of(text: str) -> str:
+    if text.startswith(PLACEHOLDER_MARKER):
+        return "clear"
+    if text.startswith(OUTLINE_TAG):
+        return "outline"
+    if TRUNCATION_MARKER in text:
+        return "truncate"
+    return "keep"
+
+
+def _norm(path: str) -> str:
+    return path.removeprefix("./").lstrip("/")
+
+
+def _file_name(path: str) -> str:
+    return _norm(path).rsplit("/", 1)[-1]
+
+
+def _same_path(a: str, b: str) -> bool:
+    a, b = _norm(a), _norm(b)
+    return a == b or a.endswith("/" + b) or b.endswith("/" + a)
+
+
+def collect(
+    transcript: Transcript,
+    ledger: Ledger | None,
+    count: Callable[[str], int],
+    prior: Mapping[str, tuple[str, str]] | None = None,
+) -> list[ResultInfo]:
+    """Every tool result with what is known of its call (ledger first, then the transcript).
+
+    A result in ``prior`` (call id -> (tier, text)) is seen as that projection, with its text in
+    the transcript as ``original``.
+    """
+    calls = transcript.calls_by_id()
+    infos = []
+    for result in transcript.results():
+        text, original = result.text, ""
+        if prior and result.call_id in prior:
+            tier, text = prior[result.call_id]
+            original = result.text
+        else:
+            tier = _tier_of(text)
+        call = calls.get(result.call_id)
+        record = ledger.calls.get(result.call_id) if ledger else None
+        access = file_access(call) if call is not None else None
+        if record is not None and record.tool in ("read", "write", "edit", "change"):
+            kind, path = record.tool, record.path
+            start, end = record.start or 1, record.end
+            version, answer, base = record.version, record.kind, record.base_call_id
+        elif access is not None:
+            kind, path, start, end = access.kind, access.path, access.start, access.end
+            version = None
+            answer, base = ("error", None) if result.is_error else answer_of(result.text)
+        else:
+            kind, path, start, end, version, answer, base = "other", None, 1, None, None, "", None
+        tool = call.name if call is not None else "?"
+        command = _short_command(call.arguments, call.raw_arguments) if call is not None else ""
+        infos.append(
+            ResultInfo(
+                result.call_id, result.message_index, tool, kind, path, start, end, version,
+                answer, base, count(text), text, tier, command, original,
+                record.deps if record is not None else (),
+            )
+        )  # fmt: skip
+    return infos
+
+
+def _short_command(arguments: Mapping[str, object], raw: str) -> str:
+    value = next((arguments[k] for k in ("command", "cmd", "query") if k in arguments), raw)
+    text = " ".join(str(value).split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _covers(later: ResultInfo, earlier: ResultInfo) -> bool:
+    if later.end is None:
+        return later.start <= earlier.start
+    if earlier.end is None:
+        return False
+    return later.start <= earlier.start and later.end >= earlier.end
+
+
+def _by_name(infos: Sequence[ResultInfo]) -> dict[str, list[int]]:
+    """Indices of the results by their path's file name: two paths that are the same path
+    (``_same_path``) have the same file name, so only those need comparing."""
+    index: dict[str, list[int]] = {}
+    for n, info in enumerate(infos):
+        if info.path is not None:
+            index.setdefault(_file_name(info.path), []).append(n)
+    return index
+
+
+def _superseded(
+    infos: Sequence[ResultInfo], ledger: Ledger | None, through_edits: bool = False
+) -> dict[str, str]:
+    """call id -> why it is superseded (a later write/edit/change, or covering reads).
+
+    ``through_edits``: a read superseded by a write or edit is still looked for in later reads
+    (the reason then names them when they show its lines again)."""
+    why: dict[str, str] = {}
+    by_name = _by_name(infos)
+    for i, info in enumerate(infos):
+        if info.kind != "read" or info.path is None or info.tier == "clear":
+            continue
+        same = by_name[_file_name(info.path)]
+        shown: list[tuple[int, int | None]] = []  # lines later content reads show
+        for n in same[bisect_right(same, i) :]:
+            later = infos[n]
+            if later.path is None or not _same_path(later.path, info.path):
+                continue
+            if later.kind in ("write", "edit", "change"):
+                if info.call_id not in why:
+                    verb = {"write": "write", "edit": "edit", "change": "a change seen outside"}
+                    why[info.call_id] = f"superseded by {verb[later.kind]} {later.call_id}"
+                if not through_edits:
+                    break
+                shown = []  # only reads of the file as it is now show its lines again
+                continue
+            if later.kind == "read" and later.answer in _CONTENT:
+                if _covers(later, info):
+                    why[info.call_id] = f"superseded by a later read {later.call_id} of these lines"
+                    break
+                shown.append((later.start, later.end))
+                if _union_covers(shown, info.start, info.end):
+                    why[info.call_id] = (
+                        f"superseded by later reads up to {later.call_id} of these lines"
+                    )
+                    break
+    if ledger is not None:  # changes seen by rehash/watchers have no result of their own
+        for info in infos:
+            if info.kind != "read" or info.path is None or info.call_id in why:
+                continue
+            record = ledger.calls.get(info.call_id)
+            for write in ledger.writes.get(info.path, ()):
+                if record is not None and write.seq > record.seq and write.tool == "change":
+                    why[info.call_id] = f"superseded by a change seen outside ({write.call_id})"
+                    break
+    return why
+
+
+def _union_covers(spans: Sequence[tuple[int, int | None]], start: int, end: int | None) -> bool:
+    """Whether ``spans`` (first line, last line or None: to the end) together show every line
+    of ``start..end`` (``end`` None: to the end of the file)."""
+    reach = start  # every line before ``reach`` is shown
+    for first, last in sorted(spans, key=lambda span: span[0]):
+        if first > reach:
+            break
+        if last is None:
+            return True
+        reach = max(reach, last + 1)
+    return end is not None and reach > end
+
+
+def _protected(infos: Sequence[ResultInfo], budget: int) -> set[str]:
+    """The newest results within ``budget`` tokens, and always those of the newest message
+    with results (what the model just asked for is never pruned, however large)."""
+    if not infos:
+        return set()
+    newest = infos[-1].message_index
+    kept = {i.call_id for i in infos if i.message_index == newest}
+    used = sum(i.tokens for i in infos if i.call_id in kept)
+    for info in reversed(infos):
+        if info.call_id in kept:
+            continue
+        if used + info.tokens > budget:
+            break
+        used += info.tokens
+        kept.add(info.call_id)
+    return kept
+
+
+_REFERS = ("unchanged", "diff")  # answers that name an earlier result
+
+
+def _relied_on(infos: Sequence[ResultInfo], cleared: set[str]) -> set[str]:
+    """Results that a later FileRef or diff still in the transcript (not cleared) relies on.
+
+    With a ledger, an answer's ``deps`` name every result its lines rely on. Without one, the
+    answer names only its base, the newest; its lines may also rely on older results (lines
+    read before an edit, parts read apart, the base of a diff), so from the base the walk goes
+    back through the results of the same path until a write (the model holds all it wrote) or
+    a content read of the whole file or of the answer's lines.
+    """
+    by_name = _by_name(infos)
+    position = {info.call_id: n for n, info in enumerate(infos)}
+    alive: set[str] = set()
+    for info in infos:
+        base = position.get(info.base_call_id or "")
+        if base is None or info.path is None or info.call_id in cleared or info.tier == "clear":
+            continue
+        if info.deps:  # the ledger says exactly which results the answer's lines rely on
+            alive.update(d for d in info.deps if d in position)
+            continue
+        same = by_name.get(_file_name(info.path), [])
+        for n in reversed(same[: bisect_right(same, base)]):
+            earlier = infos[n]
+            if (
+                earlier.kind not in ("read", "write", "edit")
+                or earlier.tier == "clear"
+                or not _same_path(earlier.path or "", info.path)
+            ):
+                continue
+            alive.add(earlier.call_id)
+            if earlier.kind == "write" or (
+                earlier.kind == "read"
+                and earlier.answer in _CONTENT
+                and (earlier.answer == "full" or _covers(earlier, info))
+            ):
+                break
+    return alive
+
+
+def _in_use(infos: Sequence[ResultInfo], protected: set[str], tail_text: str) -> set[str]:
+    """Reads of files the recent turns name: not degraded while the model works on them."""
+    used = set()
+    for info in infos:
+        if info.kind == "read" and info.path and info.call_id not in protected:
+            name = _file_name(info.path)
+            if len(name) > 3 and name in tail_text:
+                used.add(info.call_id)
+    return used
+
+
+def _truncate(text: str, policy: PrunePolicy, why: str) -> str | None:
+    lines = text.split("\n")
+    keep = policy.head_lines + policy.tail_lines
+    if len(lines) <= keep + 5:
+        return None
+    cut = lines[policy.head_lines : len(lines) - policy.tail_lines]
+    return render_truncated(
+        lines[: policy.head_lines], lines[len(lines) - policy.tail_lines :], len(cut),
+        sum(len(c) + 1 for c in cut), why,
+    )  # fmt: skip
+
+
+def _cleared(info: ResultInfo, why: str) -> str:
+    return render_cleared(_describe(info), info.original or info.text, why)
+
+
+def _describe(info: ResultInfo) -> str:
+    if info.kind == "read" and info.path:
+        span = f" {info.start}-{info.end}" if info.end else ""
+        return f"read {info.path}{span}"
+    if info.kind in ("write", "edit") and info.path:
+        return f"{info.kind} {info.path}"
+    return f"{info.tool} `{info.command}`" if info.command else info.tool
+
+
+def plan_prune(
+    transcript: Transcript,
+    ledger: Ledger | None,
+    policy: PrunePolicy,
+    count: Callable[[str], int],
+    *,
+    outline_for: Callable[[ResultInfo], str | None] | None = None,
+    prior: Mapping[str, tuple[str, str]] | None = None,
+    secret: frozenset[str] = frozenset(),
+) -> PrunePlan:
+    """Decide this pass (see the module docstring). ``prior``: call id -> (tier, text).
+
+    ``secret``: results of denied files; they clear instead of degrading, so no outline or
+    head and tail of their content becomes a (stored) projection.
+    """
+    prior = prior or {}
+    infos = collect(transcript, ledger, count, prior)
+    present = {i.call_id for i in infos}
+    sticky = {cid: text for cid, (_, text) in prior.items() if cid in present}
+    msg_tokens = _message_tokens(transcript, count, infos)
+    total = sum(msg_tokens)
+    window = policy.context_window
+    if total <= policy.prune_at * window:
+        return PrunePlan((), sticky, total, 0, False)
+
+    protected = _protected(infos, policy.protect_recent)
+    superseded = _superseded(infos, ledger, through_edits=policy.keep_edited)
+    target = policy.target * window
+    actions: dict[str, PruneAction] = {}
+    excess = total - target
+
+    def act(info: ResultInfo, tier: str, text: str, reason: str) -> None:
+        nonlocal excess
+        after = count(text)
+        previous = actions.get(info.call_id)
+        before_tokens = previous.tokens_after if previous else info.tokens
+        if after >= before_tokens:
+            return
+        actions[info.call_id] = PruneAction(
+            info.call_id, info.message_index, tier, text, reason, info.tokens, after, info.kind
+        )
+        excess -= before_tokens - after
+
+    candidates = [i for i in infos if i.call_id not in protected and i.tier != "clear"]
+    for info in candidates:
+        if info.call_id in superseded:
+            reason = superseded[info.call_id]
+            if policy.keep_edited and not reason.startswith(_BY_READS):
+                continue
+            # A superseded FileRef gets a placeholder shorter than itself (a one-line FileRef is
+            # shorter than the usual one): kept, it would hold its superseded base alive.
+            short = info.answer == "unchanged"
+            text = render_cleared_ref(reason) if short else _cleared(info, reason)
+            act(info, "clear", text, reason)
+    first_protected = min(
+        (i.message_index for i in infos if i.call_id in protected),
+        default=len(transcript.messages),
+    )
+    tail_start = first_protected
+    if policy.in_use_turns:
+        assistants = [i for i, m in enumerate(transcript.messages) if m.role == "assistant"]
+        if assistants:
+            tail_start = min(tail_start, assistants[-min(len(assistants), policy.in_use_turns)])
+    tail_text = "\n".join(
+        m.text + " " + " ".join(c.raw_arguments for c in m.tool_calls)
+        for m in transcript.messages[tail_start:]
+        if m.role != "tool"
+    )
+    relied = _relied_on(infos, set(actions))
+    while restored := [c for c in actions if c in relied]:
+        for cid in restored:  # a live FileRef or diff still points at it
+            del actions[cid]
+        relied = _relied_on(infos, set(actions))  # a restored diff is live again
+    excess = total - target - sum(a.tokens_before - a.tokens_after for a in actions.values())
+    alive = relied | _in_use(infos, protected, tail_text)
+    if policy.keep_edited:
+        alive |= {cid for cid, why in superseded.items() if not why.startswith(_BY_READS)}
+    if policy.output_first:  # what no later read relies on goes before file content
+        candidates = sorted(candidates, key=lambda i: i.kind == "read")
+    for info in candidates:  # tier 1: degrade large results, clear small ones
+        if excess <= 0:
+            break
+        if info.call_id in actions or info.call_id in alive or info.tier != "keep":
+            continue
+        if info.tokens < policy.small_result or info.call_id in secret:
+            why = "old, cleared to save context"
+            act(info, "clear", _cleared(info, why), why)
+            continue
+        outline = outline_for(info) if outline_for is not None and info.kind == "read" else None
+        if outline is not None:
+            act(info, "outline", render_outlined(_describe(info), outline), "old, outlined")
+            continue
+        truncated = _truncate(info.text, policy, "old output")
+        if truncated is not None:
+            act(info, "truncate", truncated, "old, truncated")
+        else:
+            why = "old, cleared to save context"
+            act(info, "clear", _cleared(info, why), why)
+    if total > policy.hard_at * window:  # tier 2: under high pressure, clear, oldest first
+        for info in candidates:
+            if excess <= 0:
+                break
+            current = actions.get(info.call_id)
+            if info.call_id in alive or (current is not None and current.tier == "clear"):
+                continue
+            why = "cleared under context pressure"
+            act(info, "clear", _cleared(info, why), why)
+
+    chosen = sorted(actions.values(), key=lambda a: a.message_index)
+    reclaimed = sum(a.tokens_before - a.tokens_after for a in chosen)
+    if reclaimed < policy.min_reclaim:
+        return PrunePlan((), sticky, total, 0, True, "under min_reclaim")
+    gate: str = ""
+    dropped: tuple[str, ...] = ()
+    if policy.cache_aware and total <= policy.hard_at * window:
+        chosen, gate, dropped = _cost_gate(chosen, msg_tokens, policy, transcript)
+    reclaimed = sum(a.tokens_before - a.tokens_after for a in chosen)
+    if chosen and reclaimed < policy.min_reclaim:  # what the gate kept is not worth a cut
+        return PrunePlan((), sticky, total, 0, True, f"{gate}: under min_reclaim", dropped)
+    replacements = dict(sticky)
+    replacements.update({a.call_id: a.text for a in chosen})
+    return PrunePlan(tuple(chosen), replacements, total, reclaimed, True, gate, dropped)
+
+
+def _message_tokens(
+    transcript: Transcript, count: Callable[[str], int], infos: Sequence[ResultInfo]
+) -> list[int]:
+    """Each message's tokens as sent: its text, its calls and its results (``infos``' counts)."""
+    sizes = [
+        (count(m.text) if m.text else 0)
+        + sum(count(c.raw_arguments) + count(c.name) for c in m.tool_calls)
+        for m in transcript.messages
+    ]
+    for info in infos:
+        sizes[info.message_index] += info.tokens
+    return sizes
+
+
+def _cost_gate(
+    actions: list[PruneAction],
+    msg_tokens: Sequence[int],
+    policy: PrunePolicy,
+    transcript: Transcript,
+) -> tuple[list[PruneAction], str, tuple[str, ...]]:
+    """Keep the suffix of actions (by message) whose cut pays best; drop the rest.
+
+    Cutting at message k rewrites the cache from k on: ``(write - read) * suffix`` extra now.
+    Each removed token saves ``read`` on every later request. With ``policy.turns_left``:
+    ``read * reclaimed * turns_left``; without, ``prune_cost.cut_net`` simulates the requests
+    to come from the session's growth.
+    """
+    growth = session_growth([m.role for m in transcript.messages], msg_tokens)
+    turns = policy.turns_left if policy.turns_left is not None else growth.turns_left
+    total = sum(msg_tokens)
+    suffix = [0] * (len(msg_tokens) + 1)
+    for k in range(len(msg_tokens) - 1, -1, -1):
+        suffix[k] = suffix[k + 1] + msg_tokens[k]
+    reclaimed_from = [0] * (len(actions) + 1)
+    for k in range(len(actions) - 1, -1, -1):
+        reclaimed_from[k] = (
+            reclaimed_from[k + 1] + actions[k].tokens_before - actions[k].tokens_after
+        )
+    best: tuple[float, int] = (0.0, len(actions))
+    for start in range(len(actions)):
+        reclaimed = reclaimed_from[start]
+        cut = actions[start].message_index
+        if policy.turns_left is not None:
+            cost = (policy.cache_write - policy.cache_read) * max(0, suffix[cut] - reclaimed)
+            net = policy.cache_read * reclaimed * turns - cost
+        else:
+            net = cut_net(
+                total=total, suffix=suffix[cut], reclaimed=reclaimed, growth=growth.per_turn,
+                turns=turns, limit=policy.hard_at * policy.context_window,
+                read=policy.cache_read, write=policy.cache_write,
+            )  # fmt: skip
+        if net > best[0]:
+            best = (net, start)
+    net, start = best
+    kept = actions[start:]
+    dropped = tuple(a.call_id for a in actions[:start])
+    if not kept:
+        return [], f"cost gate: no cut pays over {turns} turns", dropped
+    return kept, f"cost gate: cut at message {kept[0].message_index} nets {net:,.0f}", dropped
+
+
+def apply_plan(transcript: Transcript, plan: PrunePlan) -> list[object]:
+    """The new message list (the input is never mutated)."""
+    if not plan.replacements:
+        return list(transcript.raw)
+    return transcript.with_results_replaced(plan.replacements)

@@ -1,0 +1,1 @@
+"""Replay: recorded traces through the cache and the policies; comparisons, metrics, reports."""

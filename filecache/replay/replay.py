@@ -1,0 +1,568 @@
+"""Replay a recorded session (DESIGN "Session trace format"): recorded, plain and filecache.
+
+The trace's file tools are executed twice on two copies of ``files/``: once plain (the baseline:
+the same ``Session`` tools with every read fresh and whole: same content format, same
+confirmations and error texts, no FileRef, diff or outline) and once through one
+``filecache.Session`` (reads in ``read_mode``, ``auto`` by default: an outline for a whole-file
+read of a large file, as SWE-agent abbreviates one). Other tools keep their recorded output;
+after each, ``Session.rehash`` looks for files it changed (bash-aware). A ``bash`` read that
+``replay_shell`` can answer (its recorded result holds what the command prints on the files)
+is answered by ``bash_reads`` in the filecache run and keeps its recorded result in the plain
+run (the shell's own output); a ``bash`` command made only of edits replay can redo is redone
+on both copies. The recorded transcript itself is the third run.
+
+With a ``window``, the filecache run is pruned before every request: the full history is kept
+and passed to ``prune_messages`` each time, and the session's sticky projections (in its store)
+make every earlier pruned result render to the same bytes, so the request as sent is the
+pruned history. ``replay_check.ModelView`` rebuilds the model's view from each request as sent
+to count stale views, dangling refs and recall.
+
+Invariants:
+- Prompt tokens are counted once per distinct message text (``TokenMemo``); a request's size is
+  a sum of message counts, never a re-tokenization.
+- One request is sent before each assistant message and holds every message before it.
+- A file tool that fails answers ``str(exc)`` of its ``FileCacheError`` in both runs; the copies
+  are compared after every write and edit and at the end, and any difference is reported.
+- A file tool call that the trace marks unknown (``unknown.calls``, written by ``filecache
+  import`` when the log does not show its files; ``trace_format``) is not executed: its recorded
+  output stands in every run, and ``SessionReplay.skipped`` names it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from filecache.cache import FileCache, ReadResult, Session, WriteResult
+from filecache.errors import FileCacheError, RequestError, TranscriptError
+from filecache.fsio import STORE_DIR, locate
+from filecache.prune.pruner import TokenMemo, prune_messages
+from filecache.prune.pruning import PrunePolicy
+from filecache.replay.replay_check import FileCall, ModelView, dangling_refs, disk_lines, tag_of
+from filecache.replay.replay_metrics import (
+    MESSAGE_OVERHEAD,
+    READ_KINDS,
+    RUNS,
+    CostMeter,
+    Measure,
+    PruneSummary,
+    SessionReplay,
+    message_text,
+)
+from filecache.replay.replay_peers import PeerRun
+from filecache.replay.replay_shell import redo_shell_edit, serve_shell_step, shell_commands
+from filecache.replay.trace_format import TRACE_FORMAT, edit_pairs, unknown_calls
+from filecache.store.store import Store
+
+__all__ = ["FILE_TOOLS", "READ_MODES", "TRACE_FORMAT", "replay_session", "run_file_tool"]
+
+FILE_TOOLS = ("read_file", "write_file", "edit_file")
+READ_MODES = ("auto", "full")
+
+Message = dict[str, Any]
+
+
+def _load_trace(trace_dir: Path) -> dict[str, Any]:
+    path = trace_dir / "transcript.json"
+    try:
+        trace = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise TranscriptError(f"{trace_dir}: no transcript.json; is this a session trace?") from exc
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TranscriptError(f"{path}: cannot read the trace ({exc})") from exc
+    if not isinstance(trace, dict) or trace.get("format") != TRACE_FORMAT:
+        found = trace.get("format") if isinstance(trace, dict) else type(trace).__name__
+        raise TranscriptError(f"{path}: format is {found!r}, expected {TRACE_FORMAT!r}")
+    messages = trace.get("messages")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise TranscriptError(f"{path}: 'messages' must be a list of message objects")
+    return trace
+
+
+def _tool_calls(messages: Sequence[Mapping[str, Any]]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """File tool calls by id; arguments that are not a JSON object leave the call as recorded."""
+    calls: dict[str, tuple[str, dict[str, Any]]] = {}
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            fn = call.get("function") or {}
+            if fn.get("name") not in FILE_TOOLS or not call.get("id"):
+                continue
+            try:
+                args = json.loads(fn.get("arguments") or "{}")
+            except (TypeError, json.JSONDecodeError):
+                continue
+            if isinstance(args, dict):
+                calls[str(call["id"])] = (str(fn["name"]), args)
+    return calls
+
+
+def _str_arg(args: Mapping[str, Any], name: str) -> str:
+    value = args.get(name)
+    if not isinstance(value, str):
+        raise RequestError(f"argument {name!r} must be a string, got {value!r}")
+    return value
+
+
+def _int_arg(args: Mapping[str, Any], name: str) -> int | None:
+    value = args.get(name)
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise RequestError(f"argument {name!r} must be an integer, got {value!r}")
+
+
+def run_file_tool(
+    session: Session, name: str, args: Mapping[str, Any], call_id: str, *, mode: str | None
+) -> ReadResult | WriteResult:
+    """One file tool call of a trace. ``mode=None`` is the plain baseline (also the importers'
+    check): every read fresh content in the same format (no FileRef, diff or outline); writes
+    and edits are the same tools, so error texts and confirmations match by construction.
+
+    Raises:
+        FileCacheError: the tool failed, or its arguments are malformed (``RequestError``).
+    """
+    path = _str_arg(args, "path")
+    result: ReadResult | WriteResult
+    if name == "read_file":
+        offset, limit = _int_arg(args, "offset"), _int_arg(args, "limit")
+        result = session.read(
+            path, offset=offset, limit=limit, mode=mode or "full", fresh=mode is None,
+            call_id=call_id,
+        )  # fmt: skip
+    elif name == "write_file":
+        result = session.write(path, _str_arg(args, "content"), call_id=call_id)
+    elif "edits" in args:  # several replacements in one call (Claude Code's MultiEdit)
+        pairs, replace_all = edit_pairs(args)
+        result = session.edit(path, edits=pairs, replace_all=replace_all, call_id=call_id)
+    else:
+        old, new = _str_arg(args, "old_string"), _str_arg(args, "new_string")
+        replace_all = bool(args.get("replace_all", False))
+        result = session.edit(path, old, new, replace_all=replace_all, call_id=call_id)
+    return result
+
+
+def _attempt(
+    session: Session, name: str, args: Mapping[str, Any], call_id: str, mode: str | None
+) -> tuple[str, str, str | None]:
+    """``(text, kind, error)``: a failed tool answers its error text."""
+    try:
+        result = run_file_tool(session, name, args, call_id, mode=mode)
+        return result.text, result.kind, None
+    except FileCacheError as exc:
+        return str(exc), "error", str(exc)
+
+
+def _snapshot(root: Path, path: str) -> tuple[str, tuple[str, ...]] | None:
+    try:
+        real = locate(root, path).real
+        data = real.read_bytes() if real.is_file() else None
+    except (FileCacheError, OSError):
+        return None
+    return None if data is None else (tag_of(data), disk_lines(data))
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and STORE_DIR not in p.relative_to(root).parts
+    }
+
+
+class _Keys:
+    """Message keys and token counts, each distinct text counted once."""
+
+    def __init__(self, count: TokenMemo) -> None:
+        self.count = count
+        self._texts: dict[int, tuple[Mapping[str, Any], str]] = {}
+
+    def text(self, message: Mapping[str, Any]) -> str:
+        held = self._texts.get(id(message))
+        if held is not None and held[0] is message:
+            return held[1]
+        text = message_text(message)
+        self._texts[id(message)] = (message, text)
+        return text
+
+    def keyed(self, message: Mapping[str, Any]) -> tuple[object, int]:
+        text = self.text(message)
+        return (message.get("role"), text), self.count(text) + MESSAGE_OVERHEAD
+
+
+class _Checker:
+    """Feeds the model simulator request by request: stale views, dangling refs, recall."""
+
+    def __init__(
+        self,
+        calls: Mapping[str, FileCall],
+        later_paths: Sequence[set[str]],
+        dangling: Callable[[Sequence[tuple[str, str]], Mapping[str, FileCall]], dict[str, str]]
+        | None = None,
+    ) -> None:
+        self.calls = calls
+        self.dangling_of = dangling or dangling_refs  # a peer run names its own stubs' bases
+        self.unpruned = ModelView(calls)
+        self.later_paths = later_paths  # by message index: paths touched at or after it
+        self.fed = 0
+        self.problems: dict[str, str] = {}
+        self.dangling: dict[str, str] = {}
+        self.current: dict[str, tuple[str, tuple[str, ...]] | None] = {}
+        self.recall_sum = 0.0
+        self.recall_pairs = 0
+
+    def request(
+        self, index: int, history: Sequence[Message], sent: Sequence[Message], pruned: set[str]
+    ) -> None:
+        affected = {
+            self.calls[c].path
+            for c in pruned
+            if c in self.calls and self.calls[c].tool == "read_file"
+        }
+        new: dict[str, str | None] = {}
+        for message in history[self.fed : index]:
+            cid = str(message.get("tool_call_id") or "")
+            if message.get("role") != "tool" or cid not in self.calls:
+                continue
+            new[cid] = self.unpruned.feed(cid, str(message.get("content") or ""))
+            self.current[self.calls[cid].path] = self.calls[cid].after
+        self.fed = index
+        results = [
+            (str(m.get("tool_call_id")), str(m.get("content") or ""))
+            for m in sent
+            if m.get("role") == "tool"
+        ]
+        as_sent: ModelView | None = None
+        if affected:
+            as_sent = ModelView(self.calls, affected)
+            for cid, text in results:
+                problem = as_sent.feed(cid, text)
+                if cid in new and self.calls[cid].path in affected:
+                    new[cid] = problem
+        for cid, problem in new.items():
+            if problem is not None:
+                self.problems.setdefault(cid, problem)
+        for cid, why in self.dangling_of(results, self.calls).items():
+            self.dangling.setdefault(cid, f"{cid}: {why} in the request before message {index}")
+        for path in self.later_paths[index]:
+            state = self.current.get(path)
+            if state is None:
+                continue
+            tag, lines = state
+            shown = self.unpruned.held(path, tag, lines)
+            if not shown:
+                continue
+            kept = shown
+            if as_sent is not None and path in affected:
+                kept = as_sent.held(path, tag, lines) & shown
+            self.recall_sum += len(kept) / len(shown)
+            self.recall_pairs += 1
+
+
+def _later_paths(
+    messages: Sequence[Mapping[str, Any]], calls: Mapping[str, tuple[str, dict[str, Any]]]
+) -> list[set[str]]:
+    out: list[set[str]] = [set() for _ in range(len(messages) + 1)]
+    for i in range(len(messages) - 1, -1, -1):
+        out[i] = set(out[i + 1])
+        for call in messages[i].get("tool_calls") or ():
+            found = calls.get(str(call.get("id")))
+            if found is not None and isinstance(found[1].get("path"), str):
+                out[i].add(found[1]["path"])
+    return out
+
+
+def replay_session(
+    trace_dir: Path,
+    *,
+    tokenizer: str = "o200k",
+    window: int | None = None,
+    cache_aware: bool = True,
+    read_mode: str = "auto",
+    store: str | Path | Store | None = None,
+    policy: PrunePolicy | None = None,
+    peers: Sequence[str] = (),
+    trigger: int | None = None,
+) -> SessionReplay:
+    """Replay the trace in ``trace_dir``; see the module docstring.
+
+    Args:
+        trace_dir: a ``filecache-trace/1`` session directory.
+        tokenizer: how tokens are counted (``o200k``, ``cl100k``, ``estimate``).
+        window: the context window to prune for; None: no pruning (delta reads only).
+        cache_aware: the pruner's prompt-cache cost gate.
+        read_mode: filecache's read mode (``auto``: outlines for large whole files; ``full``).
+        store: where the filecache run's session is kept (default: in memory); the session is
+            named after the directory and replaced if it exists.
+        policy: a whole pruning policy (overrides ``window`` and ``cache_aware``).
+        peers: other tools' policies to run beside filecache over the plain run
+            (``peer_policies.POLICIES`` but ``filecache``); their results are in ``policies``.
+        trigger: Anthropic's clear_tool_uses trigger in tokens (default: 30% of the window,
+            or 100,000 without one).
+
+    Raises:
+        TranscriptError: the directory is not a readable ``filecache-trace/1`` session.
+    """
+    if read_mode not in READ_MODES:
+        raise RequestError(f"read_mode must be one of {', '.join(READ_MODES)}, not {read_mode!r}")
+    trace_dir = Path(trace_dir)
+    name = trace_dir.resolve().name
+    trace = _load_trace(trace_dir)
+    messages: list[Message] = trace["messages"]
+    calls = _tool_calls(messages)
+    shell = shell_commands(messages)
+    skipped = {k: v for k, v in unknown_calls(trace).items() if k in calls or k in shell}
+    calls = {k: v for k, v in calls.items() if k not in skipped}  # kept as recorded
+    shell = {k: v for k, v in shell.items() if k not in skipped}
+    if policy is None and window:
+        policy = PrunePolicy(context_window=window, cache_aware=cache_aware)
+    with tempfile.TemporaryDirectory(prefix="filecache-replay-") as tmp:
+        plain_root, fc_root = Path(tmp, "plain").resolve(), Path(tmp, "filecache").resolve()
+        for root in (plain_root, fc_root):
+            root.mkdir()
+            if (trace_dir / "files").is_dir():
+                shutil.copytree(trace_dir / "files", root, symlinks=True, dirs_exist_ok=True)
+        with (
+            FileCache(fc_root, store=store or ":memory:", tokenizer=tokenizer) as cache,
+            FileCache(plain_root, store=":memory:", tokenizer=tokenizer) as plain_cache,
+        ):
+            cache.store.delete_session(name)
+            run = _Run(
+                cache.session(name), plain_cache.session("plain"), calls, policy,
+                _later_paths(messages, calls), read_mode,
+            )  # fmt: skip
+            peer_window = policy.context_window if policy is not None else window
+            run.add_peers(peers, peer_window, trigger)
+            run.shell, run.cwd = shell, trace.get("cwd")
+            run.originals = trace_dir / "files"
+            for message in messages:
+                run.step(message, fc_root, plain_root)
+            tokenizer_used = cache.tokens.encoding
+            plain_tree, fc_tree = _tree(plain_root), _tree(fc_root)
+    for rel in sorted(plain_tree.keys() | fc_tree.keys()):
+        if plain_tree.get(rel) != fc_tree.get(rel):
+            run.mismatches.append(f"end: {rel} differs between the runs")
+    result = run.result(name, str(trace.get("source", "")), tokenizer_used, len(messages))
+    skipped |= run.shell_kept
+    return dataclasses.replace(result, skipped=skipped) if skipped else result
+
+
+class _Run:
+    """The state of one replay while its messages are stepped through."""
+
+    def __init__(
+        self,
+        session: Session,
+        plain: Session,
+        calls: Mapping[str, tuple[str, dict[str, Any]]],
+        policy: PrunePolicy | None,
+        later_paths: Sequence[set[str]],
+        read_mode: str,
+    ) -> None:
+        self.session, self.plain, self.calls, self.policy = session, plain, calls, policy
+        self.read_mode = read_mode
+        self.memo = TokenMemo(session.cache.tokens)
+        self.keys = _Keys(self.memo)
+        self.index = 0
+        self.recorded: list[tuple[object, int]] = []
+        self.plain_keyed: list[tuple[object, int]] = []
+        self.history: list[Message] = []
+        self.plain_history: list[Message] = []
+        self.meters = {run: CostMeter() for run in RUNS}
+        self.file_calls: dict[str, FileCall] = {}
+        self.records: list[dict[str, Any]] = []
+        self.mismatches: list[str] = []
+        self.tool_tokens = {run: 0 for run in RUNS}
+        self.file_tokens = {run: 0 for run in RUNS}
+        self.checker = _Checker(self.file_calls, later_paths)
+        self.passes = self.dropped = 0
+        self.final_tiers: dict[str, str] = {}
+        self.reclaimed_final = 0
+        self.later_paths = later_paths
+        self.peers: list[PeerRun] = []
+
+    def add_peers(self, names: Sequence[str], window: int | None, trigger: int | None) -> None:
+        for name in names:
+            self.peers.append(
+                PeerRun(
+                    name, window=window, trigger=trigger, count=self.memo, keyed=self.keys.keyed,
+                    checker=lambda calls, dangling: _Checker(calls, self.later_paths, dangling),
+                )
+            )  # fmt: skip
+        self.shell: Mapping[str, str] = {}  # bash calls by id (replay_shell answers the reads)
+        self.cwd: str | None = None
+        self.shell_kept: dict[str, str] = {}
+        self.shell_edits = 0
+        self.originals: Path | None = None  # the trace's files/ (git checkout FILE)
+
+    def step(self, message: Message, fc_root: Path, plain_root: Path) -> None:
+        if message.get("role") == "assistant":
+            self._request()
+        self.recorded.append(self.keys.keyed(message))
+        cid = str(message.get("tool_call_id") or "")
+        if message.get("role") == "tool" and cid in self.shell and self._shell_read(message, cid):
+            self.index += 1
+            return
+        if message.get("role") != "tool" or cid not in self.calls:
+            self.plain_keyed.append(self.recorded[-1])
+            self.history.append(message)
+            self.plain_history.append(message)
+            for peer in self.peers:
+                peer.add(message, message, None)
+            if message.get("role") == "tool":
+                for run in self.tool_tokens:
+                    self.tool_tokens[run] += self.recorded[-1][1] - MESSAGE_OVERHEAD
+                if cid in self.shell:  # sed -i, a heredoc...: redone on both copies
+                    self.shell_edits += redo_shell_edit(
+                        self.shell[cid], (fc_root, plain_root), self.cwd, self.originals
+                    )
+                self.session.rehash(cid or None)
+            self.index += 1
+            return
+        name, args = self.calls[cid]
+        path = str(args.get("path", ""))
+        before = _snapshot(fc_root, path) if name != "read_file" else None
+        plain_text, plain_kind, plain_error = _attempt(self.plain, name, args, cid, None)
+        fc_text, kind, fc_error = _attempt(self.session, name, args, cid, self.read_mode)
+        after = _snapshot(fc_root, path)
+        self.file_calls[cid] = FileCall(cid, name, path, args, kind, fc_text, before, after)
+        plain_msg, fc_msg = {**message, "content": plain_text}, {**message, "content": fc_text}
+        self.plain_keyed.append(self.keys.keyed(plain_msg))
+        self.history.append(fc_msg)
+        self.plain_history.append(plain_msg)
+        for peer in self.peers:
+            plain_call = FileCall(cid, name, path, args, plain_kind, plain_text, before, after)
+            peer.add(message, plain_msg, plain_call)
+        tokens = {
+            "recorded": self.recorded[-1][1] - MESSAGE_OVERHEAD,
+            "plain": self.memo(plain_text),
+            "filecache": self.memo(fc_text),
+        }
+        for run, n in tokens.items():
+            self.tool_tokens[run] += n
+            self.file_tokens[run] += n
+        self.records.append(
+            {"call_id": cid, "tool": name, "path": path, "kind": kind,
+             "plain_tokens": tokens["plain"], "filecache_tokens": tokens["filecache"],
+             "error": fc_error}
+        )  # fmt: skip
+        if (fc_error is None) != (plain_error is None):
+            self.mismatches.append(f"{cid}: failed in one run only")
+        if name != "read_file" and _snapshot(plain_root, path) != after:
+            self.mismatches.append(f"{cid}: {path} differs after {name}")
+        self.index += 1
+
+    def _shell_read(self, message: Message, cid: str) -> bool:
+        """A bash read answered through the cache (``replay_shell``); False: not one."""
+        recorded = str(message.get("content") or "")
+        root = self.session.cache.root
+        served = serve_shell_step(self.session, self.shell[cid], recorded, root, self.cwd, cid)
+        if served is None or isinstance(served, str):
+            if served is not None:
+                self.shell_kept[cid] = served
+            return False
+        read_args, answer, fc_text = served
+        after = _snapshot(root, answer.path)
+        self.file_calls[cid] = FileCall(
+            cid, "read_file", answer.path, read_args, answer.kind, fc_text, None, after,
+            inner=answer.text,
+        )  # fmt: skip
+        fc_msg = {**message, "content": fc_text}
+        self.plain_keyed.append(self.recorded[-1])
+        self.history.append(fc_msg)
+        self.plain_history.append(message)
+        recorded_tokens = self.recorded[-1][1] - MESSAGE_OVERHEAD
+        tokens = {"recorded": recorded_tokens, "plain": recorded_tokens,
+                  "filecache": self.memo(fc_text)}  # fmt: skip
+        for run, n in tokens.items():
+            self.tool_tokens[run] += n
+            self.file_tokens[run] += n
+        self.records.append(
+            {"call_id": cid, "tool": "read_file", "path": answer.path, "kind": answer.kind,
+             "plain_tokens": tokens["plain"], "filecache_tokens": tokens["filecache"],
+             "error": None, "shell": self.shell[cid]}
+        )  # fmt: skip
+        return True
+
+    def _request(self) -> None:
+        self.meters["recorded"].add(list(self.recorded))
+        self.meters["plain"].add(list(self.plain_keyed))
+        sent: Sequence[Message] = self.history
+        pruned: set[str] = set()
+        if self.policy is not None:
+            result = prune_messages(
+                self.history, session=self.session, policy=self.policy, format="openai",
+                count=self.memo,
+            )  # fmt: skip
+            sent = result.messages
+            plan = result.plan
+            pruned = set(plan.replacements)
+            self.passes += bool(plan.actions)
+            self.dropped += len(plan.dropped_by_gate)
+            for action in plan.actions:
+                self.final_tiers[action.call_id] = action.tier
+        self.meters["filecache"].add([self.keys.keyed(m) for m in sent])
+        for peer in self.peers:
+            peer.request(self.index)
+        self.checker.request(self.index, self.history, sent, pruned)
+        if pruned:
+            originals = {str(m.get("tool_call_id")): m for m in self.history}
+            now = {str(m.get("tool_call_id")): m for m in sent if m.get("role") == "tool"}
+            self.reclaimed_final = sum(
+                self.memo(self.keys.text(originals[c])) - self.memo(self.keys.text(now[c]))
+                for c in pruned
+                if c in now and c in originals
+            )
+
+    def result(self, name: str, source: str, tokenizer: str, messages: int) -> SessionReplay:
+        costs = {run: meter.cost() for run, meter in self.meters.items()}
+
+        def measure(attr: str) -> Measure:
+            return Measure(*(getattr(costs[run], attr) for run in self.meters))
+
+        reads = Counter({kind: 0 for kind in READ_KINDS})
+        reads.update(c["kind"] for c in self.records if c["tool"] == "read_file")
+        checker = self.checker
+        window = self.policy.context_window if self.policy else None
+        cache_aware = self.policy.cache_aware if self.policy else True
+        problems = [*checker.problems.values(), *checker.dangling.values()]
+        return SessionReplay(
+            name=name,
+            source=source,
+            tokenizer=tokenizer,
+            sessions=1,
+            messages=messages,
+            requests=costs["plain"].requests,
+            prompt_tokens=measure("tokens"),
+            billed=measure("billed"),
+            peak_request=measure("peak"),
+            final_request=measure("final"),
+            tool_output_tokens=Measure(*self.tool_tokens.values()),
+            file_tool_tokens=Measure(*self.file_tokens.values()),
+            reads=dict(reads),
+            file_calls={tool: sum(c["tool"] == tool for c in self.records) for tool in FILE_TOOLS},
+            pruning=PruneSummary(
+                window,
+                cache_aware,
+                self.passes,
+                dict(Counter(self.final_tiers.values())),
+                self.reclaimed_final,
+                self.dropped,
+            ),  # fmt: skip
+            stale_views=len(checker.problems),
+            dangling_refs=len(checker.dangling),
+            recall=checker.recall_sum / checker.recall_pairs if checker.recall_pairs else 1.0,
+            recall_pairs=checker.recall_pairs,
+            problems=tuple(problems),
+            files_identical=not self.mismatches,
+            mismatches=tuple(self.mismatches),
+            series={run: cost.sizes for run, cost in costs.items()},
+            calls=tuple(self.records),
+            plain_messages=tuple(self.plain_history),
+            filecache_messages=tuple(self.history),
+            policies={peer.name: peer.result() for peer in self.peers},
+        )

@@ -1,0 +1,208 @@
+"""``filecache replay --compare`` and ``--policy``: pruning policies side by side, in one run.
+
+Every session is replayed once with every requested peer policy beside filecache's run
+(``replay_session(peers=...)``), and once more per further filecache preset. The table has one
+row per policy: cumulative prompt tokens and billed equivalents (and their change against the
+recorded transcripts), the largest request, the results the last request shows changed,
+stale views, dangling stubs or refs, and recall, all counted alike (``replay_peers``).
+
+Pure but for ``compare``, which runs the replays; the formatting takes records and returns text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from filecache.prune.pruning import PrunePolicy
+from filecache.replay.policy_runs import PolicyRun, combine_runs
+from filecache.replay.replay_metrics import SessionReplay
+from filecache.replay.report_html import html_page, html_table, line_chart
+
+__all__ = ["Comparison", "compare", "comparison_html", "format_comparison"]
+
+Replay = Callable[..., SessionReplay]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The runs of every policy, per session and in total.
+
+    Attributes:
+        window: the context window (None: each policy's own default).
+        names: the policies in table order.
+        sessions: per session, its name and each policy's run of it.
+        totals: each policy's run over all sessions.
+        recorded: (prompt tokens, billed) of the recorded transcripts, in total.
+    """
+
+    window: int | None
+    names: tuple[str, ...]
+    sessions: tuple[tuple[str, dict[str, PolicyRun]], ...]
+    totals: dict[str, PolicyRun]
+    recorded: tuple[float, float]
+
+    def to_json(self) -> dict[str, Any]:
+        rp, rb = self.recorded
+        return {
+            "window": self.window,
+            "recorded": {"prompt_tokens": rp, "billed": round(rb, 1)},
+            "policies": {n: self.totals[n].to_json() for n in self.names},
+            "sessions": [
+                {"name": name, "policies": {n: runs[n].to_json() for n in self.names}}
+                for name, runs in self.sessions
+            ],
+        }
+
+
+def _filecache_run(name: str, r: SessionReplay) -> PolicyRun:
+    return PolicyRun(
+        name=name,
+        requests=r.requests,
+        prompt_tokens=int(r.prompt_tokens.filecache),
+        billed=r.billed.filecache,
+        peak=int(r.peak_request.filecache),
+        passes=r.pruning.passes,
+        results=sum(r.pruning.results.values()),
+        stale=r.stale_views,
+        dangling=r.dangling_refs,
+        recall=r.recall,
+        recall_pairs=r.recall_pairs,
+        problems=tuple(f"{name}: {p}" for p in r.problems),
+        series=tuple(r.series.get("filecache", ())),
+    )
+
+
+def _recorded_run(r: SessionReplay) -> PolicyRun:
+    return PolicyRun(
+        name="none",
+        requests=r.requests,
+        prompt_tokens=int(r.prompt_tokens.recorded),
+        billed=r.billed.recorded,
+        peak=int(r.peak_request.recorded),
+        passes=0,
+        results=0,
+        stale=0,
+        dangling=0,
+        recall=1.0,
+        recall_pairs=0,
+        series=tuple(r.series.get("recorded", ())),
+    )
+
+
+def compare(
+    dirs: Iterable[Path],
+    *,
+    replay: Replay,
+    window: int | None,
+    peers: Sequence[str],
+    presets: Sequence[str] = (),
+    cache_aware: bool | None = None,
+    trigger: int | None = None,
+    **options: Any,
+) -> Comparison:
+    """Replay ``dirs`` with ``peers`` (peer policy names, ``none`` for the recording as is)
+    beside filecache with each of ``presets`` (``filecache (cost)``, ...).
+
+    Args:
+        replay: ``replay.replay_session`` (given, so this module imports no I/O).
+        window: the context window; filecache's presets need one to prune.
+        cache_aware: overrides the presets' cost gate setting.
+        options: passed to ``replay`` (``tokenizer``, ``read_mode``, ``store``).
+    """
+    names = [*peers, *(f"filecache ({p})" for p in presets)]
+    others = [p for p in peers if p != "none"]
+    aware = {} if cache_aware is None else {"cache_aware": cache_aware}
+    sessions: list[tuple[str, dict[str, PolicyRun]]] = []
+    recorded = [0.0, 0.0]
+    for d in dirs:
+        runs: dict[str, PolicyRun] = {}
+        for k, preset in enumerate(presets or (None,)):
+            policy = None
+            if window is not None and preset is not None:
+                policy = PrunePolicy.preset(preset, context_window=window, **aware)
+            r = replay(
+                d, window=window, policy=policy, peers=others if k == 0 else (), trigger=trigger,
+                **options,
+            )  # fmt: skip
+            if k == 0:  # the peers ran beside this one
+                runs.update(r.policies)
+                runs["none"] = _recorded_run(r)
+                recorded[0] += r.prompt_tokens.recorded
+                recorded[1] += r.billed.recorded
+            if preset is not None:
+                runs[f"filecache ({preset})"] = _filecache_run(f"filecache ({preset})", r)
+        sessions.append((r.name, {n: runs[n] for n in names}))
+    combined = combine_runs([runs for _, runs in sessions])
+    totals = {n: combined[n] for n in names if n in combined}
+    return Comparison(window, tuple(names), tuple(sessions), totals, (recorded[0], recorded[1]))
+
+
+def _change(base: float, value: float) -> str:
+    return f"{100 * (value - base) / base:+.1f}%".replace("-", "−") if base else "n/a"
+
+
+HEAD = [
+    "policy", "prompt tokens", "vs recorded", "billed", "vs recorded", "peak request",
+    "results changed", "stale", "dangling", "recall",
+]  # fmt: skip
+
+
+def _rows(c: Comparison) -> list[list[str]]:
+    rp, rb = c.recorded
+    rows = []
+    for name in c.names:
+        run = c.totals[name]
+        rows.append(
+            [
+                name, f"{run.prompt_tokens:,}", _change(rp, run.prompt_tokens),
+                f"{run.billed:,.0f}", _change(rb, run.billed), f"{run.peak:,}",
+                f"{run.results:,}", f"{run.stale:,}", f"{run.dangling:,}",
+                f"{100 * run.recall:.1f}%",
+            ]
+        )  # fmt: skip
+    return rows
+
+
+def _note(c: Comparison) -> str:
+    window = f"a {c.window:,}-token window" if c.window else "each policy's default window"
+    sessions = len(c.sessions)
+    return (
+        f"{sessions} session{'s' if sessions != 1 else ''} at {window}; "
+        "changes against the recorded transcripts (billed: the prefix a request shares with "
+        "the previous one at 0.1x, the rest at 1.25x); peer policies edit the recorded "
+        "requests; stale, dangling and recall are counted by the same model simulator for "
+        "every policy."
+    )
+
+
+def format_comparison(c: Comparison) -> str:
+    """The table (markdown) and a line on what was compared."""
+    lines = ["| " + " | ".join(HEAD) + " |", "|---|" + "---:|" * (len(HEAD) - 1)]
+    lines += ["| " + " | ".join(row) + " |" for row in _rows(c)]
+    return "\n".join(lines) + "\n\n" + _note(c) + "\n"
+
+
+_LABELS = {  # short enough for the chart's legend (report_html.COLORS has their colours)
+    "anthropic-clear-tool-uses": "anthropic",
+    "claude-code-dedup": "cc dedup",
+    "claude-code-dedup+anthropic-clear-tool-uses": "cc dedup+anthr.",
+    "filecache (cost)": "filecache cost",
+    "filecache (context)": "filecache context",
+}
+
+
+def comparison_html(c: Comparison) -> str:
+    """One page: the table, then per session a chart of every policy's requests."""
+    body = [
+        f"<p>{escape(_note(c))}</p>",
+        html_table(HEAD, _rows(c)),
+    ]
+    for name, runs in c.sessions:
+        body.append(f"<h2>{escape(name)}</h2>")
+        series = {_LABELS.get(n, n): runs[n].series for n in c.names if runs[n].series}
+        body.append(line_chart(series, title=f"prompt tokens per request: {name}"))
+    return html_page("filecache replay --compare", body)

@@ -1,0 +1,145 @@
+"""Replay results as markdown tables (the CLI's default output and the README's tables).
+
+Pure: ``SessionReplay`` records in, text out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+
+from filecache.replay.replay_metrics import READ_KINDS, Measure, SessionReplay
+from filecache.replay.report_html import html_page, html_table, line_chart
+
+__all__ = ["format_replay", "format_table", "format_totals", "replay_html"]
+
+
+def _pct(x: float) -> str:
+    return f"{-x:+.1f}%".replace("-", "−")
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+_MEASURE_HEAD = ["measure", "recorded", "plain", "filecache", "vs recorded", "vs plain"]
+
+
+def _measure_row(label: str, m: Measure) -> list[str]:
+    return [
+        label, f"{m.recorded:,.0f}", f"{m.plain:,.0f}", f"{m.filecache:,.0f}",
+        _pct(m.saved_vs_recorded_pct), _pct(m.saved_vs_plain_pct),
+    ]  # fmt: skip
+
+
+def format_table(replays: Sequence[SessionReplay], totals: SessionReplay | None = None) -> str:
+    """One row per session, then the totals row. ``change``: the headline, the smaller saving
+    of the two baselines (recorded, plain), as a change (negative: filecache saved)."""
+    head = [
+        "session", "requests", "prompt recorded", "prompt plain", "prompt filecache",
+        "change", "billed change", "reads f/p/u/d/o/err", "pruned", "stale", "dangling",
+        "recall", "files",
+    ]  # fmt: skip
+    lines = [_row(head), _row(["---", *("---:" for _ in head[1:-1]), ":---:"])]
+    for r in [*replays, *([totals] if totals is not None else [])]:
+        bold = "**" if r is totals else ""
+        pruned = sum(r.pruning.results.values())
+        lines.append(
+            _row(
+                [
+                    f"{bold}{r.name}{bold}",
+                    f"{r.requests:,}",
+                    f"{r.prompt_tokens.recorded:,.0f}",
+                    f"{r.prompt_tokens.plain:,.0f}",
+                    f"{r.prompt_tokens.filecache:,.0f}",
+                    f"{bold}{_pct(r.saved_pct)}{bold}",
+                    f"{bold}{_pct(r.billed_saved_pct)}{bold}",
+                    "/".join(str(r.reads.get(k, 0)) for k in READ_KINDS),
+                    f"{pruned:,}" if r.pruning.window else "off",
+                    f"{r.stale_views:,}",
+                    f"{r.dangling_refs:,}",
+                    f"{100 * r.recall:.1f}%",
+                    "same" if r.files_identical else "DIFFER",
+                ]
+            )
+        )
+    return "\n".join(lines) + "\n"
+
+
+def format_totals(totals: SessionReplay) -> str:
+    """Every measure of the totals against both baselines."""
+    rows = [
+        ("cumulative prompt tokens", totals.prompt_tokens),
+        ("billed equivalents", totals.billed),
+        ("peak request", totals.peak_request),
+        ("final requests (sum)", totals.final_request),
+        ("tool output tokens", totals.tool_output_tokens),
+        ("file tool output tokens", totals.file_tool_tokens),
+    ]
+    lines = [_row(_MEASURE_HEAD), _row(["---", *("---:" for _ in _MEASURE_HEAD[1:])])]
+    lines += [_row(_measure_row(label, m)) for label, m in rows]
+    return "\n".join(lines) + "\n"
+
+
+def format_replay(replays: Sequence[SessionReplay], totals: SessionReplay) -> str:
+    """The CLI's text output: the sessions table, the totals table and a one-line verdict."""
+    p = totals.pruning
+    pruning = (
+        f"pruning at a {p.window:,}-token window (cache-aware {'on' if p.cache_aware else 'off'}): "
+        f"{sum(p.results.values()):,} results pruned in {p.passes:,} passes"
+        if p.window
+        else "pruning off (pass --window TOKENS to prune before every request)"
+    )
+    verdict = (
+        f"{totals.sessions} session{'s' if totals.sessions != 1 else ''}: "
+        f"prompt tokens {_pct(totals.saved_pct)}, billed {_pct(totals.billed_saved_pct)} "
+        f"(against the recorded or the plain run, whichever saved less); "
+        f"stale views {totals.stale_views}, dangling refs {totals.dangling_refs}, "
+        f"recall {100 * totals.recall:.1f}%; {pruning}."
+    )
+    return format_table(replays, totals) + "\n" + format_totals(totals) + "\n" + verdict + "\n"
+
+
+def _measure_rows(r: SessionReplay) -> list[list[str]]:
+    return [
+        _measure_row(label, m)
+        for label, m in (
+            ("cumulative prompt tokens", r.prompt_tokens),
+            ("billed equivalents", r.billed),
+            ("peak request", r.peak_request),
+            ("final request" if r.sessions == 1 else "final requests (sum)", r.final_request),
+            ("tool output tokens", r.tool_output_tokens),
+        )
+    ]
+
+
+def replay_html(replays: Sequence[SessionReplay], totals: SessionReplay) -> str:
+    """One page: the totals, then per session its measures and a chart of every request's
+    prompt tokens (recorded, plain, filecache)."""
+    counters = (
+        f"Stale views {totals.stale_views}, dangling refs {totals.dangling_refs}, "
+        f"recall {100 * totals.recall:.1f}% over {totals.recall_pairs:,} (request, file) pairs."
+    )
+    p = totals.pruning
+    pruning = (
+        f"Pruning before every request at a {p.window:,}-token window "
+        f"(cache-aware {'on' if p.cache_aware else 'off'})."
+        if p.window
+        else "Pruning off: delta reads (FileRef, diff, outline) only."
+    )
+    body = [
+        f"<p>{totals.sessions} replayed session{'s' if totals.sessions != 1 else ''}, "
+        f"{totals.requests:,} requests. {pruning} {counters}</p>",
+        html_table(_MEASURE_HEAD, _measure_rows(totals)),
+        '<p class="note">Billed: the prefix a request shares with the previous one at 0.1x, '
+        "the rest at 1.25x. Changes are against each baseline; negative is a saving.</p>",
+    ]
+    for r in replays:
+        body.append(f"<h2>{escape(r.name)}</h2>")
+        if r.source:
+            body.append(f'<p class="note">{escape(r.source)}</p>')
+        body.append(html_table(_MEASURE_HEAD, _measure_rows(r)))
+        order = ("plain", "filecache", "recorded")  # the dashed recorded line on top
+        series = {run: r.series[run] for run in order if r.series.get(run)}
+        body.append(line_chart(series, title=f"prompt tokens per request: {r.name}"))
+    return html_page("filecache replay", body)

@@ -1,0 +1,1 @@
+"""Shell commands: parsing, the reads a bash command makes, and the edits it performs."""

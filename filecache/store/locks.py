@@ -1,0 +1,135 @@
+"""Exclusive named locks held across the threads and the processes of one machine.
+
+A lock file serves any number of names: each name hashes to one byte of the file, and a record
+lock on that byte excludes other processes: an open-file-description lock (Linux
+``F_OFD_SETLKW``), else a POSIX ``lockf``. The lock is shared by every thread of the process (one
+descriptor), so a per-byte ``RLock`` excludes the other threads, and a hold count makes the lock
+reentrant within a thread. OFD locks matter: the kernel checks POSIX record locks for deadlock
+per *process*, so two processes whose threads wait on each other's locks in a way that is no
+cycle between threads (process A's recovery holds a session lock and waits for a path; a thread
+of B holds the path, another thread of B waits for that session) get a false ``EDEADLK``.
+
+Ownership and invariants:
+- One ``LockFile`` per file per process (``lock_file`` keeps the registry), with one descriptor
+  that stays open while the process runs (closing *any* descriptor of a file drops every POSIX
+  record lock the process holds on it).
+- The record lock is taken when a byte's hold count goes 0 → 1 and released at 1 → 0, both while
+  holding that byte's ``RLock``; a forked child starts with an empty registry (it holds no
+  record locks, whatever its parent's threads held).
+- Two names on one byte only serialise each other more; callers take locks in one order
+  (session, then path), so no two callers wait on each other in a cycle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import xxhash
+
+from filecache.errors import StoreError
+
+__all__ = ["LockFile", "lock_file"]
+
+_SLOTS = 1 << 30  # bytes of the lock file that names hash to
+
+
+class LockFile:
+    """Named exclusive locks on one file (see the module docstring)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot open the lock file {path} ({exc}); filecache needs a writable store "
+                "folder to coordinate writers"
+            ) from exc
+        self._meta = threading.Lock()
+        self._slots: dict[int, threading.RLock] = {}
+        self._holds: dict[int, int] = {}
+
+    @contextlib.contextmanager
+    def hold(self, name: str) -> Iterator[None]:
+        """Hold the lock ``name`` (blocking) for the ``with`` block."""
+        offset = xxhash.xxh3_64_intdigest(name.encode("utf-8")) % _SLOTS
+        with self._meta:
+            slot = self._slots.setdefault(offset, threading.RLock())
+        with slot:
+            count = self._holds.get(offset, 0)
+            if count == 0:
+                self._lock_byte(offset)
+            self._holds[offset] = count + 1
+            try:
+                yield
+            finally:
+                self._holds[offset] -= 1
+                if self._holds[offset] == 0:
+                    del self._holds[offset]
+                    _unlock(self._fd, offset)
+
+    def _lock_byte(self, offset: int) -> None:
+        for attempt in range(10_000):
+            try:
+                _lock(self._fd, offset)
+                return
+            except OSError as exc:
+                # EDEADLK (POSIX locks only): a false cycle between processes; wait and retry.
+                if exc.errno not in (errno.EDEADLK, errno.EINTR, errno.ENOLCK):
+                    raise StoreError(f"cannot lock {self.path}: {exc}") from exc
+                time.sleep(min(0.001 * (attempt + 1), 0.02))
+        raise StoreError(f"cannot lock {self.path}: gave up waiting")
+
+
+_OFD_SETLKW = getattr(fcntl, "F_OFD_SETLKW", None)
+
+
+def _flock(kind: int, offset: int) -> bytes:
+    # struct flock: l_type, l_whence, l_start, l_len, l_pid (0 for OFD locks)
+    return struct.pack("hhqqi4x", kind, os.SEEK_SET, offset, 1, 0)
+
+
+def _lock(fd: int, offset: int) -> None:
+    if _OFD_SETLKW is not None:
+        fcntl.fcntl(fd, _OFD_SETLKW, _flock(fcntl.F_WRLCK, offset))
+    else:  # pragma: no cover - not Linux
+        fcntl.lockf(fd, fcntl.LOCK_EX, 1, offset, os.SEEK_SET)
+
+
+def _unlock(fd: int, offset: int) -> None:
+    if _OFD_SETLKW is not None:
+        fcntl.fcntl(fd, _OFD_SETLKW, _flock(fcntl.F_UNLCK, offset))
+    else:  # pragma: no cover - not Linux
+        fcntl.lockf(fd, fcntl.LOCK_UN, 1, offset, os.SEEK_SET)
+
+
+_FILES: dict[str, LockFile] = {}
+_FILES_LOCK = threading.Lock()
+
+
+def lock_file(path: Path) -> LockFile:
+    """The process's one ``LockFile`` for ``path`` (opened on first use)."""
+    key = os.path.realpath(path)
+    with _FILES_LOCK:
+        found = _FILES.get(key)
+        if found is None:
+            found = _FILES[key] = LockFile(Path(key))
+        return found
+
+
+def _forget_after_fork() -> None:
+    global _FILES_LOCK
+    _FILES.clear()  # the child holds no record locks; its descriptors are reopened on use
+    _FILES_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)

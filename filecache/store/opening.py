@@ -1,0 +1,41 @@
+"""Which store ``FileCache(root, store=...)`` and the CLI open: a path, ``":memory:"``, a URL.
+
+Kept apart from ``store.py`` (the protocol and ``MemoryStore``), which every implementation
+imports: this module imports the implementations (SQLite here, PostgreSQL through
+``store_url``), so no store module imports back the module that picks it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from filecache.errors import StoreError
+from filecache.store.store import MemoryStore, Store, default_store_path
+from filecache.store.store_url import is_store_url, open_url_store, refuse_url_path
+
+__all__ = ["open_store"]
+
+
+def open_store(root: Path, store: str | os.PathLike[str] | Store | None) -> Store:
+    """The store for ``FileCache(root, store=...)``: a path, ``":memory:"``, a store URL
+    (``postgresql://…``), an object or None."""
+    if store is None:
+        from filecache.store.sqlite_store import SqliteStore  # on first use: sqlite3 costs
+
+        return SqliteStore(default_store_path(root))
+    if isinstance(store, str) and store == ":memory:":
+        return MemoryStore()
+    if isinstance(store, str) and is_store_url(store):
+        return open_url_store(store)  # a URL is never a file name; unknown schemes are refused
+    if isinstance(store, os.PathLike):
+        refuse_url_path(store)
+    if isinstance(store, (str, os.PathLike)):
+        from filecache.store.sqlite_store import SqliteStore
+
+        return SqliteStore(Path(store))
+    if isinstance(store, Store):
+        return store
+    raise StoreError(
+        f"store must be a path, ':memory:' or a Store object, not {type(store).__name__}"
+    )

@@ -1,0 +1,584 @@
+"""The shared store of a fleet: one PostgreSQL database serving many processes and machines.
+
+Chosen by a ``postgresql://`` (or ``postgres://``) URL wherever a store is named; needs the
+``[postgres]`` extra (psycopg 3 and psycopg-pool).
+
+Invariants:
+- Connections come from a ``psycopg_pool.ConnectionPool`` (autocommit; each is checked before it
+  is handed out, with a round trip only when its socket shows the server closed it, so a server
+  that restarted costs a reconnect, not an error). A statement that
+  stands alone commits on its own; work of several statements runs in one transaction.
+- The schema is built only by ``pg_schema``'s named migrations, applied on open.
+- ``commit`` is a compare-and-swap on the session's head, in one round trip (the server-side
+  ``filecache_commit`` of ``pg_schema``): it upserts the session's row first (a row lock that
+  serialises the session's committers), then reads the head in the same transaction, so sequence
+  numbers are assigned against what is stored, on every machine.
+- ``lock(name)`` is ``pg_advisory_lock`` on a hash of the name, on a connection of a second pool
+  that the thread holds while it holds any lock: exclusive across threads, processes and
+  machines, reentrant within a thread (a hold count per name). A lock whose connection dies
+  (server restart) is gone with it; its release then only discards the connection.
+- Blobs (``compress``-ed, content-addressed), outlines and token counts (the ``cache`` table) are
+  shared by every session of the database: a version parsed once serves the fleet.
+- Serialization failures and deadlocks are retried inside the store (bounded, with backoff);
+  every other ``psycopg`` or pool error becomes a ``StoreError`` in ``_store_error`` and nowhere
+  else. A transaction that fails is rolled back before the error surfaces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import select
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import psycopg
+import psycopg.errors
+import xxhash
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+
+from filecache.errors import StoreConflictError, StoreError
+from filecache.store.pg_schema import CONFLICT_SQLSTATE, Conn, migrate
+from filecache.store.pg_sql import (
+    DELETE_UNREFERENCED_BLOBS,
+    DELETE_VIEW,
+    HEAD,
+    INSERT_EVENT,
+    INTENT_COLUMNS,
+    SELECT_EVENTS,
+    SELECT_SESSIONS,
+    UPSERT_SESSION,
+    UPSERT_VIEW,
+    delete_sessions,
+    event_json,
+    event_of_row,
+    event_row,
+)
+from filecache.store.store import (
+    Event,
+    GcReport,
+    Intent,
+    Projection,
+    SessionInfo,
+    check_sequence,
+    compress,
+    decompress,
+)
+
+__all__ = ["PostgresStore", "describe_url"]
+
+T = TypeVar("T")
+
+_LOCK_WAIT = 60.0  # seconds a call waits for a lock (and for a connection to hold it on)
+_RETRIES = 8  # attempts of a transaction that hit a serialization failure or a deadlock
+_RETRYABLE = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
+
+
+def describe_url(url: str) -> str:
+    """``host:port/dbname`` of a PostgreSQL URL, without user or password (for messages)."""
+    try:
+        parts = conninfo_to_dict(url)
+    except psycopg.Error:
+        return "(unparsable URL)"
+    host = str(parts.get("host") or "localhost")
+    port = str(parts.get("port") or "5432")
+    return f"{host}:{port}/{parts.get('dbname') or parts.get('user') or ''}"
+
+
+def _store_error(exc: BaseException, where: str, *, opening: bool = False) -> StoreError:
+    """The one place where a PostgreSQL failure becomes a ``StoreError`` that says what to do."""
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, PoolClosed):
+        return StoreError(f"the PostgreSQL store at {where} was closed; open a new one")
+    if isinstance(exc, psycopg.errors.UniqueViolation):
+        hint = "an event's seq must be unique within its session"
+    elif isinstance(exc, (PoolTimeout, psycopg.OperationalError)):
+        hint = "check that the server is running and reachable, and the store URL"
+    elif isinstance(exc, psycopg.errors.LockNotAvailable):
+        hint = "another process held a filecache lock for over a minute; retry"
+    else:
+        hint = "if this persists, check the server's log"
+    what = (
+        f"cannot open the PostgreSQL store at {where}"
+        if opening
+        else (f"the PostgreSQL store at {where} failed")
+    )
+    return StoreError(f"{what}: {detail}; {hint}")
+
+
+def _advisory_key(name: str) -> int:
+    """A signed 64-bit key for ``pg_advisory_lock`` from a lock name."""
+    return xxhash.xxh3_64_intdigest(name.encode("utf-8")) - (1 << 63)
+
+
+class _Held(threading.local):
+    conn: Conn | None = None
+    counts: dict[str, int]
+
+    def __init__(self) -> None:
+        self.counts = {}
+
+
+class PostgresStore:
+    """The ``Store`` on a PostgreSQL database, shared by the threads, processes and machines
+    that name the same URL.
+
+    Args:
+        url: a ``postgresql://`` URL (libpq's; ``postgres://`` too).
+        max_connections: the pool's size for work (locks have a pool of their own this size).
+        timeout: seconds to wait for a connection (also when the server is down) before a
+            ``StoreError``.
+
+    Raises:
+        StoreError: the server cannot be reached, or the schema cannot be migrated.
+    """
+
+    def __init__(self, url: str, *, max_connections: int = 8, timeout: float = 5.0) -> None:
+        self.url = url
+        self.where = describe_url(url)
+        self._timeout = timeout
+        kwargs: dict[str, Any] = {"autocommit": True}
+        if "connect_timeout" not in url:
+            kwargs["connect_timeout"] = max(1, int(timeout))
+        self._pool: ConnectionPool[Conn] = ConnectionPool(
+            url,
+            kwargs=kwargs,
+            min_size=1,
+            max_size=max_connections,
+            open=False,
+            check=_check_connection,
+            timeout=timeout,
+            name="filecache",
+        )
+        self._lock_pool: ConnectionPool[Conn] = ConnectionPool(
+            url,
+            kwargs=kwargs,
+            min_size=0,
+            max_size=max_connections,
+            open=False,
+            check=_check_connection,
+            timeout=timeout,
+            name="filecache-locks",
+            configure=_configure_lock_conn,
+        )
+        self._held = _Held()
+        try:
+            self._pool.open(wait=True, timeout=timeout)
+            self._lock_pool.open()
+            with self._pool.connection() as conn:
+                migrate(conn)
+        except (psycopg.Error, PoolTimeout) as exc:
+            self._pool.close()
+            self._lock_pool.close()
+            raise _store_error(exc, self.where, opening=True) from exc
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.where!r})"
+
+    # The two ways to run work: one statement, or a transaction retried on serialization.
+
+    def _one(self, work: Callable[[Conn], T]) -> T:
+        try:
+            with self._pool.connection() as conn:
+                return work(conn)
+        except (psycopg.Error, PoolTimeout, PoolClosed) as exc:
+            raise _store_error(exc, self.where) from exc
+
+    def _transaction(self, work: Callable[[Conn], T], *, begin: bool = True) -> T:
+        """``work`` in a transaction (``begin=False``: one statement, its own transaction),
+        run again on a serialization failure or a deadlock."""
+        for attempt in range(_RETRIES):
+            try:
+                with self._pool.connection() as conn:
+                    if not begin:
+                        return work(conn)
+                    with conn.transaction():
+                        return work(conn)
+            except _RETRYABLE as exc:
+                if attempt == _RETRIES - 1:
+                    raise StoreError(
+                        f"the PostgreSQL store at {self.where} failed: gave up after {_RETRIES} "
+                        f"attempts ({exc.sqlstate}: {str(exc).strip()}); retry later"
+                    ) from exc
+                time.sleep(random.uniform(0, 0.005 * 2**attempt))
+            except (psycopg.Error, PoolTimeout, PoolClosed) as exc:
+                raise _store_error(exc, self.where) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # Blobs -----------------------------------------------------------------------------------
+
+    def put_blob(self, version: str, data: bytes) -> None:
+        """Store ``data`` under ``version`` unless it is already there (content-addressed)."""
+        if self.has_blob(version):
+            return  # another session or machine stored it: skip compressing it again
+        packed = compress(data)
+        self._one(
+            lambda c: c.execute(
+                "INSERT INTO blobs (version, size, data) VALUES (%s, %s, %s) "
+                "ON CONFLICT (version) DO NOTHING",
+                (version, len(data), packed),
+            )
+        )
+
+    def get_blob(self, version: str) -> bytes | None:
+        """The bytes stored under ``version``, or None."""
+        row = self._one(
+            lambda c: c.execute("SELECT data FROM blobs WHERE version = %s", (version,)).fetchone()
+        )
+        return None if row is None else decompress(bytes(row[0]))
+
+    def has_blob(self, version: str) -> bool:
+        """Whether a blob is stored under ``version``."""
+        row = self._one(
+            lambda c: c.execute("SELECT 1 FROM blobs WHERE version = %s", (version,)).fetchone()
+        )
+        return row is not None
+
+    # The ledger ------------------------------------------------------------------------------
+
+    def add_event(self, event: Event) -> None:
+        """Append ``event`` to its session's ledger; the session's last use becomes its time."""
+
+        def work(conn: Conn) -> None:
+            conn.execute(UPSERT_SESSION, (event.session_id, event.created, event.created))
+            conn.execute(INSERT_EVENT, event_row(event))
+
+        self._transaction(work)
+
+    def events(self, session_id: str, after: int | None = None) -> list[Event]:
+        """The session's events with ``seq > after`` (None: all), in ``seq`` order."""
+        since = -(2**62) if after is None else after
+        rows = self._one(lambda c: c.execute(SELECT_EVENTS, (session_id, since)).fetchall())
+        return [event_of_row(row) for row in rows]
+
+    def head(self, session_id: str) -> int:
+        """The session's newest ``seq``, 0 when it has no events."""
+        row = self._one(lambda c: c.execute(HEAD, (session_id,)).fetchone())
+        return 0 if row is None else int(row[0])
+
+    def commit(
+        self,
+        session_id: str,
+        expected_head: int,
+        events: Sequence[Event],
+        views: Mapping[str, str | None],
+    ) -> int:
+        """In one transaction, if the head is still ``expected_head``: append ``events``, apply
+        ``views`` (None deletes) and touch the session; return the new head.
+
+        Raises:
+            StoreConflictError: the head moved; nothing was written.
+            StoreError: ``events`` do not continue the head, or the store failed.
+        """
+        check_sequence(session_id, expected_head, events)
+        when = events[-1].created if events else time.time()
+        rows = json.dumps([event_json(e) for e in events])
+        changes = json.dumps(dict(views))
+
+        def work(conn: Conn) -> int:
+            row = conn.execute(
+                "SELECT filecache_commit(%s, %s, %s, %s::jsonb, %s::jsonb)",
+                (session_id, expected_head, when, rows, changes),
+            ).fetchone()
+            return int(row[0]) if row is not None else expected_head + len(events)
+
+        try:
+            return self._transaction(work, begin=False)
+        except StoreError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, psycopg.Error) and cause.sqlstate == CONFLICT_SQLSTATE:
+                detail = cause.diag.message_primary or "the session's head moved"
+                raise StoreConflictError(detail) from None
+            raise
+
+    def save_view(self, session_id: str, path: str, state: str | None) -> None:
+        """Record the view state of ``path`` in the session; None forgets it."""
+        if state is None:
+            self._one(lambda c: c.execute(DELETE_VIEW, (session_id, path)))
+        else:
+            self._one(lambda c: c.execute(UPSERT_VIEW, (session_id, path, state)))
+
+    def load_views(self, session_id: str) -> dict[str, str]:
+        """Every saved view state of the session, by path."""
+        rows = self._one(
+            lambda c: c.execute(
+                "SELECT path, state FROM views WHERE session_id = %s", (session_id,)
+            ).fetchall()
+        )
+        return {str(p): str(s) for p, s in rows}
+
+    def touch_session(self, session_id: str, now: float | None = None) -> None:
+        """Create the session if needed and set its last use to ``now`` (default: the time)."""
+        when = time.time() if now is None else now
+        self._one(lambda c: c.execute(UPSERT_SESSION, (session_id, when, when)))
+
+    def sessions(self) -> list[SessionInfo]:
+        """Every session of the fleet with its event count and token sums, most recent first."""
+        rows = self._one(lambda c: c.execute(SELECT_SESSIONS).fetchall())
+        return [
+            SessionInfo(str(s), float(c), float(u), int(n), int(t), int(f))
+            for s, c, u, n, t, f in rows
+        ]
+
+    def delete_session(self, session_id: str) -> None:
+        """Forget the session, its events, views, archive and projections (blobs stay)."""
+        self._transaction(lambda c: delete_sessions(c, [session_id]))
+
+    def gc(self, older_than: float) -> GcReport:
+        """Delete sessions last used before ``older_than``, then every unreferenced blob."""
+
+        def work(conn: Conn) -> GcReport:
+            old = [
+                str(sid)
+                for (sid,) in conn.execute(
+                    "SELECT session_id FROM sessions WHERE last_used < %s FOR UPDATE",
+                    (older_than,),
+                ).fetchall()
+            ]
+            delete_sessions(conn, old)
+            blobs = conn.execute(DELETE_UNREFERENCED_BLOBS).rowcount
+            return GcReport(len(old), max(blobs, 0))
+
+        return self._transaction(work)
+
+    # The key-value cache (outlines, token counts, meta) --------------------------------------
+
+    def cache_get(self, namespace: str, key: str) -> str | None:
+        """The cached value, or None."""
+        row = self._one(
+            lambda c: c.execute(
+                "SELECT value FROM cache WHERE namespace = %s AND key = %s", (namespace, key)
+            ).fetchone()
+        )
+        return None if row is None else str(row[0])
+
+    def cache_put(self, namespace: str, key: str, value: str) -> None:
+        """Set the cached value, replacing any previous one."""
+        self._one(
+            lambda c: c.execute(
+                "INSERT INTO cache (namespace, key, value) VALUES (%s, %s, %s) "
+                "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value",
+                (namespace, key, value),
+            )
+        )
+
+    # Pruning's archive and projections -------------------------------------------------------
+
+    def archive_put(self, session_id: str, call_id: str, text: str) -> None:
+        """Keep the original text of a tool result; the first one stored wins."""
+        packed = compress(text.encode("utf-8"))
+        self._one(
+            lambda c: c.execute(
+                "INSERT INTO archive (session_id, call_id, text, created) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (session_id, call_id) DO NOTHING",
+                (session_id, call_id, packed, time.time()),
+            )
+        )
+
+    def archive_get(self, call_id: str, session_id: str | None = None) -> str | None:
+        """The archived original of ``call_id`` (in ``session_id``, or the newest anywhere)."""
+        if session_id is None:
+            sql = "SELECT text FROM archive WHERE call_id = %s ORDER BY created DESC LIMIT 1"
+            params: tuple[str, ...] = (call_id,)
+        else:
+            sql = "SELECT text FROM archive WHERE session_id = %s AND call_id = %s"
+            params = (session_id, call_id)
+        row = self._one(lambda c: c.execute(sql, params).fetchone())
+        return None if row is None else decompress(bytes(row[0])).decode("utf-8")
+
+    def projection_put(
+        self,
+        session_id: str,
+        call_id: str,
+        tier: str,
+        text: str,
+        tokens_before: int = 0,
+        tokens_after: int = 0,
+    ) -> None:
+        """Record what a pruned result became (replacing a lower tier); the original's
+        ``tokens_before`` is kept from the first projection."""
+        self._one(
+            lambda c: c.execute(
+                "INSERT INTO projections (session_id, call_id, tier, text, created, "
+                "tokens_before, tokens_after) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (session_id, call_id) DO UPDATE SET tier = excluded.tier, "
+                "text = excluded.text, tokens_after = excluded.tokens_after, "
+                "tokens_before = CASE WHEN projections.tokens_before = 0 "
+                "THEN excluded.tokens_before ELSE projections.tokens_before END",
+                (session_id, call_id, tier, text, time.time(), tokens_before, tokens_after),
+            )
+        )
+
+    def projections(self, session_id: str) -> dict[str, tuple[str, str]]:
+        """Every recorded projection of the session: call id -> (tier, text)."""
+        rows = self._one(
+            lambda c: c.execute(
+                "SELECT call_id, tier, text FROM projections WHERE session_id = %s",
+                (session_id,),
+            ).fetchall()
+        )
+        return {str(c): (str(t), str(x)) for c, t, x in rows}
+
+    def projection_records(self, session_id: str) -> list[Projection]:
+        """The session's projections with their token counts, oldest first."""
+        rows = self._one(
+            lambda c: c.execute(
+                "SELECT call_id, tier, tokens_before, tokens_after, created FROM projections "
+                "WHERE session_id = %s ORDER BY created, call_id",
+                (session_id,),
+            ).fetchall()
+        )
+        return [Projection(str(c), str(t), int(b), int(a), float(w)) for c, t, b, a, w in rows]
+
+    # Locks and intents -----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def lock(self, name: str) -> Iterator[None]:
+        """Hold the exclusive lock ``name`` (across machines) for the ``with`` block."""
+        held = self._held
+        count = held.counts.get(name, 0)
+        if count:
+            held.counts[name] = count + 1  # reentrant: this thread already holds it
+            try:
+                yield
+            finally:
+                held.counts[name] -= 1
+            return
+        self._acquire(name)
+        try:
+            yield
+        finally:
+            self._release(name)
+
+    def _acquire(self, name: str) -> None:
+        held = self._held
+        try:
+            if held.conn is None:
+                held.conn = self._lock_connection()
+            held.conn.execute("SELECT pg_advisory_lock(%s)", (_advisory_key(name),))
+        except (psycopg.Error, PoolTimeout, PoolClosed) as exc:
+            self._drop_lock_conn(broken=True)
+            raise _store_error(exc, self.where) from exc
+        held.counts[name] = 1
+
+    def _lock_connection(self) -> Conn:
+        """A connection to hold locks on. While every one is held by a lock holder, waiting for
+        one is waiting for a lock (up to a lock wait); a pool that cannot connect fails fast."""
+        deadline = time.monotonic() + _LOCK_WAIT
+        while True:
+            try:
+                return self._lock_pool.getconn(timeout=self._timeout)
+            except PoolTimeout:
+                stats = self._lock_pool.get_stats()
+                busy = stats.get("pool_size", 0) >= self._lock_pool.max_size
+                if not busy or stats.get("pool_available", 0) or time.monotonic() > deadline:
+                    raise
+
+    def _release(self, name: str) -> None:
+        held = self._held
+        del held.counts[name]
+        conn = held.conn
+        if conn is None:
+            return
+        try:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_advisory_key(name),))
+        except psycopg.Error:
+            # The connection died, and its advisory locks with it: nothing left to release.
+            self._drop_lock_conn(broken=True)
+            return
+        if not held.counts:
+            self._drop_lock_conn(broken=False)
+
+    def _drop_lock_conn(self, *, broken: bool) -> None:
+        held = self._held
+        conn, held.conn = held.conn, None
+        if broken:
+            held.counts.clear()
+        if conn is None:
+            return
+        if broken:
+            conn.close()  # the pool sees it closed and replaces it
+        with contextlib.suppress(PoolClosed):
+            self._lock_pool.putconn(conn)
+
+    def put_intent(self, intent: Intent) -> None:
+        """Record a write about to replace a file (replacing one of the same call)."""
+        i = intent
+        self._one(
+            lambda c: c.execute(
+                f"INSERT INTO intents ({INTENT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (session_id, call_id) DO UPDATE SET path = excluded.path, "
+                "root = excluded.root, before = excluded.before, after = excluded.after, "
+                "created = excluded.created",
+                (i.session_id, i.call_id, i.path, i.root, i.before, i.after, i.created),
+            )
+        )
+
+    def drop_intent(self, session_id: str, call_id: str) -> None:
+        """Forget the intent of a call (committed, or recovered)."""
+        self._one(
+            lambda c: c.execute(
+                "DELETE FROM intents WHERE session_id = %s AND call_id = %s",
+                (session_id, call_id),
+            )
+        )
+
+    def intents(self, root: str | None = None) -> list[Intent]:
+        """The intents left (of ``root``, or all), oldest first."""
+        if root is None:
+            sql = f"SELECT {INTENT_COLUMNS} FROM intents ORDER BY created, session_id, call_id"
+            params: tuple[str, ...] = ()
+        else:
+            sql = (
+                f"SELECT {INTENT_COLUMNS} FROM intents WHERE root = %s "
+                "ORDER BY created, session_id, call_id"
+            )
+            params = (root,)
+        rows = self._one(lambda c: c.execute(sql, params).fetchall())
+        return [
+            Intent(session_id=s, call_id=c, path=p, root=r, before=b, after=a, created=float(w))
+            for s, c, p, r, b, a, w in rows
+        ]
+
+    # Lifetime --------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close both pools; later calls raise ``StoreError``. Closing twice is fine."""
+        self._lock_pool.close()
+        self._pool.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _check_connection(conn: Conn) -> None:
+    """Before a pooled connection is handed out: a round trip only when the server has said
+    something since it was last used (an idle connection's socket is readable only once the
+    server closed it or sent an error, e.g. when it restarted); else a local check for free."""
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("the connection is closed")
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:
+        ConnectionPool.check_connection(conn)
+
+
+def _configure_lock_conn(conn: Conn) -> None:
+    conn.execute(f"SET lock_timeout = '{_LOCK_WAIT:g}s'")  # a lock wait that long: StoreError
+    # A holder whose machine vanished (no FIN) must not keep its advisory locks for the
+    # kernel's two-hour keepalive default: the server gives up on it after about 25 s.
+    conn.execute("SET tcp_keepalives_idle = 10")
+    conn.execute("SET tcp_keepalives_interval = 5")
+    conn.execute("SET tcp_keepalives_count = 3")
