@@ -10,9 +10,9 @@ cycle between threads (process A's recovery holds a session lock and waits for a
 of B holds the path, another thread of B waits for that session) get a false ``EDEADLK``.
 
 Ownership and invariants:
-- One ``LockFile`` per file per process (``lock_file`` keeps the registry), with one descriptor
-  that stays open while the process runs (closing *any* descriptor of a file drops every POSIX
-  record lock the process holds on it).
+- One ``LockFile`` per file per process (``lock_file`` keeps the registry), with one descriptor,
+  open while any of its locks is held and closed when none is (closing *any* descriptor of a file
+  drops every POSIX record lock the process holds on it: it is closed only when it holds none).
 - The record lock is taken when a byte's hold count goes 0 → 1 and released at 1 → 0, both while
   holding that byte's ``RLock``; a forked child starts with an empty registry (it holds no
   record locks, whatever its parent's threads held).
@@ -42,21 +42,20 @@ _SLOTS = 1 << 30  # bytes of the lock file that names hash to
 
 
 class LockFile:
-    """Named exclusive locks on one file (see the module docstring)."""
+    """Named exclusive locks on one file (see the module docstring).
+
+    The descriptor is open only while some lock of this file is held (opened by the first hold,
+    closed by the last release): a long-lived process touching many roots or stores keeps no
+    descriptor per lock file it ever used.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
-        except OSError as exc:
-            raise StoreError(
-                f"cannot open the lock file {path} ({exc}); filecache needs a writable store "
-                "folder to coordinate writers"
-            ) from exc
-        self._meta = threading.Lock()
+        self._meta = threading.Lock()  # guards the slots, the descriptor and its user count
         self._slots: dict[int, threading.RLock] = {}
         self._holds: dict[int, int] = {}
+        self._fd: int | None = None
+        self._users = 0  # bytes locked (or being locked) through the descriptor
 
     @contextlib.contextmanager
     def hold(self, name: str) -> Iterator[None]:
@@ -67,7 +66,12 @@ class LockFile:
         with slot:
             count = self._holds.get(offset, 0)
             if count == 0:
-                self._lock_byte(offset)
+                fd = self._open()
+                try:
+                    self._lock_byte(fd, offset)
+                except BaseException:
+                    self._close()
+                    raise
             self._holds[offset] = count + 1
             try:
                 yield
@@ -75,12 +79,38 @@ class LockFile:
                 self._holds[offset] -= 1
                 if self._holds[offset] == 0:
                     del self._holds[offset]
-                    _unlock(self._fd, offset)
+                    try:
+                        assert self._fd is not None
+                        _unlock(self._fd, offset)
+                    finally:
+                        self._close()
 
-    def _lock_byte(self, offset: int) -> None:
+    def _open(self) -> int:
+        with self._meta:
+            if self._fd is None:
+                try:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+                    self._fd = os.open(self.path, flags, 0o600)
+                except OSError as exc:
+                    raise StoreError(
+                        f"cannot open the lock file {self.path} ({exc}); filecache needs a "
+                        "writable store folder to coordinate writers"
+                    ) from exc
+            self._users += 1
+            return self._fd
+
+    def _close(self) -> None:
+        with self._meta:
+            self._users -= 1
+            if self._users == 0 and self._fd is not None:
+                os.close(self._fd)  # no lock is held through it: nothing is dropped
+                self._fd = None
+
+    def _lock_byte(self, fd: int, offset: int) -> None:
         for attempt in range(10_000):
             try:
-                _lock(self._fd, offset)
+                _lock(fd, offset)
                 return
             except OSError as exc:
                 # EDEADLK (POSIX locks only): a false cycle between processes; wait and retry.
