@@ -59,9 +59,13 @@ def imports() -> int:
             importlib.import_module(name)
         except ModuleNotFoundError as exc:
             missing = exc.name or ""
-            # An adapter may need an extra (tests/test_packaging.py checks that one declares
-            # it); the core may not, and a filecache module missing from the wheel never may.
-            if name.startswith("filecache.adapters.") and not missing.startswith("filecache"):
+            # An adapter, or the PostgreSQL store, may need an extra (tests/test_packaging.py
+            # checks that one declares it); the core may not, and a filecache module missing
+            # from the wheel never may.
+            optional = name.startswith("filecache.adapters.") or (
+                name.startswith("filecache.store.pg_") and missing.startswith("psycopg")
+            )  # the PostgreSQL store needs the [postgres] extra
+            if optional and not missing.startswith("filecache"):
                 needs_extra.append(f"{name} ({missing.split('.')[0]})")
                 continue
             print(f"wheel_check: import {name}: {exc}", file=sys.stderr)
