@@ -7,10 +7,8 @@ fields, then ``deps`` and ``args`` (space-separated).
 
 from __future__ import annotations
 
-from typing import Any
-
 from filecache.store.pg_schema import Conn
-from filecache.store.store import Event
+from filecache.store.store import Event, event_of_row, event_row
 
 __all__ = [
     "DELETE_UNREFERENCED_BLOBS",
@@ -82,33 +80,6 @@ def event_json(e: Event) -> dict[str, object]:
         "deps": " ".join(e.deps),
         "args": " ".join(e.args),
     }
-
-
-def event_row(e: Event) -> tuple[object, ...]:
-    return (
-        e.session_id,
-        e.seq,
-        e.call_id,
-        e.tool,
-        e.path,
-        e.start,
-        e.end,
-        e.version,
-        e.base_version,
-        e.kind,
-        e.base_call_id,
-        e.tokens,
-        e.tokens_full,
-        e.text_hash,
-        e.created,
-        " ".join(e.deps),
-        " ".join(e.args),
-    )
-
-
-def event_of_row(row: tuple[Any, ...]) -> Event:
-    # the first 15 columns are Event's first 15 fields; then deps and args, space-separated
-    return Event(*row[:-2], deps=tuple(row[-2].split()), args=tuple(row[-1].split()))  # type: ignore[misc]
 
 
 def delete_sessions(conn: Conn, session_ids: list[str]) -> None:

@@ -42,6 +42,8 @@ from filecache.store.store import (
     check_sequence,
     compress,
     decompress,
+    event_of_row,
+    event_row,
 )
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
@@ -343,7 +345,7 @@ class SqliteStore:
     def add_event(self, event: Event) -> None:
         """Append ``event`` to its session's ledger; the session's last use becomes its time."""
         e = event
-        row = _event_row(e)
+        row = event_row(e)
         with self._guard as conn:
             conn.execute("BEGIN IMMEDIATE")
             conn.execute(_UPSERT_SESSION, (e.session_id, e.created, e.created))
@@ -365,7 +367,7 @@ class SqliteStore:
         """Append ``events`` and apply ``views`` in one transaction if the head is
         ``expected_head``; else ``StoreConflictError`` and nothing written. Returns the head."""
         check_sequence(session_id, expected_head, events)
-        rows = [_event_row(e) for e in events]
+        rows = [event_row(e) for e in events]
         when = events[-1].created if events else time.time()
 
         def attempt() -> int:
@@ -432,11 +434,7 @@ class SqliteStore:
             rows = conn.execute(
                 _SELECT_EVENTS, (session_id, -(2**62) if after is None else after)
             ).fetchall()
-        # the first 15 columns are Event's first 15 fields; then deps and args, space-separated
-        return [
-            Event(*row[:-2], deps=tuple(row[-2].split()), args=tuple(row[-1].split()))  # type: ignore[misc]
-            for row in rows
-        ]
+        return [event_of_row(row) for row in rows]
 
     def save_view(self, session_id: str, path: str, state: str | None) -> None:
         """Record the view state of ``path`` in the session; None forgets it."""
@@ -570,28 +568,6 @@ class SqliteStore:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def _event_row(e: Event) -> tuple[object, ...]:
-    return (
-        e.session_id,
-        e.seq,
-        e.call_id,
-        e.tool,
-        e.path,
-        e.start,
-        e.end,
-        e.version,
-        e.base_version,
-        e.kind,
-        e.base_call_id,
-        e.tokens,
-        e.tokens_full,
-        e.text_hash,
-        e.created,
-        " ".join(e.deps),
-        " ".join(e.args),
-    )
 
 
 def _retry_busy(attempt: Callable[[], _T], path: Path, *, opening: bool) -> _T:

@@ -438,6 +438,22 @@ class MemoryStore:
         self.close()
 
 
+def event_row(e: Event) -> tuple[object, ...]:
+    """An event as a row of the ``events`` tables (SQLite and PostgreSQL share the columns)."""
+    return (
+        e.session_id, e.seq, e.call_id, e.tool, e.path, e.start, e.end, e.version,
+        e.base_version, e.kind, e.base_call_id, e.tokens, e.tokens_full, e.text_hash,
+        e.created, " ".join(e.deps), " ".join(e.args),
+    )  # fmt: skip
+
+
+def event_of_row(row: Sequence[object]) -> Event:
+    """Inverse of ``event_row``: the first 15 columns are Event's first 15 fields, then deps
+    and args, space-separated."""
+    deps, args = str(row[-2]), str(row[-1])
+    return Event(*row[:-2], deps=tuple(deps.split()), args=tuple(args.split()))  # type: ignore[arg-type,misc]
+
+
 def check_sequence(session_id: str, expected_head: int, events: Sequence[Event]) -> None:
     """``events`` must belong to the session and continue its head without a gap."""
     for offset, event in enumerate(events, start=1):
