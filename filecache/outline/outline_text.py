@@ -81,12 +81,12 @@ def _matching_close(text: str, start: int) -> int:
     return -1
 
 
-def _split_top_level(text: str) -> list[str]:
-    """Split on commas that are not nested in brackets or quotes."""
+def _split_unnested(text: str, sep: str) -> list[str]:
+    """Split on ``sep`` where it is not nested in brackets or quotes (the pieces as they are)."""
     parts: list[str] = []
     depth = 0
     quote = ""
-    current: list[str] = []
+    start = 0
     for i, ch in enumerate(text):
         if quote:
             if ch == quote and text[i - 1 : i] != "\\":
@@ -97,15 +97,17 @@ def _split_top_level(text: str) -> list[str]:
             depth += 1
         elif ch in ")]}":
             depth -= 1
-        elif ch == "," and depth <= 0:
-            parts.append("".join(current).strip())
-            current = []
-            continue
-        current.append(ch)
-    tail = "".join(current).strip()
-    if tail:
-        parts.append(tail)
+        elif ch == sep and depth <= 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
     return parts
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on commas that are not nested in brackets or quotes."""
+    parts = [part.strip() for part in _split_unnested(text, ",")]
+    return parts if parts[-1] else parts[:-1]
 
 
 def _collapse_groups(text: str, min_len: int = 8) -> str:
@@ -142,29 +144,7 @@ def _parameters_start(sig: str, after: int) -> int:
 
 def _words(text: str) -> list[str]:
     """Split on spaces that are not inside brackets or quotes (``#[a = "b c"]`` is one word)."""
-    words: list[str] = []
-    depth = 0
-    quote = ""
-    current: list[str] = []
-    for i, ch in enumerate(text):
-        if quote:
-            if ch == quote and text[i - 1 : i] != "\\":
-                quote = ""
-        elif ch in "\"'`":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == " " and depth <= 0:
-            if current:
-                words.append("".join(current))
-            current = []
-            continue
-        current.append(ch)
-    if current:
-        words.append("".join(current))
-    return words
+    return [word for word in _split_unnested(text, " ") if word]
 
 
 def _cut_head(head: str, room: int) -> str:
