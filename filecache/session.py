@@ -639,8 +639,7 @@ class Session:
         turn.seen[loc.rel] = version
         facts = turn.new_view(loc.rel).facts_for(version, len(lines), seq)
         facts.origin = cid  # the model's own change: a read that finds it undone says so
-        for s, e, alts in spans:
-            facts.add_alternatives(s, e, alts)
+        facts.add_spans(spans)
         turn.log(
             cid, "write" if kind == "written" else "edit", loc.rel, version=version,
             base_version=before, kind=kind, tokens=tokens, tokens_full=tokens,

@@ -262,8 +262,7 @@ def _diff(
             keep = [(start, end)] + [(h.b_start, h.b_start + h.b_len - 1) for h in hunks]
             carried = Facts("", total, held.map_blocks(blocks, own))
             carried.restrict(sorted(keep))
-            for s, e, alts in carried.spans:
-                facts.add_alternatives(s, e, alts)
+            facts.add_spans(carried.spans)
             for h in hunks:
                 facts.add(h.b_start, h.b_start + h.b_len - 1, own)
             return ReadDecision(

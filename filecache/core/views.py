@@ -32,6 +32,10 @@ Alts = tuple[Deps, ...]
 Span = tuple[int, int, Alts]
 
 MAX_ALTERNATIVES = 6  # per run of lines; dropping one is safe (the next read may send content)
+MAX_DEPS = 96
+"""Call ids one alternative may need: a line carried through more edits or diffs than this since
+the model last saw it is no longer a fact (the next read shows it again), so a long edit chain
+does not make every later call slower (each edit adds its id to the lines it carries)."""
 
 
 def _with(alts: Alts, deps: Deps) -> Alts:
@@ -101,6 +105,16 @@ class Facts:
             return None
         return frozenset().union(*(alts[0] for _, _, alts in runs))
 
+    def smallest_cover(self, start: int, end: int) -> Deps | None:
+        """Like ``covering``, with each run's smallest alternative (what an edit carries on: a
+        later read of a line resets its chain)."""
+        runs = self.runs(start, end)
+        if runs is None:
+            return None
+        if len(runs) == 1:
+            return min(runs[0][2], key=len)
+        return frozenset().union(*(min(alts, key=len) for _, _, alts in runs))
+
     def lines_held(self) -> int:
         return sum(e - s + 1 for s, e, _ in self.spans)
 
@@ -135,6 +149,15 @@ class Facts:
         out.sort(key=lambda span: span[0])
         self.spans = _merge(out)
 
+    def add_spans(self, spans: Sequence[Span]) -> None:
+        """``add_alternatives`` for each of ``spans`` (sorted, disjoint): in one pass when this
+        version holds nothing yet (a version an edit or a diff just made)."""
+        if self.spans:
+            for s, e, alts in spans:
+                self.add_alternatives(s, e, alts)
+        else:
+            self.spans = _merge([span for span in spans if span[0] <= span[1] and span[2]])
+
     def restrict(self, keep: Sequence[tuple[int, int]]) -> None:
         """Keep only facts inside the given (sorted, disjoint) ranges."""
         out: list[Span] = []
@@ -167,15 +190,25 @@ class Facts:
         """Facts carried through equal blocks ``(a0, b0, size)`` (0-based): every alternative
         plus ``extra``."""
         out: list[Span] = []
+        carried: dict[Alts, Alts] = {}  # runs share their alternatives' objects
         for a0, b0, size in blocks:
             lo_a, hi_a = a0 + 1, a0 + size
             for s, e, alts in self.spans:
                 lo, hi = max(s, lo_a), min(e, hi_a)
                 if lo <= hi:
-                    shift = b0 - a0
-                    out.append((lo + shift, hi + shift, tuple(d | extra for d in alts)))
+                    new = carried.get(alts)
+                    if new is None:
+                        new = carried[alts] = _extended(alts, extra)
+                    if new:
+                        shift = b0 - a0
+                        out.append((lo + shift, hi + shift, new))
         out.sort(key=lambda span: span[0])
         return out
+
+
+def _extended(alts: Alts, extra: Deps) -> Alts:
+    """Each alternative plus ``extra``, without those that would need over ``MAX_DEPS`` ids."""
+    return tuple(d | extra for d in alts if len(d) < MAX_DEPS)
 
 
 def _merge(spans: list[Span]) -> list[Span]:
@@ -250,40 +283,105 @@ class PathView:
         return not self.outlines and not any(f.spans for f in self.versions.values())
 
     def to_json(self) -> str:
+        """The view as compact JSON: ``{"i": ids, "v": versions, "o": outlines}``.
+
+        Call ids are numbered once (``i``, the ids most sets share first); a set of call ids is
+        the ranges of those numbers it holds (``[lo, hi]``, or ``n`` alone), so the ids of an
+        edit chain, which every line it carries shares, cost a few numbers per run, not one
+        string per id.
+        """
+        counts: dict[str, int] = {}
+        seen: set[Deps] = set()  # each distinct set once (a frozenset keeps its hash)
+        for facts in self.versions.values():
+            for _, _, alts in facts.spans:
+                for deps in alts:
+                    if deps not in seen:
+                        seen.add(deps)
+                        for cid in deps:
+                            counts[cid] = counts.get(cid, 0) + 1
+        ids = sorted(counts, key=lambda cid: (-counts[cid], cid))
+        number = {cid: k for k, cid in enumerate(ids)}
+        encoded: dict[Deps, list[object]] = {}
+
+        def encode(deps: Deps) -> list[object]:
+            out = encoded.get(deps)
+            if out is None:
+                out = encoded[deps] = _ranges(sorted(number[cid] for cid in deps))
+            return out
+
         versions = [
             [
                 f.version,
                 f.line_count,
                 f.stamp,
-                [[s, e, [sorted(d) for d in alts]] for s, e, alts in f.spans],
+                [[s, e, [encode(d) for d in alts]] for s, e, alts in f.spans],
                 f.origin,
             ]
             for f in self.versions.values()
         ]
-        if not self.outlines:
-            return json.dumps(versions, separators=(",", ":"))
-        return json.dumps({"v": versions, "o": self.outlines}, separators=(",", ":"))
+        data: dict[str, object] = {"i": ids, "v": versions}
+        if self.outlines:
+            data["o"] = self.outlines
+        return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str, max_versions: int = 4) -> PathView:
-        """Read ``to_json``'s form (and the older one: one deps list per run, no origin)."""
+        """Read ``to_json``'s form (and the older ones: call ids spelled out in every set, and
+        before that one deps list per run, no origin)."""
         view = cls(max_versions)
         data = json.loads(text)
+        ids: list[str] | None = None
         if isinstance(data, dict):
             view.outlines = {str(k): str(v) for k, v in data.get("o", {}).items()}
+            if "i" in data:
+                ids = [str(cid) for cid in data["i"]]
             data = data.get("v", [])
+        decoded: dict[str, Deps] = {}
+
+        def decode(deps: list[object]) -> Deps:
+            if ids is None:
+                return frozenset(str(cid) for cid in deps)
+            key = json.dumps(deps)
+            out = decoded.get(key)
+            if out is None:
+                out = decoded[key] = frozenset(ids[n] for n in _numbers(deps))
+            return out
+
         for row in data:
             version, line_count, stamp, spans = row[:4]
             origin = row[4] if len(row) > 4 else ""
             runs: list[Span] = []
             for s, e, deps in spans:
-                if deps and all(isinstance(d, list) for d in deps):
-                    alts = tuple(frozenset(d) for d in deps)
-                else:  # the older form: one set of call ids
+                if ids is not None or (deps and all(isinstance(d, list) for d in deps)):
+                    alts = tuple(decode(d) for d in deps)
+                else:  # the oldest form: one set of call ids
                     alts = (frozenset(deps),)
                 runs.append((s, e, alts))
             view.versions[version] = Facts(version, line_count, runs, stamp, origin)
         return view
+
+
+def _ranges(numbers: list[int]) -> list[object]:
+    """Sorted numbers as ``[lo, hi]`` ranges, a lone number as itself."""
+    out: list[object] = []
+    k = 0
+    while k < len(numbers):
+        j = k
+        while j + 1 < len(numbers) and numbers[j + 1] == numbers[j] + 1:
+            j += 1
+        out.append(numbers[k] if j == k else [numbers[k], numbers[j]])
+        k = j + 1
+    return out
+
+
+def _numbers(ranges: list[object]) -> list[int]:
+    out: list[int] = []
+    for item in ranges:
+        if isinstance(item, list):
+            out.extend(range(int(item[0]), int(item[1]) + 1))
+        else:
+            out.append(int(item))  # type: ignore[call-overload]
+    return out
 
 
 @dataclass(frozen=True)
@@ -311,6 +409,7 @@ def map_through_edit(
     old_starts = _starts(old_lines)
     new_starts = _starts(new_lines)
     own: Deps = frozenset([call_id])
+    unions: dict[Deps, Deps] = {own: own}  # lines share their sets' objects
     out: list[Span] = []
     pos = 0
     k = 0
@@ -320,7 +419,7 @@ def map_through_edit(
         pos += p.length
     for idx in range(len(new_lines)):
         ls, le = new_starts[idx], new_starts[idx + 1]
-        deps: set[str] = set(own)
+        deps = own
         known = True
         while k < len(pieces) and piece_starts[k] + pieces[k].length <= ls:
             k += 1
@@ -332,14 +431,20 @@ def map_through_edit(
                 hi = min(le, piece_starts[j] + piece.length) - piece_starts[j] + piece.src
                 first = bisect_right(old_starts, lo) - 1
                 last = bisect_right(old_starts, hi - 1) - 1
-                have = old_spans.covering(first + 1, last + 1) if old_spans else None
-                if have is None:
+                have = old_spans.smallest_cover(first + 1, last + 1) if old_spans else None
+                if have is None or len(have) >= MAX_DEPS:
                     known = False
                     break
-                deps |= have
+                if deps is own:
+                    joined = unions.get(have)
+                    if joined is None:
+                        joined = unions[have] = have | own
+                    deps = joined
+                elif not have <= deps:
+                    deps = deps | have
             j += 1
-        if known:
-            out.append((idx + 1, idx + 1, (frozenset(deps),)))
+        if known and len(deps) <= MAX_DEPS:
+            out.append((idx + 1, idx + 1, (deps,)))
     return _merge(out)
 
 
