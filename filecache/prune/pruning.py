@@ -83,8 +83,8 @@ class PrunePolicy:
             to come (``prune_cost``: as many again as so far, growing as they have, with the
             cut forced once the prompt passes ``hard_at``).
         output_first: degrade other output (bash, ...) before file reads.
-        in_use_turns: reads of files named in the last this many assistant turns stay intact
-            (0: only those named in the protected tail).
+        in_use_turns: reads of files named in the last this many assistant turns, and the
+            confirmations of edits to them, stay intact (0: only those the protected tail names).
         keep_edited: a read superseded by a write, edit or outside change stays (the model's
             view of the file after its own edit is built on it); reads covered by a later
             read still clear.
@@ -406,10 +406,12 @@ def _relied_on(infos: Sequence[ResultInfo], cleared: set[str]) -> set[str]:
 
 
 def _in_use(infos: Sequence[ResultInfo], protected: set[str], tail_text: str) -> set[str]:
-    """Reads of files the recent turns name: not degraded while the model works on them."""
+    """Reads of files the recent turns name, and the confirmations of edits to them: not
+    degraded while the model works on them (a confirmation says where an edit landed, which
+    its arguments alone do not when the model never read those lines)."""
     used = set()
     for info in infos:
-        if info.kind == "read" and info.path and info.call_id not in protected:
+        if info.kind in ("read", "edit") and info.path and info.call_id not in protected:
             name = _file_name(info.path)
             if len(name) > 3 and name in tail_text:
                 used.add(info.call_id)
