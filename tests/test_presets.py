@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from prune_chat import Chat, bodies, filler, numbered, tier, words
 
 from filecache.cli import main
+from filecache.core.render import render_outline_answer
 from filecache.errors import ConfigError
 from filecache.prune.prune_cost import cut_net, session_growth
 from filecache.prune.pruning import PRESETS, PrunePlan, PrunePolicy, apply_plan, plan_prune
@@ -98,6 +99,21 @@ def test_keep_edited_keeps_a_read_the_models_edit_builds_on_but_not_a_covered_on
         result, out = plan(chat.messages, knobs(keep_edited=keep, small_result=10))
         assert tier(bodies(out)["call_1"]) == expected
         assert "call_3" in {a.call_id for a in result.actions}
+
+
+def test_keep_edited_does_not_keep_an_outline_answer_the_edit_superseded() -> None:
+    chat = Chat()
+    outline = render_outline_answer(
+        "a.py outline (xxh3 0a1b2c3d):\n" + "".join(f"  def f{n}(): {n}-{n}\n" for n in range(30)),
+        large=True, tokens_full=5_000,
+    )  # fmt: skip
+    chat.read("a.py", outline)  # call_1: the whole-file read answered with an outline
+    chat.read("a.py", numbered(20), offset=1, limit=20)  # call_2: the lines the edit is on
+    chat.edit("a.py")
+    chat.bash("true", filler(40))
+    _, out = plan(chat.messages, knobs(keep_edited=True, small_result=10))
+    assert tier(bodies(out)["call_1"]) == "clear"
+    assert tier(bodies(out)["call_2"]) == "keep"
 
 
 def test_output_first_degrades_other_output_before_file_reads() -> None:

@@ -87,7 +87,7 @@ class PrunePolicy:
             confirmations of edits to them, stay intact (0: only those the protected tail names).
         keep_edited: a read superseded by a write, edit or outside change stays (the model's
             view of the file after its own edit is built on it); reads covered by a later
-            read still clear.
+            read still clear, and so do outline answers (they show no lines to build on).
     """
 
     context_window: int = 128_000
@@ -346,6 +346,13 @@ def _union_covers(spans: Sequence[tuple[int, int | None]], start: int, end: int 
     return end is not None and reach > end
 
 
+def _built_on(info: ResultInfo, reason: str) -> bool:
+    """Whether ``keep_edited`` keeps a superseded read: the model's view of the file after its
+    own edit is built on the lines the read showed, unless later reads showed them again. An
+    outline shows no lines to build on (and its line numbers are old after the edit)."""
+    return not reason.startswith(_BY_READS) and info.answer not in ("outline", "filecache")
+
+
 def _protected(infos: Sequence[ResultInfo], budget: int) -> set[str]:
     """The newest results within ``budget`` tokens, and always those of the newest message
     with results (what the model just asked for is never pruned, however large)."""
@@ -490,7 +497,7 @@ def plan_prune(
     for info in candidates:
         if info.call_id in superseded:
             reason = superseded[info.call_id]
-            if policy.keep_edited and not reason.startswith(_BY_READS):
+            if policy.keep_edited and _built_on(info, reason):
                 continue
             # A superseded FileRef gets a placeholder shorter than itself (a one-line FileRef is
             # shorter than the usual one): kept, it would hold its superseded base alive.
@@ -519,7 +526,8 @@ def plan_prune(
     excess = total - target - sum(a.tokens_before - a.tokens_after for a in actions.values())
     alive = relied | _in_use(infos, protected, tail_text)
     if policy.keep_edited:
-        alive |= {cid for cid, why in superseded.items() if not why.startswith(_BY_READS)}
+        by_id = {i.call_id: i for i in infos}
+        alive |= {cid for cid, why in superseded.items() if _built_on(by_id[cid], why)}
     if policy.output_first:  # what no later read relies on goes before file content
         candidates = sorted(candidates, key=lambda i: i.kind == "read")
     for info in candidates:  # tier 1: degrade large results, clear small ones
