@@ -88,6 +88,8 @@ class PrunePolicy:
         keep_edited: a read superseded by a write, edit or outside change stays (the model's
             view of the file after its own edit is built on it); reads covered by a later
             read still clear, and so do outline answers (they show no lines to build on).
+        degrade: a large old result first becomes its outline or its head and tail; False:
+            every old result that is not kept clears at once.
     """
 
     context_window: int = 128_000
@@ -106,6 +108,7 @@ class PrunePolicy:
     output_first: bool = False
     in_use_turns: int = 0
     keep_edited: bool = False
+    degrade: bool = True
 
     @classmethod
     def preset(cls, name: str, **overrides: object) -> PrunePolicy:
@@ -124,8 +127,9 @@ PRESETS: dict[str, dict[str, object]] = {
     # least billed under prompt caching: the seeds' trigger, the cost gate on
     "cost": {},
     # the prompt small: prune from 5% of the window down to nothing but what is protected or
-    # in use (reads of files the last 25 turns name, reads the model's edits build on), no
-    # cost gate; for small windows and for providers without prompt caching
+    # in use (reads of files the last 25 turns name, reads the model's edits build on); the
+    # rest clears without an outline or head-and-tail stage, and there is no cost gate; for
+    # small windows and for providers without prompt caching
     "context": {
         "prune_at": 0.05,
         "target": 0.0,
@@ -136,6 +140,7 @@ PRESETS: dict[str, dict[str, object]] = {
         "output_first": True,
         "in_use_turns": 25,
         "keep_edited": True,
+        "degrade": False,
     },
 }
 
@@ -535,7 +540,7 @@ def plan_prune(
             break
         if info.call_id in actions or info.call_id in alive or info.tier != "keep":
             continue
-        if info.tokens < policy.small_result or info.call_id in secret:
+        if info.tokens < policy.small_result or info.call_id in secret or not policy.degrade:
             why = "old, cleared to save context"
             act(info, "clear", _cleared(info, why), why)
             continue
