@@ -83,11 +83,12 @@ class PrunePolicy:
             to come (``prune_cost``: as many again as so far, growing as they have, with the
             cut forced once the prompt passes ``hard_at``).
         output_first: degrade other output (bash, ...) before file reads.
-        in_use_turns: reads of files named in the last this many assistant turns, and the
-            confirmations of edits to them, stay intact (0: only those the protected tail names).
+        in_use_turns: reads of files named in the last this many assistant turns stay intact
+            (0: only those the protected tail names).
         keep_edited: a read superseded by a write, edit or outside change stays (the model's
             view of the file after its own edit is built on it); reads covered by a later
-            read still clear, and so do outline answers (they show no lines to build on).
+            read still clear, and so do outline answers (they show no lines to build on). The
+            confirmations of edits to files in use stay too (they say where an edit landed).
         degrade: a large old result first becomes its outline or its head and tail; False:
             every old result that is not kept clears at once.
     """
@@ -417,13 +418,15 @@ def _relied_on(infos: Sequence[ResultInfo], cleared: set[str]) -> set[str]:
     return alive
 
 
-def _in_use(infos: Sequence[ResultInfo], protected: set[str], tail_text: str) -> set[str]:
-    """Reads of files the recent turns name, and the confirmations of edits to them: not
-    degraded while the model works on them (a confirmation says where an edit landed, which
-    its arguments alone do not when the model never read those lines)."""
+def _in_use(
+    infos: Sequence[ResultInfo], protected: set[str], tail_text: str, kinds: tuple[str, ...]
+) -> set[str]:
+    """Results of ``kinds`` (reads; with ``keep_edited`` edits too) of files the recent turns
+    name: not degraded while the model works on them. An edit's confirmation says where the
+    edit landed, which its arguments alone do not when the model never read those lines."""
     used = set()
     for info in infos:
-        if info.kind in ("read", "edit") and info.path and info.call_id not in protected:
+        if info.kind in kinds and info.path and info.call_id not in protected:
             name = _file_name(info.path)
             if len(name) > 3 and name in tail_text:
                 used.add(info.call_id)
@@ -529,7 +532,8 @@ def plan_prune(
             del actions[cid]
         relied = _relied_on(infos, set(actions))  # a restored diff is live again
     excess = total - target - sum(a.tokens_before - a.tokens_after for a in actions.values())
-    alive = relied | _in_use(infos, protected, tail_text)
+    kinds = ("read", "edit") if policy.keep_edited else ("read",)
+    alive = relied | _in_use(infos, protected, tail_text, kinds)
     if policy.keep_edited:
         by_id = {i.call_id: i for i in infos}
         alive |= {cid for cid, why in superseded.items() if _built_on(by_id[cid], why)}
