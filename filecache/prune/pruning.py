@@ -13,8 +13,8 @@ Passes, in order (DESIGN "Pruning"):
 3. Keep-alive: a result that a later FileRef or diff (still in the transcript, not cleared)
    relies on stays intact; so does a read of a file named in the protected tail.
 4. Tiered degradation, oldest first, until the prompt is back under ``target``: a large file
-   read becomes its outline, other large output its head and tail; small results clear; over
-   ``hard_at`` degraded results clear too.
+   read becomes its outline, other large output its head and tail; small results clear (every
+   result, with ``degrade`` off); over ``hard_at`` degraded results clear too.
 5. Placeholders say what was lost, why, and how to get it back (``render.py``).
 
 Invariants:
