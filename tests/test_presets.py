@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from prune_chat import Chat, bodies, filler, numbered, tier, words
 
 from filecache.cli import main
+from filecache.core.render import render_outline_answer
 from filecache.errors import ConfigError
 from filecache.prune.prune_cost import cut_net, session_growth
 from filecache.prune.pruning import PRESETS, PrunePlan, PrunePolicy, apply_plan, plan_prune
@@ -46,6 +47,7 @@ def test_the_context_preset_prunes_early_and_without_the_cost_gate() -> None:
     assert context.context_window == 32_000 and not context.cache_aware
     assert (context.prune_at, context.target) == (0.05, 0.0)
     assert (context.in_use_turns, context.keep_edited, context.output_first) == (25, True, True)
+    assert not context.degrade and PrunePolicy().degrade
     assert PrunePolicy.preset("context", cache_aware=True).cache_aware  # overrides win
     assert set(PRESETS) == {"cost", "context"}
 
@@ -98,6 +100,40 @@ def test_keep_edited_keeps_a_read_the_models_edit_builds_on_but_not_a_covered_on
         result, out = plan(chat.messages, knobs(keep_edited=keep, small_result=10))
         assert tier(bodies(out)["call_1"]) == expected
         assert "call_3" in {a.call_id for a in result.actions}
+
+
+def test_keep_edited_does_not_keep_an_outline_answer_the_edit_superseded() -> None:
+    chat = Chat()
+    outline = render_outline_answer(
+        "a.py outline (xxh3 0a1b2c3d):\n" + "".join(f"  def f{n}(): {n}-{n}\n" for n in range(30)),
+        large=True, tokens_full=5_000,
+    )  # fmt: skip
+    chat.read("a.py", outline)  # call_1: the whole-file read answered with an outline
+    chat.read("a.py", numbered(20), offset=1, limit=20)  # call_2: the lines the edit is on
+    chat.edit("a.py")
+    chat.bash("true", filler(40))
+    _, out = plan(chat.messages, knobs(keep_edited=True, small_result=10))
+    assert tier(bodies(out)["call_1"]) == "clear"
+    assert tier(bodies(out)["call_2"]) == "keep"
+
+
+def test_without_degrade_large_old_results_clear_at_once() -> None:
+    chat = Chat()
+    chat.read("src/parser.py", numbered(200))  # call_1: large, outlined when degrading
+    chat.bash("pytest -q", filler(800))  # call_2: large, head and tail when degrading
+    chat.bash("true", filler(10))
+
+    def outline_for(info: Any) -> str:
+        return "def parse(): 1-200"
+
+    tiers = {}
+    for degrade in (True, False):
+        transcript = parse_transcript(chat.messages)
+        rules = knobs(context_window=10_000, small_result=100, degrade=degrade)
+        result = plan_prune(transcript, None, rules, words, outline_for=outline_for)
+        out = bodies(apply_plan(transcript, result))
+        tiers[degrade] = (tier(out["call_1"]), tier(out["call_2"]), tier(out["call_3"]))
+    assert tiers == {True: ("outline", "truncate", "keep"), False: ("clear", "clear", "keep")}
 
 
 def test_output_first_degrades_other_output_before_file_reads() -> None:

@@ -189,6 +189,10 @@ POLICIES = st.builds(
     min_reclaim=st.integers(0, 100),
     small_result=st.integers(20, 300),
     cache_aware=st.booleans(),
+    output_first=st.booleans(),  # and the other knobs of the context preset
+    in_use_turns=st.integers(0, 6),
+    keep_edited=st.booleans(),
+    degrade=st.booleans(),
 )
 
 

@@ -133,6 +133,10 @@ def policies(draw: st.DrawFn, tokens: int) -> PrunePolicy:
         tail_lines=draw(st.integers(1, 4)),
         cache_aware=draw(st.booleans()),
         turns_left=draw(st.none() | st.integers(1, 40)),
+        output_first=draw(st.booleans()),  # and the other knobs of the context preset
+        in_use_turns=draw(st.integers(0, 6)),
+        keep_edited=draw(st.booleans()),
+        degrade=draw(st.booleans()),
     )
 
 

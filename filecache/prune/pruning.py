@@ -13,8 +13,8 @@ Passes, in order (DESIGN "Pruning"):
 3. Keep-alive: a result that a later FileRef or diff (still in the transcript, not cleared)
    relies on stays intact; so does a read of a file named in the protected tail.
 4. Tiered degradation, oldest first, until the prompt is back under ``target``: a large file
-   read becomes its outline, other large output its head and tail; small results clear; over
-   ``hard_at`` degraded results clear too.
+   read becomes its outline, other large output its head and tail; small results clear (every
+   result, with ``degrade`` off); over ``hard_at`` degraded results clear too.
 5. Placeholders say what was lost, why, and how to get it back (``render.py``).
 
 Invariants:
@@ -84,10 +84,13 @@ class PrunePolicy:
             cut forced once the prompt passes ``hard_at``).
         output_first: degrade other output (bash, ...) before file reads.
         in_use_turns: reads of files named in the last this many assistant turns stay intact
-            (0: only those named in the protected tail).
+            (0: only those the protected tail names).
         keep_edited: a read superseded by a write, edit or outside change stays (the model's
             view of the file after its own edit is built on it); reads covered by a later
-            read still clear.
+            read still clear, and so do outline answers (they show no lines to build on). The
+            confirmations of edits to files in use stay too (they say where an edit landed).
+        degrade: a large old result first becomes its outline or its head and tail; False:
+            every old result that is not kept clears at once.
     """
 
     context_window: int = 128_000
@@ -106,6 +109,7 @@ class PrunePolicy:
     output_first: bool = False
     in_use_turns: int = 0
     keep_edited: bool = False
+    degrade: bool = True
 
     @classmethod
     def preset(cls, name: str, **overrides: object) -> PrunePolicy:
@@ -124,8 +128,9 @@ PRESETS: dict[str, dict[str, object]] = {
     # least billed under prompt caching: the seeds' trigger, the cost gate on
     "cost": {},
     # the prompt small: prune from 5% of the window down to nothing but what is protected or
-    # in use (reads of files the last 25 turns name, reads the model's edits build on), no
-    # cost gate; for small windows and for providers without prompt caching
+    # in use (reads of files the last 25 turns name, reads the model's edits build on); the
+    # rest clears without an outline or head-and-tail stage, and there is no cost gate; for
+    # small windows and for providers without prompt caching
     "context": {
         "prune_at": 0.05,
         "target": 0.0,
@@ -136,6 +141,7 @@ PRESETS: dict[str, dict[str, object]] = {
         "output_first": True,
         "in_use_turns": 25,
         "keep_edited": True,
+        "degrade": False,
     },
 }
 
@@ -346,6 +352,13 @@ def _union_covers(spans: Sequence[tuple[int, int | None]], start: int, end: int 
     return end is not None and reach > end
 
 
+def _built_on(info: ResultInfo, reason: str) -> bool:
+    """Whether ``keep_edited`` keeps a superseded read: the model's view of the file after its
+    own edit is built on the lines the read showed, unless later reads showed them again. An
+    outline shows no lines to build on (and its line numbers are old after the edit)."""
+    return not reason.startswith(_BY_READS) and info.answer not in ("outline", "filecache")
+
+
 def _protected(infos: Sequence[ResultInfo], budget: int) -> set[str]:
     """The newest results within ``budget`` tokens, and always those of the newest message
     with results (what the model just asked for is never pruned, however large)."""
@@ -405,11 +418,15 @@ def _relied_on(infos: Sequence[ResultInfo], cleared: set[str]) -> set[str]:
     return alive
 
 
-def _in_use(infos: Sequence[ResultInfo], protected: set[str], tail_text: str) -> set[str]:
-    """Reads of files the recent turns name: not degraded while the model works on them."""
+def _in_use(
+    infos: Sequence[ResultInfo], protected: set[str], tail_text: str, kinds: tuple[str, ...]
+) -> set[str]:
+    """Results of ``kinds`` (reads; with ``keep_edited`` edits too) of files the recent turns
+    name: not degraded while the model works on them. An edit's confirmation says where the
+    edit landed, which its arguments alone do not when the model never read those lines."""
     used = set()
     for info in infos:
-        if info.kind == "read" and info.path and info.call_id not in protected:
+        if info.kind in kinds and info.path and info.call_id not in protected:
             name = _file_name(info.path)
             if len(name) > 3 and name in tail_text:
                 used.add(info.call_id)
@@ -488,7 +505,7 @@ def plan_prune(
     for info in candidates:
         if info.call_id in superseded:
             reason = superseded[info.call_id]
-            if policy.keep_edited and not reason.startswith(_BY_READS):
+            if policy.keep_edited and _built_on(info, reason):
                 continue
             # A superseded FileRef gets a placeholder shorter than itself (a one-line FileRef is
             # shorter than the usual one): kept, it would hold its superseded base alive.
@@ -515,9 +532,11 @@ def plan_prune(
             del actions[cid]
         relied = _relied_on(infos, set(actions))  # a restored diff is live again
     excess = total - target - sum(a.tokens_before - a.tokens_after for a in actions.values())
-    alive = relied | _in_use(infos, protected, tail_text)
+    kinds = ("read", "edit") if policy.keep_edited else ("read",)
+    alive = relied | _in_use(infos, protected, tail_text, kinds)
     if policy.keep_edited:
-        alive |= {cid for cid, why in superseded.items() if not why.startswith(_BY_READS)}
+        by_id = {i.call_id: i for i in infos}
+        alive |= {cid for cid, why in superseded.items() if _built_on(by_id[cid], why)}
     if policy.output_first:  # what no later read relies on goes before file content
         candidates = sorted(candidates, key=lambda i: i.kind == "read")
     for info in candidates:  # tier 1: degrade large results, clear small ones
@@ -525,7 +544,7 @@ def plan_prune(
             break
         if info.call_id in actions or info.call_id in alive or info.tier != "keep":
             continue
-        if info.tokens < policy.small_result or info.call_id in secret:
+        if info.tokens < policy.small_result or info.call_id in secret or not policy.degrade:
             why = "old, cleared to save context"
             act(info, "clear", _cleared(info, why), why)
             continue

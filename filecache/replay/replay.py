@@ -218,10 +218,11 @@ class _Checker:
     def request(
         self, index: int, history: Sequence[Message], sent: Sequence[Message], pruned: set[str]
     ) -> None:
+        # A pruned edit confirmation matters too: it may be all that says where the edit landed.
         affected = {
             self.calls[c].path
             for c in pruned
-            if c in self.calls and self.calls[c].tool == "read_file"
+            if c in self.calls and self.calls[c].tool in ("read_file", "edit_file")
         }
         new: dict[str, str | None] = {}
         for message in history[self.fed : index]:
