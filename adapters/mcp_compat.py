@@ -42,6 +42,10 @@ with mcp_required():
         from mcp.server.fastmcp import FastMCP as Server  # type: ignore[no-redef]
 
         MCP_MAJOR = 1
+    try:  # mcp 2.x with protocol revisions (mcp_types.methods): the per-version result surface
+        from mcp_types.methods import serialize_server_result as _serialize_result
+    except ModuleNotFoundError:
+        _serialize_result = None
 
 __all__ = [
     "MCP_MAJOR",
@@ -57,6 +61,7 @@ __all__ = [
     "new_server",
     "replace_params",
     "run",
+    "wire_result",
 ]
 
 HandlerResult = BaseModel | dict[str, Any] | None
@@ -131,6 +136,33 @@ def install(server: Any, middleware: Middleware) -> None:
             original = low.notification_handlers.get(kind)
             low.notification_handlers[kind] = _v1_notification(original, chain)
     chain.append(middleware)
+
+
+_ENVELOPES: dict[str, dict[str, Any]] = {
+    "tools/list": {"resultType": "complete", "ttlMs": 0, "cacheScope": "private"},
+    "tools/call": {"resultType": "complete"},
+}
+
+
+def wire_result(ctx: Any, result: dict[str, Any]) -> dict[str, Any]:
+    """``result``, answered by a middleware without ``call_next``, in the wire form of the
+    connection's protocol version.
+
+    mcp 2.x shapes a handler's result for the negotiated version (protocol 2026-07-28 requires
+    ``resultType``, and ``ttlMs``/``cacheScope`` on ``tools/list``), but trusts a middleware that
+    answers by itself to do the same: a client on that version (FastMCP 4's, so pydantic-ai's
+    ``MCPToolset``) rejects the bare result. The SDK's defaults fill the fields; older versions
+    drop them again. On 1.x, an SDK without the revisions or an unknown version: as it is.
+    """
+    version = getattr(ctx, "protocol_version", None)
+    envelope = _ENVELOPES.get(str(getattr(ctx, "method", "")))
+    if _serialize_result is None or envelope is None or not isinstance(version, str):
+        return result
+    try:
+        shaped: dict[str, Any] = _serialize_result(ctx.method, version, {**envelope, **result})
+    except (KeyError, ValueError):  # a version or method the SDK has no surface for
+        return result
+    return shaped
 
 
 def is_error(result: Any) -> bool:
