@@ -8,21 +8,14 @@ compare the ids the FileRefs name with the ledger the server wrote.
 
 from __future__ import annotations
 
-import importlib
-import importlib.metadata
-import os
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
-
-import pytest
 
 from filecache import FileCache
 
 REPO = Path(__file__).resolve().parent.parent
 SESSION = "mcp-client"
-INSTALL = "pip install -e '.[frameworks]'"
 INSTALL_MCP1 = "pip install -e '.[mcp,frameworks-mcp1]' 'mcp<2'"
 
 # One tool call per model step: (call id, tool, arguments). Before step 4 (0-based) the file is
@@ -39,30 +32,6 @@ SCRIPT: list[tuple[str, str, dict[str, Any]]] = [
 ]
 CHANGED_OUTSIDE_BEFORE = 4
 FINAL = "done"
-
-
-def need(module: str, install: str = INSTALL, *, mcp_major: int | None = None) -> ModuleType:
-    """Import ``module`` for a test module, or skip it when it is not importable here.
-
-    Under CI (``CI`` set, as ``.ci/run`` does) a missing module fails instead: CI installs every
-    framework, so a skip there would hide a test that never ran. ``mcp_major``: the client works
-    only with that ``mcp`` major version; under another one the test module is skipped even
-    under CI (CI runs it in the venv that has that version: ``.ci/run`` step ``mcp1``).
-    """
-    have = int(importlib.metadata.version("mcp").split(".")[0])
-    if mcp_major is not None and have != mcp_major:
-        pytest.skip(
-            f"{module} needs mcp {mcp_major}.x (mcp {have}.x is installed); "
-            f".ci/run runs this in its mcp{mcp_major} step",
-            allow_module_level=True,
-        )
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        message = f"{module} is not importable ({exc}); install it: {install}"
-        if os.environ.get("CI"):
-            pytest.fail(f"under CI every framework must be installed: {message}", pytrace=False)
-        pytest.skip(message, allow_module_level=True)
 
 
 def serve_command(root: Path, store: Path) -> tuple[str, list[str]]:

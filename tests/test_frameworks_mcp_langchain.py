@@ -10,7 +10,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from mcp_frameworks import INSTALL_MCP1, SCRIPT, before_step, check, need, serve_command
+from mcp_frameworks import INSTALL_MCP1, SCRIPT, before_step, check, serve_command
+from needs import need
 
 need("langchain_mcp_adapters.client", INSTALL_MCP1, mcp_major=1)
 

@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mcp_frameworks import INSTALL_MCP1, SCRIPT, before_step, check, need, serve_command
+from mcp_frameworks import INSTALL_MCP1, SCRIPT, before_step, check, serve_command
+from needs import need
 
 need("agents.mcp", "pip install -e '.[frameworks]' (or, next to mcp 1.x: " + INSTALL_MCP1 + ")")
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from mcp_frameworks import SCRIPT, before_step, check, need, serve_command
+from mcp_frameworks import SCRIPT, before_step, check, serve_command
+from needs import need
 
 need("pydantic_ai.mcp")
 need("fastmcp")

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mcp_frameworks import INSTALL_MCP1, SCRIPT, before_step, check, need, serve_command
+from mcp_frameworks import INSTALL_MCP1, SCRIPT, before_step, check, serve_command
+from needs import need
 
 need("mcpadapt.smolagents_adapter", INSTALL_MCP1, mcp_major=1)
 
