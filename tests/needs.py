@@ -24,7 +24,7 @@ def need(module: str, install: str = INSTALL, *, mcp_major: int | None = None) -
     if mcp_major is not None and have != mcp_major:
         pytest.skip(
             f"{module} needs mcp {mcp_major}.x (mcp {have}.x is installed); "
-            f".ci/run runs this in its mcp{mcp_major} step",
+            f".ci/run runs this in its {'mcp1' if mcp_major == 1 else 'test'} step",
             allow_module_level=True,
         )
     try:
