@@ -42,9 +42,9 @@ with mcp_required():
         from mcp.server.fastmcp import FastMCP as Server  # type: ignore[no-redef]
 
         MCP_MAJOR = 1
-    try:  # mcp 2.x with protocol revisions (mcp_types.methods): the per-version result surface
-        from mcp_types.methods import serialize_server_result as _serialize_result
-    except ModuleNotFoundError:
+    try:  # mcp 2.x with protocol revisions (mcp.types.methods): the per-version result surface
+        from mcp.types.methods import serialize_server_result as _serialize_result
+    except ImportError:  # 1.x, or a 2.x before the revisions
         _serialize_result = None
 
 __all__ = [
