@@ -167,7 +167,9 @@ def wire_result(ctx: Any, result: dict[str, Any]) -> dict[str, Any]:
 
 def is_error(result: Any) -> bool:
     """Whether a ``CallToolResult`` is an error (``is_error`` on 2.x, ``isError`` on 1.x)."""
-    return bool(getattr(result, "is_error", None) or getattr(result, "isError", None))
+    # Only the installed SDK's name: FastMCP (pydantic-ai's MCP client), once imported, answers
+    # the other one on 2.x too, with a FastMCPDeprecationWarning.
+    return bool(getattr(result, "is_error" if MCP_MAJOR == 2 else "isError", None))
 
 
 async def list_client_roots(session: Any) -> list[str] | None:

@@ -10,6 +10,7 @@ the SDK's client rejects a result without them. The answers filecache makes itse
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp_client import MCP_MAJOR, REPO, SAMPLE_SERVER, as_json, is_error, serve_args, text_of
+from needs import need
 
 if MCP_MAJOR != 2:
     pytest.skip("mcp 1.x has no modern protocol (server/discover)", allow_module_level=True)
@@ -73,3 +75,16 @@ async def test_the_middleware_answers_a_modern_client(root: Path, tmp_path: Path
     assert is_error(bad) and text_of(bad) == (
         "read_file: argument 'fresh' must be true or false, got 'yes'"
     )
+
+
+def test_is_error_next_to_fastmcp() -> None:
+    """FastMCP (under pydantic-ai's MCP client), once imported, answers mcp 2.x's old camelCase
+    names with a FastMCPDeprecationWarning (an error in these tests): ``is_error`` reads only the
+    installed SDK's name."""
+    need("fastmcp.client.transports")
+    from mcp.types import CallToolResult, TextContent
+
+    with warnings.catch_warnings():  # importing fastmcp installed its own filter for them
+        warnings.simplefilter("error")
+        assert not is_error(CallToolResult(content=[TextContent(type="text", text="fine")]))
+        assert is_error(CallToolResult(content=[], is_error=True))
