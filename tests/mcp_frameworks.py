@@ -14,7 +14,6 @@ from typing import Any
 
 from filecache import FileCache
 
-REPO = Path(__file__).resolve().parent.parent
 SESSION = "mcp-client"
 INSTALL_MCP1 = "pip install -e '.[mcp,frameworks-mcp1]' 'mcp<2'"
 
@@ -31,7 +30,6 @@ SCRIPT: list[tuple[str, str, dict[str, Any]]] = [
     ("c7", "read_file", {"path": "src/app.py"}),
 ]
 CHANGED_OUTSIDE_BEFORE = 4
-FINAL = "done"
 
 
 def serve_command(root: Path, store: Path) -> tuple[str, list[str]]:
