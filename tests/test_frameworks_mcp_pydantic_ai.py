@@ -1,8 +1,9 @@
 """pydantic-ai's own MCP client (``MCPToolset``, on FastMCP's client) against ``filecache serve``
 over stdio, in pydantic-ai's real agent loop with a scripted ``FunctionModel``.
 
-pydantic-ai 2.x removed ``MCPServerStdio``; ``MCPToolset`` needs ``fastmcp-slim`` 4, hence
-``mcp>=2.3``: this runs in CI's main test step."""
+pydantic-ai 2.x removed ``MCPServerStdio``; ``MCPToolset`` runs on ``fastmcp-slim`` (4 next to
+mcp 2.3, 3.4 next to mcp 1.x, which negotiate different protocol revisions): this runs in CI's
+main test step and in its ``mcp1`` step."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ SECTION = DOC.read_text(encoding="utf-8").split("## From an agent framework's MC
 BLOCKS = re.findall(r"```python\n(.*?)```", SECTION.split("\n## ")[0], re.S)
 # the framework an example imports -> (the module its client needs, the mcp major it needs)
 CLIENTS = {
-    "pydantic_ai": ("pydantic_ai.mcp", 2),
+    "pydantic_ai": ("pydantic_ai.mcp", None),
     "agents": ("agents.mcp", None),
     "smolagents": ("mcpadapt.smolagents_adapter", 1),
     "langchain_mcp_adapters": ("langchain_mcp_adapters.client", 1),
