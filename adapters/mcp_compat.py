@@ -42,6 +42,10 @@ with mcp_required():
         from mcp.server.fastmcp import FastMCP as Server  # type: ignore[no-redef]
 
         MCP_MAJOR = 1
+    try:  # mcp 2.x with protocol revisions (mcp.types.methods): the per-version result surface
+        from mcp.types.methods import serialize_server_result as _serialize_result
+    except ImportError:  # 1.x, or a 2.x before the revisions
+        _serialize_result = None
 
 __all__ = [
     "MCP_MAJOR",
@@ -57,6 +61,7 @@ __all__ = [
     "new_server",
     "replace_params",
     "run",
+    "wire_result",
 ]
 
 HandlerResult = BaseModel | dict[str, Any] | None
@@ -133,9 +138,38 @@ def install(server: Any, middleware: Middleware) -> None:
     chain.append(middleware)
 
 
+_ENVELOPES: dict[str, dict[str, Any]] = {
+    "tools/list": {"resultType": "complete", "ttlMs": 0, "cacheScope": "private"},
+    "tools/call": {"resultType": "complete"},
+}
+
+
+def wire_result(ctx: Any, result: dict[str, Any]) -> dict[str, Any]:
+    """``result``, answered by a middleware without ``call_next``, in the wire form of the
+    connection's protocol version.
+
+    mcp 2.x shapes a handler's result for the negotiated version (protocol 2026-07-28 requires
+    ``resultType``, and ``ttlMs``/``cacheScope`` on ``tools/list``), but trusts a middleware that
+    answers by itself to do the same: a client on that version (FastMCP 4's, so pydantic-ai's
+    ``MCPToolset``) rejects the bare result. The SDK's defaults fill the fields; older versions
+    drop them again. On 1.x, an SDK without the revisions or an unknown version: as it is.
+    """
+    version = getattr(ctx, "protocol_version", None)
+    envelope = _ENVELOPES.get(str(getattr(ctx, "method", "")))
+    if _serialize_result is None or envelope is None or not isinstance(version, str):
+        return result
+    try:
+        shaped: dict[str, Any] = _serialize_result(ctx.method, version, {**envelope, **result})
+    except (KeyError, ValueError):  # a version or method the SDK has no surface for
+        return result
+    return shaped
+
+
 def is_error(result: Any) -> bool:
     """Whether a ``CallToolResult`` is an error (``is_error`` on 2.x, ``isError`` on 1.x)."""
-    return bool(getattr(result, "is_error", None) or getattr(result, "isError", None))
+    # Only the installed SDK's name: FastMCP (pydantic-ai's MCP client), once imported, answers
+    # the other one on 2.x too, with a FastMCPDeprecationWarning.
+    return bool(getattr(result, "is_error" if MCP_MAJOR == 2 else "isError", None))
 
 
 async def list_client_roots(session: Any) -> list[str] | None:

@@ -45,7 +45,7 @@ from filecache.errors import ConfigError
 from filecache.settings import load_settings
 from filecache.tools import READ_FILE
 
-from .mcp_compat import CallNext, HandlerResult, install, replace_params
+from .mcp_compat import CallNext, HandlerResult, install, replace_params, wire_result
 from .mcp_sessions import (
     Connections,
     RefWindow,
@@ -178,7 +178,8 @@ class FileCacheMiddleware:
             return result
         fresh = args.pop("fresh", None)
         if fresh is not None and not isinstance(fresh, bool):
-            return _error(f"{name}: argument 'fresh' must be true or false, got {fresh!r:.60}")
+            message = f"{name}: argument 'fresh' must be true or false, got {fresh!r:.60}"
+            return wire_result(ctx, _error(message))
         inner = replace_params(ctx, {**params, "arguments": args})
         result = _one_line_errors(name, _as_dict(await call_next(inner)))
         key = f"{name}{_canonical(args)}"

@@ -44,7 +44,15 @@ from filecache.core.render import mcp_instructions
 from filecache.errors import ConfigError, FileCacheError, OutsideRootError, PathError
 from filecache.tools import check_arguments, schemas, tool_spec
 
-from .mcp_compat import CallNext, HandlerResult, install, list_client_roots, new_server, run
+from .mcp_compat import (
+    CallNext,
+    HandlerResult,
+    install,
+    list_client_roots,
+    new_server,
+    run,
+    wire_result,
+)
 from .mcp_sessions import (
     Connections,
     OtherServers,
@@ -232,10 +240,13 @@ class FileCacheServer:
     async def __call__(self, ctx: Any, call_next: CallNext) -> HandlerResult:
         """Serve ``tools/list`` and ``tools/call`` from the tool table; note roots changes."""
         if ctx.method == "tools/list":
-            return {"tools": schemas("mcp")}  # new dicts: an outer middleware may edit them
+            # new dicts: an outer middleware may edit them
+            return wire_result(ctx, {"tools": schemas("mcp")})
         if ctx.method == "tools/call":
             params = ctx.params or {}
-            return await self.call(ctx, params.get("name"), params.get("arguments"))
+            return wire_result(
+                ctx, await self.call(ctx, params.get("name"), params.get("arguments"))
+            )
         if ctx.method == "notifications/roots/list_changed":
             try:
                 conn = self.connections.peek(self._key(ctx))

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
+from needs import need
 
-pytest.importorskip("langchain_core", reason="langchain-core is not installed ([frameworks])")
+need("langchain_core")
 
 from filecache.adapters.langchain import file_tools, prune_history  # noqa: E402
 from langchain_core.language_models.fake_chat_models import (  # noqa: E402

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 from filecache.adapters.mini_swe_agent import CachedEnvironment
+from needs import need
 
 from filecache import FileCache
 
@@ -82,7 +82,7 @@ def test_conversations_do_not_share_reads(cache: FileCache, root: Path) -> None:
 
 
 def test_mini_swe_agents_own_loop(cache: FileCache, root: Path) -> None:
-    pytest.importorskip("minisweagent", reason="mini-swe-agent is not installed")
+    need("minisweagent")
     from minisweagent.agents.default import DefaultAgent
     from minisweagent.environments.local import LocalEnvironment
     from minisweagent.models.test_models import DeterministicToolcallModel, make_toolcall_output

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
+from needs import need
 
-pytest.importorskip("agents", reason="openai-agents is not installed (the [frameworks] extra)")
+need("agents")
 
 from agents import (  # noqa: E402
     Agent,

@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from needs import need
 
-pytest.importorskip(
-    "pydantic_ai", reason="pydantic-ai-slim is not installed (the [frameworks] extra)"
-)
+need("pydantic_ai")
 
 from filecache.adapters.pydantic_ai import (  # noqa: E402
     file_tools,

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from needs import need
 
-pytest.importorskip("smolagents", reason="smolagents is not installed (the [frameworks] extra)")
+need("smolagents")
 
 from filecache.adapters.smolagents import file_tools  # noqa: E402
 from smolagents import CodeAgent, ToolCallingAgent, tool  # noqa: E402
