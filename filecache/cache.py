@@ -93,6 +93,7 @@ class FileCache:
         )
         self._tokens = TokenCounter(self.settings.tokenizer)  # no vocabulary loaded yet
         self._protected = _store_files(self.store)
+        self._protected_names = frozenset(map(str, self._protected))  # str: no Path hash per call
         self._lock = threading.RLock()
         self._lines: OrderedDict[str, list[str]] = OrderedDict()
         self._shapes: dict[str, _Shape] = {}  # per held version: chars, extra bytes, memory
@@ -115,7 +116,7 @@ class FileCache:
     def locate(self, path: str | Path) -> Located:
         """``path`` confined to the root, refusing the store's own files wherever they are."""
         loc = locate(self.root, path)
-        if loc.real in self._protected:
+        if str(loc.real) in self._protected_names:
             raise OutsideRootError(f"{loc.rel}: filecache's own store is not served or written")
         return loc
 

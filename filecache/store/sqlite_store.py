@@ -25,8 +25,8 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
 from typing import Self, TypeVar
@@ -295,6 +295,10 @@ class SqliteStore:
         self._lock = threading.RLock()
         self._guard = _Guard(self)
         self._conn = _retry_busy(lambda: self._open(), self.path, opening=True)
+        # Kept open while the store is: a session's turn then costs two fcntl calls, no open
+        self._locks = lock_file(self.lock_path)
+        self._locks.pin()
+        self._pinned = True
 
     def _open(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = None
@@ -392,11 +396,9 @@ class SqliteStore:
 
         return _retry_busy(attempt, self.path, opening=False)
 
-    @contextmanager
-    def lock(self, name: str) -> Iterator[None]:
+    def lock(self, name: str) -> AbstractContextManager[None]:
         """Hold ``name`` exclusively across this database's threads and processes."""
-        with lock_file(self.lock_path).hold(name):
-            yield
+        return self._locks.hold(name)
 
     def put_intent(self, intent: Intent) -> None:
         """Record a write about to replace a file (replacing one of the same call)."""
@@ -557,6 +559,9 @@ class SqliteStore:
         """Close the connection; later calls raise ``StoreError``. Closing twice is fine."""
         with self._guard as conn:
             conn.close()
+            if self._pinned:
+                self._pinned = False
+                self._locks.unpin()
 
     def __enter__(self) -> Self:
         return self
