@@ -70,6 +70,7 @@ from filecache.errors import (
 from filecache.fsio import Located, read_bytes, read_window, remove_file, write_bytes
 from filecache.hosts import CacheHost
 from filecache.ledger import Ledger, build_ledger
+from filecache.locations import Locations
 from filecache.store.store import Event, Intent
 
 if TYPE_CHECKING:
@@ -99,6 +100,7 @@ class Session:
         self._seen: dict[str, str | None] = {}  # last version observed per path
         self._outside: set[str] = set()  # paths the watcher saw change (``outside.py``)
         self._loaded = False  # the first turn loads the view from the store
+        self._locations = Locations(cache.locate)  # resolutions of the paths asked, link-free
         cache.store.touch_session(session_id)
 
     # -- public API -------------------------------------------------------------------------
@@ -136,18 +138,21 @@ class Session:
         ranged = offset is not None or limit is not None
         if symbol is not None and (ranged or mode == "outline"):
             raise RequestError("pass symbol alone, without offset/limit or mode='outline'")
-        loc = self.cache.locate(path)
         cid = self._call_id(call_id)
-        for attempt in range(3):
-            try:
-                with self._turn() as turn:
-                    return self._read(
-                        turn, loc, offset, limit, mode, symbol, fresh, numbered, cid, ranged
-                    )
-            except StoreConflictError:
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        def read_at(loc: Located) -> ReadResult:
+            for attempt in range(3):
+                try:
+                    with self._turn() as turn:
+                        return self._read(
+                            turn, loc, offset, limit, mode, symbol, fresh, numbered, cid, ranged
+                        )
+                except StoreConflictError:
+                    if attempt == 2:
+                        raise
+            raise AssertionError("unreachable")  # pragma: no cover
+
+        return self._locations.retry(path, read_at)
 
     def _read(
         self,
@@ -205,15 +210,17 @@ class Session:
             ConflictError: the file kept changing under the write (another writer).
             StoreError: the store failed; the file is as before and nothing was recorded.
         """
-        loc = self.cache.locate(path)
         cid = self._call_id(call_id)
 
-        def plan(old: str | None, before: str | None) -> tuple[str, list[Span], str]:
-            check_markers(loc.rel, old or "", content)
-            count = len(split_lines(content))
-            return content, ([(1, count, (frozenset([cid]),))] if count else []), ""
+        def write_at(loc: Located) -> WriteResult:
+            def plan(old: str | None, before: str | None) -> tuple[str, list[Span], str]:
+                check_markers(loc.rel, old or "", content)
+                count = len(split_lines(content))
+                return content, ([(1, count, (frozenset([cid]),))] if count else []), ""
 
-        return self._change(loc, cid, "written", plan, [content], must_exist=False)
+            return self._change(loc, cid, "written", plan, [content], must_exist=False)
+
+        return self._locations.retry(path, write_at)
 
     def edit(
         self,
@@ -243,12 +250,11 @@ class Session:
             raise EditError("pass either old_string/new_string or edits, not both")
         else:
             pairs = list(edits)
-        loc = self.cache.locate(path)
         cid = self._call_id(call_id)
-        return self._change(
+        return self._locations.retry(path, lambda loc: self._change(
             loc, cid, "edited", self._edit_plan(loc, cid, pairs, replace_all),
             [new for _, new in pairs], must_exist=True,
-        )  # fmt: skip
+        ))  # fmt: skip
 
     def _edit_plan(
         self,
