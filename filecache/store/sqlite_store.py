@@ -34,6 +34,7 @@ from typing import Self, TypeVar
 from filecache.errors import StoreConflictError, StoreError
 from filecache.store.locks import lock_file
 from filecache.store.store import (
+    LAST_USED_SLACK,
     Event,
     GcReport,
     Intent,
@@ -177,10 +178,22 @@ def m006_intents(conn: sqlite3.Connection) -> None:
     )
 
 
+@_migration
+def m007_drop_event_call_index(conn: sqlite3.Connection) -> None:
+    """No query looks events up by call id: the index cost a random B-tree leaf per event."""
+    conn.execute("DROP INDEX IF EXISTS events_session_call")
+
+
 # Constant SQL text, so that sqlite3's statement cache reuses the prepared statements.
 _UPSERT_SESSION = (
     "INSERT INTO sessions (session_id, created, last_used) VALUES (?, ?, ?) "
     "ON CONFLICT (session_id) DO UPDATE SET last_used = excluded.last_used"
+)
+# ``commit``'s: the row must exist (events reference it), but its last use is rewritten only
+# when it moves on by over a second (a call that leaves the page unchanged writes no WAL frame).
+_COMMIT_SESSION = _UPSERT_SESSION + (
+    f" WHERE excluded.last_used > sessions.last_used + {LAST_USED_SLACK!r}"
+    " OR excluded.last_used < sessions.last_used"
 )
 _EVENT_COLUMNS = (
     'session_id, seq, call_id, tool, path, start, "end", version, base_version, kind, '
@@ -384,7 +397,7 @@ class SqliteStore:
                         f"session {session_id!r} moved on to seq {head} (expected "
                         f"{expected_head}); nothing was written"
                     )
-                conn.execute(_UPSERT_SESSION, (session_id, when, when))
+                conn.execute(_COMMIT_SESSION, (session_id, when, when))
                 conn.executemany(_INSERT_EVENT, rows)
                 for path, state in views.items():
                     if state is None:
