@@ -806,19 +806,18 @@ class _Turn:
         if not self.events and not self.views:
             self._run_after()
             return
-        states = {key: None if v.empty() else v.to_json() for key, v in self.views.items()}
-        if not self.events:
-            unchanged = {
-                key: s._views[key].to_json() if key in s._views else None for key in states
-            }
-            if unchanged == states:
-                self._run_after()
-                return  # read-only turn
+        # A copy that holds what the session's view holds (an unchanged re-read moves only the
+        # version's stamp) is neither stored nor kept: memory and store keep the same view.
+        changed = {k: v for k, v in self.views.items() if not _same_facts(s._views.get(k), v)}
+        if not self.events and not changed:
+            self._run_after()
+            return  # read-only turn
+        states = {key: None if v.empty() else v.to_json() for key, v in changed.items()}
         s._seq = s.cache.store.commit(s.id, self.base, self.events, states)
         for event in self.events:
             s._call_seq[event.call_id] = event.seq
         s._seen.update(self.seen)
-        for key, view in self.views.items():
+        for key, view in changed.items():
             if view.empty():
                 s._views.pop(key, None)
             else:
@@ -828,6 +827,20 @@ class _Turn:
     def _run_after(self) -> None:
         for action in self._after:
             action()
+
+
+def _same_facts(held: PathView | None, view: PathView) -> bool:
+    """Whether ``view`` holds what ``held`` holds: the same versions in the same order, with the
+    same lines backed by the same call ids, and the same outlines. A version's stamp (the seq
+    of the call that last touched it) is no fact: nothing decides from it."""
+    if held is None:
+        return view.empty()
+    if held.outlines != view.outlines or list(held.versions) != list(view.versions):
+        return False
+    return all(
+        (a.line_count, a.origin, a.spans) == (b.line_count, b.origin, b.spans)
+        for a, b in zip(held.versions.values(), view.versions.values(), strict=True)
+    )
 
 
 def _scratch(spans: list[Span], line_count: int) -> Facts:
