@@ -104,6 +104,7 @@ class FileCache:
         self._stored: set[str] = set()
         self._pending: set[str] = set()
         self._secret: set[str] = set()  # versions of denied files (see ``denied``)
+        self._deny_memo: dict[str, bool] = {}  # names matched against settings.deny
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._path_locks: Path | None = None
         self.watcher: Watcher | None = None
@@ -297,13 +298,23 @@ class FileCache:
         projection of it is stored, whatever path it is read by later (``settings.is_denied``).
         """
         names = [path] if isinstance(path, str) else [path.rel, *path.aliases]
-        if not any(is_denied(name, self.settings.deny) for name in names):
+        if not any(map(self._denied_name, names)):
             return version is not None and version in self._secret
         if version is not None:
             with self._lock:
                 self._secret.add(version)
                 self._pending.discard(version)
         return True
+
+    def _denied_name(self, name: str) -> bool:
+        """``is_denied`` for the settings' deny-list, remembered per name (a glob match per
+        pattern and read otherwise)."""
+        found = self._deny_memo.get(name)
+        if found is None:
+            if len(self._deny_memo) >= 4096:
+                self._deny_memo.clear()
+            found = self._deny_memo[name] = is_denied(name, self.settings.deny)
+        return found
 
     def secret(self, version: str) -> bool:
         """Whether ``version`` was read from a denied path (nothing derived from it is stored)."""

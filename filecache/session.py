@@ -15,7 +15,8 @@ Concurrency (who owns what):
   thread or process of this session may have moved it on), then works on copies of the views
   it touches, then commits its events and those views in one store transaction. Only after the
   commit do the copies become the session's views: a call that raises leaves no fact and no
-  ledger row.
+  ledger row. A read skips the catch-up (a query per call): its commit checks the head, and a
+  read whose commit finds the store moved on is run again after catching up.
 - Writes and edits also hold the file's path lock (``FileCache.path_lock``) from reading the
   bytes they change to replacing them, and follow record-intent → replace → commit: an
   ``Intent`` is stored, the file replaced only if it still holds the bytes the change was
@@ -143,7 +144,7 @@ class Session:
         def read_at(loc: Located) -> ReadResult:
             for attempt in range(3):
                 try:
-                    with self._turn() as turn:
+                    with self._turn(optimistic=attempt == 0) as turn:
                         return self._read(
                             turn, loc, offset, limit, mode, symbol, fresh, numbered, cid, ranged
                         )
@@ -688,14 +689,20 @@ class Session:
     # -- turns and bookkeeping ----------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _turn(self) -> Iterator[_Turn]:
+    def _turn(self, *, optimistic: bool = False) -> Iterator[_Turn]:
         """One call's exclusive turn: catch up with the store, work on copies, commit at the end
-        (unless the call raised). Reentrant: a nested turn is the outer one."""
+        (unless the call raised). Reentrant: a nested turn is the outer one.
+
+        ``optimistic``: skip the catch-up once the view is loaded, for a call that always
+        commits and has no effect outside memory before it (a read): its commit's
+        compare-and-swap on the head then finds a store that moved on (``StoreConflictError``,
+        nothing written), and the caller runs it again in a turn that catches up."""
         with self._hold():
             if self._current is not None:
                 yield self._current
                 return
-            self._catch_up()
+            if not (optimistic and self._loaded):
+                self._catch_up()
             turn = _Turn(self)
             self._current = turn
             try:

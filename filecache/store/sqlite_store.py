@@ -308,6 +308,9 @@ class SqliteStore:
         self._lock = threading.RLock()
         self._guard = _Guard(self)
         self._conn = _retry_busy(lambda: self._open(), self.path, opening=True)
+        # Sessions' last use as this object last wrote it (``commit`` skips a rewrite within
+        # ``LAST_USED_SLACK``); any other write of a session's row forgets it.
+        self._last_used: dict[str, float] = {}
         # Kept open while the store is: a session's turn then costs two fcntl calls, no open
         self._locks = lock_file(self.lock_path)
         self._locks.pin()
@@ -364,6 +367,7 @@ class SqliteStore:
         e = event
         row = event_row(e)
         with self._guard as conn:
+            self._last_used.pop(e.session_id, None)
             conn.execute("BEGIN IMMEDIATE")
             conn.execute(_UPSERT_SESSION, (e.session_id, e.created, e.created))
             conn.execute(_INSERT_EVENT, row)
@@ -397,7 +401,11 @@ class SqliteStore:
                         f"session {session_id!r} moved on to seq {head} (expected "
                         f"{expected_head}); nothing was written"
                     )
-                conn.execute(_COMMIT_SESSION, (session_id, when, when))
+                known = self._last_used.get(session_id)
+                # The row exists (its events do); only a last use that moves on needs writing
+                if expected_head == 0 or known is None or not 0 <= when - known < LAST_USED_SLACK:
+                    conn.execute(_COMMIT_SESSION, (session_id, when, when))
+                    known = when
                 conn.executemany(_INSERT_EVENT, rows)
                 for path, state in views.items():
                     if state is None:
@@ -405,6 +413,8 @@ class SqliteStore:
                     else:
                         conn.execute(_UPSERT_VIEW, (session_id, path, state))
                 conn.execute("COMMIT")
+                if known is not None:
+                    self._last_used[session_id] = known
                 return expected_head + len(events)
 
         return _retry_busy(attempt, self.path, opening=False)
@@ -468,6 +478,7 @@ class SqliteStore:
         """Create the session if needed and set its last use to ``now`` (default: the time)."""
         when = time.time() if now is None else now
         with self._guard as conn:
+            self._last_used.pop(session_id, None)
             conn.execute(_UPSERT_SESSION, (session_id, when, when))
 
     def sessions(self) -> list[SessionInfo]:
@@ -479,6 +490,7 @@ class SqliteStore:
     def delete_session(self, session_id: str) -> None:
         """Forget the session, its events and its views (blobs stay until ``gc``)."""
         with self._guard as conn:
+            self._last_used.pop(session_id, None)
             conn.execute("BEGIN IMMEDIATE")
             _delete_sessions(conn, [session_id])
             conn.execute("COMMIT")
@@ -488,6 +500,7 @@ class SqliteStore:
         with self._guard as conn:
             conn.execute("BEGIN IMMEDIATE")
             old = [sid for (sid,) in conn.execute(_OLD_SESSIONS, (older_than,)).fetchall()]
+            self._last_used.clear()
             _delete_sessions(conn, old)
             blobs = conn.execute(_DELETE_UNREFERENCED_BLOBS).rowcount
             conn.execute("COMMIT")
