@@ -3,9 +3,10 @@
 Tools: ``read_file``, ``write_file``, ``edit_file`` and ``cache_stats``, each a thin call into
 ``Session`` (thread-safe). Over streamable HTTP the file tools run in worker threads, so that
 one client's long call never stalls another's. Over stdio they run on the event loop
-(``inline``): a stdio server has one client, whose calls share one session per root and take
-its lock, so they run one at a time whatever runs them, and the thread hop there and back cost
-more than an unchanged re-read's own work (``bench/bench_mcp.py``). ``cache_stats`` and a new
+(``inline``): a stdio server has one client, whose calls take its session's lock (one session
+per root), so they mostly run one at a time whatever runs them, and the thread hop there and
+back cost more than an unchanged re-read's own work (``bench/bench_mcp.py``); a long call
+delays the client's next message (a ping, another call) until it is done. ``cache_stats`` and a new
 connection's set-up (store reads) run in worker threads on both.
 Their definitions (``tools/list``) and argument checks come from the one table of tool specs
 (``filecache.tools``), and ``FileCacheServer`` serves them as a server middleware
