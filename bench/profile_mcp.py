@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_mcp import ENV, child_pids, cpu_seconds, make_tree  # noqa: E402
 from mcp_client import SAMPLE_SERVER, serve_args, stdio_session  # noqa: E402
 
-# Leaf frames of a thread that waits (a lock, a queue, epoll, a blocking read of stdin)
-_IDLE = re.compile(r"epoll_wait|pthread_cond|sem_wait|lock_PyThread_acquire_lock|futex")
+# The innermost Python frame of a thread that waits: for work (a queue), a lock, epoll
+_WAITS = ("Queue.get (", "Condition.wait (", "EpollSelector.select (", "Event.wait (")
 
 
 def server_args(kind: str, root: Path, work: Path) -> list[str]:
@@ -63,9 +63,10 @@ def busy_frames(raw: Path, top: int) -> None:
         stack, _, count = line.rpartition(" ")
         frames = [re.sub(r":\d+\)$", ")", f) for f in stack.split(";")]
         joined = ";".join(frames)
-        if _IDLE.search(frames[-1]) or "_find_and_load" in joined:
+        python = [f for f in frames if ".py)" in f]
+        if not python or python[-1].startswith(_WAITS) or "_find_and_load" in joined:
             continue  # waiting, or importing at start-up
-        if frames[-1].startswith("read (") and len(frames) > 1 and "WorkerThread" in frames[-2]:
+        if python[-1].startswith("WorkerThread.run (") and frames[-1].startswith("read ("):
             continue  # the SDK's stdin reader blocked in read(2)
         total += int(count)
         for frame in dict.fromkeys(frames):
