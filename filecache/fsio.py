@@ -298,8 +298,9 @@ def _too_large(loc: Located, size: int, max_bytes: int) -> FileTooLargeError:
 
 
 @contextlib.contextmanager
-def _open_file(loc: Located, max_bytes: int | None) -> Iterator[int]:
-    """A read-only descriptor of the regular file ``loc``, checked by ``stat`` before the open.
+def _open_file(loc: Located, max_bytes: int | None) -> Iterator[tuple[int, int]]:
+    """A read-only descriptor of the regular file ``loc``, checked by ``stat`` before the open,
+    and its size when opened.
 
     A file replaced between the ``stat`` and the open (an atomic write by another writer) is
     looked at again, a few times: the descriptor is always of the object that was checked.
@@ -320,16 +321,15 @@ def _open_file(loc: Located, max_bytes: int | None) -> Iterator[int]:
         else:
             raise OutsideRootError(f"{loc.rel}: kept being replaced while opened; read it again")
         try:
-            yield fd
+            yield fd, opened.st_size
         finally:
             os.close(fd)
 
 
-def _read_to_end(fd: int, cap: int | None) -> bytes:
-    """The bytes from ``fd``'s offset to its end (at most ``cap``), in reads sized by ``fstat``:
-    one read and one that sees the end, no buffer of ``cap`` bytes (``read(cap)`` allocates it
-    whole, 4 MiB per read of a small file) and no file object."""
-    size = os.fstat(fd).st_size
+def _read_to_end(fd: int, cap: int | None, size: int) -> bytes:
+    """The bytes from ``fd``'s offset to its end (at most ``cap``), in reads sized by ``size``
+    (its ``fstat``): one read and one that sees the end, no buffer of ``cap`` bytes
+    (``read(cap)`` allocates it whole, 4 MiB per read of a small file) and no file object."""
     chunks: list[bytes] = []
     total = 0
     want = size + 1  # one more than the size: a file that grew is read on
@@ -345,9 +345,9 @@ def _read_to_end(fd: int, cap: int | None) -> bytes:
 
 def read_bytes(loc: Located, max_bytes: int | None = None) -> bytes:
     """The file's bytes, read in one open. Over ``max_bytes``: refused without reading it."""
-    with _open_file(loc, max_bytes) as fd:
+    with _open_file(loc, max_bytes) as (fd, size):
         try:
-            data = _read_to_end(fd, None if max_bytes is None else max_bytes + 1)
+            data = _read_to_end(fd, None if max_bytes is None else max_bytes + 1, size)
         except OSError as exc:
             raise _os_error(loc.rel, exc) from exc
     if max_bytes is not None and len(data) > max_bytes:  # grew after the stat
@@ -381,7 +381,7 @@ def read_window(
     start = 1 if offset is None else offset
     line_range(loc.rel, start, offset, limit)  # offset and limit themselves (start <= total)
     stop = None if limit is None else start + limit - 1
-    with _open_file(loc, None) as fd:
+    with _open_file(loc, None) as (fd, _size):
 
         def chunks() -> Iterator[bytes]:
             while True:
