@@ -82,9 +82,15 @@ class LockFile:
     @contextlib.contextmanager
     def hold(self, name: str) -> Iterator[None]:
         """Hold the lock ``name`` (blocking) for the ``with`` block."""
-        offset = xxhash.xxh3_64_intdigest(name.encode("utf-8")) % _SLOTS
-        with self._meta:
-            slot = self._slots.setdefault(offset, threading.RLock())
+        offset = _OFFSETS.get(name)
+        if offset is None:
+            offset = xxhash.xxh3_64_intdigest(name.encode("utf-8")) % _SLOTS
+            if len(_OFFSETS) < 65536:  # the names a process uses: sessions and paths
+                _OFFSETS[name] = offset
+        slot = self._slots.get(offset)
+        if slot is None:
+            with self._meta:
+                slot = self._slots.setdefault(offset, threading.RLock())
         with slot:
             count = self._holds.get(offset, 0)
             if count == 0:
@@ -167,6 +173,7 @@ def _unlock(fd: int, offset: int) -> None:
         fcntl.lockf(fd, fcntl.LOCK_UN, 1, offset, os.SEEK_SET)
 
 
+_OFFSETS: dict[str, int] = {}  # a name's byte in every lock file (a hash: the same everywhere)
 _FILES: dict[str, LockFile] = {}  # by resolved path
 _SPELLINGS: dict[str, LockFile] = {}  # by the path as given (resolved once: no lstat per call)
 _FILES_LOCK = threading.Lock()
