@@ -1,7 +1,13 @@
 """``filecache serve``: an MCP server whose file tools answer re-reads with FileRefs and diffs.
 
 Tools: ``read_file``, ``write_file``, ``edit_file`` and ``cache_stats``, each a thin call into
-``Session`` run in a worker thread (``Session`` is thread-safe; the event loop stays free).
+``Session`` (thread-safe). Over streamable HTTP the file tools run in worker threads, so that
+one client's long call never stalls another's. Over stdio they run on the event loop
+(``inline``): a stdio server has one client, whose calls take its session's lock (one session
+per root), so they mostly run one at a time whatever runs them, and the thread hop there and
+back cost more than an unchanged re-read's own work (``bench/bench_mcp.py``); a long call
+delays the client's next message (a ping, another call) until it is done. ``cache_stats`` and a new
+connection's set-up (store reads) run in worker threads on both.
 Their definitions (``tools/list``) and argument checks come from the one table of tool specs
 (``filecache.tools``), and ``FileCacheServer`` serves them as a server middleware
 (``mcp_compat``), on mcp 1.x and 2.x alike: the SDK carries the transport and the handshake, and
@@ -106,7 +112,7 @@ class _Connection:
 class FileCacheServer:
     """The state behind the MCP tools: roots, their caches (opened in the lifespan), connections."""
 
-    def __init__(self, options: ServeOptions) -> None:
+    def __init__(self, options: ServeOptions, *, inline: bool = False) -> None:
         if not options.roots:
             raise ConfigError("serve needs at least one --root directory")
         roots = []
@@ -116,6 +122,7 @@ class FileCacheServer:
                 raise ConfigError(f"root {root} is not a directory")
             roots.append(real)
         self.options = options
+        self.inline = inline  # file tools on the event loop (stdio), else in worker threads
         self.roots = tuple(roots)
         self.caches: list[FileCache] = []
         self.connections: Connections[_Connection] = Connections(self._new_connection)
@@ -269,7 +276,10 @@ class FileCacheServer:
                 payload = await anyio.to_thread.run_sync(self._stats, conn)
                 return _result(json.dumps(payload), payload)
             await self._client_roots(ctx, conn)
-            result = await anyio.to_thread.run_sync(self._run, conn, args["path"], _op(args))
+            if self.inline:
+                result = self._run(conn, args["path"], _op(args))
+            else:
+                result = await anyio.to_thread.run_sync(self._run, conn, args["path"], _op(args))
         except FileCacheError as exc:
             return _error(str(exc))
         except Exception as exc:  # never crash the server on one bad call
@@ -385,10 +395,13 @@ def _error(message: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": message}], "isError": True}
 
 
-def build_server(options: ServeOptions, host: str = "127.0.0.1", port: int = 8000) -> Any:
+def build_server(
+    options: ServeOptions, host: str = "127.0.0.1", port: int = 8000, *, inline: bool = False
+) -> Any:
     """The MCP server for ``options`` (stores open when it runs); ``host``/``port``: where
-    streamable HTTP listens."""
-    state = FileCacheServer(options)
+    streamable HTTP listens; ``inline``: run the file tools on the event loop (see
+    ``FileCacheServer``)."""
+    state = FileCacheServer(options, inline=inline)
     server = new_server(
         options.name,
         instructions=mcp_instructions("read_file"),
@@ -406,7 +419,7 @@ def serve(
     """Run the server until the client disconnects (stdio) or the process is stopped (http)."""
     if transport not in ("stdio", "http"):
         raise ConfigError(f"unknown transport {transport!r}; use 'stdio' or 'http'")
-    server = build_server(options, host=host, port=port)
+    server = build_server(options, host=host, port=port, inline=transport == "stdio")
     if transport == "http" and host not in ("127.0.0.1", "localhost", "::1"):
         print(
             f"filecache: serving files on {host}:{port} without authentication; anyone who can "

@@ -93,6 +93,7 @@ class FileCache:
         )
         self._tokens = TokenCounter(self.settings.tokenizer)  # no vocabulary loaded yet
         self._protected = _store_files(self.store)
+        self._protected_names = frozenset(map(str, self._protected))  # str: no Path hash per call
         self._lock = threading.RLock()
         self._lines: OrderedDict[str, list[str]] = OrderedDict()
         self._shapes: dict[str, _Shape] = {}  # per held version: chars, extra bytes, memory
@@ -103,6 +104,7 @@ class FileCache:
         self._stored: set[str] = set()
         self._pending: set[str] = set()
         self._secret: set[str] = set()  # versions of denied files (see ``denied``)
+        self._deny_memo: dict[str, bool] = {}  # names matched against settings.deny
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._path_locks: Path | None = None
         self.watcher: Watcher | None = None
@@ -115,7 +117,7 @@ class FileCache:
     def locate(self, path: str | Path) -> Located:
         """``path`` confined to the root, refusing the store's own files wherever they are."""
         loc = locate(self.root, path)
-        if loc.real in self._protected:
+        if str(loc.real) in self._protected_names:
             raise OutsideRootError(f"{loc.rel}: filecache's own store is not served or written")
         return loc
 
@@ -296,13 +298,23 @@ class FileCache:
         projection of it is stored, whatever path it is read by later (``settings.is_denied``).
         """
         names = [path] if isinstance(path, str) else [path.rel, *path.aliases]
-        if not any(is_denied(name, self.settings.deny) for name in names):
+        if not any(map(self._denied_name, names)):
             return version is not None and version in self._secret
         if version is not None:
             with self._lock:
                 self._secret.add(version)
                 self._pending.discard(version)
         return True
+
+    def _denied_name(self, name: str) -> bool:
+        """``is_denied`` for the settings' deny-list, remembered per name (a glob match per
+        pattern and read otherwise)."""
+        found = self._deny_memo.get(name)
+        if found is None:
+            if len(self._deny_memo) >= 4096:
+                self._deny_memo.clear()
+            found = self._deny_memo[name] = is_denied(name, self.settings.deny)
+        return found
 
     def secret(self, version: str) -> bool:
         """Whether ``version`` was read from a denied path (nothing derived from it is stored)."""

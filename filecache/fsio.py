@@ -142,38 +142,48 @@ def locate(root: Path, path: str | os.PathLike[str]) -> Located:
     if not isinstance(raw, str):
         raise PathError(f"{raw!r}: give the path as text, not bytes")
     check_path(raw)
-    candidate = Path(raw)
-    if not candidate.is_absolute():
-        candidate = root / candidate
+    # On strings, not Paths: this runs on every call (a Path costs several microseconds).
+    base = str(root)
+    inside = base if base.endswith("/") else base + "/"
+    candidate = raw if os.path.isabs(raw) else os.path.join(base, raw)
     try:
-        real = candidate.resolve(strict=False)
-    except (OSError, RuntimeError) as exc:  # symlink loops
+        real = os.path.realpath(candidate)  # raises when a link is swapped while it is read
+    except OSError as exc:
         raise PathError(f"{raw}: cannot resolve path ({exc})") from exc
-    if real != root and root not in real.parents:
+    try:  # as Path.resolve: realpath leaves a symlink loop in place; stat finds it
+        os.stat(real)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise PathError(f"{raw}: cannot resolve path (Symlink loop from {real!r})") from exc
+    if real != base and not real.startswith(inside):
         raise OutsideRootError(
             f"{raw}: resolves to {real}, outside the root {root}; only files under the root "
             "can be read or written"
         )
-    rel = real.relative_to(root).as_posix()
+    rel = "." if real == base else real[len(inside) :]
     if rel == STORE_DIR or rel.startswith(STORE_DIR + "/"):
         raise OutsideRootError(f"{raw}: filecache's own store folder is not served")
-    return Located(rel, real, root, _aliases(root, candidate, rel))
+    return Located(rel, Path(real), root, _aliases(base, inside, candidate, rel))
 
 
-def _aliases(root: Path, candidate: Path, rel: str) -> tuple[str, ...]:
+def _aliases(base: str, inside: str, candidate: str, rel: str) -> tuple[str, ...]:
     """The path as asked (normalised lexically) and each link of a symlink chain at its end."""
     names: list[str] = []
-    here = Path(os.path.normpath(candidate))
+    here = os.path.normpath(candidate)
     for _ in range(40):  # the kernel's own limit on links followed
-        try:
-            names.append(here.relative_to(root).as_posix())
-        except ValueError:
-            names.append(here.name)
+        if here == base:
+            names.append(".")
+        elif here.startswith(inside):
+            names.append(here[len(inside) :])
+        else:
+            names.append(os.path.basename(here))
         try:
             target = os.readlink(here)
         except (OSError, ValueError):
             break
-        here = Path(os.path.normpath(here.parent / target))
+        here = os.path.normpath(os.path.join(os.path.dirname(here), target))
+    if len(names) == 1:
+        return () if names[0] == rel else (names[0],)
     return tuple(dict.fromkeys(n for n in names if n != rel))
 
 
@@ -288,8 +298,9 @@ def _too_large(loc: Located, size: int, max_bytes: int) -> FileTooLargeError:
 
 
 @contextlib.contextmanager
-def _open_file(loc: Located, max_bytes: int | None) -> Iterator[int]:
-    """A read-only descriptor of the regular file ``loc``, checked by ``stat`` before the open.
+def _open_file(loc: Located, max_bytes: int | None) -> Iterator[tuple[int, int]]:
+    """A read-only descriptor of the regular file ``loc``, checked by ``stat`` before the open,
+    and its size when opened.
 
     A file replaced between the ``stat`` and the open (an atomic write by another writer) is
     looked at again, a few times: the descriptor is always of the object that was checked.
@@ -310,17 +321,33 @@ def _open_file(loc: Located, max_bytes: int | None) -> Iterator[int]:
         else:
             raise OutsideRootError(f"{loc.rel}: kept being replaced while opened; read it again")
         try:
-            yield fd
+            yield fd, opened.st_size
         finally:
             os.close(fd)
 
 
+def _read_to_end(fd: int, cap: int | None, size: int) -> bytes:
+    """The bytes from ``fd``'s offset to its end (at most ``cap``), in reads sized by ``size``
+    (its ``fstat``): one read and one that sees the end, no buffer of ``cap`` bytes
+    (``read(cap)`` allocates it whole, 4 MiB per read of a small file) and no file object."""
+    chunks: list[bytes] = []
+    total = 0
+    want = size + 1  # one more than the size: a file that grew is read on
+    while cap is None or total < cap:
+        chunk = os.read(fd, want if cap is None else min(want, cap - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+        want = max(size, CHUNK)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
 def read_bytes(loc: Located, max_bytes: int | None = None) -> bytes:
     """The file's bytes, read in one open. Over ``max_bytes``: refused without reading it."""
-    with _open_file(loc, max_bytes) as fd:
+    with _open_file(loc, max_bytes) as (fd, size):
         try:
-            with open(fd, "rb", closefd=False) as fh:
-                data = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
+            data = _read_to_end(fd, None if max_bytes is None else max_bytes + 1, size)
         except OSError as exc:
             raise _os_error(loc.rel, exc) from exc
     if max_bytes is not None and len(data) > max_bytes:  # grew after the stat
@@ -354,7 +381,7 @@ def read_window(
     start = 1 if offset is None else offset
     line_range(loc.rel, start, offset, limit)  # offset and limit themselves (start <= total)
     stop = None if limit is None else start + limit - 1
-    with _open_file(loc, None) as fd:
+    with _open_file(loc, None) as (fd, _size):
 
         def chunks() -> Iterator[bytes]:
             while True:

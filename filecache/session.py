@@ -15,7 +15,8 @@ Concurrency (who owns what):
   thread or process of this session may have moved it on), then works on copies of the views
   it touches, then commits its events and those views in one store transaction. Only after the
   commit do the copies become the session's views: a call that raises leaves no fact and no
-  ledger row.
+  ledger row. A read skips the catch-up (a query per call): its commit checks the head, and a
+  read whose commit finds the store moved on is run again after catching up.
 - Writes and edits also hold the file's path lock (``FileCache.path_lock``) from reading the
   bytes they change to replacing them, and follow record-intent → replace → commit: an
   ``Intent`` is stored, the file replaced only if it still holds the bytes the change was
@@ -70,6 +71,7 @@ from filecache.errors import (
 from filecache.fsio import Located, read_bytes, read_window, remove_file, write_bytes
 from filecache.hosts import CacheHost
 from filecache.ledger import Ledger, build_ledger
+from filecache.locations import Locations
 from filecache.store.store import Event, Intent
 
 if TYPE_CHECKING:
@@ -99,6 +101,7 @@ class Session:
         self._seen: dict[str, str | None] = {}  # last version observed per path
         self._outside: set[str] = set()  # paths the watcher saw change (``outside.py``)
         self._loaded = False  # the first turn loads the view from the store
+        self._locations = Locations(cache.locate)  # resolutions of the paths asked, link-free
         cache.store.touch_session(session_id)
 
     # -- public API -------------------------------------------------------------------------
@@ -136,18 +139,21 @@ class Session:
         ranged = offset is not None or limit is not None
         if symbol is not None and (ranged or mode == "outline"):
             raise RequestError("pass symbol alone, without offset/limit or mode='outline'")
-        loc = self.cache.locate(path)
         cid = self._call_id(call_id)
-        for attempt in range(3):
-            try:
-                with self._turn() as turn:
-                    return self._read(
-                        turn, loc, offset, limit, mode, symbol, fresh, numbered, cid, ranged
-                    )
-            except StoreConflictError:
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        def read_at(loc: Located) -> ReadResult:
+            for attempt in range(3):
+                try:
+                    with self._turn(optimistic=attempt == 0) as turn:
+                        return self._read(
+                            turn, loc, offset, limit, mode, symbol, fresh, numbered, cid, ranged
+                        )
+                except StoreConflictError:
+                    if attempt == 2:
+                        raise
+            raise AssertionError("unreachable")  # pragma: no cover
+
+        return self._locations.retry(path, read_at)
 
     def _read(
         self,
@@ -205,15 +211,17 @@ class Session:
             ConflictError: the file kept changing under the write (another writer).
             StoreError: the store failed; the file is as before and nothing was recorded.
         """
-        loc = self.cache.locate(path)
         cid = self._call_id(call_id)
 
-        def plan(old: str | None, before: str | None) -> tuple[str, list[Span], str]:
-            check_markers(loc.rel, old or "", content)
-            count = len(split_lines(content))
-            return content, ([(1, count, (frozenset([cid]),))] if count else []), ""
+        def write_at(loc: Located) -> WriteResult:
+            def plan(old: str | None, before: str | None) -> tuple[str, list[Span], str]:
+                check_markers(loc.rel, old or "", content)
+                count = len(split_lines(content))
+                return content, ([(1, count, (frozenset([cid]),))] if count else []), ""
 
-        return self._change(loc, cid, "written", plan, [content], must_exist=False)
+            return self._change(loc, cid, "written", plan, [content], must_exist=False)
+
+        return self._locations.retry(path, write_at)
 
     def edit(
         self,
@@ -243,12 +251,11 @@ class Session:
             raise EditError("pass either old_string/new_string or edits, not both")
         else:
             pairs = list(edits)
-        loc = self.cache.locate(path)
         cid = self._call_id(call_id)
-        return self._change(
+        return self._locations.retry(path, lambda loc: self._change(
             loc, cid, "edited", self._edit_plan(loc, cid, pairs, replace_all),
             [new for _, new in pairs], must_exist=True,
-        )  # fmt: skip
+        ))  # fmt: skip
 
     def _edit_plan(
         self,
@@ -681,14 +688,20 @@ class Session:
     # -- turns and bookkeeping ----------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _turn(self) -> Iterator[_Turn]:
+    def _turn(self, *, optimistic: bool = False) -> Iterator[_Turn]:
         """One call's exclusive turn: catch up with the store, work on copies, commit at the end
-        (unless the call raised). Reentrant: a nested turn is the outer one."""
+        (unless the call raised). Reentrant: a nested turn is the outer one.
+
+        ``optimistic``: skip the catch-up once the view is loaded, for a call that always
+        commits and has no effect outside memory before it (a read): its commit's
+        compare-and-swap on the head then finds a store that moved on (``StoreConflictError``,
+        nothing written), and the caller runs it again in a turn that catches up."""
         with self._hold():
             if self._current is not None:
                 yield self._current
                 return
-            self._catch_up()
+            if not (optimistic and self._loaded):
+                self._catch_up()
             turn = _Turn(self)
             self._current = turn
             try:
@@ -799,19 +812,18 @@ class _Turn:
         if not self.events and not self.views:
             self._run_after()
             return
-        states = {key: None if v.empty() else v.to_json() for key, v in self.views.items()}
-        if not self.events:
-            unchanged = {
-                key: s._views[key].to_json() if key in s._views else None for key in states
-            }
-            if unchanged == states:
-                self._run_after()
-                return  # read-only turn
+        # A copy that holds what the session's view holds (an unchanged re-read moves only the
+        # version's stamp) is neither stored nor kept: memory and store keep the same view.
+        changed = {k: v for k, v in self.views.items() if not _same_facts(s._views.get(k), v)}
+        if not self.events and not changed:
+            self._run_after()
+            return  # read-only turn
+        states = {key: None if v.empty() else v.to_json() for key, v in changed.items()}
         s._seq = s.cache.store.commit(s.id, self.base, self.events, states)
         for event in self.events:
             s._call_seq[event.call_id] = event.seq
         s._seen.update(self.seen)
-        for key, view in self.views.items():
+        for key, view in changed.items():
             if view.empty():
                 s._views.pop(key, None)
             else:
@@ -821,6 +833,20 @@ class _Turn:
     def _run_after(self) -> None:
         for action in self._after:
             action()
+
+
+def _same_facts(held: PathView | None, view: PathView) -> bool:
+    """Whether ``view`` holds what ``held`` holds: the same versions in the same order, with the
+    same lines backed by the same call ids, and the same outlines. A version's stamp (the seq
+    of the call that last touched it) is no fact: nothing decides from it."""
+    if held is None:
+        return view.empty()
+    if held.outlines != view.outlines or list(held.versions) != list(view.versions):
+        return False
+    return all(
+        (a.line_count, a.origin, a.spans) == (b.line_count, b.origin, b.spans)
+        for a, b in zip(held.versions.values(), view.versions.values(), strict=True)
+    )
 
 
 def _scratch(spans: list[Span], line_count: int) -> Facts:

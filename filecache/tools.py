@@ -256,7 +256,8 @@ def check_arguments(spec: ToolSpec, arguments: Mapping[str, Any] | str | None) -
     not given (or given as null). Raises ``RequestError`` (one line) for anything else.
     """
     args = _arguments(arguments)
-    unknown = [name for name in args if name not in {p.name for p in spec.params}]
+    known = {p.name for p in spec.params}
+    unknown = [name for name in args if name not in known]
     if unknown:
         takes = ", ".join(p.name for p in spec.params) or "no arguments"
         raise RequestError(

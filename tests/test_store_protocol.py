@@ -18,7 +18,7 @@ import pytest
 from filecache.errors import StoreConflictError, StoreError
 from filecache.store.opening import open_store
 from filecache.store.sqlite_store import SqliteStore
-from filecache.store.store import Event, Intent, MemoryStore, Store
+from filecache.store.store import LAST_USED_SLACK, Event, Intent, MemoryStore, Store
 
 
 @pytest.fixture(params=["memory", "sqlite", "pg"])
@@ -86,6 +86,18 @@ def test_commit_appends_events_and_views_and_touches_the_session(store: Store) -
     assert (info.session_id, info.last_used, info.events) == ("s1", 600.0, 2)
     assert store.commit("s1", 2, [event(3, created=700.0)], {"a.py": "state-b"}) == 3
     assert store.load_views("s1") == {"a.py": "state-b"}
+
+
+def test_commit_keeps_last_used_within_the_slack_of_the_newest_event(store: Store) -> None:
+    when = [500.0, 500.4, 502.0, 100.0]  # on by less than the slack, on by more, back
+    for seq, created in enumerate(when, 1):
+        store.commit("s1", seq - 1, [event(seq, created=created)], {})
+        (info,) = store.sessions()
+        assert abs(info.last_used - created) <= LAST_USED_SLACK
+        assert info.last_used == created or created - info.last_used < LAST_USED_SLACK
+    assert store.sessions()[0].last_used == 100.0
+    store.touch_session("s1", now=100.2)
+    assert store.sessions()[0].last_used == 100.2  # a touch sets it outright
 
 
 def test_commit_without_events_changes_views_only(store: Store) -> None:

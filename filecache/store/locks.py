@@ -11,11 +11,15 @@ of B holds the path, another thread of B waits for that session) get a false ``E
 
 Ownership and invariants:
 - One ``LockFile`` per file per process (``lock_file`` keeps the registry), with one descriptor,
-  open while any of its locks is held and closed when none is (closing *any* descriptor of a file
-  drops every POSIX record lock the process holds on it: it is closed only when it holds none).
+  open while any of its locks is held or while it is pinned (``pin``: a store keeps its own lock
+  file open while it is open, so that a hold costs two ``fcntl`` calls and no ``open``), and
+  closed when neither (closing *any* descriptor of a file drops every POSIX record lock the
+  process holds on it: it is closed only when it holds none).
 - The record lock is taken when a byte's hold count goes 0 → 1 and released at 1 → 0, both while
-  holding that byte's ``RLock``; a forked child starts with an empty registry (it holds no
-  record locks, whatever its parent's threads held).
+  holding that byte's ``RLock``; a forked child starts with an empty registry and every
+  ``LockFile`` it inherited forgets its descriptor and holds (it holds no record locks, whatever
+  its parent's threads held; an open file description shared with the parent would not exclude
+  it), keeping only its pins.
 - Two names on one byte only serialise each other more; callers take locks in one order
   (session, then path), so no two callers wait on each other in a cycle.
 """
@@ -29,6 +33,7 @@ import os
 import struct
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,18 +56,41 @@ class LockFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._pins = 0  # ``pin`` calls not yet undone: the descriptor stays open
+        self._reset()
+        _LIVE.add(self)
+
+    def _reset(self) -> None:
+        """No descriptor, no holds (a new object, or a forked child's inherited one)."""
         self._meta = threading.Lock()  # guards the slots, the descriptor and its user count
         self._slots: dict[int, threading.RLock] = {}
         self._holds: dict[int, int] = {}
         self._fd: int | None = None
         self._users = 0  # bytes locked (or being locked) through the descriptor
 
+    def pin(self) -> None:
+        """Keep the descriptor open between holds, until as many ``unpin`` calls."""
+        with self._meta:
+            self._pins += 1
+
+    def unpin(self) -> None:
+        """Undo one ``pin``; the descriptor is closed if no lock is held through it."""
+        with self._meta:
+            self._pins = max(self._pins - 1, 0)
+            self._close_if_unused()
+
     @contextlib.contextmanager
     def hold(self, name: str) -> Iterator[None]:
         """Hold the lock ``name`` (blocking) for the ``with`` block."""
-        offset = xxhash.xxh3_64_intdigest(name.encode("utf-8")) % _SLOTS
-        with self._meta:
-            slot = self._slots.setdefault(offset, threading.RLock())
+        offset = _OFFSETS.get(name)
+        if offset is None:
+            offset = xxhash.xxh3_64_intdigest(name.encode("utf-8")) % _SLOTS
+            if len(_OFFSETS) < 65536:  # the names a process uses: sessions and paths
+                _OFFSETS[name] = offset
+        slot = self._slots.get(offset)
+        if slot is None:
+            with self._meta:
+                slot = self._slots.setdefault(offset, threading.RLock())
         with slot:
             count = self._holds.get(offset, 0)
             if count == 0:
@@ -103,9 +131,12 @@ class LockFile:
     def _close(self) -> None:
         with self._meta:
             self._users -= 1
-            if self._users == 0 and self._fd is not None:
-                os.close(self._fd)  # no lock is held through it: nothing is dropped
-                self._fd = None
+            self._close_if_unused()
+
+    def _close_if_unused(self) -> None:
+        if self._users == 0 and self._pins == 0 and self._fd is not None:
+            os.close(self._fd)  # no lock is held through it: nothing is dropped
+            self._fd = None
 
     def _lock_byte(self, fd: int, offset: int) -> None:
         for attempt in range(10_000):
@@ -142,24 +173,36 @@ def _unlock(fd: int, offset: int) -> None:
         fcntl.lockf(fd, fcntl.LOCK_UN, 1, offset, os.SEEK_SET)
 
 
-_FILES: dict[str, LockFile] = {}
+_OFFSETS: dict[str, int] = {}  # a name's byte in every lock file (a hash: the same everywhere)
+_FILES: dict[str, LockFile] = {}  # by resolved path
+_SPELLINGS: dict[str, LockFile] = {}  # by the path as given (resolved once: no lstat per call)
 _FILES_LOCK = threading.Lock()
+_LIVE: weakref.WeakSet[LockFile] = weakref.WeakSet()
 
 
 def lock_file(path: Path) -> LockFile:
     """The process's one ``LockFile`` for ``path`` (opened on first use)."""
+    spelled = os.fspath(path)
+    found = _SPELLINGS.get(spelled)
+    if found is not None:
+        return found
     key = os.path.realpath(path)
     with _FILES_LOCK:
         found = _FILES.get(key)
         if found is None:
             found = _FILES[key] = LockFile(Path(key))
+        if os.path.isabs(spelled):  # a relative one names another file once the cwd changes
+            _SPELLINGS[spelled] = found
         return found
 
 
 def _forget_after_fork() -> None:
     global _FILES_LOCK
     _FILES.clear()  # the child holds no record locks; its descriptors are reopened on use
+    _SPELLINGS.clear()
     _FILES_LOCK = threading.Lock()
+    for inherited in list(_LIVE):  # one a store of the parent still refers to
+        inherited._reset()  # not closed: the parent's descriptor, and its locks, stay its own
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)

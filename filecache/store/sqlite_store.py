@@ -25,8 +25,8 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
 from typing import Self, TypeVar
@@ -34,6 +34,7 @@ from typing import Self, TypeVar
 from filecache.errors import StoreConflictError, StoreError
 from filecache.store.locks import lock_file
 from filecache.store.store import (
+    LAST_USED_SLACK,
     Event,
     GcReport,
     Intent,
@@ -177,10 +178,22 @@ def m006_intents(conn: sqlite3.Connection) -> None:
     )
 
 
+@_migration
+def m007_drop_event_call_index(conn: sqlite3.Connection) -> None:
+    """No query looks events up by call id: the index cost a random B-tree leaf per event."""
+    conn.execute("DROP INDEX IF EXISTS events_session_call")
+
+
 # Constant SQL text, so that sqlite3's statement cache reuses the prepared statements.
 _UPSERT_SESSION = (
     "INSERT INTO sessions (session_id, created, last_used) VALUES (?, ?, ?) "
     "ON CONFLICT (session_id) DO UPDATE SET last_used = excluded.last_used"
+)
+# ``commit``'s: the row must exist (events reference it), but its last use is rewritten only
+# when it moves on by over a second (a call that leaves the page unchanged writes no WAL frame).
+_COMMIT_SESSION = _UPSERT_SESSION + (
+    f" WHERE excluded.last_used > sessions.last_used + {LAST_USED_SLACK!r}"
+    " OR excluded.last_used < sessions.last_used"
 )
 _EVENT_COLUMNS = (
     'session_id, seq, call_id, tool, path, start, "end", version, base_version, kind, '
@@ -295,6 +308,13 @@ class SqliteStore:
         self._lock = threading.RLock()
         self._guard = _Guard(self)
         self._conn = _retry_busy(lambda: self._open(), self.path, opening=True)
+        # Sessions' last use as this object last wrote it (``commit`` skips a rewrite within
+        # ``LAST_USED_SLACK``); any other write of a session's row forgets it.
+        self._last_used: dict[str, float] = {}
+        # Kept open while the store is: a session's turn then costs two fcntl calls, no open
+        self._locks = lock_file(self.lock_path)
+        self._locks.pin()
+        self._pinned = True
 
     def _open(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = None
@@ -347,6 +367,7 @@ class SqliteStore:
         e = event
         row = event_row(e)
         with self._guard as conn:
+            self._last_used.pop(e.session_id, None)
             conn.execute("BEGIN IMMEDIATE")
             conn.execute(_UPSERT_SESSION, (e.session_id, e.created, e.created))
             conn.execute(_INSERT_EVENT, row)
@@ -380,7 +401,11 @@ class SqliteStore:
                         f"session {session_id!r} moved on to seq {head} (expected "
                         f"{expected_head}); nothing was written"
                     )
-                conn.execute(_UPSERT_SESSION, (session_id, when, when))
+                known = self._last_used.get(session_id)
+                # The row exists (its events do); only a last use that moves on needs writing
+                if expected_head == 0 or known is None or not 0 <= when - known < LAST_USED_SLACK:
+                    conn.execute(_COMMIT_SESSION, (session_id, when, when))
+                    known = when
                 conn.executemany(_INSERT_EVENT, rows)
                 for path, state in views.items():
                     if state is None:
@@ -388,15 +413,15 @@ class SqliteStore:
                     else:
                         conn.execute(_UPSERT_VIEW, (session_id, path, state))
                 conn.execute("COMMIT")
+                if known is not None:
+                    self._last_used[session_id] = known
                 return expected_head + len(events)
 
         return _retry_busy(attempt, self.path, opening=False)
 
-    @contextmanager
-    def lock(self, name: str) -> Iterator[None]:
+    def lock(self, name: str) -> AbstractContextManager[None]:
         """Hold ``name`` exclusively across this database's threads and processes."""
-        with lock_file(self.lock_path).hold(name):
-            yield
+        return self._locks.hold(name)
 
     def put_intent(self, intent: Intent) -> None:
         """Record a write about to replace a file (replacing one of the same call)."""
@@ -453,6 +478,7 @@ class SqliteStore:
         """Create the session if needed and set its last use to ``now`` (default: the time)."""
         when = time.time() if now is None else now
         with self._guard as conn:
+            self._last_used.pop(session_id, None)
             conn.execute(_UPSERT_SESSION, (session_id, when, when))
 
     def sessions(self) -> list[SessionInfo]:
@@ -464,6 +490,7 @@ class SqliteStore:
     def delete_session(self, session_id: str) -> None:
         """Forget the session, its events and its views (blobs stay until ``gc``)."""
         with self._guard as conn:
+            self._last_used.pop(session_id, None)
             conn.execute("BEGIN IMMEDIATE")
             _delete_sessions(conn, [session_id])
             conn.execute("COMMIT")
@@ -473,6 +500,7 @@ class SqliteStore:
         with self._guard as conn:
             conn.execute("BEGIN IMMEDIATE")
             old = [sid for (sid,) in conn.execute(_OLD_SESSIONS, (older_than,)).fetchall()]
+            self._last_used.clear()
             _delete_sessions(conn, old)
             blobs = conn.execute(_DELETE_UNREFERENCED_BLOBS).rowcount
             conn.execute("COMMIT")
@@ -557,6 +585,9 @@ class SqliteStore:
         """Close the connection; later calls raise ``StoreError``. Closing twice is fine."""
         with self._guard as conn:
             conn.close()
+            if self._pinned:
+                self._pinned = False
+                self._locks.unpin()
 
     def __enter__(self) -> Self:
         return self

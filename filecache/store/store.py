@@ -16,6 +16,9 @@ Invariants:
 - An ``Intent`` is recorded before a write replaces a file and dropped after its event is
   committed: one left behind marks a call that died in between (``FileCache`` recovers it).
 - Every implementation is thread-safe; storage errors surface as ``StoreError`` only.
+- A session's last use (``SessionInfo.last_used``) is the time it was touched or the time of its
+  newest committed event, to within ``LAST_USED_SLACK`` seconds: a commit may leave it when it
+  would move on by less (the SQLite store then writes no page for it).
 
 Two implementations: ``MemoryStore`` (here) and ``SqliteStore`` (``sqlite_store.py``).
 ``filecache.store.opening.open_store`` picks one (or a URL's) from what the caller passed.
@@ -39,6 +42,7 @@ from filecache.errors import StoreConflictError, StoreError
 from filecache.fsio import STORE_DIR
 
 __all__ = [
+    "LAST_USED_SLACK",
     "Event",
     "GcReport",
     "Intent",
@@ -48,6 +52,10 @@ __all__ = [
     "Store",
     "default_store_path",
 ]
+
+
+LAST_USED_SLACK = 1.0
+"""Seconds by which a stored session's last use may lag its newest event (see the invariants)."""
 
 
 @dataclass(frozen=True)
