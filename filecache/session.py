@@ -48,16 +48,15 @@ from filecache.core.hashing import args_hash, version_of
 from filecache.core.planner import (
     ReadDecision,
     ReadRequest,
-    diff_bases,
     outline_key,
     plan_outline,
     plan_read,
     wants_outline,
 )
-from filecache.core.render import render_outside_change, render_write
+from filecache.core.render import render_write
 from filecache.core.results import Kind, ReadResult, Source, WriteResult
 from filecache.core.text import decode_text, encode_text, split_lines
-from filecache.core.views import Facts, PathView, Span, map_through_edit
+from filecache.core.views import Facts, Span, map_through_edit
 from filecache.errors import (
     ConflictError,
     ContentError,
@@ -72,7 +71,10 @@ from filecache.fsio import Located, read_bytes, read_window, remove_file, write_
 from filecache.hosts import CacheHost
 from filecache.ledger import Ledger, build_ledger
 from filecache.locations import Locations
-from filecache.store.store import Event, Intent
+from filecache.outside import OutsideChanges
+from filecache.sources import diff_base_lines, source_of
+from filecache.store.store import Intent
+from filecache.turns import SessionState, Turn
 
 if TYPE_CHECKING:
     from filecache.prune.transcript import Transcript
@@ -94,13 +96,8 @@ class Session:
         self.cache = cache
         self.id = session_id
         self._lock = threading.RLock()
-        self._views: dict[str, PathView] = {}
-        self._seq = 0  # the store's head as of the last turn
-        self._call_seq: dict[str, int] = {}
-        self._tool_keys: set[str] = set()
-        self._seen: dict[str, str | None] = {}  # last version observed per path
-        self._outside: set[str] = set()  # paths the watcher saw change (``outside.py``)
-        self._loaded = False  # the first turn loads the view from the store
+        self._state = SessionState(cache.store, session_id, cache.settings.versions_per_path)
+        self._outside = OutsideChanges(cache)  # files the watcher saw change
         self._locations = Locations(cache.locate)  # resolutions of the paths asked, link-free
         cache.store.touch_session(session_id)
 
@@ -157,7 +154,7 @@ class Session:
 
     def _read(
         self,
-        turn: _Turn,
+        turn: Turn,
         loc: Located,
         offset: int | None,
         limit: int | None,
@@ -181,7 +178,7 @@ class Session:
             src = Source(loc.rel, loc.rel, window.version, window.lines, numbered)
             first, count = window.lines.start, len(window.lines.kept)
             return self._answer(turn, src, first, first + count - 1, True, cid, partial=True)
-        src = self._source_from_bytes(loc, data, numbered)
+        src = source_of(self.cache, loc, data, numbered)
         if mode == "outline":
             return self._answer_outline(turn, src, cid, fresh, large=False)
         label = None
@@ -296,7 +293,7 @@ class Session:
         ids = frozenset(call_ids)
         with self._turn() as turn:
             dropped = False
-            for key in list(self._views):
+            for key in list(self._state.views):
                 view = turn.view(key)
                 if view is not None:
                     dropped |= view.forget(ids)
@@ -306,12 +303,12 @@ class Session:
     def holds_version(self, version: str) -> bool:
         """Whether the model holds lines of ``version`` of some path (a diff may start there)."""
         with self._lock:
-            return any(version in view.versions for view in self._views.values())
+            return any(version in view.versions for view in self._state.views.values())
 
     def held_call_ids(self) -> set[str]:
         """Every call id that some fact of the model's view relies on."""
         with self._turn():
-            return set().union(*(view.call_ids() for view in self._views.values()))
+            return set().union(*(view.call_ids() for view in self._state.views.values()))
 
     def sync(self, transcript: Transcript) -> set[str]:
         """Reconcile with a transcript changed elsewhere (compaction, rewind, server clearing).
@@ -355,9 +352,9 @@ class Session:
         cid = self._call_id(call_id)
         with self._turn() as turn:
             newest = {
-                key: self._last_seen(key, view)
-                for key, view in self._views.items()
-                if view.versions and key not in self._tool_keys
+                key: self._state.last_seen(key, view)
+                for key, view in self._state.views.items()
+                if view.versions and key not in self._state.tool_keys
             }  # a decorated tool's output is not a file: its next call is hashed
             for key, held in newest.items():
                 try:
@@ -369,7 +366,7 @@ class Session:
                     continue  # unreadable now: the next read says why
                 if version == held:
                     continue
-                self._record_change(turn, cid, key, version, held)
+                turn.record_change(cid, key, version, held)
                 changed.append(key)
         return changed
 
@@ -386,11 +383,11 @@ class Session:
 
     def note_external_change(self, path: str) -> None:
         """A watcher saw ``path`` change on disk: if the model holds it, the next answer starts
-        with a notice and the diff from the model's version (see ``outside_notices``)."""
+        with a notice and the diff from the model's version (``filecache.outside``)."""
         with self._lock:
-            view = self._views.get(path)
-            if view is not None and view.versions and path not in self._tool_keys:
-                self._outside.add(path)
+            view = self._state.views.get(path)
+            if view is not None and view.versions and path not in self._state.tool_keys:
+                self._outside.mark(path)
 
     def ledger(self) -> Ledger:
         """A snapshot of this session's ledger (what the pruner consumes)."""
@@ -454,7 +451,7 @@ class Session:
         src = Source(key, path, version, split, False, output if whole else None)
         cid = self._call_id(call_id)
         with self._turn() as turn:
-            self._tool_keys.add(key)
+            self._state.tool_keys.add(key)
             return self._answer(turn, src, start, end, fresh, cid)
 
     def record_write(self, path: str, tool: str, call_id: str | None = None) -> str:
@@ -464,20 +461,9 @@ class Session:
             turn.log(cid, tool, path, kind=tool + "ed")
         return cid
 
-    def _source_from_bytes(self, loc: Located, data: bytes, numbered: bool) -> Source:
-        version = version_of(data)
-        secret = self.cache.denied(loc, version)  # on every read: the version is marked secret
-        lines = self.cache.held_lines(version)
-        if lines is None:  # decoded once per version (in memory): only then is it kept
-            lines = split_lines(decode_text(data, loc.rel))
-            settings = self.cache.settings
-            storable = len(data) <= settings.max_file_bytes and not secret
-            self.cache.remember(version, lines, storable)
-        return Source(loc.rel, loc.rel, version, lines, numbered)
-
     def _answer(
         self,
-        turn: _Turn,
+        turn: Turn,
         src: Source,
         start: int,
         end: int,
@@ -496,19 +482,20 @@ class Session:
             probe, turn.view(src.key), settings.outline_threshold, may_outline=may_outline
         ):
             return self._answer_outline(turn, src, cid, fresh, large=True)
-        notice = outside_notices(self, turn, cid, src.key) if self._outside else ""
+        notice = self._outside.notices(self._state, turn, cid, src.key)
         request = ReadRequest(src=src, start=start, end=end, call_id=cid, seq=turn.next_seq(),
                               plain=plain, fresh=fresh, label=label, partial=partial)  # fmt: skip
         view = turn.view(src.key)
         decision = plan_read(
-            request, view, bases=self._bases(view, src.version), call_seq=self._call_seq,
+            request, view, bases=diff_base_lines(self.cache, view, src.version),
+            call_seq=self._state.call_seq,
             count=self.cache.count, diff_max_ratio=settings.diff_max_ratio,
             max_versions=settings.versions_per_path, margin=self.cache.margin,
         )  # fmt: skip
         return self._answered(turn, request, decision, notice)
 
     def _answered(
-        self, turn: _Turn, request: ReadRequest, decision: ReadDecision, notice: str
+        self, turn: Turn, request: ReadRequest, decision: ReadDecision, notice: str
     ) -> ReadResult:
         """Log the decision in the turn and return its result (the view becomes the turn's)."""
         src = request.src
@@ -530,21 +517,12 @@ class Session:
             decision.base_call_id, tokens, request.plain, start, end, len(src.lines),
         )  # fmt: skip
 
-    def _bases(self, view: PathView | None, version: str) -> dict[str, list[str]]:
-        """The lines of the held versions a diff to ``version`` may start from (when stored)."""
-        out = {}
-        for held in diff_bases(view, version):
-            lines = self.cache.lines_of(held)
-            if lines is not None:
-                out[held] = lines
-        return out
-
     def _answer_outline(
-        self, turn: _Turn, src: Source, cid: str, fresh: bool, *, large: bool
+        self, turn: Turn, src: Source, cid: str, fresh: bool, *, large: bool
     ) -> ReadResult:
         total = len(src.lines)
         plain = self.cache.plain_tokens(src, 1, total)
-        notice = outside_notices(self, turn, cid, src.key) if self._outside else ""
+        notice = self._outside.notices(self._state, turn, cid, src.key)
         view = turn.view(src.key)
         request = ReadRequest(src=src, start=1, end=total, call_id=cid, seq=turn.next_seq(),
                               plain=plain, fresh=fresh)  # fmt: skip
@@ -621,7 +599,7 @@ class Session:
 
     def _record_written(
         self,
-        turn: _Turn,
+        turn: Turn,
         loc: Located,
         cid: str,
         kind: str,
@@ -632,7 +610,7 @@ class Session:
         detail: str,
         written: Sequence[str],
     ) -> WriteResult:
-        notice = outside_notices(self, turn, cid, loc.rel) if self._outside else ""
+        notice = self._outside.notices(self._state, turn, cid, loc.rel)
         version = version_of(data)
         lines = split_lines(text)
         # as for reads: denied files and files over max_file_bytes are never stored
@@ -688,7 +666,7 @@ class Session:
     # -- turns and bookkeeping ----------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _turn(self, *, optimistic: bool = False) -> Iterator[_Turn]:
+    def _turn(self, *, optimistic: bool = False) -> Iterator[Turn]:
         """One call's exclusive turn: catch up with the store, work on copies, commit at the end
         (unless the call raised). Reentrant: a nested turn is the outer one.
 
@@ -700,9 +678,9 @@ class Session:
             if self._current is not None:
                 yield self._current
                 return
-            if not (optimistic and self._loaded):
-                self._catch_up()
-            turn = _Turn(self)
+            if not (optimistic and self._state.loaded):
+                self._state.catch_up()
+            turn = Turn(self._state)
             self._current = turn
             try:
                 yield turn
@@ -710,143 +688,16 @@ class Session:
             finally:
                 self._current = None
 
-    _current: _Turn | None = None
-
-    def _catch_up(self) -> None:
-        """Bring the view up to date when the store is ahead (another object, thread or process
-        of this session committed since our last turn)."""
-        store = self.cache.store
-        head = store.head(self.id)
-        if head == self._seq and self._loaded:
-            return
-        if head < self._seq:  # the session was deleted (and maybe begun again) elsewhere
-            self._call_seq.clear()
-            self._seen.clear()
-            self._seq = 0
-        events = store.events(self.id, after=self._seq)
-        for e in events:
-            self._call_seq[e.call_id] = e.seq
-            if e.tool in ("read", "write", "edit", "change") and e.kind != "error":
-                self._seen[e.path] = e.version
-        max_versions = self.cache.settings.versions_per_path
-        self._views = {
-            key: PathView.from_json(state, max_versions)
-            for key, state in store.load_views(self.id).items()
-        }
-        self._tool_keys |= {key for key in self._views if "{" in key}
-        self._seq = head
-        self._loaded = True
+    _current: Turn | None = None
 
     def _call_id(self, call_id: str | None) -> str:
         # os.urandom is what secrets.token_hex reads; secrets itself (hmac) costs ~10 ms import.
         # 12 decimal digits (~40 bits): always 4 o200k tokens, where 10 hex digits cost 4-10.
         return call_id if call_id else f"fc-{int.from_bytes(os.urandom(5)) % 10**12:012d}"
 
-    def _last_seen(self, key: str, view: PathView) -> str | None:
-        """The version of ``key`` this session last saw (read, wrote or noticed), else the newest
-        its model holds."""
-        return self._seen.get(key, next(reversed(view.versions)))
-
-    def _record_change(
-        self, turn: _Turn, cid: str, key: str, version: str | None, held: str | None
-    ) -> None:
-        """``key`` is now ``version`` (None: deleted), not the ``held`` one: a ``change`` event,
-        which supersedes older reads; ``version`` becomes the one seen."""
-        turn.seen[key] = version
-        turn.log(cid, "change", key, version=version, base_version=held, kind="changed")
-
 
 _Plan = Callable[[str | None, str | None], tuple[str, list[Span], str]]
 """What a write or edit makes of the file's current text: (new text, facts, detail)."""
-
-
-class _Turn:
-    """One call's pending work: copies of the views it touches and the events it logs.
-
-    Owned by the thread holding the session's turn; ``commit`` hands both to the store in one
-    transaction and, only then, makes the copies the session's views.
-    """
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-        self.base = session._seq
-        self.events: list[Event] = []
-        self.views: dict[str, PathView] = {}
-        self.seen: dict[str, str | None] = {}
-        self.committed = False
-        self._after: list[Callable[[], None]] = []
-
-    def on_commit(self, action: Callable[[], None]) -> None:
-        """Run ``action`` once this turn's work is committed (never if it fails)."""
-        self._after.append(action)
-
-    def view(self, key: str) -> PathView | None:
-        """This call's copy of the view of ``key`` (None if the model holds nothing of it)."""
-        found = self.views.get(key)
-        if found is None:
-            held = self.session._views.get(key)
-            if held is None:
-                return None
-            found = self.views[key] = held.copy()
-        return found
-
-    def new_view(self, key: str) -> PathView:
-        found = self.view(key)
-        if found is None:
-            found = self.views[key] = PathView(self.session.cache.settings.versions_per_path)
-        return found
-
-    def next_seq(self) -> int:
-        return self.base + len(self.events) + 1
-
-    def log(self, call_id: str, tool: str, path: str, **fields: Any) -> Event:
-        event = Event(self.session.id, self.next_seq(), call_id, tool, path, **fields)
-        self.events.append(event)
-        return event
-
-    def commit(self) -> None:
-        if self.committed:
-            return
-        self.committed = True
-        s = self.session
-        if not self.events and not self.views:
-            self._run_after()
-            return
-        # A copy that holds what the session's view holds (an unchanged re-read moves only the
-        # version's stamp) is neither stored nor kept: memory and store keep the same view.
-        changed = {k: v for k, v in self.views.items() if not _same_facts(s._views.get(k), v)}
-        if not self.events and not changed:
-            self._run_after()
-            return  # read-only turn
-        states = {key: None if v.empty() else v.to_json() for key, v in changed.items()}
-        s._seq = s.cache.store.commit(s.id, self.base, self.events, states)
-        for event in self.events:
-            s._call_seq[event.call_id] = event.seq
-        s._seen.update(self.seen)
-        for key, view in changed.items():
-            if view.empty():
-                s._views.pop(key, None)
-            else:
-                s._views[key] = view
-        self._run_after()
-
-    def _run_after(self) -> None:
-        for action in self._after:
-            action()
-
-
-def _same_facts(held: PathView | None, view: PathView) -> bool:
-    """Whether ``view`` holds what ``held`` holds: the same versions in the same order, with the
-    same lines backed by the same call ids, and the same outlines. A version's stamp (the seq
-    of the call that last touched it) is no fact: nothing decides from it."""
-    if held is None:
-        return view.empty()
-    if held.outlines != view.outlines or list(held.versions) != list(view.versions):
-        return False
-    return all(
-        (a.line_count, a.origin, a.spans) == (b.line_count, b.origin, b.spans)
-        for a, b in zip(held.versions.values(), view.versions.values(), strict=True)
-    )
 
 
 def _scratch(spans: list[Span], line_count: int) -> Facts:
@@ -862,76 +713,3 @@ def _strings(value: object) -> set[str]:
     if isinstance(value, (list, tuple)):
         return set().union(*(_strings(v) for v in value)) if value else set()
     return set()
-
-
-# -- files changed outside the agent -----------------------------------------------------------
-#
-# Notices of files changed outside the agent, for ``Session`` answers (``FileCache(watch=True)``).
-#
-# The watcher (``filecache.watch``) calls ``Session.note_external_change(path)`` for every file
-# that changed on disk; the session's next answer starts with ``outside_notices``: per such file
-# the model holds, one notice with the diff from the model's version to the file (the ``diff``
-# answer machinery of ``Session``, so its facts move to the new version and rely on this answer's
-# call id), or one line that says to read it again when no diff can be shown. The change is
-# recorded like ``Session.rehash`` records one (a ``change`` event, which supersedes older reads),
-# so the pruner sees it.
-#
-# Invariants:
-# - Once per change: a file is noticed only when its bytes differ from the last version this
-#   session saw (its own writes and ``rehash`` update that), and then that version becomes the
-#   seen one.
-# - The notice is computed from one read of the file: its version, its diff and the recorded
-#   change are of the same bytes.
-# - The file the answer itself is about is not noticed (the answer is its diff or content; a write
-#   replaces it, and the read after an edit answers the difference).
-
-
-def outside_notices(session: Session, turn: _Turn, call_id: str, skip: str | None) -> str:
-    """The notices for files marked changed outside the agent, except ``skip`` (kept marked).
-
-    Runs inside the call's turn: the marks are cleared only when the turn commits (a call that
-    fails leaves them for the next one).
-    """
-    marked = sorted(session._outside - {skip} if skip else session._outside)
-    notices = "".join(_notice(session, turn, path, call_id) for path in marked)
-    turn.on_commit(lambda: session._outside.difference_update(marked))
-    return notices
-
-
-def _notice(session: Session, turn: _Turn, path: str, call_id: str) -> str:
-    cache = session.cache
-    view = turn.view(path)
-    if view is None or not view.versions:
-        return ""
-    held = turn.seen.get(path, session._last_seen(path, view))
-    try:
-        loc = cache.locate(path)
-        data: bytes | None = read_bytes(loc, cache.settings.max_file_bytes)
-    except MissingFileError:
-        data = None
-    except FileCacheError:
-        return ""  # unreadable now (too large, gone outside the root): the next read says why
-    version = None if data is None else version_of(data)
-    if version == held:
-        return ""  # the session's own write, or changed back
-    session._record_change(turn, call_id, path, version, held)
-    if data is None or version is None:
-        return render_outside_change(path, held, None, None)
-    try:
-        src = session._source_from_bytes(loc, data, True)
-    except ContentError:
-        return render_outside_change(path, held, version, None)
-    total = len(src.lines)
-    plain = cache.plain_tokens(src, 1, total)
-    request = ReadRequest(
-        src=src, start=1, end=total, call_id=call_id, seq=turn.next_seq(), plain=plain
-    )
-    decision = plan_read(
-        request, view, bases=session._bases(view, version), call_seq=session._call_seq,
-        count=cache.count, diff_max_ratio=cache.settings.diff_max_ratio,
-        max_versions=cache.settings.versions_per_path, margin=cache.margin,
-    )  # fmt: skip
-    if decision.kind == Kind.DIFF:
-        turn.views[path] = decision.view
-        return render_outside_change(path, held, version, decision.text)
-    return render_outside_change(path, held, version, None)

@@ -58,14 +58,19 @@ async def stdio_session(
     """An initialized ``ClientSession`` to ``python ARGS`` started as a subprocess (``env`` is
     added to the SDK's small default environment; ``FILECACHE_*`` is not inherited)."""
     params = StdioServerParameters(command=sys.executable, args=list(args), cwd=str(REPO), env=env)
-    with errlog.open("a", encoding="utf-8") as log:
-        async with stdio_client(params, errlog=log) as (read, write):
-            callback = _roots_callback(roots) if roots is not None else None
-            async with ClientSession(
-                read, write, read_timeout_seconds=_TIMEOUT, list_roots_callback=callback
-            ) as session:
-                await session.initialize()
-                yield session
+    try:
+        with errlog.open("a", encoding="utf-8") as log:
+            async with stdio_client(params, errlog=log) as (read, write):
+                callback = _roots_callback(roots) if roots is not None else None
+                async with ClientSession(
+                    read, write, read_timeout_seconds=_TIMEOUT, list_roots_callback=callback
+                ) as session:
+                    await session.initialize()
+                    yield session
+    except BaseException as exc:  # the server's stderr says why it closed the connection
+        told = errlog.read_text(encoding="utf-8", errors="replace") if errlog.exists() else ""
+        exc.add_note(f"server stderr ({errlog}):\n{told[-4000:] or '(empty)'}")
+        raise
 
 
 @asynccontextmanager

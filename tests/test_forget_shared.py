@@ -3,7 +3,7 @@
 Two ``FileCache`` objects on one store (two processes, or two MCP servers, or ``filecache
 prune`` beside a server) serving one session id: after one of them forgets a result, no answer
 of either may rely on it. Known broken: ``forget`` commits views but no event, so the store's
-head does not move; the other object's catch-up (``Session._catch_up``: "head == self._seq")
+head does not move; the other object's catch-up (``SessionState.catch_up``: "head == self.seq")
 keeps its old views, answers "unchanged since <forgotten result>", and commits those old views
 back, so even the object that forgot answers from the forgotten result afterwards.
 """

@@ -46,7 +46,7 @@ def test_an_edit_in_repetitive_text_is_placed_where_it_landed(tmp_path: Path) ->
         done = session.edit("a.txt", "A\n", "A\nY\n", call_id="e1")
         assert "changed: lines 2-3." in done.text
         assert session.ledger().calls["e1"].tool == "edit"
-        view = session._views["a.txt"]
+        view = session._state.views["a.txt"]
         facts = view.get(done.version)
         assert facts is not None and facts.covering(2, 3) and not facts.covering(4, 4)
 

@@ -78,11 +78,11 @@ def test_a_long_edit_chain_keeps_the_view_small(tmp_path: Path) -> None:
     for k in range(2 * MAX_DEPS):
         i = (k * 37) % n_lines
         session.edit("a.py", f"x{i} = {i}\n", f"x{i} = {i}\nm{k} = {k}\n", call_id=f"e{k}")
-    state = session._views["a.py"].to_json()
+    state = session._state.views["a.py"].to_json()
     # every inserted line has its own chain of later edits; spelled out, the ids alone would be
     # about 2 * MAX_DEPS lines x MAX_DEPS ids x 5 characters = 90 kB per held version
     assert len(state) < 40_000, len(state)
-    for facts in session._views["a.py"].versions.values():
+    for facts in session._state.views["a.py"].versions.values():
         assert all(len(d) <= MAX_DEPS for _, _, alts in facts.spans for d in alts)
     # and the model's view still matches disk: a re-read is a FileRef or shows content
     disk = (tmp_path / "a.py").read_text()
