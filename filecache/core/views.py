@@ -21,6 +21,7 @@ import json
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from filecache.core.text import EOF_MARK
 
@@ -150,19 +151,27 @@ class Facts:
         self.spans = _merge(out)
 
     def add_spans(self, spans: Sequence[Span]) -> None:
-        """``add_alternatives`` for each of ``spans`` (sorted, disjoint): in one pass when this
-        version holds nothing yet (a version an edit or a diff just made)."""
-        if self.spans:
+        """``add_alternatives`` for each of ``spans``: in one pass when this version holds
+        nothing yet (a version an edit or a diff just made) and ``spans`` are sorted and
+        disjoint (runs that overlap would be kept twice, and double at every later diff)."""
+        if self.spans or not _disjoint(spans):
             for s, e, alts in spans:
                 self.add_alternatives(s, e, alts)
         else:
             self.spans = _merge([span for span in spans if span[0] <= span[1] and span[2]])
 
     def restrict(self, keep: Sequence[tuple[int, int]]) -> None:
-        """Keep only facts inside the given (sorted, disjoint) ranges."""
+        """Keep only facts inside the given ranges (sorted by start; they may overlap, as a
+        diff's requested range and its hunks do: the runs stay disjoint)."""
+        ranges: list[tuple[int, int]] = []
+        for ks, ke in keep:
+            if ranges and ks <= ranges[-1][1] + 1:
+                ranges[-1] = (ranges[-1][0], max(ranges[-1][1], ke))
+            elif ks <= ke:
+                ranges.append((ks, ke))
         out: list[Span] = []
         for s, e, d in self.spans:
-            for ks, ke in keep:
+            for ks, ke in ranges:
                 lo, hi = max(s, ks), min(e, ke)
                 if lo <= hi:
                     out.append((lo, hi, d))
@@ -209,6 +218,11 @@ class Facts:
 def _extended(alts: Alts, extra: Deps) -> Alts:
     """Each alternative plus ``extra``, without those that would need over ``MAX_DEPS`` ids."""
     return tuple(d | extra for d in alts if len(d) < MAX_DEPS)
+
+
+def _disjoint(spans: Sequence[Span]) -> bool:
+    """Whether ``spans`` are sorted and do not overlap."""
+    return all(a[1] < b[0] for a, b in pairwise(spans))
 
 
 def _merge(spans: list[Span]) -> list[Span]:
