@@ -106,14 +106,19 @@ class Facts:
             return None
         return frozenset().union(*(alts[0] for _, _, alts in runs))
 
-    def smallest_cover(self, start: int, end: int) -> Deps | None:
-        """Like ``covering``, with each run's smallest alternative (what an edit carries on: a
-        later read of a line resets its chain)."""
+    def carried_cover(self, start: int, end: int) -> Deps | None:
+        """What an edit carries ``start..end`` on: like ``covering`` (each run's oldest
+        alternative, the widest read a FileRef names), except that an alternative at the
+        ``MAX_DEPS`` bound gives way to the run's smallest (a later read of a line resets its
+        chain). Carrying the smallest always would make the lines rely on a narrower later
+        read: pruning that read would lose lines the older, wider read still backs."""
         runs = self.runs(start, end)
         if runs is None:
             return None
-        if len(runs) == 1:
-            return min(runs[0][2], key=len)
+        oldest = [next((d for d in alts if len(d) < MAX_DEPS), alts[0]) for _, _, alts in runs]
+        have = oldest[0] if len(oldest) == 1 else frozenset().union(*oldest)
+        if len(have) < MAX_DEPS:
+            return have
         return frozenset().union(*(min(alts, key=len) for _, _, alts in runs))
 
     def lines_held(self) -> int:
@@ -445,7 +450,7 @@ def map_through_edit(
                 hi = min(le, piece_starts[j] + piece.length) - piece_starts[j] + piece.src
                 first = bisect_right(old_starts, lo) - 1
                 last = bisect_right(old_starts, hi - 1) - 1
-                have = old_spans.smallest_cover(first + 1, last + 1) if old_spans else None
+                have = old_spans.carried_cover(first + 1, last + 1) if old_spans else None
                 if have is None or len(have) >= MAX_DEPS:
                     known = False
                     break
