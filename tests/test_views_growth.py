@@ -22,6 +22,7 @@ from filecache.core.views import (
     Facts,
     PathView,
     Piece,
+    Span,
     map_through_edit,
 )
 
@@ -142,3 +143,41 @@ def test_a_chain_of_diffs_keeps_the_view_small(tmp_path: Path) -> None:
         # 12 diffs, and 4.9 MB of JSON
         assert max(len(f.spans) for f in view.versions.values()) <= 5
         assert len(view.to_json()) < 4_000, len(view.to_json())
+
+
+def previous_release_from_json(text: str) -> tuple[dict[str, str], dict[str, list[Span]]]:
+    """``PathView.from_json`` of the release before the compact form (commit dd9d0cc),
+    verbatim but for the return: what a process of that release does with a stored view."""
+    outlines: dict[str, str] = {}
+    versions: dict[str, list[Span]] = {}
+    data = json.loads(text)
+    if isinstance(data, dict):
+        outlines = {str(k): str(v) for k, v in data.get("o", {}).items()}
+        data = data.get("v", [])
+    for row in data:
+        version, line_count, stamp, spans = row[:4]
+        runs: list[Span] = []
+        for s, e, deps in spans:
+            if deps and all(isinstance(d, list) for d in deps):
+                alts = tuple(frozenset(d) for d in deps)
+            else:  # the older form: one set of call ids
+                alts = (frozenset(deps),)
+            runs.append((s, e, alts))
+        versions[version] = runs
+    return outlines, versions
+
+
+def test_a_process_of_the_previous_release_reads_no_lines_from_the_compact_form() -> None:
+    # a fleet sharing a store upgrades one process at a time: an older one must not take the
+    # numbers of the compact form for call ids (it named result 0 in a FileRef, then crashed
+    # recording it) or crash on a range; seeing no lines is safe (it sends content)
+    view = PathView()
+    facts = view.facts_for("v1", 9, 1)
+    facts.add(1, 9, frozenset({"toolu_01"}))
+    facts.add(2, 3, frozenset({"toolu_02", "toolu_03", "toolu_04"}))
+    view.outlines["v1#auto"] = "toolu_05"
+    outlines, versions = previous_release_from_json(view.to_json())
+    assert versions == {} and outlines == view.outlines
+    # and the compact form as main wrote it for a while (under "v") still reads
+    written = view.to_json().replace('"f":', '"v":')
+    assert PathView.from_json(written).versions["v1"].spans == facts.spans

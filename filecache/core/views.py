@@ -302,12 +302,14 @@ class PathView:
         return not self.outlines and not any(f.spans for f in self.versions.values())
 
     def to_json(self) -> str:
-        """The view as compact JSON: ``{"i": ids, "v": versions, "o": outlines}``.
+        """The view as compact JSON: ``{"i": ids, "f": versions, "o": outlines}``.
 
         Call ids are numbered once (``i``, the ids most sets share first); a set of call ids is
         the ranges of those numbers it holds (``[lo, hi]``, or ``n`` alone), so the ids of an
         edit chain, which every line it carries shares, cost a few numbers per run, not one
-        string per id.
+        string per id. The versions are under ``f``, not the older forms' ``v``: a process of
+        an older release sharing the store reads this as a view with no lines (it sends
+        content, which is safe) instead of taking the numbers for call ids (it crashed).
         """
         counts: dict[str, int] = {}
         seen: set[Deps] = set()  # each distinct set once (a frozenset keeps its hash)
@@ -338,15 +340,15 @@ class PathView:
             ]
             for f in self.versions.values()
         ]
-        data: dict[str, object] = {"i": ids, "v": versions}
+        data: dict[str, object] = {"i": ids, "f": versions}
         if self.outlines:
             data["o"] = self.outlines
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str, max_versions: int = 4) -> PathView:
-        """Read ``to_json``'s form (and the older ones: call ids spelled out in every set, and
-        before that one deps list per run, no origin)."""
+        """Read ``to_json``'s form (and the older ones: the same under ``v``; call ids spelled
+        out in every set; before that one deps list per run, no origin)."""
         view = cls(max_versions)
         data = json.loads(text)
         ids: list[str] | None = None
@@ -354,7 +356,7 @@ class PathView:
             view.outlines = {str(k): str(v) for k, v in data.get("o", {}).items()}
             if "i" in data:
                 ids = [str(cid) for cid in data["i"]]
-            data = data.get("v", [])
+            data = data.get("f", data.get("v", []))
         decoded: dict[str, Deps] = {}
 
         def decode(deps: list[object]) -> Deps:
