@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import chain, pairwise
 
 from filecache.core.text import EOF_MARK
 
@@ -311,15 +312,11 @@ class PathView:
         an older release sharing the store reads this as a view with no lines (it sends
         content, which is safe) instead of taking the numbers for call ids (it crashed).
         """
-        counts: dict[str, int] = {}
-        seen: set[Deps] = set()  # each distinct set once (a frozenset keeps its hash)
-        for facts in self.versions.values():
-            for _, _, alts in facts.spans:
-                for deps in alts:
-                    if deps not in seen:
-                        seen.add(deps)
-                        for cid in deps:
-                            counts[cid] = counts.get(cid, 0) + 1
+        # each distinct set once (a frozenset keeps its hash)
+        seen = {
+            deps for facts in self.versions.values() for _, _, alts in facts.spans for deps in alts
+        }
+        counts = Counter(chain.from_iterable(seen))
         ids = sorted(counts, key=lambda cid: (-counts[cid], cid))
         number = {cid: k for k, cid in enumerate(ids)}
         encoded: dict[Deps, list[object]] = {}
@@ -327,7 +324,7 @@ class PathView:
         def encode(deps: Deps) -> list[object]:
             out = encoded.get(deps)
             if out is None:
-                out = encoded[deps] = _ranges(sorted(number[cid] for cid in deps))
+                out = encoded[deps] = _ranges(sorted(map(number.__getitem__, deps)))
             return out
 
         versions = [
@@ -362,10 +359,10 @@ class PathView:
         def decode(deps: list[object]) -> Deps:
             if ids is None:
                 return frozenset(str(cid) for cid in deps)
-            key = json.dumps(deps)
+            key = str(deps)  # runs share their sets: decode each once, share the object
             out = decoded.get(key)
             if out is None:
-                out = decoded[key] = frozenset(ids[n] for n in _numbers(deps))
+                out = decoded[key] = _decoded(deps, ids)
             return out
 
         for row in data:
@@ -384,25 +381,31 @@ class PathView:
 
 def _ranges(numbers: list[int]) -> list[object]:
     """Sorted numbers as ``[lo, hi]`` ranges, a lone number as itself."""
+    if not numbers:
+        return []
+    lo, hi = numbers[0], numbers[-1]
+    if hi - lo == len(numbers) - 1:  # one range: the ids of an edit chain
+        return [lo] if lo == hi else [[lo, hi]]
+    cuts = [k for k, (a, b) in enumerate(pairwise(numbers), 1) if b != a + 1]
     out: list[object] = []
-    k = 0
-    while k < len(numbers):
-        j = k
-        while j + 1 < len(numbers) and numbers[j + 1] == numbers[j] + 1:
-            j += 1
-        out.append(numbers[k] if j == k else [numbers[k], numbers[j]])
-        k = j + 1
+    for first, end in zip([0, *cuts], [*cuts, len(numbers)], strict=True):
+        out.append(numbers[first] if end - first == 1 else [numbers[first], numbers[end - 1]])
     return out
 
 
-def _numbers(ranges: list[object]) -> list[int]:
-    out: list[int] = []
+def _decoded(ranges: list[object], ids: list[str]) -> Deps:
+    """The call ids ``ranges`` (as ``_ranges`` writes them) number in ``ids``."""
+    try:  # no ranges: one pass in C
+        return frozenset(map(ids.__getitem__, ranges))  # type: ignore[arg-type]
+    except TypeError:  # a [lo, hi] range among them
+        pass
+    out: list[str] = []
     for item in ranges:
         if isinstance(item, list):
-            out.extend(range(int(item[0]), int(item[1]) + 1))
+            out.extend(ids[int(item[0]) : int(item[1]) + 1])
         else:
-            out.append(int(item))  # type: ignore[call-overload]
-    return out
+            out.append(ids[int(item)])  # type: ignore[call-overload]
+    return frozenset(out)
 
 
 @dataclass(frozen=True)
