@@ -16,6 +16,7 @@ import itertools
 import os
 import re
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -395,6 +396,18 @@ def run_ops(root: Path, ops, ratio: float, versions: int, store) -> None:
                     chosen = {c for i, c in enumerate(issued) if (op[1] >> (i % 16)) & 1}
                     session.forget(chosen)
                     model.forgotten |= chosen
+            for view in session._views.values():
+                check_runs(view)
+
+
+def check_runs(view: views.PathView) -> None:
+    """The view's runs are sorted and disjoint, each alternative within the bound (a run kept
+    twice is doubled at every later diff)."""
+    for facts in view.versions.values():
+        spans = facts.spans
+        assert all(a[1] < b[0] for a, b in pairwise(spans)), spans
+        assert all(s <= e and alts for s, e, alts in spans), spans
+        assert all(len(d) <= views.MAX_DEPS for _, _, alts in spans for d in alts)
 
 
 @settings(

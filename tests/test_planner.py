@@ -63,6 +63,20 @@ def test_forgetting_a_narrow_read_keeps_the_full_one(cache: FileCache) -> None:
     assert again.kind == "unchanged" and again.base_call_id == "a1"
 
 
+def test_an_edit_carries_the_wide_read_not_a_narrower_later_one(cache: FileCache) -> None:
+    # the lines a ranged re-read shows again are backed twice; an edit must carry them on the
+    # full read (with the edits since), or forgetting the narrow read loses lines that the
+    # full read and the edits still back
+    s = cache.session()
+    s.read("a.py", call_id="r0")
+    s.edit("a.py", "line 30:", "LINE 30:", call_id="e1")
+    s.read("a.py", offset=5, limit=6, fresh=True, call_id="r2")
+    s.edit("a.py", "line 40:", "LINE 40:", call_id="e3")
+    s.forget(["r2"])
+    again = s.read("a.py", call_id="r4")
+    assert again.kind == "unchanged" and again.base_call_id == "e3"
+
+
 def test_an_outline_is_not_sent_twice(tmp_path: Path) -> None:
     body = "".join(f"def function_{i}(argument):\n    return argument * {i} + 1\n\n"
                    for i in range(400))  # fmt: skip

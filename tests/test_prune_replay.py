@@ -18,6 +18,7 @@ revert would let a view mix facts of two epochs, which the planner's walk-back d
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -193,11 +194,17 @@ POLICIES = st.builds(
     in_use_turns=st.integers(0, 6),
     keep_edited=st.booleans(),
     degrade=st.booleans(),
+    prune_at=st.sampled_from([0.65, 0.05]),  # the defaults' trigger and the context preset's
+    target=st.sampled_from([0.5, 0.0]),
 )
 
 
 @pytest.mark.parametrize("forward", [False, True], ids=["full-history", "fed-forward"])
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("FILECACHE_PROPERTY_EXAMPLES", "80")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(ops=st.lists(OPS, min_size=8, max_size=50), policy=POLICIES)
 def test_pruning_before_every_request_never_leaves_a_ref_without_its_base(
     forward: bool, ops: list[tuple[Any, ...]], policy: PrunePolicy

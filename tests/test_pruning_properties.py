@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -137,6 +138,7 @@ def policies(draw: st.DrawFn, tokens: int) -> PrunePolicy:
         in_use_turns=draw(st.integers(0, 6)),
         keep_edited=draw(st.booleans()),
         degrade=draw(st.booleans()),
+        **draw(st.sampled_from([{}, {"prune_at": 0.05, "target": 0.0}])),  # context's trigger
     )
 
 
@@ -158,7 +160,11 @@ def bodies(messages: list[Any]) -> dict[str, str]:
     return {r.call_id: r.text for r in parse_transcript(messages).results()}
 
 
-PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=int(os.environ.get("FILECACHE_PROPERTY_EXAMPLES", "200")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 FORMATS = st.sampled_from(list(BUILDERS))
 
 
@@ -170,8 +176,12 @@ def test_only_result_bodies_change_and_every_call_keeps_its_result(
     messages = BUILDERS[fmt](conversation)
     before = copy.deepcopy(messages)
     policy = data.draw(policies(size(messages)))
-    result = prune(messages, policy, MemoryStore())
+    store = MemoryStore()
+    result = prune(messages, policy, store)
     assert messages == before, "the input was mutated"
+    originals = bodies(messages)
+    for action in result.plan.actions:  # every original is archived before it is replaced
+        assert store.archive_get(action.call_id, "s") == originals[action.call_id]
     transcript, out = parse_transcript(messages), parse_transcript(result.messages)
     assert positions(out) == positions(transcript)
     ids = {r.call_id for r in transcript.results()}
@@ -261,3 +271,43 @@ def test_projections_stick_as_the_conversation_grows(
     for cid, (was, text) in projected.items():
         now = tier(pressed[cid])
         assert pressed[cid] == text or TIERS[now] > TIERS[was], cid
+
+
+def _turn(cid: str, name: str, args: dict[str, Any], body: str | None) -> dict[str, Any]:
+    results = [] if body is None else [{"id": cid, "body": body, "error": False}]
+    call = {"id": cid, "name": name, "args": args}
+    return {"text": None, "calls": [call], "results": results, "user": None, "split": False,
+            "extra": {}}  # fmt: skip
+
+
+def test_a_cleared_outline_does_not_supersede_the_read_an_edit_builds_on() -> None:
+    # keep_edited keeps the read the edit builds on and clears the outline answer the edit
+    # supersedes; on the next pass, the outline's placeholder read as a content answer of the
+    # whole file, so it superseded the read "by a later read" and the read cleared too
+    source = "".join(f"{i:6}\tdef f{i}(x):\n" for i in range(1, 41))
+    conversation = [
+        _turn("call_1", "read_file", {"path": "src/b.py"}, source),
+        _turn(
+            "call_2",
+            "read_file",
+            {"path": "src/b.py"},
+            "[filecache] src/b.py outline:\n" + filler(20, "def"),
+        ),  # fmt: skip
+        _turn(
+            "call_3",
+            "edit_file",
+            {"path": "src/b.py", "old_string": "f1", "new_string": "g"},
+            "[filecache] edit src/b.py: 40 lines (xxh3 0011aabb).\n",
+        ),  # fmt: skip
+        _turn("call_4", "read_file", {"path": "a.py"}, None),
+    ]
+    policy = PrunePolicy(
+        context_window=100, protect_recent=0, min_reclaim=0, small_result=0, cache_aware=False,
+        keep_edited=True, degrade=False,
+    )  # fmt: skip
+    for fmt in BUILDERS:
+        store = MemoryStore()
+        once = prune(BUILDERS[fmt](conversation), policy, store)
+        assert [(a.call_id, a.tier) for a in once.plan.actions] == [("call_2", "clear")]
+        twice = prune(once.messages, policy, store)
+        assert twice.plan.actions == (), fmt

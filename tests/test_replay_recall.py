@@ -9,6 +9,7 @@ from typing import Any
 
 from filecache.prune.pruning import PrunePolicy
 from filecache.replay.replay import replay_session
+from filecache.store.store import MemoryStore
 
 SOURCE = "".join(f"value_{n} = {n}\n" for n in range(1, 61))
 
@@ -62,11 +63,40 @@ def test_a_cleared_edit_confirmation_costs_recall_though_no_read_of_the_file_was
     session = edit_out_of_sight(tmp_path)
     # the read stays (keep_edited) and only the edit's confirmation is cleared: without it the
     # model cannot place its edit on the lines it holds, so it holds no line of the new version
-    pruned = replay_session(session, policy=small_window())
-    assert pruned.pruning.results.get("clear", 0) >= 1
+    store = MemoryStore()
+    pruned = replay_session(session, policy=small_window(), store=store)
+    # what was pruned: the confirmation (call_3) and test output, never the read (call_2)
+    cleared = {cid for cid, (tier, _) in store.projections("session").items() if tier == "clear"}
+    assert "call_3" in cleared and "call_2" not in cleared, cleared
     assert pruned.recall < 1.0
     assert (pruned.stale_views, pruned.dangling_refs) == (0, 0)
     # kept while app.py is in use, the confirmation places the edit: every line is still there
-    kept = replay_session(session, policy=small_window(in_use_turns=10))
+    store = MemoryStore()
+    kept = replay_session(session, policy=small_window(in_use_turns=10), store=store)
+    assert "call_3" not in store.projections("session")
     assert kept.recall == 1.0
     assert kept.prompt_tokens.filecache > pruned.prompt_tokens.filecache
+
+
+def test_a_cleared_confirmation_of_an_edit_inside_held_lines_costs_no_recall(
+    tmp_path: Path,
+) -> None:
+    # the model read the whole file: its edit's arguments place it without the confirmation,
+    # so clearing the confirmation must not count as lost lines (recall is not just "was an
+    # edit confirmation pruned")
+    noise = "".join(f"test_{n} PASSED\n" for n in range(300))
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "fix it"},
+        *turn(2, "read_file", "", path="app.py"),
+        *turn(3, "edit_file", "", path="app.py", old_string="value_40 = 40", new_string="v = 0"),
+        *turn(4, "bash", noise, command="pytest -q"),
+        *turn(5, "bash", noise, command="pytest -q"),
+        *turn(6, "read_file", "", path="app.py", offset=1, limit=5),
+    ]
+    store = MemoryStore()
+    pruned = replay_session(trace(tmp_path, messages), policy=small_window(context_window=3_000),
+                            store=store)  # fmt: skip
+    assert store.projections("session").get("call_3", ("",))[0] == "clear"
+    assert pruned.recall == 1.0 and pruned.recall_pairs > 0
+    assert (pruned.stale_views, pruned.dangling_refs) == (0, 0)

@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import json
 import os
+from itertools import pairwise
 from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from filecache import FileCache
-from filecache.core.views import MAX_DEPS, Facts, PathView, Piece, map_through_edit
+from filecache.core.views import (
+    MAX_ALTERNATIVES,
+    MAX_DEPS,
+    Facts,
+    PathView,
+    Piece,
+    Span,
+    map_through_edit,
+)
 
 _IDS = st.sampled_from([f"c{n}" for n in range(12)])
 _DEPS = st.frozensets(_IDS, min_size=1, max_size=6)
@@ -92,3 +101,83 @@ def test_a_long_edit_chain_keeps_the_view_small(tmp_path: Path) -> None:
     shown = [line.split("\t", 1)[1] for line in fresh.text.splitlines()[1:]]
     assert fresh.kind == "full" and shown == disk.splitlines()
     cache.close()
+
+
+def well_formed(view: PathView) -> None:
+    """Every version's runs are sorted, disjoint and non-empty, each with 1..MAX_ALTERNATIVES
+    distinct alternatives of at most MAX_DEPS call ids."""
+    for facts in view.versions.values():
+        for s, e, alts in facts.spans:
+            assert 1 <= s <= e, facts.spans
+            assert 1 <= len(alts) == len(set(alts)) <= MAX_ALTERNATIVES, alts
+            assert all(len(d) <= MAX_DEPS for d in alts)
+        pairs = pairwise(facts.spans)
+        assert all(a[1] < b[0] for a, b in pairs), facts.spans
+
+
+def test_a_diff_keeps_the_runs_disjoint() -> None:
+    # a diff keeps its requested range and its hunks (context lines are in both): a run kept
+    # once per range it falls in was stored twice, and doubled again at every later diff
+    carried = Facts("", 20, [(1, 20, (frozenset({"r0", "d1"}),))])
+    carried.restrict([(1, 20), (8, 14)])
+    assert carried.spans == [(1, 20, (frozenset({"r0", "d1"}),))]
+    facts = Facts("v2", 20)
+    facts.add_spans([(1, 10, (frozenset({"a"}),)), (8, 14, (frozenset({"a"}),))])
+    assert facts.spans == [(1, 14, (frozenset({"a"}),))]
+
+
+def test_a_chain_of_diffs_keeps_the_view_small(tmp_path: Path) -> None:
+    lines = [f"line {i}: some text that makes the line long enough to matter\n" for i in range(120)]
+    path = tmp_path / "a.py"
+    path.write_text("".join(lines))
+    with FileCache(tmp_path, store=":memory:") as cache:
+        session = cache.session("s")
+        session.read("a.py", call_id="r0")
+        for k in range(1, 13):
+            lines[50] = f"changed {k}\n"
+            path.write_text("".join(lines))
+            assert session.read("a.py", call_id=f"r{k}").kind == "diff"
+            view = session._views["a.py"]
+            well_formed(view)
+        # 5 runs per version (before, around and after the changed line); it was 8195 after
+        # 12 diffs, and 4.9 MB of JSON
+        assert max(len(f.spans) for f in view.versions.values()) <= 5
+        assert len(view.to_json()) < 4_000, len(view.to_json())
+
+
+def previous_release_from_json(text: str) -> tuple[dict[str, str], dict[str, list[Span]]]:
+    """``PathView.from_json`` of the release before the compact form (commit dd9d0cc),
+    verbatim but for the return: what a process of that release does with a stored view."""
+    outlines: dict[str, str] = {}
+    versions: dict[str, list[Span]] = {}
+    data = json.loads(text)
+    if isinstance(data, dict):
+        outlines = {str(k): str(v) for k, v in data.get("o", {}).items()}
+        data = data.get("v", [])
+    for row in data:
+        version, line_count, stamp, spans = row[:4]
+        runs: list[Span] = []
+        for s, e, deps in spans:
+            if deps and all(isinstance(d, list) for d in deps):
+                alts = tuple(frozenset(d) for d in deps)
+            else:  # the older form: one set of call ids
+                alts = (frozenset(deps),)
+            runs.append((s, e, alts))
+        versions[version] = runs
+    return outlines, versions
+
+
+def test_a_process_of_the_previous_release_reads_no_lines_from_the_compact_form() -> None:
+    # a fleet sharing a store upgrades one process at a time: an older one must not take the
+    # numbers of the compact form for call ids (it named result 0 in a FileRef, then crashed
+    # recording it) or crash on a range; seeing no lines is safe (it sends content)
+    view = PathView()
+    facts = view.facts_for("v1", 9, 1)
+    facts.add(1, 9, frozenset({"toolu_01"}))
+    facts.add(2, 3, frozenset({"toolu_02", "toolu_03", "toolu_04"}))
+    view.outlines["v1#auto"] = "toolu_05"
+    outlines, versions = previous_release_from_json(view.to_json())
+    assert versions == {} and outlines == view.outlines
+    # and the compact form as main wrote it for a while (under "v") still reads
+    written = view.to_json().replace('"f":', '"v":')
+    assert PathView.from_json(written).versions["v1"].spans == facts.spans

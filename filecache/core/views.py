@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain, pairwise
 
 from filecache.core.text import EOF_MARK
 
@@ -105,14 +107,19 @@ class Facts:
             return None
         return frozenset().union(*(alts[0] for _, _, alts in runs))
 
-    def smallest_cover(self, start: int, end: int) -> Deps | None:
-        """Like ``covering``, with each run's smallest alternative (what an edit carries on: a
-        later read of a line resets its chain)."""
+    def carried_cover(self, start: int, end: int) -> Deps | None:
+        """What an edit carries ``start..end`` on: like ``covering`` (each run's oldest
+        alternative, the widest read a FileRef names), except that an alternative at the
+        ``MAX_DEPS`` bound gives way to the run's smallest (a later read of a line resets its
+        chain). Carrying the smallest always would make the lines rely on a narrower later
+        read: pruning that read would lose lines the older, wider read still backs."""
         runs = self.runs(start, end)
         if runs is None:
             return None
-        if len(runs) == 1:
-            return min(runs[0][2], key=len)
+        oldest = [next((d for d in alts if len(d) < MAX_DEPS), alts[0]) for _, _, alts in runs]
+        have = oldest[0] if len(oldest) == 1 else frozenset().union(*oldest)
+        if len(have) < MAX_DEPS:
+            return have
         return frozenset().union(*(min(alts, key=len) for _, _, alts in runs))
 
     def lines_held(self) -> int:
@@ -150,19 +157,27 @@ class Facts:
         self.spans = _merge(out)
 
     def add_spans(self, spans: Sequence[Span]) -> None:
-        """``add_alternatives`` for each of ``spans`` (sorted, disjoint): in one pass when this
-        version holds nothing yet (a version an edit or a diff just made)."""
-        if self.spans:
+        """``add_alternatives`` for each of ``spans``: in one pass when this version holds
+        nothing yet (a version an edit or a diff just made) and ``spans`` are sorted and
+        disjoint (runs that overlap would be kept twice, and double at every later diff)."""
+        if self.spans or not _disjoint(spans):
             for s, e, alts in spans:
                 self.add_alternatives(s, e, alts)
         else:
             self.spans = _merge([span for span in spans if span[0] <= span[1] and span[2]])
 
     def restrict(self, keep: Sequence[tuple[int, int]]) -> None:
-        """Keep only facts inside the given (sorted, disjoint) ranges."""
+        """Keep only facts inside the given ranges (sorted by start; they may overlap, as a
+        diff's requested range and its hunks do: the runs stay disjoint)."""
+        ranges: list[tuple[int, int]] = []
+        for ks, ke in keep:
+            if ranges and ks <= ranges[-1][1] + 1:
+                ranges[-1] = (ranges[-1][0], max(ranges[-1][1], ke))
+            elif ks <= ke:
+                ranges.append((ks, ke))
         out: list[Span] = []
         for s, e, d in self.spans:
-            for ks, ke in keep:
+            for ks, ke in ranges:
                 lo, hi = max(s, ks), min(e, ke)
                 if lo <= hi:
                     out.append((lo, hi, d))
@@ -209,6 +224,11 @@ class Facts:
 def _extended(alts: Alts, extra: Deps) -> Alts:
     """Each alternative plus ``extra``, without those that would need over ``MAX_DEPS`` ids."""
     return tuple(d | extra for d in alts if len(d) < MAX_DEPS)
+
+
+def _disjoint(spans: Sequence[Span]) -> bool:
+    """Whether ``spans`` are sorted and do not overlap."""
+    return all(a[1] < b[0] for a, b in pairwise(spans))
 
 
 def _merge(spans: list[Span]) -> list[Span]:
@@ -283,22 +303,20 @@ class PathView:
         return not self.outlines and not any(f.spans for f in self.versions.values())
 
     def to_json(self) -> str:
-        """The view as compact JSON: ``{"i": ids, "v": versions, "o": outlines}``.
+        """The view as compact JSON: ``{"i": ids, "f": versions, "o": outlines}``.
 
         Call ids are numbered once (``i``, the ids most sets share first); a set of call ids is
         the ranges of those numbers it holds (``[lo, hi]``, or ``n`` alone), so the ids of an
         edit chain, which every line it carries shares, cost a few numbers per run, not one
-        string per id.
+        string per id. The versions are under ``f``, not the older forms' ``v``: a process of
+        an older release sharing the store reads this as a view with no lines (it sends
+        content, which is safe) instead of taking the numbers for call ids (it crashed).
         """
-        counts: dict[str, int] = {}
-        seen: set[Deps] = set()  # each distinct set once (a frozenset keeps its hash)
-        for facts in self.versions.values():
-            for _, _, alts in facts.spans:
-                for deps in alts:
-                    if deps not in seen:
-                        seen.add(deps)
-                        for cid in deps:
-                            counts[cid] = counts.get(cid, 0) + 1
+        # each distinct set once (a frozenset keeps its hash)
+        seen = {
+            deps for facts in self.versions.values() for _, _, alts in facts.spans for deps in alts
+        }
+        counts = Counter(chain.from_iterable(seen))
         ids = sorted(counts, key=lambda cid: (-counts[cid], cid))
         number = {cid: k for k, cid in enumerate(ids)}
         encoded: dict[Deps, list[object]] = {}
@@ -306,7 +324,7 @@ class PathView:
         def encode(deps: Deps) -> list[object]:
             out = encoded.get(deps)
             if out is None:
-                out = encoded[deps] = _ranges(sorted(number[cid] for cid in deps))
+                out = encoded[deps] = _ranges(sorted(map(number.__getitem__, deps)))
             return out
 
         versions = [
@@ -319,15 +337,15 @@ class PathView:
             ]
             for f in self.versions.values()
         ]
-        data: dict[str, object] = {"i": ids, "v": versions}
+        data: dict[str, object] = {"i": ids, "f": versions}
         if self.outlines:
             data["o"] = self.outlines
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str, max_versions: int = 4) -> PathView:
-        """Read ``to_json``'s form (and the older ones: call ids spelled out in every set, and
-        before that one deps list per run, no origin)."""
+        """Read ``to_json``'s form (and the older ones: the same under ``v``; call ids spelled
+        out in every set; before that one deps list per run, no origin)."""
         view = cls(max_versions)
         data = json.loads(text)
         ids: list[str] | None = None
@@ -335,16 +353,16 @@ class PathView:
             view.outlines = {str(k): str(v) for k, v in data.get("o", {}).items()}
             if "i" in data:
                 ids = [str(cid) for cid in data["i"]]
-            data = data.get("v", [])
+            data = data.get("f", data.get("v", []))
         decoded: dict[str, Deps] = {}
 
         def decode(deps: list[object]) -> Deps:
             if ids is None:
                 return frozenset(str(cid) for cid in deps)
-            key = json.dumps(deps)
+            key = str(deps)  # runs share their sets: decode each once, share the object
             out = decoded.get(key)
             if out is None:
-                out = decoded[key] = frozenset(ids[n] for n in _numbers(deps))
+                out = decoded[key] = _decoded(deps, ids)
             return out
 
         for row in data:
@@ -363,25 +381,31 @@ class PathView:
 
 def _ranges(numbers: list[int]) -> list[object]:
     """Sorted numbers as ``[lo, hi]`` ranges, a lone number as itself."""
+    if not numbers:
+        return []
+    lo, hi = numbers[0], numbers[-1]
+    if hi - lo == len(numbers) - 1:  # one range: the ids of an edit chain
+        return [lo] if lo == hi else [[lo, hi]]
+    cuts = [k for k, (a, b) in enumerate(pairwise(numbers), 1) if b != a + 1]
     out: list[object] = []
-    k = 0
-    while k < len(numbers):
-        j = k
-        while j + 1 < len(numbers) and numbers[j + 1] == numbers[j] + 1:
-            j += 1
-        out.append(numbers[k] if j == k else [numbers[k], numbers[j]])
-        k = j + 1
+    for first, end in zip([0, *cuts], [*cuts, len(numbers)], strict=True):
+        out.append(numbers[first] if end - first == 1 else [numbers[first], numbers[end - 1]])
     return out
 
 
-def _numbers(ranges: list[object]) -> list[int]:
-    out: list[int] = []
+def _decoded(ranges: list[object], ids: list[str]) -> Deps:
+    """The call ids ``ranges`` (as ``_ranges`` writes them) number in ``ids``."""
+    try:  # no ranges: one pass in C
+        return frozenset(map(ids.__getitem__, ranges))  # type: ignore[arg-type]
+    except TypeError:  # a [lo, hi] range among them
+        pass
+    out: list[str] = []
     for item in ranges:
         if isinstance(item, list):
-            out.extend(range(int(item[0]), int(item[1]) + 1))
+            out.extend(ids[int(item[0]) : int(item[1]) + 1])
         else:
-            out.append(int(item))  # type: ignore[call-overload]
-    return out
+            out.append(ids[int(item)])  # type: ignore[call-overload]
+    return frozenset(out)
 
 
 @dataclass(frozen=True)
@@ -431,7 +455,7 @@ def map_through_edit(
                 hi = min(le, piece_starts[j] + piece.length) - piece_starts[j] + piece.src
                 first = bisect_right(old_starts, lo) - 1
                 last = bisect_right(old_starts, hi - 1) - 1
-                have = old_spans.smallest_cover(first + 1, last + 1) if old_spans else None
+                have = old_spans.carried_cover(first + 1, last + 1) if old_spans else None
                 if have is None or len(have) >= MAX_DEPS:
                     known = False
                     break

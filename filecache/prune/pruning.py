@@ -317,7 +317,11 @@ def _superseded(
                     break
                 shown = []  # only reads of the file as it is now show its lines again
                 continue
-            if later.kind == "read" and later.answer in _CONTENT:
+            # With through_edits, a cleared read does not show the lines again: the edit still
+            # builds on the earlier read. (Its placeholder reads as an unknown answer, so an
+            # outline answer the pass cleared would otherwise cover the read on the next pass.)
+            shows = not (through_edits and later.tier == "clear")
+            if later.kind == "read" and later.answer in _CONTENT and shows:
                 if _covers(later, info):
                     why[info.call_id] = f"superseded by a later read {later.call_id} of these lines"
                     break
