@@ -396,7 +396,7 @@ def run_ops(root: Path, ops, ratio: float, versions: int, store) -> None:
                     chosen = {c for i, c in enumerate(issued) if (op[1] >> (i % 16)) & 1}
                     session.forget(chosen)
                     model.forgotten |= chosen
-            for view in session._views.values():
+            for view in session._state.views.values():
                 check_runs(view)
 
 

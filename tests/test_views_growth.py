@@ -137,7 +137,7 @@ def test_a_chain_of_diffs_keeps_the_view_small(tmp_path: Path) -> None:
             lines[50] = f"changed {k}\n"
             path.write_text("".join(lines))
             assert session.read("a.py", call_id=f"r{k}").kind == "diff"
-            view = session._views["a.py"]
+            view = session._state.views["a.py"]
             well_formed(view)
         # 5 runs per version (before, around and after the changed line); it was 8195 after
         # 12 diffs, and 4.9 MB of JSON
