@@ -18,6 +18,7 @@ The caller (``Session._turn``) holds the session's thread lock and store lock ar
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,8 @@ from filecache.core.views import PathView
 from filecache.store.store import Event, Store
 
 __all__ = ["SessionState", "Turn"]
+
+_log = logging.getLogger("filecache.session")
 
 
 class SessionState:
@@ -57,10 +60,15 @@ class SessionState:
             if e.tool in ("read", "write", "edit", "change") and e.kind != "error":
                 self.seen[e.path] = e.version
         self.views.clear()
-        self.views.update(
-            (key, PathView.from_json(state, self.max_versions))
-            for key, state in store.load_views(self.id).items()
-        )
+        for key, state in store.load_views(self.id).items():
+            try:
+                self.views[key] = PathView.from_json(state, self.max_versions)
+            except (ValueError, TypeError, LookupError, AttributeError) as exc:
+                # a damaged row: the model is taken to hold nothing of the path (always safe:
+                # its next read sends content), and the row is replaced at the next commit
+                _log.warning(
+                    "session %s: the stored view of %s is unreadable (%s)", self.id, key, exc
+                )
         self.tool_keys |= {key for key in self.views if "{" in key}
         self.seq = head
         self.loaded = True

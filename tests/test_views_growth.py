@@ -12,6 +12,7 @@ import os
 from itertools import pairwise
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -181,3 +182,26 @@ def test_a_process_of_the_previous_release_reads_no_lines_from_the_compact_form(
     # and the compact form as main wrote it for a while (under "v") still reads
     written = view.to_json().replace('"f":', '"v":')
     assert PathView.from_json(written).versions["v1"].spans == facts.spans
+
+
+def test_a_damaged_stored_view_means_the_model_holds_nothing_of_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import sqlite3
+
+    (tmp_path / "a.py").write_text("".join(f"x{i} = {i}\n" for i in range(50)))
+    store = tmp_path / "s.db"
+    with FileCache(tmp_path, store=str(store)) as cache:
+        assert cache.session("s").read("a.py", call_id="r0").kind == "full"
+    for damaged in ('{"i":["r0"],"f":[["v",50,1,[[1,50,[[7]]]],""]]}', "not json", "[[1]]"):
+        with sqlite3.connect(store) as db:
+            db.execute("UPDATE views SET state = ? WHERE session_id = 's'", (damaged,))
+        with FileCache(tmp_path, store=str(store)) as cache, caplog.at_level("WARNING"):
+            session = cache.session("s")
+            # nothing to refer to: content again (never a FileRef into the damaged row)
+            assert session.read("a.py", call_id="r1").kind == "full"
+            assert "unreadable" in caplog.text
+            # the row was replaced by the read's commit: the next read is a FileRef to it
+            again = session.read("a.py", call_id="r2")
+            assert again.kind == "unchanged" and again.base_call_id == "r1"
+        caplog.clear()
