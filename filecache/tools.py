@@ -238,11 +238,23 @@ def schemas(
         elif style == "anthropic":
             out.append({**tool, "input_schema": params, **_strict(strict)})
         else:
+            _nullable_optionals(params)
             hints = {"readOnlyHint": spec.read_only, "openWorldHint": False}
             if not spec.read_only:
                 hints |= {"destructiveHint": True, "idempotentHint": spec.idempotent}
             out.append({**tool, "inputSchema": params, "annotations": hints})
     return out
+
+
+def _nullable_optionals(params: dict[str, Any]) -> None:
+    """Mark an MCP tool's optional properties ``nullable`` (the server takes ``null`` for "not
+    given"): clients that copy the properties and drop ``required``, as smolagents' MCP client
+    does (mcpadapt 0.1.19, grll/mcpadapt#90), then still let the model leave them out. JSON
+    Schema treats the keyword as an annotation; other clients ignore it."""
+    required = set(params.get("required", ()))
+    for name, prop in params.get("properties", {}).items():
+        if name not in required:
+            prop["nullable"] = True
 
 
 def _strict(strict: bool) -> dict[str, Any]:
