@@ -15,9 +15,16 @@ import tempfile
 import time
 import timeit
 from pathlib import Path
+from typing import Any
 
 from filecache import FileCache
 from filecache.core.views import PathView
+
+
+def _views_of(session: Any) -> Any:
+    """A session's views: ``_state.views`` now, ``_views`` in checkouts before the split."""
+    state = getattr(session, "_state", None)
+    return state.views if state is not None else session._views
 
 
 def _long_lines(n: int) -> list[str]:
@@ -54,7 +61,7 @@ def edit_chain(root: Path, edits: int, lines: int, repeat: int) -> str:
             s.edit("a.py", f"x{i} = {i}\n", f"x{i} = {i}\nm{k} = {k}\n", call_id=f"e{k}")
             last.append(time.perf_counter() - t)
         per = sum(last[-20:]) / 20 * 1e3
-        return _row(f"{edits} edits, {lines} lines", per, s._views["a.py"], repeat)
+        return _row(f"{edits} edits, {lines} lines", per, _views_of(s)["a.py"], repeat)
 
 
 def mixed_chain(root: Path, rounds: int, lines: int, repeat: int) -> str:
@@ -82,7 +89,7 @@ def mixed_chain(root: Path, rounds: int, lines: int, repeat: int) -> str:
                 s.edit("b.py", old, old.replace("text", f"text{k}"), call_id=f"e{k}")
             last.append(time.perf_counter() - t)
         per = sum(last[-20:]) / 20 * 1e3
-        return _row(f"{rounds} mixed, {lines} lines", per, s._views["b.py"], repeat)
+        return _row(f"{rounds} mixed, {lines} lines", per, _views_of(s)["b.py"], repeat)
 
 
 def diff_chain(root: Path, diffs: int, lines: int, repeat: int) -> str:
@@ -101,7 +108,7 @@ def diff_chain(root: Path, diffs: int, lines: int, repeat: int) -> str:
             s.read("c.py", mode="full", call_id=f"d{k}")
             last.append(time.perf_counter() - t)
         per = sum(last[-3:]) / 3 * 1e3
-        return _row(f"{diffs} diffs, {lines} lines", per, s._views["c.py"], repeat)
+        return _row(f"{diffs} diffs, {lines} lines", per, _views_of(s)["c.py"], repeat)
 
 
 def synthetic(kind: str, repeat: int) -> str:
