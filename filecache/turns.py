@@ -18,7 +18,6 @@ The caller (``Session._turn``) holds the session's thread lock and store lock ar
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -26,8 +25,6 @@ from filecache.core.views import PathView
 from filecache.store.store import Event, Store
 
 __all__ = ["SessionState", "Turn"]
-
-_log = logging.getLogger("filecache.session")
 
 
 class SessionState:
@@ -66,9 +63,7 @@ class SessionState:
             except (ValueError, TypeError, LookupError, AttributeError) as exc:
                 # a damaged row: the model is taken to hold nothing of the path (always safe:
                 # its next read sends content), and the row is replaced at the next commit
-                _log.warning(
-                    "session %s: the stored view of %s is unreadable (%s)", self.id, key, exc
-                )
+                _warn("session %s: the stored view of %s is unreadable (%s)", self.id, key, exc)
         self.tool_keys |= {key for key in self.views if "{" in key}
         self.seq = head
         self.loaded = True
@@ -158,6 +153,12 @@ class Turn:
     def _run_after(self) -> None:
         for action in self._after:
             action()
+
+
+def _warn(message: str, *args: object) -> None:
+    import logging  # on first use: a few ms of every CLI call's start otherwise
+
+    logging.getLogger("filecache.session").warning(message, *args)
 
 
 def _same_facts(held: PathView | None, view: PathView) -> bool:
