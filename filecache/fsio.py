@@ -8,7 +8,8 @@ Invariants:
 - Every open, stat, mkdir and rename goes through a descriptor of the parent folder, reached
   from the root one component at a time with ``O_NOFOLLOW``: a folder swapped for a symbolic
   link after ``locate`` resolved the path is refused (``OutsideRootError``), never followed
-  outside the root.
+  outside the root. The walk's first step checks the root is still the folder ``locate`` saw
+  (``Located.root_id``): a root, or a folder above it, swapped for a link is refused too.
 - A read looks at the file with ``stat`` before any open: FIFOs, sockets and devices are
   refused without being opened (a blocked writer on a FIFO stays blocked), and so is a file
   over the size limit. The open is non-blocking and must yield the same inode as a second
