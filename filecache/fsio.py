@@ -8,7 +8,8 @@ Invariants:
 - Every open, stat, mkdir and rename goes through a descriptor of the parent folder, reached
   from the root one component at a time with ``O_NOFOLLOW``: a folder swapped for a symbolic
   link after ``locate`` resolved the path is refused (``OutsideRootError``), never followed
-  outside the root.
+  outside the root. The walk's first step checks the root is still the folder ``locate`` saw
+  (``Located.root_id``): a root, or a folder above it, swapped for a link is refused too.
 - A read looks at the file with ``stat`` before any open: FIFOs, sockets and devices are
   refused without being opened (a blocked writer on a FIFO stays blocked), and so is a file
   over the size limit. The open is non-blocking and must yield the same inode as a second
@@ -88,12 +89,16 @@ class Located:
         aliases: the other names the request went through (the path as asked, and each
             symbolic link on the way to the final file), relative to the root; the deny-list
             is matched on these too.
+        root_id: the root's ``(st_dev, st_ino)`` when resolved: every walk from the root checks
+            the folder it opens is still that one (a root, or a folder above it, swapped for a
+            link to elsewhere is refused, not walked).
     """
 
     rel: str
     real: Path
     root: Path
     aliases: tuple[str, ...] = ()
+    root_id: tuple[int, int] | None = None
 
 
 def _shown(text: str) -> str:
@@ -163,7 +168,12 @@ def locate(root: Path, path: str | os.PathLike[str]) -> Located:
     rel = "." if real == base else real[len(inside) :]
     if rel == STORE_DIR or rel.startswith(STORE_DIR + "/"):
         raise OutsideRootError(f"{raw}: filecache's own store folder is not served")
-    return Located(rel, Path(real), root, _aliases(base, inside, candidate, rel))
+    try:
+        st = os.stat(base)
+    except OSError as exc:
+        raise _os_error(raw, exc) from exc
+    aliases = _aliases(base, inside, candidate, rel)
+    return Located(rel, Path(real), root, aliases, (st.st_dev, st.st_ino))
 
 
 def _aliases(base: str, inside: str, candidate: str, rel: str) -> tuple[str, ...]:
@@ -248,6 +258,10 @@ def _parent(loc: Located, *, create: bool) -> Iterator[tuple[int | None, str]]:
     except OSError as exc:
         raise _os_error(loc.rel, exc) from exc
     try:
+        if loc.root_id is not None:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != loc.root_id:
+                raise _moved(loc)  # the root (or a folder above it) is another folder now
         for part in parts[:-1]:
             inner = _step(loc, fd, part, create)
             os.close(fd)

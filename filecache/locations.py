@@ -56,13 +56,17 @@ class Locations:
     def retry(self, path: str | Path, call: Callable[[Located], _T]) -> _T:
         """``call(loc)``; if it refuses a remembered location (a link appeared on its way),
         forget it and call once more with a fresh resolution."""
-        loc = self.locate(path)
+        known = self._known.get(path) if isinstance(path, str) else None
+        loc = known if known is not None else self.locate(path)
         try:
             return call(loc)
         except OutsideRootError:
-            if not isinstance(path, str) or self._known.get(path) is not loc:
+            if known is None:
                 raise  # resolved afresh already: the refusal stands
-            self._known.pop(path, None)
+            # a remembered location refused: forget it (unless another thread remembered the
+            # path anew meanwhile) and resolve afresh, whatever the memory holds now
+            if self._known.get(str(path)) is known:
+                self._known.pop(str(path), None)
         return call(self._locate(path))
 
 
