@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from test_secrets import store_bytes
 
 from filecache import FileCache
 from filecache.errors import OutsideRootError
@@ -53,28 +54,6 @@ def test_a_root_removed_and_made_again_is_read_on_a_fresh_resolution(
     assert (root / "notes.txt").read_text() == "edited again\n"
 
 
-def _store_bytes(db: Path) -> bytes:
-    import sqlite3
-    import zlib
-
-    out = [b"".join(p.read_bytes() for p in db.parent.glob(db.name + "*"))]
-    conn = sqlite3.connect(db)
-    try:
-        for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'"):
-            for row in conn.execute(f'SELECT * FROM "{table}"'):
-                for value in row:
-                    if isinstance(value, bytes):
-                        try:
-                            out.append(zlib.decompress(value))
-                        except zlib.error:
-                            out.append(value)
-                    elif isinstance(value, str):
-                        out.append(value.encode())
-    finally:
-        conn.close()
-    return b"".join(out)
-
-
 def test_a_remembered_path_turned_into_a_link_to_a_denied_file_stores_nothing_of_it(
     root: Path, tmp_path: Path
 ) -> None:
@@ -101,7 +80,7 @@ def test_a_remembered_path_turned_into_a_link_to_a_denied_file_stores_nothing_of
             session.edit("public.txt", f"SECRET-DOTENV-{n}\n", f"SECRET-DOTENV-EDITED-{n}\n")
             session.write("pub/a.txt", f"SECRET-DIR-WRITTEN-{n}\n")
         cache.flush()
-    held = _store_bytes(db)
+    held = store_bytes(db)
     assert b"SECRET-" not in held
     assert b"public a" in held  # the scan finds what is stored
     assert (root / "keys" / "a.txt").read_text() == "SECRET-DIR-WRITTEN-1\n"
