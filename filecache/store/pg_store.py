@@ -33,8 +33,7 @@ import select
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 import psycopg.errors
@@ -60,6 +59,7 @@ from filecache.store.pg_sql import (
     event_row,
 )
 from filecache.store.store import (
+    ClosesOnExit,
     Event,
     GcReport,
     Intent,
@@ -124,7 +124,7 @@ class _Held(threading.local):
         self.counts = {}
 
 
-class PostgresStore:
+class PostgresStore(ClosesOnExit):
     """The ``Store`` on a PostgreSQL database, shared by the threads, processes and machines
     that name the same URL.
 
@@ -551,17 +551,6 @@ class PostgresStore:
         """Close both pools; later calls raise ``StoreError``. Closing twice is fine."""
         self._lock_pool.close()
         self._pool.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _check_connection(conn: Conn) -> None:

@@ -29,12 +29,13 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import TypeVar
 
 from filecache.errors import StoreConflictError, StoreError
 from filecache.store.locks import lock_file
 from filecache.store.store import (
     LAST_USED_SLACK,
+    ClosesOnExit,
     Event,
     GcReport,
     Intent,
@@ -293,7 +294,7 @@ class _Guard:
             store._lock.release()
 
 
-class SqliteStore:
+class SqliteStore(ClosesOnExit):
     """The ``Store`` on an SQLite file, safe for threads (one lock) and processes (WAL).
 
     Args:
@@ -588,17 +589,6 @@ class SqliteStore:
             if self._pinned:
                 self._pinned = False
                 self._locks.unpin()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _retry_busy(attempt: Callable[[], _T], path: Path, *, opening: bool) -> _T:

@@ -228,7 +228,25 @@ def decompress(data: bytes) -> bytes:
         ) from exc
 
 
-class MemoryStore:
+class ClosesOnExit:
+    """``with store:`` closes the store at the end (every store class has it)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class MemoryStore(ClosesOnExit):
     """A store that lives as long as the process: for tests, ``":memory:"`` and one-shot runs."""
 
     def __init__(self) -> None:
@@ -433,17 +451,6 @@ class MemoryStore:
 
     def close(self) -> None:
         pass
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def event_row(e: Event) -> tuple[object, ...]:
