@@ -48,7 +48,7 @@ from urllib.parse import unquote, urlparse
 from filecache import FileCache, ReadResult, Session, WriteResult
 from filecache.core.render import mcp_instructions
 from filecache.errors import ConfigError, FileCacheError, OutsideRootError, PathError
-from filecache.tools import check_arguments, schemas, tool_spec
+from filecache.tools import call_session, check_arguments, schemas, tool_spec
 
 from .mcp_compat import (
     CallNext,
@@ -369,22 +369,7 @@ def _path_of_uri(uri: str) -> Path | None:
 
 def _op(args: dict[str, Any]) -> Callable[[Session], ReadResult | WriteResult]:
     """The ``Session`` call for checked arguments of read_file, write_file or edit_file."""
-    path = args["path"]
-    if "content" in args:
-        return lambda s: s.write(path, args["content"])
-    if "old_string" in args:
-        replace_all = bool(args["replace_all"])
-        return lambda s: s.edit(
-            path, args["old_string"], args["new_string"], replace_all=replace_all
-        )
-    return lambda s: s.read(
-        path,
-        offset=args["offset"],
-        limit=args["limit"],
-        mode=args["mode"] or "auto",
-        symbol=args["symbol"],
-        fresh=bool(args["fresh"]),
-    )
+    return lambda session: call_session(session, args)
 
 
 def _result(text: str, meta: dict[str, Any]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from filecache.errors import FileCacheError, RequestError
 
 if TYPE_CHECKING:
+    from filecache.core.results import ReadResult, WriteResult
     from filecache.session import Session
 
 __all__ = [
@@ -331,6 +332,25 @@ def _arguments(arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
     return dict(arguments)
 
 
+def call_session(
+    session: Session, args: Mapping[str, Any], call_id: str | None = None
+) -> ReadResult | WriteResult:
+    """The ``Session`` call for ``check_arguments``' output of read_file, write_file or
+    edit_file (told apart by their arguments)."""
+    path = args["path"]
+    if "content" in args:
+        return session.write(path, args["content"], call_id=call_id)
+    if "old_string" in args:
+        return session.edit(
+            path, args["old_string"], args["new_string"],
+            replace_all=bool(args["replace_all"]), call_id=call_id,
+        )  # fmt: skip
+    return session.read(
+        path, offset=args["offset"], limit=args["limit"], mode=args["mode"] or "auto",
+        symbol=args["symbol"], fresh=bool(args["fresh"]), call_id=call_id,
+    )  # fmt: skip
+
+
 def run_tool(
     session: Session, name: str, arguments: Mapping[str, Any] | str, call_id: str | None = None
 ) -> ToolOutput:
@@ -341,28 +361,6 @@ def run_tool(
             names = ", ".join(s.name for s in FILE_TOOL_SPECS)
             raise RequestError(f"unknown tool {_short(name)}; filecache has {names}")
         args = check_arguments(spec, arguments)
-        path = args["path"]
-        if name == "read_file":
-            result = session.read(
-                path,
-                offset=args["offset"],
-                limit=args["limit"],
-                mode=args["mode"] or "auto",
-                symbol=args["symbol"],
-                fresh=bool(args["fresh"]),
-                call_id=call_id,
-            )
-            return ToolOutput(result.text)
-        if name == "write_file":
-            written = session.write(path, args["content"], call_id=call_id)
-            return ToolOutput(written.text)
-        edited = session.edit(
-            path,
-            args["old_string"],
-            args["new_string"],
-            replace_all=bool(args["replace_all"]),
-            call_id=call_id,
-        )
-        return ToolOutput(edited.text)
+        return ToolOutput(call_session(session, args, call_id).text)
     except FileCacheError as exc:
         return ToolOutput(f"Error: {exc}", is_error=True)
