@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import click
 
 from filecache.cache import FileCache, Session
+from filecache.cli_reports import cache_aware_option, preset_option
 from filecache.errors import FileCacheError, PathError, RequestError
 from filecache.store.opening import open_store
 from filecache.tools import param_help  # option help in the words of the tool table
@@ -288,20 +289,11 @@ def serve(
     "--format", "fmt", type=click.Choice(["openai", "responses", "anthropic"]), help="Detected."
 )
 @click.option("--window", type=int, default=128_000, show_default=True, help="Context tokens.")
-@click.option(
-    "--preset",
-    type=click.Choice(["cost", "context"]),
-    default="cost",
-    show_default=True,
-    help="cost: least billed under prompt caching; context: the prompt small (small windows, "
-    "providers without prompt caching).",
+@preset_option(
+    "cost: least billed under prompt caching; context: the prompt small (small windows, "
+    "providers without prompt caching)."
 )
-@click.option(
-    "--cache-aware/--no-cache-aware",
-    default=None,
-    help="Prune only when it pays for the cached prefix it invalidates (default: the "
-    "preset's; on for cost, off for context).",
-)
+@cache_aware_option("Prune")
 @click.option("--json", "as_json", is_flag=True, help="Print what was reclaimed as JSON.")
 @click.option("--store", envvar="FILECACHE_STORE", help="Store for the archive and projections.")
 @click.option(

@@ -9,14 +9,33 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 from filecache.errors import RequestError
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def preset_option(help: str) -> Callable[[_F], _F]:
+    """``--preset cost|context`` (``PrunePolicy.preset``), for ``prune`` and ``replay``."""
+    return click.option(
+        "--preset", type=click.Choice(["cost", "context"]), default="cost", show_default=True,
+        help=help,
+    )  # fmt: skip
+
+
+def cache_aware_option(lead: str) -> Callable[[_F], _F]:
+    """``--cache-aware/--no-cache-aware`` (default: the preset's), its help starting ``lead``."""
+    return click.option(
+        "--cache-aware/--no-cache-aware", default=None,
+        help=f"{lead} only when it pays for the cached prefix it invalidates (default: the "
+        "preset's; on for cost, off for context).",
+    )  # fmt: skip
 
 
 def _progress_hidden() -> bool:
@@ -41,19 +60,10 @@ def _write_html(path: Path, page: str) -> None:
     help="Prune before every request for a model with this context window (tokens). "
     "Default: no pruning (delta reads only).",
 )
-@click.option(
-    "--cache-aware/--no-cache-aware",
-    default=None,
-    help="With --window: prune only when it pays for the cached prefix it invalidates "
-    "(default: the preset's; on for cost, off for context).",
-)
-@click.option(
-    "--preset",
-    type=click.Choice(["cost", "context"]),
-    default="cost",
-    show_default=True,
-    help="filecache's pruning with --window: cost (least billed under prompt caching) or "
-    "context (the prompt small: small windows, providers without prompt caching).",
+@cache_aware_option("With --window: prune")
+@preset_option(
+    "filecache's pruning with --window: cost (least billed under prompt caching) or "
+    "context (the prompt small: small windows, providers without prompt caching)."
 )
 @click.option(
     "--policy",
