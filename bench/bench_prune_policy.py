@@ -4,11 +4,16 @@ Run from the repository root::
 
     .venv/bin/python bench/bench_prune_policy.py [CORPUS] [--windows 32000,64000,128000,200000]
     .venv/bin/python bench/bench_prune_policy.py [CORPUS] --profiles [--window 32000]
+    .venv/bin/python bench/bench_prune_policy.py [CORPUS] --in-use-turns 24,25,26 --window 64000
 
 Default: for each window, ``filecache replay --compare`` (every peer policy over the recorded
 transcripts, filecache's ``cost`` and ``context`` presets), one table of policy x window with
 cumulative prompt tokens and billed equivalents against the recorded transcripts, recall,
 stale views and dangling refs; then whether each acceptance goal of the presets is met.
+
+``--in-use-turns 20,24,25,26``: the ``context`` preset at ``--window`` with each of these
+``in_use_turns`` (how far back a named file keeps its reads): prompt, billed and recall, the
+sensitivity of its margin over ``anthropic-clear-tool-uses``.
 
 ``--profiles``: for a few trigger profiles (``prune_at`` / ``target`` / ``hard_at``), cache-aware
 on and off, at one window: filecache whole (delta reads, outlines, pruning before every request)
@@ -96,16 +101,35 @@ def policies(dirs: list[Path], windows: list[int]) -> None:
         )
 
 
+def in_use_sweep(dirs: list[Path], window: int, turns: list[int]) -> None:
+    base = combine([replay_session(d) for d in dirs])
+    rp, rb = base.prompt_tokens.recorded, base.billed.recorded
+    print(f"`.venv/bin/python bench/bench_prune_policy.py --in-use-turns "
+          f"{','.join(map(str, turns))} --window {window}`: the context preset, {len(dirs)} "
+          "sessions, changes against the recorded transcripts\n")  # fmt: skip
+    print("| in_use_turns | prompt | billed | recall | stale | dangling |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for n in turns:
+        policy = PrunePolicy.preset("context", context_window=window, in_use_turns=n)
+        run = combine([replay_session(d, policy=policy) for d in dirs])
+        print(f"| {n} | {pct(rp, run.prompt_tokens.filecache)} | {pct(rb, run.billed.filecache)} "
+              f"| {100 * run.recall:.1f}% | {run.stale_views} | {run.dangling_refs} |")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("corpus", nargs="?", type=Path, default=DEFAULT)
     parser.add_argument("--windows", default="32000,64000,128000,200000")
     parser.add_argument("--profiles", action="store_true", help="the trigger profiles instead")
     parser.add_argument("--window", type=int, default=32_000, help="with --profiles")
+    parser.add_argument("--in-use-turns", help="the context preset with each of these, N,N,...")
     args = parser.parse_args()
     counter = TokenCounter()
     with tempfile.TemporaryDirectory() as tmp:
         dirs = sessions_in(args.corpus, Path(tmp))
+        if args.in_use_turns:
+            in_use_sweep(dirs, args.window, [int(n) for n in args.in_use_turns.split(",")])
+            return
         if not args.profiles:
             policies(dirs, [int(w) for w in args.windows.split(",")])
             return
