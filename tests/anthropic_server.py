@@ -1,0 +1,257 @@
+"""A scripted Anthropic Messages API on 127.0.0.1, for driving real hosts (Claude Code) in tests.
+
+The server answers ``POST /v1/messages`` (streamed as server-sent events when the request asks
+for ``stream``, as Claude Code does; a JSON message otherwise) and ``POST
+/v1/messages/count_tokens``. Every request body is RECORDED (``ScriptedModel.requests``), so a
+test asserts what the model saw, i.e. what the host sent, never filecache's own records.
+
+Who answers what: a test gives a ``responder``, a function from the request body to the assistant
+turn (a list of content blocks: ``text(...)``, ``tool_use(...)``). ``Script`` is the usual
+responder: the requests of the main agent loop (those that offer tools and are not a
+compaction) are answered from its list of turns in order; a compaction request gets a
+``<summary>`` answer; anything else Claude Code asks on the side (titles, topic checks) gets a
+short text. When the script runs out the answer is a final text, so a host never hangs on it.
+
+Nothing here touches the network beyond the loopback socket it binds (port 0: the OS picks).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Block = dict[str, Any]
+Responder = Callable[[dict[str, Any]], list[Block]]
+
+_ids = itertools.count(1)
+
+
+def text(value: str) -> Block:
+    return {"type": "text", "text": value}
+
+
+def tool_use(name: str, tool_input: dict[str, Any], call_id: str | None = None) -> Block:
+    return {
+        "type": "tool_use",
+        "id": call_id or f"toolu_{next(_ids):04d}",
+        "name": name,
+        "input": tool_input,
+    }
+
+
+def is_compaction(body: dict[str, Any]) -> bool:
+    """Claude Code's summary request: the last user message asks for a summary of the
+    conversation (it is sent without tools or with them, depending on the version)."""
+    last = _last_user_text(body)
+    return "summary" in last.lower() and (
+        "conversation" in last.lower() or "<summary>" in last.lower()
+    )
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    for message in reversed(body.get("messages", [])):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        return "\n".join(
+            str(block.get("text", "")) for block in content if block.get("type") == "text"
+        )
+    return ""
+
+
+def is_main_loop(body: dict[str, Any]) -> bool:
+    """A request of the agent loop: it offers the host's tools (side requests offer none)."""
+    return bool(body.get("tools")) and not is_compaction(body)
+
+
+@dataclass
+class Script:
+    """Turns of the main loop in order; see the module docstring."""
+
+    turns: list[list[Block]]
+    summary: str = "The user asked to read files; they were read."
+    answered: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, body: dict[str, Any]) -> list[Block]:
+        if is_compaction(body):
+            return [text(f"<analysis>ok</analysis>\n<summary>{self.summary}</summary>")]
+        if not is_main_loop(body):
+            return [text("ok")]
+        with self.lock:
+            if self.answered < len(self.turns):
+                turn = self.turns[self.answered]
+                self.answered += 1
+                return turn
+        return [text("done")]
+
+
+class ScriptedModel:
+    """The server; a context manager. ``base_url`` goes into ``ANTHROPIC_BASE_URL``."""
+
+    def __init__(self, responder: Responder) -> None:
+        self.responder = responder
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        model = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                pass
+
+            def do_HEAD(self) -> None:  # noqa: N802
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def do_GET(self) -> None:  # noqa: N802
+                self._json(404, {"type": "error", "error": {"type": "not_found_error"}})
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw or b"{}")
+                except ValueError:
+                    self._json(400, {"type": "error", "error": {"type": "invalid_request_error"}})
+                    return
+                path = self.path.split("?", 1)[0]
+                if path.endswith("/count_tokens"):
+                    self._json(200, {"input_tokens": len(raw) // 4})
+                    return
+                if not path.endswith("/v1/messages"):
+                    self._json(404, {"type": "error", "error": {"type": "not_found_error"}})
+                    return
+                with model._lock:
+                    model.requests.append(body)
+                blocks = model.responder(body)
+                if body.get("stream"):
+                    self._stream(body, blocks)
+                else:
+                    self._json(200, _message(body, blocks))
+
+            def _json(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _stream(self, body: dict[str, Any], blocks: list[Block]) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for event in _events(body, blocks):
+                    line = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
+                    self.wfile.write(line.encode())
+                self.wfile.flush()
+                self.close_connection = True
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def __enter__(self) -> ScriptedModel:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def main_requests(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [body for body in self.requests if is_main_loop(body)]
+
+
+def _stop_reason(blocks: Iterable[Block]) -> str:
+    return "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+
+
+def _message(body: dict[str, Any], blocks: list[Block]) -> dict[str, Any]:
+    return {
+        "id": f"msg_{next(_ids):04d}",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", "claude-scripted"),
+        "content": blocks,
+        "stop_reason": _stop_reason(blocks),
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 10},
+    }
+
+
+def _events(body: dict[str, Any], blocks: list[Block]) -> Iterable[dict[str, Any]]:
+    start = _message(body, [])
+    start["stop_reason"] = None
+    yield {"type": "message_start", "message": start}
+    for index, block in enumerate(blocks):
+        if block["type"] == "text":
+            yield {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "text", "text": ""},
+            }
+            yield {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "text_delta", "text": block["text"]},
+            }
+        else:
+            yield {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {**block, "input": {}},
+            }
+            yield {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])},
+            }
+        yield {"type": "content_block_stop", "index": index}
+    yield {
+        "type": "message_delta",
+        "delta": {"stop_reason": _stop_reason(blocks), "stop_sequence": None},
+        "usage": {"output_tokens": 10},
+    }
+    yield {"type": "message_stop"}
+
+
+def tool_results(body: dict[str, Any]) -> dict[str, Any]:
+    """Every ``tool_result`` block in the request's messages, by ``tool_use_id``."""
+    found: dict[str, Any] = {}
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        for block in content:
+            if block.get("type") == "tool_result":
+                found[block["tool_use_id"]] = block
+    return found
+
+
+def result_text(block: dict[str, Any]) -> str:
+    """The text of a ``tool_result`` block (a string, or text blocks joined)."""
+    content = block.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if part.get("type") == "text")
+    return ""
