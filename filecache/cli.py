@@ -463,6 +463,45 @@ def watch(
             pass
 
 
+_HOSTS = (
+    "claude-code",
+    "codex",
+    "opencode",
+)  # filecache.adapters.hosts.HOSTS, without importing it
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("host", type=click.Choice(_HOSTS))
+@click.option("--user", "scope", flag_value="user", help="For every project of this user (~/...).")
+@click.option(
+    "--project", "scope", flag_value="project", help="For the project in the current directory."
+)
+@click.option("--uninstall", is_flag=True, help="Remove filecache's hooks (and only them).")
+def install(host: str, scope: str | None, uninstall: bool) -> None:
+    """Put filecache inside HOST's own tools (Claude Code: the project by default; Codex and
+    opencode: the user by default). Idempotent; merges with the settings already there."""
+    from filecache.adapters.hosts import registry
+
+    line: str = registry.host_module(host).install(scope=scope, uninstall=uninstall, cwd=Path.cwd())
+    click.echo(line)
+
+
+@main.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
+@click.argument("host", type=click.Choice(_HOSTS))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def hook(host: str, args: tuple[str, ...]) -> None:
+    """The hook HOST runs for each tool call: the payload on stdin, the answer on stdout.
+
+    It never fails: on any internal error it logs one line and prints nothing, so HOST keeps
+    its own output. ``filecache install HOST`` writes the faster
+    ``python -m filecache.adapters.hosts HOST`` form of the same command."""
+    from filecache.adapters.hosts import registry
+
+    out: bytes = registry.run_hook(host, list(args), sys.stdin.buffer.read())
+    sys.stdout.buffer.write(out)
+    sys.stdout.buffer.flush()
+
+
 @main.group(context_settings=CONTEXT)
 def archive() -> None:
     """Originals of tool results that pruning changed."""
