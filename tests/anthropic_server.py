@@ -27,6 +27,9 @@ from typing import Any
 
 Block = dict[str, Any]
 Responder = Callable[[dict[str, Any]], list[Block]]
+# A scripted turn: its blocks, or a function of the request that returns them (to act at that
+# moment, e.g. change a file "outside the agent" between two turns).
+Turn = list[Block] | Callable[[dict[str, Any]], list[Block]]
 
 _ids = itertools.count(1)
 
@@ -45,12 +48,9 @@ def tool_use(name: str, tool_input: dict[str, Any], call_id: str | None = None) 
 
 
 def is_compaction(body: dict[str, Any]) -> bool:
-    """Claude Code's summary request: the last user message asks for a summary of the
-    conversation (it is sent without tools or with them, depending on the version)."""
-    last = _last_user_text(body)
-    return "summary" in last.lower() and (
-        "conversation" in last.lower() or "<summary>" in last.lower()
-    )
+    """Claude Code's summary request (``/compact``, auto-compact): its last user message asks
+    for an ``<analysis>`` and a ``<summary>`` block (it offers tools, and forbids them)."""
+    return "<summary>" in _last_user_text(body)
 
 
 def _last_user_text(body: dict[str, Any]) -> str:
@@ -75,7 +75,7 @@ def is_main_loop(body: dict[str, Any]) -> bool:
 class Script:
     """Turns of the main loop in order; see the module docstring."""
 
-    turns: list[list[Block]]
+    turns: list[Turn]
     summary: str = "The user asked to read files; they were read."
     answered: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -86,11 +86,11 @@ class Script:
         if not is_main_loop(body):
             return [text("ok")]
         with self.lock:
-            if self.answered < len(self.turns):
-                turn = self.turns[self.answered]
-                self.answered += 1
-                return turn
-        return [text("done")]
+            if self.answered >= len(self.turns):
+                return [text("done")]
+            turn = self.turns[self.answered]
+            self.answered += 1
+        return turn(body) if callable(turn) else turn
 
 
 class ScriptedModel:
@@ -253,5 +253,7 @@ def result_text(block: dict[str, Any]) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(str(part.get("text", "")) for part in content if part.get("type") == "text")
+        return "\n".join(
+            str(part.get("text", "")) for part in content if part.get("type") == "text"
+        )
     return ""

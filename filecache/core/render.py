@@ -21,6 +21,8 @@ __all__ = [
     "MARKER",
     "MARKERS",
     "answer_of",
+    "for_host_tools",
+    "host_instructions",
     "instructions",
     "mcp_instructions",
     "render_diff",
@@ -267,6 +269,27 @@ def instructions() -> str:
         "- Whenever the text an answer refers to is no longer in your context, read again "
         "with fresh=true to get the full content.\n"
         f"- Never copy {MARKER} lines into a file: writes that add them are refused."
+    )
+
+
+HINT_DIFF_HOST = "(Apply this diff to the text you already have.)"
+
+
+def for_host_tools(text: str) -> str:
+    """An answer as a host's own tool shows it (Claude Code's Read has no ``fresh`` flag)."""
+    return text.replace(HINT_DIFF, HINT_DIFF_HOST)
+
+
+def host_instructions(host: str) -> str:
+    """What a host's model is told once per context (Claude Code: a ``SessionStart`` hook's
+    ``additionalContext``): how to read filecache's short answers in its own tools' results."""
+    return (
+        f"{host}'s Read and Bash file reads go through filecache. A result "
+        f"'{MARKER} PATH unchanged since your result ID ...' means those lines are exactly as "
+        f"in your earlier tool result ID, which is still in your context: use that text. "
+        f"'{MARKER} PATH changed since your result ID ...' is followed by a unified diff from "
+        f"that text to the file now: apply it to your copy. Never copy {MARKER} lines into a "
+        f"file."
     )
 
 

@@ -1,0 +1,277 @@
+"""filecache inside Claude Code: its hooks hand each Read, Edit, Write and Bash call to filecache.
+
+``filecache install claude-code`` writes the hooks into Claude Code's settings
+(``claude_settings``); Claude Code then runs ``python -m filecache.adapters.hosts claude-code``
+with the hook's JSON on stdin and reads the answer on stdout (``run_hook``):
+
+- ``PostToolUse`` on ``Read``: filecache's answer for the lines Claude Code read (``startLine``
+  and ``numLines`` of its result, i.e. ``offset``/``limit`` as it applied them). A re-read the
+  model holds becomes a FileRef naming the real ``tool_use_id`` of the result that shows the
+  lines, a changed file a diff, both as ``hookSpecificOutput.updatedToolOutput`` in the Read
+  result's exact shape (``{"type": "text", "file": {...}}``; Claude Code numbers
+  ``file.content`` itself and drops a mis-shaped answer silently). Content stays Claude Code's
+  own output (nothing is printed).
+- ``Edit``/``MultiEdit``/``Write``: adopted, so a read after the model's own edit is short;
+  ``NotebookEdit`` and any other ``Bash`` command re-hash the view (the next read of a file they
+  changed is a diff); a ``Bash`` read (``cat``, ``sed -n``, ``head``, ...) is answered like a
+  Read, in the Bash result's shape (Claude Code's own fields kept, ``stdout`` replaced).
+- What the model holds comes from the transcript (``claude_transcript``) before every call, and
+  ``PreCompact``/``PostCompact``/``SessionStart`` (compact, clear) forget everything.
+- The host's answer is the fallback: a failed call, a denied file, a binary, image, PDF or
+  notebook, a file outside the project, Claude Code's own "unchanged" stub, a result cut to a
+  token cap: nothing is printed. Any internal error is one line in the hook log and nothing
+  printed (``registry.run_hook``), so the session never breaks.
+
+One filecache session per Claude Code context: the ``session_id`` of the hook (a subagent,
+``agent_id``, is its own context with its own transcript), on the project root
+(``CLAUDE_PROJECT_DIR``, else the hook's ``cwd``). Nothing is kept between hook processes but
+the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from filecache.adapters.hosts.claude_settings import install
+from filecache.adapters.hosts.claude_transcript import is_stub, read_held
+
+__all__ = ["DISPLAY_NAME", "HOST_NAME", "MIN_VERSION", "install", "run_hook"]
+
+HOST_NAME = "claude-code"
+DISPLAY_NAME = "Claude Code"
+MIN_VERSION = (2, 1, 121)  # PostToolUse hookSpecificOutput.updatedToolOutput
+
+_EDITS = frozenset({"Edit", "MultiEdit", "Write"})
+_RESETS = frozenset({"PreCompact", "PostCompact"})
+_RESET_SOURCES = frozenset({"compact", "clear"})
+
+
+def run_hook(args: list[str], payload: bytes) -> bytes:
+    """The answer to one hook call (the JSON Claude Code reads on stdout), or ``b""`` to leave
+    Claude Code's own output. Raises only on internal errors, which the caller logs."""
+    event = json.loads(payload)
+    if not isinstance(event, dict):
+        return b""
+    name = event.get("hook_event_name")
+    if name == "PostToolUse":
+        return _post_tool_use(event)
+    if name == "PostToolUseFailure":
+        if event.get("tool_name") == "Bash":  # a failed command may still have changed files
+            with _open(event) as host:
+                host.changed(_call_id(event))
+        return b""
+    if name in _RESETS:
+        with _open(event) as host:
+            host.reset()
+        return b""
+    if name == "SessionStart":
+        with _open(event) as host:
+            if event.get("source") in _RESET_SOURCES:
+                host.reset()
+            else:  # startup, resume: the transcript says what is held
+                host.keep_only(read_held(_transcript(event)).ids)
+        return _session_context()
+    return b""
+
+
+def _session_context() -> bytes:
+    """What the model is told once per context about filecache's answers."""
+    from filecache.core.render import host_instructions
+
+    context = {
+        "hookEventName": "SessionStart",
+        "additionalContext": host_instructions(DISPLAY_NAME),
+    }
+    return json.dumps({"hookSpecificOutput": context}).encode("utf-8")
+
+
+def _post_tool_use(event: dict[str, Any]) -> bytes:
+    tool = event.get("tool_name")
+    tool_input = event.get("tool_input")
+    response = event.get("tool_response")
+    call = _call_id(event)
+    if not isinstance(tool_input, dict) or not call:
+        return b""
+    if tool == "Read":
+        return _read(event, tool_input, response, call)
+    if tool == "Bash":
+        return _bash(event, tool_input, response, call)
+    if tool in _EDITS:
+        _edit(event, str(tool), tool_input, response, call)
+    elif tool == "NotebookEdit":
+        with _open(event) as host:
+            host.changed(call)
+    return b""
+
+
+def _read(event: dict[str, Any], tool_input: dict[str, Any], response: Any, call: str) -> bytes:
+    file = response.get("file") if isinstance(response, dict) else None
+    if response.get("type") != "text" or not isinstance(file, dict):  # type: ignore[union-attr]
+        return b""  # image, PDF, notebook: Claude Code's own
+    content, start, count, total = (
+        file.get("content"), file.get("startLine"), file.get("numLines"), file.get("totalLines"),
+    )  # fmt: skip
+    if not (isinstance(content, str) and _ints(start, count, total)) or count < 1:
+        return b""
+    if file.get("truncatedByTokenCap") or is_stub(content):
+        return b""  # a page the model knows is partial; Claude Code's own "unchanged" stub
+    path = str(tool_input.get("file_path") or file.get("filePath") or "")
+    # Claude Code splits on "\n": a file ending in a newline has one more (empty) line, and a
+    # range that stops before the end is shown without the newline that ends its last line.
+    last = start + count - 1
+    whole = start == 1 and last >= total
+    host_text = content if last >= total else content + "\n"
+    with _open(event, current=call) as host:
+        answer = host.read(
+            path, call, start=None if whole else start,
+            end=None if last >= total else last, host_text=host_text,
+        )  # fmt: skip
+    if answer is None or answer.is_content:
+        return b""
+    text = _for_host(answer.text)
+    shaped = {
+        "type": "text",
+        "file": {
+            "filePath": file.get("filePath") or answer.abs_path,
+            "content": text,
+            "numLines": text.count("\n") + 1,
+            "startLine": start,
+            "totalLines": total,
+        },
+    }
+    return _replace(shaped)
+
+
+def _bash(event: dict[str, Any], tool_input: dict[str, Any], response: Any, call: str) -> bytes:
+    command = tool_input.get("command")
+    if not isinstance(command, str):
+        return b""
+    plain = (
+        isinstance(response, dict)
+        and isinstance(response.get("stdout"), str)
+        and not response.get("stderr")
+        and not response.get("interrupted")
+        and not response.get("isImage")
+        and not response.get("backgroundTaskId")
+        and not response.get("persistedOutputPath")
+        and not tool_input.get("run_in_background")
+    )
+    with _open(event, current=call) as host:
+        if not plain:
+            host.changed(call)
+            return b""
+        stdout: str = response["stdout"]  # type: ignore[index]
+        # Claude Code strips the newline(s) that end a command's output.
+        answer = host.shell(command, call, output=stdout + "\n" if stdout else stdout)
+    if answer is None:
+        return b""
+    return _replace({**response, "stdout": _for_host(answer).rstrip("\n")})  # type: ignore[dict-item]
+
+
+def _edit(
+    event: dict[str, Any], tool: str, tool_input: dict[str, Any], response: Any, call: str
+) -> None:
+    path = tool_input.get("file_path")
+    if not isinstance(path, str):
+        return
+    with _open(event, current=call) as host:
+        if isinstance(response, dict) and response.get("staged"):
+            host.changed(call)  # held for review, not written
+        elif tool == "Write" and isinstance(tool_input.get("content"), str):
+            host.wrote(path, call, tool_input["content"])
+        elif tool == "Edit":
+            old, new = tool_input.get("old_string"), tool_input.get("new_string")
+            if isinstance(old, str) and isinstance(new, str):
+                host.edited(
+                    path, call, [(old, new)], replace_all=bool(tool_input.get("replace_all"))
+                )
+            else:
+                host.changed(call)
+        else:
+            edits = tool_input.get("edits")
+            pairs = [
+                (e.get("old_string"), e.get("new_string"), bool(e.get("replace_all")))
+                for e in edits if isinstance(e, dict)
+            ] if isinstance(edits, list) else []  # fmt: skip
+            modes = {mode for _, _, mode in pairs}
+            if (
+                pairs
+                and len(modes) == 1
+                and all(isinstance(o, str) and isinstance(n, str) for o, n, _ in pairs)
+            ):
+                host.edited(path, call, [(str(o), str(n)) for o, n, _ in pairs],
+                            replace_all=modes.pop())  # fmt: skip
+            else:
+                host.changed(call)  # mixed replace_all: the base adopts one mode per change
+
+
+class _Opened:
+    """A ``HostSession`` synced with the transcript, as a context manager."""
+
+    def __init__(self, event: dict[str, Any], current: str | None) -> None:
+        from filecache.adapters.hosts.base import HostSession
+
+        session_id = str(event.get("session_id") or "")
+        if not session_id:
+            raise ValueError("the hook payload has no session_id")
+        agent = event.get("agent_id")
+        context = f"{session_id}.agent-{agent}" if isinstance(agent, str) and agent else session_id
+        cwd = str(event.get("cwd") or os.getcwd())
+        root = os.environ.get("CLAUDE_PROJECT_DIR") or cwd
+        self.host = HostSession.open(HOST_NAME, context, cwd, root=root)
+        if current is not None:
+            try:
+                self.host.keep_only(read_held(_transcript(event), current=current).ids)
+            except BaseException:
+                self.host.close()
+                raise
+
+    def __enter__(self) -> Any:
+        return self.host
+
+    def __exit__(self, *exc: object) -> None:
+        self.host.close()
+
+
+def _open(event: dict[str, Any], current: str | None = None) -> _Opened:
+    return _Opened(event, current)
+
+
+def _transcript(event: dict[str, Any]) -> str | None:
+    """The transcript of the hook's context: a subagent's is beside its parent's."""
+    path = event.get("transcript_path")
+    if not isinstance(path, str) or not path:
+        return None
+    agent = event.get("agent_id")
+    if isinstance(agent, str) and agent:
+        own = event.get("agent_transcript_path")
+        if isinstance(own, str) and own:
+            return own
+        main = Path(path)
+        candidate = main.with_suffix("") / "subagents" / f"agent-{agent}.jsonl"
+        return str(candidate) if candidate.exists() else None
+    return path
+
+
+def _call_id(event: dict[str, Any]) -> str:
+    value = event.get("tool_use_id")
+    return value if isinstance(value, str) else ""
+
+
+def _ints(*values: Any) -> bool:
+    return all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values)
+
+
+def _for_host(text: str) -> str:
+    """filecache's answer with the wording for a host whose tools have no ``fresh`` flag."""
+    from filecache.core.render import for_host_tools
+
+    return for_host_tools(text).rstrip("\n")
+
+
+def _replace(output: dict[str, Any]) -> bytes:
+    answer = {"hookSpecificOutput": {"hookEventName": "PostToolUse", "updatedToolOutput": output}}
+    return json.dumps(answer, ensure_ascii=False).encode("utf-8")

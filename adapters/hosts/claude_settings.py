@@ -1,0 +1,194 @@
+"""``filecache install claude-code``: filecache's hooks in Claude Code's ``settings.json``.
+
+Where: the project's ``.claude/settings.json`` (the default; committed with the project, so the
+team gets it) or, with ``--user``, ``~/.claude/settings.json`` (every project of this user).
+
+What: one command hook per event filecache needs (``HOOKS``), running
+``<this interpreter> -m filecache.adapters.hosts claude-code`` by its absolute path, so the hook
+works whatever ``PATH`` Claude Code runs with. Ours are recognised by that command's tail
+(``MARKER``) and replaced as a whole on every install, so installing twice is installing once,
+and an install after moving the virtualenv points at the new interpreter. Everything else in
+the file (other hooks, permissions, env, the user's formatting of other keys aside) is kept;
+``--uninstall`` removes only ours, and the file when nothing else is left in it.
+
+The settings are written atomically (a temporary file beside it, then a rename), so Claude Code
+never reads half a file. A file that is not a JSON object is not touched: the error says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from filecache.errors import ConfigError
+
+__all__ = ["HOOKS", "MARKER", "claude_version", "hook_command", "install", "settings_path"]
+
+MARKER = "-m filecache.adapters.hosts claude-code"
+_LEGACY = "filecache hook claude-code"
+# event -> matcher (None: the event has no tool matcher)
+HOOKS: dict[str, str | None] = {
+    "PostToolUse": "Read|Edit|MultiEdit|Write|NotebookEdit|Bash",
+    "PostToolUseFailure": "Bash",
+    "PreCompact": None,
+    "PostCompact": None,
+    "SessionStart": None,
+}
+TIMEOUT_SECONDS = 30
+MIN_VERSION = (2, 1, 121)
+
+
+def settings_path(scope: str, cwd: Path) -> Path:
+    if scope == "user":
+        return Path.home() / ".claude" / "settings.json"
+    return cwd / ".claude" / "settings.json"
+
+
+def hook_command() -> str:
+    return f"{shlex.quote(sys.executable)} {MARKER}"
+
+
+def _ours(hook: Any) -> bool:
+    command = hook.get("command") if isinstance(hook, dict) else None
+    return isinstance(command, str) and (
+        command.endswith(MARKER) or command.endswith(_LEGACY) or f"{MARKER} " in command
+    )
+
+
+def _without_ours(hooks: dict[str, Any]) -> dict[str, Any]:
+    kept: dict[str, Any] = {}
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            kept[event] = groups
+            continue
+        left = []
+        for group in groups:
+            inner = group.get("hooks") if isinstance(group, dict) else None
+            if not isinstance(inner, list):
+                left.append(group)
+                continue
+            rest = [h for h in inner if not _ours(h)]
+            if rest:
+                left.append({**group, "hooks": rest})
+            elif len(rest) == len(inner):  # an empty group that was never ours
+                left.append(group)
+        if left:
+            kept[event] = left
+    return kept
+
+
+def merged(settings: dict[str, Any], *, uninstall: bool, command: str) -> dict[str, Any]:
+    """``settings`` with filecache's hooks replaced (or removed); pure."""
+    hooks = settings.get("hooks", {})
+    if not isinstance(hooks, dict):
+        raise ConfigError(
+            '"hooks" in the settings is not an object; fix it by hand, then install again'
+        )
+    hooks = _without_ours(hooks)
+    if not uninstall:
+        for event, matcher in HOOKS.items():
+            group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
+            group["hooks"] = [{"type": "command", "command": command, "timeout": TIMEOUT_SECONDS}]
+            hooks[event] = [*hooks.get(event, []), group]
+    out = {k: v for k, v in settings.items() if k != "hooks"}
+    if hooks:
+        out["hooks"] = hooks
+    return out
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror}); fix it, then install again")
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{path}: not valid JSON ({exc}); fix it by hand, then install again"
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: not a JSON object; fix it by hand, then install again")
+    return data
+
+
+def _write(path: Path, settings: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".settings.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(json.dumps(settings, indent=2, ensure_ascii=False) + "\n")
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def claude_version(executable: str | None = None) -> tuple[int, ...] | None:
+    """The version of the ``claude`` on ``PATH`` (or ``executable``), None when unknown."""
+    exe = executable or shutil.which("claude")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run(
+            [exe, "--version"], capture_output=True, text=True, timeout=15, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"(\d+)\.(\d+)\.(\d+)", out)
+    return tuple(int(part) for part in match.groups()) if match else None
+
+
+def _version_note() -> str:
+    version = claude_version()
+    need = ".".join(map(str, MIN_VERSION))
+    if version is None:
+        return f" (claude not found on PATH: output replacement needs Claude Code {need}+)"
+    shown = ".".join(map(str, version))
+    if version < MIN_VERSION:
+        return (
+            f"; WARNING: Claude Code {shown} is older than {need} and cannot replace tool "
+            "output: upgrade it (npm install -g @anthropic-ai/claude-code)"
+        )
+    return f" (Claude Code {shown})"
+
+
+def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
+    """Install (or remove) filecache's hooks; returns the one line to print."""
+    scope = scope or "project"
+    if scope not in ("project", "user"):
+        raise ConfigError(f"unknown scope {scope!r}; use --project or --user")
+    path = settings_path(scope, cwd)
+    current = _load(path)
+    if uninstall:
+        if current is None:
+            return f"no filecache hooks for Claude Code in {path} (no such file)"
+        after = merged(current, uninstall=True, command=hook_command())
+        if after == current:
+            return f"no filecache hooks for Claude Code in {path}; nothing changed"
+        if after:
+            _write(path, after)
+        else:
+            path.unlink()
+        return f"removed filecache hooks for Claude Code from {path}"
+    after = merged(current or {}, uninstall=False, command=hook_command())
+    again = current is not None and after == current
+    if not again:
+        _write(path, after)
+    verb = "filecache hooks for Claude Code already in" if again else "installed filecache hooks"
+    where = f"{verb} {path}" if again else f"{verb} for Claude Code in {path}"
+    return where + _version_note()
