@@ -110,7 +110,9 @@ def _load(path: Path) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read it ({exc.strerror}); fix it, then install again")
+        raise ConfigError(
+            f"{path}: cannot read it ({exc.strerror}); fix it, then install again"
+        ) from None
     if not text.strip():
         return {}
     try:

@@ -288,8 +288,9 @@ def host_instructions(host: str) -> str:
         f"'{MARKER} PATH unchanged since your result ID ...' means those lines are exactly as "
         f"in your earlier tool result ID, which is still in your context: use that text. "
         f"'{MARKER} PATH changed since your result ID ...' is followed by a unified diff from "
-        f"that text to the file now: apply it to your copy. Never copy {MARKER} lines into a "
-        f"file."
+        f"that text to the file now: apply it to your copy. A Read numbers the lines of such "
+        f"an answer as it numbers a file's: those numbers count the answer's lines, not the "
+        f"file's. Never copy {MARKER} lines into a file."
     )
 
 

@@ -1,0 +1,200 @@
+"""The Claude Code hook on real payloads (fixtures/hosts/claude-code/payloads.jsonl, captured from
+Claude Code 2.1.328), run in a fresh project: answer shapes, the fallbacks, hostile input."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from filecache.adapters.hosts import claude_code
+from filecache.adapters.hosts.base import log_path
+from filecache.adapters.hosts.registry import run_hook
+from test_secrets import store_bytes
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "hosts" / "claude-code"
+SECRET = "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+def lines(tag: str, n: int = 60) -> str:
+    return "".join(
+        f"{tag} line {i}: the quick brown fox jumps over the lazy dog\n" for i in range(n)
+    )
+
+
+@pytest.fixture
+def base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The captured run's folder, rebuilt: the project as it was when the run started, and
+    the transcript (all of it before /compact) where the payloads say it is."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("CLAUDE_PROJECT_DIR", raising=False)
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("a.py", "b.py", "c.py"):
+        (project / name).write_text(lines(name))
+    first = json.loads((FIXTURES / "payloads.jsonl").read_text().splitlines()[0])
+    transcript = Path(first["transcript_path"].replace("{BASE}", str(tmp_path)))
+    transcript.parent.mkdir(parents=True)
+    kept = []
+    for line in (FIXTURES / "session.jsonl").read_text().splitlines():
+        if '"compact_boundary"' in line:
+            break
+        kept.append(line.replace("{BASE}", str(tmp_path)))
+    transcript.write_text("\n".join(kept) + "\n")
+    return tmp_path
+
+
+def payloads(base: Path) -> list[dict[str, Any]]:
+    raw = (FIXTURES / "payloads.jsonl").read_text().replace("{BASE}", str(base))
+    return [json.loads(line) for line in raw.splitlines()]
+
+
+def hook(event: dict[str, Any]) -> dict[str, Any] | None:
+    out = run_hook("claude-code", [], json.dumps(event).encode())
+    return json.loads(out) if out else None
+
+
+def post(events: list[dict[str, Any]], call: str) -> dict[str, Any]:
+    return next(e for e in events if e.get("tool_use_id") == call and "tool_response" in e)
+
+
+def replaced(answer: dict[str, Any] | None) -> Any:
+    assert answer is not None
+    specific = answer["hookSpecificOutput"]
+    assert specific["hookEventName"] == "PostToolUse"
+    return specific["updatedToolOutput"]
+
+
+def test_captured_payloads_replayed_give_short_answers_in_claude_codes_shapes(base: Path) -> None:
+    events = payloads(base)
+    project = base / "project"
+    start = hook(events[0])
+    assert events[0]["hook_event_name"] == "SessionStart" and start is not None
+    assert "unchanged since your result ID" in start["hookSpecificOutput"]["additionalContext"]
+    assert hook(post(events, "toolu_a1")) is None  # first read: Claude Code's own content
+    ranged = replaced(hook(post(events, "toolu_a2")))  # offset 5, limit 10
+    assert ranged["type"] == "text" and set(ranged["file"]) == {
+        "filePath", "content", "numLines", "startLine", "totalLines"}  # fmt: skip
+    assert ranged["file"]["content"].startswith(
+        "[filecache] a.py unchanged since your result toolu_a1 (lines 5-14,"
+    )
+    assert (ranged["file"]["startLine"], ranged["file"]["numLines"]) == (5, 1)
+    assert ranged["file"]["totalLines"] == 61 and ranged["file"]["filePath"] == str(
+        project / "a.py"
+    )
+    assert hook(post(events, "toolu_p1")) is None and hook(post(events, "toolu_p2")) is None
+    # The model's Edit, as Claude Code applied it; then a re-read is short.
+    (project / "a.py").write_text((project / "a.py").read_text().replace("line 7:", "line seven:"))
+    assert hook(post(events, "toolu_e1")) is None
+    after_edit = replaced(hook(post(events, "toolu_a3")))["file"]["content"]
+    assert after_edit.startswith("[filecache] a.py unchanged since your result toolu_e1")
+    write = post(events, "toolu_w1")
+    (project / "new.txt").write_text(write["tool_input"]["content"])
+    assert hook(write) is None
+    bash = replaced(hook(post(events, "toolu_b1")))
+    original = post(events, "toolu_b1")["tool_response"]
+    assert set(bash) == set(original) and bash["stderr"] == original["stderr"]
+    assert bash["stdout"] == (
+        f"[filecache] b.py unchanged since your result toolu_p1 (60 lines, "
+        f"{bash['stdout'].rsplit(', ', 1)[1]}"
+    )
+    failures = [e for e in events if e["hook_event_name"] == "PostToolUseFailure"]
+    assert {e["tool_use_id"] for e in failures} == {"toolu_f1", "toolu_f2"}
+    (project / "c.py").write_text((project / "c.py").read_text().replace("line 3:", "line three:"))
+    assert all(hook(e) is None for e in failures)
+    diff = replaced(hook(post(events, "toolu_p3")))["file"]["content"]
+    assert diff.startswith("[filecache] c.py changed since your result toolu_p2")
+    assert "+c.py line three:" in diff and "fresh=true" not in diff
+    assert not log_path().exists()
+
+
+def test_compaction_events_forget_everything(base: Path) -> None:
+    events = payloads(base)
+    hook(post(events, "toolu_a1"))
+    assert replaced(hook(post(events, "toolu_a2"))) is not None
+    compact = next(e for e in events if e["hook_event_name"] == "PreCompact")
+    assert hook(compact) is None
+    assert hook(post(events, "toolu_a2")) is None  # content again (Claude Code's own)
+    hook(post(events, "toolu_a1"))
+    starts = [e for e in events if e["hook_event_name"] == "SessionStart"]
+    assert {e["source"] for e in starts} >= {"startup", "resume", "compact"}
+    hook(next(e for e in starts if e["source"] == "compact"))
+    assert hook(post(events, "toolu_a2")) is None
+
+
+def read_event(base: Path, path: Path, call: str, **file: Any) -> dict[str, Any]:
+    event = post(payloads(base), "toolu_a1")
+    content = path.read_text(errors="replace") if path.exists() else ""
+    shown = {"filePath": str(path), "content": content, "numLines": content.count("\n") + 1,
+             "startLine": 1, "totalLines": content.count("\n") + 1, **file}  # fmt: skip
+    return {**event, "tool_use_id": call, "tool_input": {"file_path": str(path)},
+            "tool_response": {"type": "text", "file": shown}}  # fmt: skip
+
+
+def test_denied_outside_binary_and_claude_codes_own_stubs_are_left_alone(base: Path) -> None:
+    project = base / "project"
+    (project / ".env").write_text(SECRET + "\n")
+    outside = base / "elsewhere.txt"
+    outside.write_text(lines("elsewhere"))
+    (project / "blob.bin").write_bytes(b"\x00\x01" * 500)
+    for i, path in enumerate([project / ".env", outside, project / "blob.bin"] * 2):
+        assert hook(read_event(base, path, f"toolu_x{i}")) is None
+    stub = "File unchanged since last read. The content from the earlier Read tool_result ..."
+    assert hook(read_event(base, project / "a.py", "toolu_y1")) is None
+    assert hook(read_event(base, project / "a.py", "toolu_y2", content=stub)) is None
+    capped = read_event(base, project / "a.py", "toolu_y3", truncatedByTokenCap=True)
+    assert hook(capped) is None
+    assert hook({**capped, "tool_response": {"type": "image", "file": {"base64": ""}}}) is None
+    db = project / ".filecache" / "cache.db"
+    assert SECRET.encode() not in store_bytes(db) and b"wJalrXUtnFEMI" not in store_bytes(db)
+    assert not log_path().exists()
+
+
+def test_text_claude_code_showed_differently_backs_no_fileref(base: Path) -> None:
+    project = base / "project"
+    event = read_event(base, project / "a.py", "toolu_z1")
+    event["tool_response"]["file"]["content"] = event["tool_response"]["file"]["content"][:-30]
+    assert hook(event) is None  # Claude Code cut it: the model holds the cut text
+    again = read_event(base, project / "a.py", "toolu_z2")
+    assert hook(again) is None  # so this is content, not "unchanged since toolu_z1"
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"", b"not json", b"[]", b"{}", b'{"hook_event_name": "PostToolUse"}',
+     b'{"hook_event_name": "PostToolUse", "session_id": "s", "tool_name": "Read",'
+     b' "tool_use_id": "t", "tool_input": {"file_path": 7}, "tool_response": {"type": "text",'
+     b' "file": {"content": 1, "numLines": "x"}}}',
+     b'{"hook_event_name": "PostToolUse", "session_id": "s", "tool_name": "Bash",'
+     b' "tool_use_id": "t", "tool_input": {"command": ["cat"]}, "tool_response": null}'],
+)  # fmt: skip
+def test_hostile_payloads_answer_nothing_and_never_raise(base: Path, payload: bytes) -> None:
+    os.chdir(base / "project")
+    assert run_hook("claude-code", [], payload) == b""
+
+
+def test_an_internal_failure_is_one_log_line_and_no_answer(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from filecache.adapters.hosts.base import HostSession
+
+    events = payloads(base)
+    hook(post(events, "toolu_a1"))
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("injected\nfailure")
+
+    monkeypatch.setattr(HostSession, "read", broken)  # a bug anywhere below the hook
+    assert run_hook("claude-code", [], json.dumps(post(events, "toolu_a2")).encode()) == b""
+    logged = log_path().read_text().splitlines()
+    assert len(logged) == 1 and "claude-code" in logged[0] and "injected failure" in logged[0]
+
+
+def test_a_subagent_is_its_own_context(base: Path) -> None:
+    events = payloads(base)
+    hook(post(events, "toolu_a1"))
+    sub = {**post(events, "toolu_a2"), "agent_id": "a1b2c3", "agent_type": "Explore"}
+    assert hook(sub) is None  # the subagent never saw toolu_a1: content
+    assert claude_code.HOST_NAME == "claude-code"

@@ -1,0 +1,139 @@
+"""``filecache install claude-code``: merging with the user's settings, idempotence, uninstall."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from filecache.adapters.hosts.claude_settings import MARKER, hook_command, install, merged
+
+from filecache.cli import main
+from filecache.errors import ConfigError
+
+THEIRS = {
+    "permissions": {"allow": ["Bash(npm test)"]},
+    "env": {"FOO": "bar"},
+    "hooks": {
+        "PostToolUse": [
+            {"matcher": "Edit", "hooks": [{"type": "command", "command": "prettier --write"}]}
+        ],
+        "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
+    },
+}
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PATH", str(tmp_path / "no-claude"))  # no claude: a note, not a failure
+    return home
+
+
+def settings(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def ours(data: dict[str, Any]) -> dict[str, list[str]]:
+    return {
+        event: [h["command"] for g in groups for h in g["hooks"] if MARKER in h["command"]]
+        for event, groups in data.get("hooks", {}).items()
+        if any(MARKER in h["command"] for g in groups for h in g["hooks"])
+    }
+
+
+def test_install_merges_with_existing_settings_and_is_idempotent(
+    home: Path, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    (project / ".claude").mkdir(parents=True)
+    path = project / ".claude" / "settings.json"
+    path.write_text(json.dumps(THEIRS))
+    line = install(scope=None, uninstall=False, cwd=project)
+    assert line.startswith(f"installed filecache hooks for Claude Code in {path}")
+    assert "\n" not in line and "claude not found on PATH" in line
+    data = settings(path)
+    assert data["permissions"] == THEIRS["permissions"] and data["env"] == THEIRS["env"]
+    assert data["hooks"]["Stop"] == THEIRS["hooks"]["Stop"]
+    assert THEIRS["hooks"]["PostToolUse"][0] in data["hooks"]["PostToolUse"]
+    events = {"PostToolUse", "PostToolUseFailure", "PreCompact", "PostCompact", "SessionStart"}
+    assert set(ours(data)) == events
+    command = ours(data)["PostToolUse"][0]
+    assert command == hook_command() and command.startswith(sys.executable)
+    before = path.read_bytes()
+    again = install(scope="project", uninstall=False, cwd=project)
+    assert (
+        again.startswith("filecache hooks for Claude Code already in")
+        and path.read_bytes() == before
+    )
+    assert install(scope=None, uninstall=True, cwd=project).startswith("removed filecache hooks")
+    assert settings(path) == THEIRS  # exactly what the user had
+    assert "nothing changed" in install(scope=None, uninstall=True, cwd=project)
+
+
+def test_an_install_from_another_interpreter_replaces_ours(home: Path, tmp_path: Path) -> None:
+    stale = merged(THEIRS, uninstall=False, command=f"/old/venv/bin/python {MARKER}")
+    fresh = merged(stale, uninstall=False, command=hook_command())
+    commands = [c for cs in ours(fresh).values() for c in cs]
+    assert commands and all(c == hook_command() for c in commands)
+    assert merged(fresh, uninstall=True, command=hook_command()) == THEIRS
+
+
+def test_user_scope_and_uninstall_of_a_file_we_created(home: Path, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    line = install(scope="user", uninstall=False, cwd=project)
+    path = home / ".claude" / "settings.json"
+    assert str(path) in line and ours(settings(path))
+    assert not (project / ".claude").exists()
+    install(scope="user", uninstall=True, cwd=project)
+    assert not path.exists()  # nothing else was in it
+
+
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"hooks": [1]}'])
+def test_settings_we_cannot_merge_are_left_untouched(home: Path, tmp_path: Path, text: str) -> None:
+    path = tmp_path / ".claude" / "settings.json"
+    path.parent.mkdir()
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="fix it by hand"):
+        install(scope=None, uninstall=False, cwd=tmp_path)
+    assert path.read_text() == text
+
+
+def write_claude(folder: Path, version: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    exe = folder / "claude"
+    exe.write_text(f"#!/bin/sh\necho '{version} (Claude Code)'\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+
+
+def test_the_installed_claude_version_is_checked(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_ = tmp_path / "bin"
+    write_claude(bin_, "2.1.100")
+    monkeypatch.setenv("PATH", f"{bin_}{os.pathsep}/usr/bin:/bin")
+    line = install(scope=None, uninstall=False, cwd=tmp_path)
+    assert "WARNING: Claude Code 2.1.100 is older than 2.1.121" in line
+    write_claude(bin_, "2.1.328")
+    line = install(scope=None, uninstall=False, cwd=tmp_path)
+    assert line.endswith("(Claude Code 2.1.328)") and "WARNING" not in line
+
+
+def test_the_cli_command(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    done = runner.invoke(main, ["install", "claude-code"])
+    assert done.exit_code == 0 and done.output.count("\n") == 1, done.output
+    assert ours(settings(tmp_path / ".claude" / "settings.json"))
+    (tmp_path / ".claude" / "settings.json").write_text("{oops")
+    failed = runner.invoke(main, ["install", "claude-code", "--uninstall"])
+    assert failed.exit_code == ConfigError.exit_code and "fix it by hand" in failed.output

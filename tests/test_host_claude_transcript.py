@@ -1,0 +1,140 @@
+"""What a Claude Code context holds, read from a real transcript (fixtures/hosts/claude-code).
+
+``session.jsonl`` was captured from Claude Code 2.1.328 (``make_fixtures.py`` there): reads,
+two parallel reads (their results written out of order), an edit, a write, Bash reads, a failed
+read and a failed command, then ``/compact``, then one read after it. Each test changes the
+transcript the way Claude Code would (a cleared result, a rewind, a microcompaction...) and
+checks that nothing the model lost counts as held.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from filecache.adapters.hosts.claude_transcript import (
+    CLEARED,
+    STUB_PREFIXES,
+    held_calls,
+    read_held,
+)
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "hosts" / "claude-code"
+BEFORE = {"toolu_a1", "toolu_a2", "toolu_p1", "toolu_p2", "toolu_e1", "toolu_a3", "toolu_w1"}
+BEFORE |= {"toolu_b1", "toolu_p3"}
+
+
+def entries() -> list[dict[str, Any]]:
+    lines = (FIXTURES / "session.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def before_compact() -> list[dict[str, Any]]:
+    all_ = entries()
+    cut = next(i for i, e in enumerate(all_) if e.get("subtype") == "compact_boundary")
+    return all_[:cut]
+
+
+def held(items: list[dict[str, Any]]) -> frozenset[str]:
+    return held_calls(json.dumps(e) for e in items).ids
+
+
+def index_of(items: list[dict[str, Any]], call: str, kind: str) -> int:
+    for i, entry in enumerate(items):
+        content = (entry.get("message") or {}).get("content")
+        if isinstance(content, list) and any(
+            b.get("type") == kind and call in (b.get("id"), b.get("tool_use_id")) for b in content
+        ):
+            return i
+    raise AssertionError(f"{kind} {call} not in the transcript")
+
+
+def test_the_calls_whose_results_reached_the_model_are_held() -> None:
+    assert held(before_compact()) == BEFORE  # toolu_f1 (a failed read), toolu_f2 (exit 1): not
+
+
+def test_after_compact_only_the_calls_since_are_held() -> None:
+    assert held(entries()) == {"toolu_a4"}
+    assert read_held(FIXTURES / "session.jsonl").ids == {"toolu_a4"}
+
+
+def test_parallel_results_written_out_of_order_are_both_held() -> None:
+    items = before_compact()
+    # Claude Code wrote p2's result before p1's: the next message hangs under p1's result,
+    # so p2's tool_use entry is off the walked chain and must be found as p1's sibling.
+    assert index_of(items, "toolu_p2", "tool_result") < index_of(items, "toolu_p1", "tool_result")
+    cut = items[: index_of(items, "toolu_p1", "tool_result") + 1]
+    assert {"toolu_p1", "toolu_p2"} <= held(cut)
+
+
+def test_calls_of_the_turn_in_progress_are_pending_and_held() -> None:
+    items = before_compact()
+    cut = items[: index_of(items, "toolu_p2", "tool_use") + 1]  # both uses, no result yet
+    state = held_calls(json.dumps(e) for e in cut)
+    assert state.pending == {"toolu_p1", "toolu_p2"} and state.pending <= state.ids
+
+
+def test_a_use_without_result_before_the_last_prompt_is_not_pending() -> None:
+    items = before_compact()
+    cut = items[: index_of(items, "toolu_p2", "tool_use") + 1]
+    prompt = next(e for e in items if e.get("type") == "user")
+    cut.append({**prompt, "uuid": "prompt-2", "parentUuid": cut[-1]["uuid"]})
+    assert not {"toolu_p1", "toolu_p2"} & held(cut)
+
+
+@pytest.mark.parametrize(
+    "content", [CLEARED, "<persisted-output>\nOutput too large", STUB_PREFIXES[0] + " x"]
+)
+def test_a_result_claude_code_replaced_is_not_held(content: str) -> None:
+    items = before_compact()
+    at = index_of(items, "toolu_a1", "tool_result")
+    for block in items[at]["message"]["content"]:
+        if block.get("type") == "tool_result":
+            block["content"] = content
+    assert "toolu_a1" not in held(items) and "toolu_a2" in held(items)
+
+
+def test_a_microcompacted_result_is_not_held() -> None:
+    items = before_compact()
+    items.append({
+        "type": "system", "subtype": "microcompact_boundary", "uuid": "mc-1",
+        "parentUuid": next(e["uuid"] for e in reversed(items) if e.get("uuid")),
+        "microcompactMetadata": {"trigger": "auto", "compactedToolIds": ["toolu_a1", "toolu_p2"]},
+    })  # fmt: skip
+    assert held(items) == BEFORE - {"toolu_a1", "toolu_p2"}
+
+
+def test_a_rewound_branch_is_not_held() -> None:
+    items = before_compact()
+    # /rewind to just after the edit: a new prompt hangs under the edit's result.
+    edit = items[index_of(items, "toolu_e1", "tool_result")]
+    prompt = next(e for e in items if e.get("type") == "user")
+    items.append({**prompt, "uuid": "rewound-prompt", "parentUuid": edit["uuid"]})
+    assert held(items) == {"toolu_a1", "toolu_a2", "toolu_p1", "toolu_p2", "toolu_e1"}
+
+
+def test_a_rewind_to_the_start_holds_nothing() -> None:
+    items = before_compact()
+    prompt = next(e for e in items if e.get("type") == "user")
+    items.append({**prompt, "uuid": "fresh-start", "parentUuid": None})
+    assert held(items) == frozenset()
+
+
+def test_api_side_clearing_of_tool_results_holds_only_the_turn_in_progress() -> None:
+    items = before_compact()
+    request = next(e for e in items if e.get("type") == "api-request")
+    edits = [{"type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens"}}]
+    clearing = {**request, "params": {**request["params"], "context_management": {"edits": edits}}}
+    assert held([*items, clearing]) == frozenset()
+
+
+def test_broken_lines_and_a_missing_transcript_hold_nothing_but_the_current_call(
+    tmp_path: Path,
+) -> None:
+    lines = (FIXTURES / "session.jsonl").read_text().splitlines()
+    cut = [*lines[:40], lines[40][:25], "[1, 2]", "", "{not json"]
+    assert held_calls(cut).ids <= BEFORE  # a line being written is skipped, not fatal
+    assert read_held(tmp_path / "gone.jsonl", current="toolu_x").ids == {"toolu_x"}
+    assert not read_held(None).complete
