@@ -10,16 +10,13 @@ checks that nothing the model lost counts as held.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-from filecache.adapters.hosts.claude_transcript import (
-    CLEARED,
-    STUB_PREFIXES,
-    held_calls,
-    read_held,
-)
+from filecache.adapters.hosts.claude_index import read_held
+from filecache.adapters.hosts.claude_transcript import CLEARED, STUB_PREFIXES, held_calls
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "hosts" / "claude-code"
 BEFORE = {"toolu_a1", "toolu_a2", "toolu_p1", "toolu_p2", "toolu_e1", "toolu_a3", "toolu_w1"}
@@ -138,3 +135,41 @@ def test_broken_lines_and_a_missing_transcript_hold_nothing_but_the_current_call
     assert held_calls(cut).ids <= BEFORE  # a line being written is skipped, not fatal
     assert read_held(tmp_path / "gone.jsonl", current="toolu_x").ids == {"toolu_x"}
     assert not read_held(None).complete
+
+
+def test_the_index_reads_only_what_was_appended_and_agrees_with_a_full_parse(
+    tmp_path: Path,
+) -> None:
+    lines = (FIXTURES / "session.jsonl").read_text().splitlines(keepends=True)
+    transcript, cache = tmp_path / "s.jsonl", tmp_path / "cache"
+    with transcript.open("w") as out:
+        for n, line in enumerate(lines):
+            out.write(line[:-10] if n == len(lines) - 1 else line)  # the last one half-written
+            out.flush()
+            if n % 7 == 0 or n == len(lines) - 1:
+                expected = held_calls(lines[: n + (0 if n == len(lines) - 1 else 1)])
+                assert read_held(transcript, cache_dir=cache) == expected
+        out.write(lines[-1][-10:])
+    assert read_held(transcript, cache_dir=cache).ids == {"toolu_a4"}
+    assert [p.suffix for p in cache.iterdir()] == [".json"]
+
+
+def test_a_rewritten_transcript_or_a_broken_index_means_a_full_parse(tmp_path: Path) -> None:
+    lines = (FIXTURES / "session.jsonl").read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if '"compact_boundary"' in line)
+    transcript, cache = tmp_path / "s.jsonl", tmp_path / "cache"
+    transcript.write_text("".join(lines))
+    assert read_held(transcript, cache_dir=cache).ids == {"toolu_a4"}
+    replaced = tmp_path / "other.jsonl"  # same path, other content, as long or longer
+    replaced.write_text("".join(lines[:cut]) + "\n" * (len("".join(lines[cut:])) + 10))
+    os.replace(replaced, transcript)
+    assert read_held(transcript, cache_dir=cache).ids == BEFORE
+    with transcript.open("r+") as out:  # rewritten in place: same inode, other bytes
+        out.write(" " * 40)
+    assert read_held(transcript, cache_dir=cache) == held_calls(transcript.read_text().splitlines())
+    for index in cache.iterdir():
+        index.write_text('{"version": 1, "offset": 5, "state": [')
+    assert (
+        read_held(transcript, cache_dir=cache).ids
+        == held_calls(transcript.read_text().splitlines()).ids
+    )

@@ -35,14 +35,23 @@ import os
 from pathlib import Path
 from typing import Any
 
-from filecache.adapters.hosts.claude_settings import install
-from filecache.adapters.hosts.claude_transcript import is_stub, read_held
+from filecache.adapters.hosts.claude_index import read_held
+from filecache.adapters.hosts.claude_transcript import Held, is_stub
 
 __all__ = ["DISPLAY_NAME", "HOST_NAME", "MIN_VERSION", "install", "run_hook"]
 
 HOST_NAME = "claude-code"
 DISPLAY_NAME = "Claude Code"
 MIN_VERSION = (2, 1, 121)  # PostToolUse hookSpecificOutput.updatedToolOutput
+
+
+def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
+    """``filecache install claude-code`` (``claude_settings.install``; imported only here, so
+    the hook does not load it)."""
+    from filecache.adapters.hosts.claude_settings import install as install_hooks
+
+    return install_hooks(scope=scope, uninstall=uninstall, cwd=cwd)
+
 
 _EDITS = frozenset({"Edit", "MultiEdit", "Write"})
 _RESETS = frozenset({"PreCompact", "PostCompact"})
@@ -72,7 +81,7 @@ def run_hook(args: list[str], payload: bytes) -> bytes:
             if event.get("source") in _RESET_SOURCES:
                 host.reset()
             else:  # startup, resume: the transcript says what is held
-                host.keep_only(read_held(_transcript(event)).ids)
+                host.keep_only(_held(event).ids)
         return _session_context()
     return b""
 
@@ -224,7 +233,7 @@ class _Opened:
         self.host = HostSession.open(HOST_NAME, context, cwd, root=root)
         if current is not None:
             try:
-                self.host.keep_only(read_held(_transcript(event), current=current).ids)
+                self.host.keep_only(_held(event, current).ids)
             except BaseException:
                 self.host.close()
                 raise
@@ -238,6 +247,14 @@ class _Opened:
 
 def _open(event: dict[str, Any], current: str | None = None) -> _Opened:
     return _Opened(event, current)
+
+
+def _held(event: dict[str, Any], current: str | None = None) -> Held:
+    """What the hook's context holds by its transcript (indexed in the hook cache folder)."""
+    from filecache.adapters.hosts.base import log_path
+
+    cache = log_path().parent / "claude-code-transcripts"
+    return read_held(_transcript(event), current=current, cache_dir=cache)
 
 
 def _transcript(event: dict[str, Any]) -> str | None:

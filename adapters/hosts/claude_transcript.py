@@ -26,7 +26,8 @@ Calls of the turn in progress (a ``tool_use`` after the last prompt whose result
 yet: the hook runs before Claude Code writes it, and parallel calls run together) count as
 held: their results are on their way to the model.
 
-Pure: bytes in, a frozen ``Held`` out (``held_calls``); ``read_held`` is the file edge.
+Pure: lines in, a frozen ``Held`` out (``held_calls``; ``scan`` then ``held_of`` when the
+scan is kept between hooks); ``claude_index.read_held`` is the file edge.
 """
 
 from __future__ import annotations
@@ -34,10 +35,19 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-__all__ = ["CLEARED", "STUB_PREFIXES", "Held", "held_calls", "is_stub", "read_held"]
+__all__ = [
+    "CLEARED",
+    "STUB_PREFIXES",
+    "Held",
+    "State",
+    "held_calls",
+    "held_of",
+    "is_stub",
+    "new_state",
+    "scan",
+]
 
 CLEARED = "[Old tool result content cleared]"
 PERSISTED = "<persisted-output>"
@@ -65,20 +75,6 @@ class Held:
 def is_stub(text: str) -> bool:
     """Claude Code's own "file unchanged" stub (it holds no content)."""
     return text.startswith(STUB_PREFIXES)
-
-
-def read_held(path: str | Path | None, *, current: str | None = None) -> Held:
-    """``held_calls`` of the transcript file at ``path``; an unreadable or missing one holds
-    only ``current``."""
-    extra = frozenset({current} if current else ())
-    if not path:
-        return Held(extra, extra, complete=False)
-    try:
-        data = Path(path).read_bytes()
-    except OSError:
-        return Held(extra, extra, complete=False)
-    held = held_calls(data.splitlines())
-    return Held(held.ids | extra, held.pending | extra, held.complete)
 
 
 def _result_holds(block: dict[str, Any]) -> bool:
@@ -133,10 +129,25 @@ def _clears_tool_results(entry: dict[str, Any]) -> bool:
 def held_calls(lines: Iterable[bytes | str]) -> Held:
     """What the model's context holds, from the transcript's lines (see the module docstring).
     Lines that are not JSON objects are skipped (a line being written is cut short)."""
-    entries: dict[str, dict[str, Any]] = {}
-    order: list[str] = []
-    compacted: set[str] = set()
-    clearing = False
+    return held_of(scan(lines, new_state()))
+
+
+State = dict[str, Any]
+"""What ``held_of`` needs of a transcript, built line by line by ``scan`` and kept as JSON
+(``claude_index``), so a hook reads only what Claude Code appended since the last one:
+``entries`` (uuid -> summary, in first-seen order: ``t`` type, ``p`` parent, ``m`` message id,
+``u`` tool_use ids, ``r`` [tool_use id, holds] of results, ``q`` a prompt), ``compacted``
+(ids a microcompaction cleared), ``clearing`` (the newest request clears tool results)."""
+
+
+def new_state() -> State:
+    return {"entries": {}, "compacted": [], "clearing": False}
+
+
+def scan(lines: Iterable[bytes | str], state: State) -> State:
+    """``state`` updated with ``lines`` (in place; returned)."""
+    entries: dict[str, dict[str, Any]] = state["entries"]
+    compacted: list[str] = state["compacted"]
     for line in lines:
         if not line.strip():
             continue
@@ -148,21 +159,40 @@ def held_calls(lines: Iterable[bytes | str]) -> Held:
             continue
         kind = entry.get("type")
         if kind == "api-request":
-            clearing = _clears_tool_results(entry)  # the newest request's settings
+            state["clearing"] = _clears_tool_results(entry)  # the newest request's settings
             continue
         if kind == "system" and entry.get("subtype") == "microcompact_boundary":
             meta = entry.get("microcompactMetadata")
             ids = meta.get("compactedToolIds") if isinstance(meta, dict) else None
             if isinstance(ids, list):
-                compacted.update(str(i) for i in ids)
+                compacted.extend(str(i) for i in ids)
         uuid = entry.get("uuid")
         if kind not in _MESSAGE_TYPES or not isinstance(uuid, str) or entry.get("isSidechain"):
             continue
-        if uuid not in entries:
-            order.append(uuid)
-        entries[uuid] = entry
-    if not order:
+        parent = entry.get("parentUuid")
+        summary: dict[str, Any] = {"t": kind, "p": parent if isinstance(parent, str) else None}
+        if kind == "assistant":
+            summary["m"] = _message_id(entry)
+            summary["u"] = [
+                b["id"] for b in _blocks(entry)
+                if b.get("type") == "tool_use" and isinstance(b.get("id"), str)
+            ]  # fmt: skip
+        elif kind == "user":
+            summary["q"] = _is_prompt(entry)
+            summary["r"] = [
+                [b["tool_use_id"], _result_holds(b)] for b in _blocks(entry)
+                if b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str)
+            ]  # fmt: skip
+        entries[uuid] = summary  # a rewritten entry keeps its place, takes the new content
+    return state
+
+
+def held_of(state: State) -> Held:
+    """What the model's context holds, from a scanned transcript (see the module docstring)."""
+    entries: dict[str, dict[str, Any]] = state["entries"]
+    if not entries:
         return Held(frozenset(), frozenset())
+    order = list(entries)
 
     chain: list[str] = []  # leaf first
     on_chain: set[str] = set()
@@ -170,54 +200,47 @@ def held_calls(lines: Iterable[bytes | str]) -> Held:
     while cursor is not None and cursor in entries and cursor not in on_chain:
         chain.append(cursor)
         on_chain.add(cursor)
-        parent = entries[cursor].get("parentUuid")
-        cursor = parent if isinstance(parent, str) else None
+        cursor = entries[cursor]["p"]
 
     # Parallel calls: one assistant entry per tool_use of one response (same message id),
     # chained; the next message hangs under whichever result was written last, so a sibling
     # may be off the walked chain. Each sibling whose parent is on the chain is on it too.
     position_of = {uuid: pos for pos, uuid in enumerate(reversed(chain))}
     responses = {
-        _message_id(entries[uuid]): pos
+        entries[uuid]["m"]: pos
         for uuid, pos in position_of.items()
-        if entries[uuid].get("type") == "assistant" and _message_id(entries[uuid])
+        if entries[uuid]["t"] == "assistant" and entries[uuid].get("m")
     }
     for uuid in order:
         entry = entries[uuid]
-        if uuid in on_chain or entry.get("type") != "assistant":
+        if uuid in on_chain or entry["t"] != "assistant":
             continue
-        response = _message_id(entry)
-        if response in responses and entry.get("parentUuid") in on_chain:
+        if entry.get("m") in responses and entry["p"] in on_chain:
             on_chain.add(uuid)
-            position_of[uuid] = responses[response]
+            position_of[uuid] = responses[entry["m"]]
 
     uses: dict[str, int] = {}  # tool_use id -> position on the chain (0: oldest)
     last_prompt = -1
     for uuid, position in position_of.items():
         entry = entries[uuid]
-        if _is_prompt(entry):
+        if entry.get("q"):
             last_prompt = max(last_prompt, position)
-        if entry.get("type") == "assistant":
-            for block in _blocks(entry):
-                if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
-                    uses[block["id"]] = position
+        for call in entry.get("u", ()):
+            uses[call] = position
 
     results: dict[str, bool] = {}
     for uuid in order:
         entry = entries[uuid]
-        if entry.get("type") != "user":
+        if entry["t"] != "user":
             continue
-        live = uuid in on_chain or entry.get("parentUuid") in on_chain
-        for block in _blocks(entry):
-            if block.get("type") != "tool_result":
-                continue
-            call = block.get("tool_use_id")
-            if isinstance(call, str) and call in uses:
-                holds = live and _result_holds(block)
-                results[call] = holds and results.get(call, True)
+        live = uuid in on_chain or entry["p"] in on_chain
+        for call, holds in entry.get("r", ()):
+            if call in uses:
+                results[call] = live and holds and results.get(call, True)
 
     pending = frozenset(c for c, pos in uses.items() if c not in results and pos > last_prompt)
-    if clearing:
+    if state["clearing"]:
         return Held(pending, pending)
+    compacted = set(state["compacted"])
     done = frozenset(c for c, holds in results.items() if holds and c not in compacted)
     return Held(done | pending, pending)
