@@ -175,6 +175,15 @@ def test_hostile_payloads_answer_nothing_and_never_raise(base: Path, payload: by
     assert run_hook("claude-code", [], payload) == b""
 
 
+@pytest.mark.parametrize("response", [None, [], "text", {"type": "text"}, {"type": "text",
+    "file": {"content": "x", "numLines": 1, "startLine": -4, "totalLines": 1}}])  # fmt: skip
+def test_misshapen_read_results_are_left_alone_without_a_log_line(
+    base: Path, response: Any
+) -> None:
+    event = {**read_event(base, base / "project" / "a.py", "toolu_h1"), "tool_response": response}
+    assert hook(event) is None and not log_path().exists()
+
+
 def test_an_internal_failure_is_one_log_line_and_no_answer(
     base: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

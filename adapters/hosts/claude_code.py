@@ -50,7 +50,8 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
     the hook does not load it)."""
     from filecache.adapters.hosts.claude_settings import install as install_hooks
 
-    return install_hooks(scope=scope, uninstall=uninstall, cwd=cwd)
+    line: str = install_hooks(scope=scope, uninstall=uninstall, cwd=cwd)
+    return line
 
 
 _EDITS = frozenset({"Edit", "MultiEdit", "Write"})
@@ -117,15 +118,18 @@ def _post_tool_use(event: dict[str, Any]) -> bytes:
 
 
 def _read(event: dict[str, Any], tool_input: dict[str, Any], response: Any, call: str) -> bytes:
-    file = response.get("file") if isinstance(response, dict) else None
-    if response.get("type") != "text" or not isinstance(file, dict):  # type: ignore[union-attr]
+    if not isinstance(response, dict) or response.get("type") != "text":
         return b""  # image, PDF, notebook: Claude Code's own
+    file = response.get("file")
+    if not isinstance(file, dict):
+        return b""
     content, start, count, total = (
         file.get("content"), file.get("startLine"), file.get("numLines"), file.get("totalLines"),
     )  # fmt: skip
-    if not (isinstance(content, str) and _ints(start, count, total)) or count < 1:
+    if not isinstance(content, str) or not _ints(start, count, total):
         return b""
-    if file.get("truncatedByTokenCap") or is_stub(content):
+    assert isinstance(start, int) and isinstance(count, int) and isinstance(total, int)
+    if count < 1 or start < 1 or file.get("truncatedByTokenCap") or is_stub(content):
         return b""  # a page the model knows is partial; Claude Code's own "unchanged" stub
     path = str(tool_input.get("file_path") or file.get("filePath") or "")
     # Claude Code splits on "\n": a file ending in a newline has one more (empty) line, and a
@@ -169,15 +173,15 @@ def _bash(event: dict[str, Any], tool_input: dict[str, Any], response: Any, call
         and not tool_input.get("run_in_background")
     )
     with _open(event, current=call) as host:
-        if not plain:
+        if not plain or not isinstance(response, dict):
             host.changed(call)
             return b""
-        stdout: str = response["stdout"]  # type: ignore[index]
+        stdout = str(response["stdout"])
         # Claude Code strips the newline(s) that end a command's output.
         answer = host.shell(command, call, output=stdout + "\n" if stdout else stdout)
     if answer is None:
         return b""
-    return _replace({**response, "stdout": _for_host(answer).rstrip("\n")})  # type: ignore[dict-item]
+    return _replace({**response, "stdout": _for_host(answer).rstrip("\n")})
 
 
 def _edit(
