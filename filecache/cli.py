@@ -326,7 +326,7 @@ def prune(
     from filecache.prune.pruner import prune_messages
     from filecache.prune.pruning import PrunePolicy
     from filecache.settings import load_settings
-    from filecache.store.store import default_store_path
+    from filecache.store.opening import store_location
 
     name = getattr(source, "name", "-")
     data = load_json(source.read(), name if isinstance(name, str) else "-")  # one-line errors
@@ -336,8 +336,8 @@ def prune(
         with FileCache(root, store=store) as cache:  # what the plan clears (ref safety)
             result = prune_messages(data, session=cache.session(session), policy=policy, format=fmt)
     else:
-        path = store or str(default_store_path(root.resolve()))
         resolved = root.resolve()
+        path = store_location(resolved, store)
         deny = load_settings(resolved).deny
         with open_store(root, path) as opened:
             result = prune_messages(
@@ -514,9 +514,9 @@ def archive() -> None:
 def archive_show(call_id: str, session: str | None, store: str | None) -> None:
     """Print the original text of CALL_ID's result."""
     from filecache.prune.pruner import NOT_ARCHIVED
-    from filecache.store.store import default_store_path
+    from filecache.store.opening import store_location
 
-    with open_store(Path("."), store or str(default_store_path(Path(".").resolve()))) as opened:
+    with open_store(Path("."), store_location(Path(".").resolve(), store)) as opened:
         text = opened.archive_get(call_id, session)
     if text is None:
         raise RequestError(f"no archived result for {call_id}; check the id and --store")
