@@ -132,7 +132,7 @@ def test_reads_edits_bash_and_parallel_calls_as_the_model_sees_them(claude: Clau
         [text("done")],
     ])  # fmt: skip
     with ScriptedModel(script) as model:
-        claude.run(model, "-p", "read the files", "--allowedTools", TOOLS)
+        session = claude.run(model, "-p", "read the files", "--allowedTools", TOOLS)["session_id"]
     seen = results_seen(model)
 
     first = seen["toolu_a1"]
@@ -161,6 +161,12 @@ def test_reads_edits_bash_and_parallel_calls_as_the_model_sees_them(claude: Clau
         claude.project / ".filecache" / "cache.db"
     )
     assert claude.hook_log() == ""
+    stats = subprocess.run(
+        [sys.executable, "-m", "filecache", "stats", "--json"], cwd=claude.project,
+        env=claude.env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    (listed,) = json.loads(stats.stdout)["sessions"]  # the Claude Code session, as the hook saw it
+    assert listed["session_id"].startswith(f"claude-code:{session}@") and listed["saved"] > 0
 
 
 def test_after_compact_a_read_is_content_again(claude: Claude) -> None:
