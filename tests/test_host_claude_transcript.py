@@ -168,7 +168,7 @@ def test_a_rewritten_transcript_or_a_broken_index_means_a_full_parse(tmp_path: P
         out.write(" " * 40)
     assert read_held(transcript, cache_dir=cache) == held_calls(transcript.read_text().splitlines())
     for index in cache.iterdir():
-        index.write_text('{"version": 1, "offset": 5, "state": [')
+        index.write_text('{"version": 2, "offset": 5, "state": [')
     assert (
         read_held(transcript, cache_dir=cache).ids
         == held_calls(transcript.read_text().splitlines()).ids

@@ -16,7 +16,6 @@ one. A line being written (no newline yet) is left for the next hook.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -24,10 +23,12 @@ from typing import Any
 
 from filecache.adapters.hosts.claude_transcript import Held, State, held_of, new_state, scan
 
+from filecache.core.hashing import version_of
+
 __all__ = ["read_held"]
 
 _PROBE = 256
-_VERSION = 1
+_VERSION = 2
 
 
 def read_held(
@@ -65,7 +66,7 @@ def _scanned(transcript: Any, path: Path, cache_dir: Path | None) -> State:
 
 
 def _index_path(cache_dir: Path, path: Path) -> Path:
-    key = hashlib.sha256(str(path.resolve()).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    key = version_of(str(path.resolve()).encode("utf-8", "surrogatepass")).split(":", 1)[1]
     return cache_dir / f"{key}.json"
 
 
@@ -74,7 +75,7 @@ def _probe(transcript: Any, offset: int) -> tuple[str, str]:
     head = transcript.read(min(_PROBE, offset))
     transcript.seek(max(0, offset - _PROBE))
     tail = transcript.read(min(_PROBE, offset))
-    return hashlib.sha256(head).hexdigest(), hashlib.sha256(tail).hexdigest()
+    return version_of(head), version_of(tail)
 
 
 def _load(index: Path, st: os.stat_result) -> dict[str, Any] | None:
