@@ -198,3 +198,26 @@ def test_the_model_is_told_what_a_fileref_means(claude: Claude) -> None:
         claude.run(model, "-p", "hello", "--allowedTools", TOOLS)
     first = next(body for body in model.requests if body.get("tools"))
     assert "unchanged since your result ID" in json.dumps(first)
+
+
+def test_a_subagent_is_its_own_context(claude: Claude) -> None:
+    a = claude.path("a.py")
+    (claude.project / "a.py").write_text(lines("a.py"))
+    agent = {"description": "Read a.py", "prompt": "read a.py", "subagent_type": "general-purpose",
+             "run_in_background": False}  # fmt: skip
+    script = Script([
+        [tool_use("Read", {"file_path": a}, "toolu_m1")],
+        [tool_use("Agent", agent, "toolu_agent")],
+        [tool_use("Read", {"file_path": a}, "toolu_s1")],  # the subagent's turns
+        [tool_use("Read", {"file_path": a}, "toolu_s2")],
+        [text("a.py has 60 lines")],
+        [tool_use("Read", {"file_path": a}, "toolu_m2")],  # the main agent again
+        [text("done")],
+    ])  # fmt: skip
+    with ScriptedModel(script) as model:
+        claude.run(model, "-p", "read a.py", "--allowedTools", f"{TOOLS},Agent")
+    seen = results_seen(model)
+    assert "a.py line 59:" in seen["toolu_s1"]  # the subagent never saw toolu_m1
+    assert "[filecache] a.py unchanged since your result toolu_s1" in seen["toolu_s2"]
+    assert "[filecache] a.py unchanged since your result toolu_m1" in seen["toolu_m2"]
+    assert claude.hook_log() == ""

@@ -168,8 +168,15 @@ def test_a_rewritten_transcript_or_a_broken_index_means_a_full_parse(tmp_path: P
         out.write(" " * 40)
     assert read_held(transcript, cache_dir=cache) == held_calls(transcript.read_text().splitlines())
     for index in cache.iterdir():
-        index.write_text('{"version": 2, "offset": 5, "state": [')
+        index.write_text('{"version": 3, "offset": 5, "state": [')
     assert (
         read_held(transcript, cache_dir=cache).ids
         == held_calls(transcript.read_text().splitlines()).ids
     )
+
+
+def test_sidechain_entries_belong_to_the_subagent_transcript_only() -> None:
+    items = [{**e, "isSidechain": True} if "uuid" in e else e for e in before_compact()]
+    lines = [json.dumps(e) for e in items]
+    assert held_calls(lines).ids == frozenset()  # in a main transcript: another context's
+    assert held_calls(lines, sidechain=True).ids == BEFORE  # a subagent's own transcript

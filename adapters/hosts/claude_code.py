@@ -258,7 +258,9 @@ def _held(event: dict[str, Any], current: str | None = None) -> Held:
     from filecache.adapters.hosts.base import log_path
 
     cache = log_path().parent / "claude-code-transcripts"
-    return read_held(_transcript(event), current=current, cache_dir=cache)
+    agent = event.get("agent_id")
+    sidechain = isinstance(agent, str) and bool(agent)
+    return read_held(_transcript(event), current=current, cache_dir=cache, sidechain=sidechain)
 
 
 def _transcript(event: dict[str, Any]) -> str | None:
@@ -271,9 +273,12 @@ def _transcript(event: dict[str, Any]) -> str | None:
         own = event.get("agent_transcript_path")
         if isinstance(own, str) and own:
             return own
-        main = Path(path)
-        candidate = main.with_suffix("") / "subagents" / f"agent-{agent}.jsonl"
-        return str(candidate) if candidate.exists() else None
+        folder = Path(path).with_suffix("") / "subagents"  # <session>/subagents/[dir/]agent-ID
+        name = f"agent-{agent}.jsonl"
+        if (folder / name).exists():
+            return str(folder / name)
+        found = sorted(folder.glob(f"*/{name}")) if "/" not in agent else []
+        return str(found[0]) if found else None  # not found: only the current call is held
     return path
 
 

@@ -28,32 +28,41 @@ from filecache.core.hashing import version_of
 __all__ = ["read_held"]
 
 _PROBE = 256
-_VERSION = 2
+_VERSION = 3
 
 
 def read_held(
-    path: str | Path | None, *, current: str | None = None, cache_dir: Path | None = None
+    path: str | Path | None,
+    *,
+    current: str | None = None,
+    cache_dir: Path | None = None,
+    sidechain: bool = False,
 ) -> Held:
     """What the model holds by the transcript at ``path`` (plus ``current``, the call being
-    answered); a missing or unreadable transcript holds only ``current``."""
+    answered; ``sidechain``: a subagent's transcript); a missing or unreadable transcript
+    holds only ``current``."""
     extra = frozenset({current} if current else ())
     if not path:
         return Held(extra, extra, complete=False)
     try:
         with open(path, "rb") as transcript:
-            state = _scanned(transcript, Path(path), cache_dir)
+            state = _scanned(transcript, Path(path), cache_dir, sidechain)
     except OSError:
         return Held(extra, extra, complete=False)
     held = held_of(state)
     return Held(held.ids | extra, held.pending | extra, held.complete)
 
 
-def _scanned(transcript: Any, path: Path, cache_dir: Path | None) -> State:
+def _scanned(transcript: Any, path: Path, cache_dir: Path | None, sidechain: bool) -> State:
     st = os.fstat(transcript.fileno())
     index = _index_path(cache_dir, path) if cache_dir is not None else None
     saved = _load(index, st) if index is not None else None
-    state, offset = new_state(), 0
-    if saved is not None and _covers(transcript, saved):
+    state, offset = new_state(sidechain=sidechain), 0
+    if (
+        saved is not None
+        and _covers(transcript, saved)
+        and saved["state"].get("sidechain", False) == sidechain
+    ):
         state, offset = saved["state"], int(saved["offset"])
     transcript.seek(offset)
     data = transcript.read()

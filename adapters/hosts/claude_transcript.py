@@ -126,10 +126,12 @@ def _clears_tool_results(entry: dict[str, Any]) -> bool:
     )
 
 
-def held_calls(lines: Iterable[bytes | str]) -> Held:
+def held_calls(lines: Iterable[bytes | str], *, sidechain: bool = False) -> Held:
     """What the model's context holds, from the transcript's lines (see the module docstring).
-    Lines that are not JSON objects are skipped (a line being written is cut short)."""
-    return held_of(scan(lines, new_state()))
+    Lines that are not JSON objects are skipped (a line being written is cut short).
+    ``sidechain``: the transcript is a subagent's (``subagents/agent-ID.jsonl``, every entry
+    ``isSidechain``); in a main transcript, sidechain entries are another context's."""
+    return held_of(scan(lines, new_state(sidechain=sidechain)))
 
 
 State = dict[str, Any]
@@ -137,17 +139,19 @@ State = dict[str, Any]
 (``claude_index``), so a hook reads only what Claude Code appended since the last one:
 ``entries`` (uuid -> summary, in first-seen order: ``t`` type, ``p`` parent, ``m`` message id,
 ``u`` tool_use ids, ``r`` [tool_use id, holds] of results, ``q`` a prompt), ``compacted``
-(ids a microcompaction cleared), ``clearing`` (the newest request clears tool results)."""
+(ids a microcompaction cleared), ``clearing`` (the newest request clears tool results),
+``sidechain`` (a subagent's transcript: its entries are the ones to read)."""
 
 
-def new_state() -> State:
-    return {"entries": {}, "compacted": [], "clearing": False}
+def new_state(*, sidechain: bool = False) -> State:
+    return {"entries": {}, "compacted": [], "clearing": False, "sidechain": sidechain}
 
 
 def scan(lines: Iterable[bytes | str], state: State) -> State:
     """``state`` updated with ``lines`` (in place; returned)."""
     entries: dict[str, dict[str, Any]] = state["entries"]
     compacted: list[str] = state["compacted"]
+    sidechain = bool(state.get("sidechain"))
     for line in lines:
         if not line.strip():
             continue
@@ -167,8 +171,10 @@ def scan(lines: Iterable[bytes | str], state: State) -> State:
             if isinstance(ids, list):
                 compacted.extend(str(i) for i in ids)
         uuid = entry.get("uuid")
-        if kind not in _MESSAGE_TYPES or not isinstance(uuid, str) or entry.get("isSidechain"):
+        if kind not in _MESSAGE_TYPES or not isinstance(uuid, str):
             continue
+        if bool(entry.get("isSidechain")) != sidechain:
+            continue  # another context's entry
         parent = entry.get("parentUuid")
         summary: dict[str, Any] = {"t": kind, "p": parent if isinstance(parent, str) else None}
         if kind == "assistant":
