@@ -207,3 +207,32 @@ def test_a_subagent_is_its_own_context(base: Path) -> None:
     sub = {**post(events, "toolu_a2"), "agent_id": "a1b2c3", "agent_type": "Explore"}
     assert hook(sub) is None  # the subagent never saw toolu_a1: content
     assert claude_code.HOST_NAME == "claude-code"
+
+
+def test_a_call_the_transcript_does_not_name_yet_is_kept_until_the_next_prompt(
+    base: Path,
+) -> None:
+    # Claude Code runs a parallel call's tool while the response still streams: a sibling's
+    # hook may read the transcript before that call's entry is written. Its fact is kept...
+    a = base / "project" / "a.py"
+    assert hook(read_event(base, a, "toolu_inflight")) is None
+    again = replaced(hook(read_event(base, a, "toolu_next")))["file"]["content"]
+    assert again.startswith("[filecache] a.py unchanged since your result toolu_inflight")
+    # ...until a new prompt (or a session start), when every call of the turn is written.
+    prompt = {**payloads(base)[0], "hook_event_name": "UserPromptSubmit", "prompt": "go on"}
+    assert hook(prompt) is None
+    assert hook(read_event(base, a, "toolu_later")) is None  # content: toolu_inflight is gone
+
+
+def test_a_call_the_transcript_shows_lost_is_forgotten_at_once(base: Path) -> None:
+    events = payloads(base)
+    hook(post(events, "toolu_a1"))
+    transcript = Path(events[0]["transcript_path"])
+    text = transcript.read_text()
+    result = next(line for line in text.splitlines() if '"tool_use_id":"toolu_a1"' in line
+                  or '"tool_use_id": "toolu_a1"' in line)  # fmt: skip
+    entry = json.loads(result)
+    for block in entry["message"]["content"]:
+        block["content"] = "[Old tool result content cleared]"
+    transcript.write_text(text.replace(result, json.dumps(entry)))
+    assert hook(post(events, "toolu_a2")) is None  # content: toolu_a1 was cleared

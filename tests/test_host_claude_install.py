@@ -64,7 +64,8 @@ def test_install_merges_with_existing_settings_and_is_idempotent(
     assert data["permissions"] == THEIRS["permissions"] and data["env"] == THEIRS["env"]
     assert data["hooks"]["Stop"] == THEIRS["hooks"]["Stop"]
     assert THEIRS["hooks"]["PostToolUse"][0] in data["hooks"]["PostToolUse"]
-    events = {"PostToolUse", "PostToolUseFailure", "PreCompact", "PostCompact", "SessionStart"}
+    events = {"PostToolUse", "PostToolUseFailure", "PreCompact", "PostCompact", "SessionStart",
+              "UserPromptSubmit"}  # fmt: skip
     assert set(ours(data)) == events
     command = ours(data)["PostToolUse"][0]
     assert command == hook_command() and command.startswith(sys.executable)

@@ -15,7 +15,10 @@ with the hook's JSON on stdin and reads the answer on stdout (``run_hook``):
   ``NotebookEdit`` and any other ``Bash`` command re-hash the view (the next read of a file they
   changed is a diff); a ``Bash`` read (``cat``, ``sed -n``, ``head``, ...) is answered like a
   Read, in the Bash result's shape (Claude Code's own fields kept, ``stdout`` replaced).
-- What the model holds comes from the transcript (``claude_transcript``) before every call, and
+- What the model holds comes from the transcript (``claude_transcript``, ``claude_index``):
+  before every call, the calls it names and no longer holds are forgotten (a parallel call it
+  does not name yet is kept: Claude Code runs tools while the response still streams); at
+  ``UserPromptSubmit`` and ``SessionStart`` (startup, resume) everything it does not hold is;
   ``PreCompact``/``PostCompact``/``SessionStart`` (compact, clear) forget everything.
 - The host's answer is the fallback: a failed call, a denied file, a binary, image, PDF or
   notebook, a file outside the project, Claude Code's own "unchanged" stub, a result cut to a
@@ -84,6 +87,9 @@ def run_hook(args: list[str], payload: bytes) -> bytes:
             else:  # startup, resume: the transcript says what is held
                 host.keep_only(_held(event).ids)
         return _session_context()
+    if name == "UserPromptSubmit":  # a new turn: every earlier call is written by now
+        with _open(event) as host:
+            host.keep_only(_held(event).ids)
     return b""
 
 
@@ -237,10 +243,20 @@ class _Opened:
         self.host = HostSession.open(HOST_NAME, context, cwd, root=root)
         if current is not None:
             try:
-                self.host.keep_only(_held(event, current).ids)
+                self._forget_lost(_held(event, current))
             except BaseException:
                 self.host.close()
                 raise
+
+    def _forget_lost(self, held: Held) -> None:
+        """Forget the calls the transcript names and no longer holds. A call it does not name
+        yet is a parallel call of this turn whose entry is still being written: kept (a new
+        prompt or a session start, where every call is written, forgets it if it never came)."""
+        session = self.host.session
+        with session.lock:
+            gone = (session.held_call_ids() & held.known) - held.ids
+            if gone:
+                session.forget(gone)
 
     def __enter__(self) -> Any:
         return self.host

@@ -50,7 +50,7 @@ def read_held(
     except OSError:
         return Held(extra, extra, complete=False)
     held = held_of(state)
-    return Held(held.ids | extra, held.pending | extra, held.complete)
+    return Held(held.ids | extra, held.pending | extra, held.complete, held.known | extra)
 
 
 def _scanned(transcript: Any, path: Path, cache_dir: Path | None, sidechain: bool) -> State:

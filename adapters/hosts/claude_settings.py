@@ -41,6 +41,7 @@ HOOKS: dict[str, str | None] = {
     "PreCompact": None,
     "PostCompact": None,
     "SessionStart": None,
+    "UserPromptSubmit": None,
 }
 TIMEOUT_SECONDS = 30
 MIN_VERSION = (2, 1, 121)

@@ -64,12 +64,16 @@ _MESSAGE_TYPES = frozenset({"user", "assistant", "attachment", "system"})
 @dataclass(frozen=True)
 class Held:
     """The call ids whose results the model's context holds, and those of the turn in progress
-    (``pending``: included in ``ids``). ``complete``: the transcript was read and understood
-    (False: nothing can be known to be held but the pending calls)."""
+    (``pending``: included in ``ids``). ``known``: every call id the transcript names (on the
+    chain or not): an id it does not name yet may be a parallel call whose entry Claude Code
+    has not written when this hook reads it (it runs tools while the response still streams).
+    ``complete``: the transcript was read and understood (False: nothing can be known to be
+    held but the pending calls)."""
 
     ids: frozenset[str]
     pending: frozenset[str]
     complete: bool = True
+    known: frozenset[str] = frozenset()
 
 
 def is_stub(text: str) -> bool:
@@ -199,6 +203,11 @@ def held_of(state: State) -> Held:
     if not entries:
         return Held(frozenset(), frozenset())
     order = list(entries)
+    known = frozenset(
+        call
+        for entry in entries.values()
+        for call in [*entry.get("u", ()), *(r[0] for r in entry.get("r", ()))]
+    )
 
     chain: list[str] = []  # leaf first
     on_chain: set[str] = set()
@@ -246,7 +255,7 @@ def held_of(state: State) -> Held:
 
     pending = frozenset(c for c, pos in uses.items() if c not in results and pos > last_prompt)
     if state["clearing"]:
-        return Held(pending, pending)
+        return Held(pending, pending, known=known)
     compacted = set(state["compacted"])
     done = frozenset(c for c, holds in results.items() if holds and c not in compacted)
-    return Held(done | pending, pending)
+    return Held(done | pending, pending, known=known)
