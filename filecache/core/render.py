@@ -19,6 +19,7 @@ from filecache.core.hashing import short_version
 
 __all__ = [
     "MARKER",
+    "FILEREF_LIKE",
     "MARKERS",
     "answer_of",
     "instructions",
@@ -42,6 +43,12 @@ PLACEHOLDER_MARKER = "[cleared tool result"
 TRUNCATION_MARKER = "[filecache: "
 OUTLINE_TAG = f"{MARKER} old result "
 MARKERS = (MARKER, PLACEHOLDER_MARKER, TRUNCATION_MARKER)
+FILEREF_LIKE = re.compile(
+    r"filecache\W*\s.*\b(?:unchanged|changed)\b.*\bsince your results?\b|"
+    r"^\W*cleared tool result\b"
+)
+"""A line a model would read as a FileRef, diff head or placeholder, once folded
+(``edits.fold``: lower case, look-alikes made ASCII): the marker guard refuses new ones."""
 
 OUTSIDE = "changed outside the agent"
 HINT_DIFF = (
