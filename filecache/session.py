@@ -517,7 +517,7 @@ class Session:
                             turn, loc, call_id, kind, data, text, held, spans, "", ()
                         )
                         return kind
-                version = None if data is None else version_of(data)
+                version = None if data is None else self.cache.version_for(loc, data)
                 turn.record_change(call_id, loc.rel, version, held)
                 return Kind.CHANGED
 
