@@ -52,7 +52,7 @@ from filecache.core.planner import (
     plan_read,
     wants_outline,
 )
-from filecache.core.render import render_write
+from filecache.core.render import render_sealed, render_write
 from filecache.core.results import Kind, ReadResult, Source, WriteResult
 from filecache.core.text import decode_text, encode_text, join_lines, split_lines
 from filecache.core.views import Facts, Span, map_through_edit
@@ -587,6 +587,14 @@ class Session:
         turn.views[src.key] = decision.view
         turn.seen[src.key] = src.version
         text, tokens = decision.text, decision.tokens
+        if not src.numbered:
+            # Raw and shell answers show a file byte for byte: filecache's own lines carry
+            # the seal a file cannot know (render.render_sealed); content is never touched.
+            if decision.kind in (Kind.UNCHANGED, Kind.DIFF, Kind.OUTLINE):
+                text = render_sealed(text, self.cache.seal)
+                tokens += self.cache.count(text) - self.cache.count(decision.text)
+            if notice:
+                notice = render_sealed(notice, self.cache.seal)
         if notice:
             text, tokens = notice + text, tokens + self.cache.count(notice)
         start, end = (1, len(src.lines)) if decision.kind == Kind.OUTLINE else (
