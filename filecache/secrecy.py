@@ -16,10 +16,15 @@ command prints it without naming it (``cat .e*``, ``cat "$(ls -a | grep en)"``).
 Limits (said in the README's Secrets section): a line shorter than ``MIN_LINE`` characters is
 not looked for; output that transforms the content (``base64``, ``tr``, a part of a line)
 is not recognised; content a denied file held before this process and never seen by it since
-is unknown; the walk skips VCS folders, ``node_modules`` and the store, and stops after
-``fsio.SWEEP_MAX_ENTRIES`` names. A false match only costs what is not stored.
+is unknown; the walk skips VCS folders, ``node_modules``, virtual environments (a vendored
+``cacert.pem`` is no secret, and its 3,500 lines would be searched for in every output) and the
+store, and stops after ``fsio.SWEEP_MAX_ENTRIES`` names. A false match only costs what is not
+stored. ``reveals`` remembers its answer per text (by xxh3) until the lines change, so a
+transcript's results are searched once, not on every pruning pass.
 
-When the walk runs: for ``reveals``, at most once per ``REWALK_AFTER`` seconds; for a read of a
+When the walk runs: for ``reveals``, at most once per ``REWALK_AFTER`` seconds, or 10 times
+the last walk's time if longer (a walk stops after 100,000 names: about 2 s on 2 busy cores
+for a root holding ``/usr``, 10 ms for this repository); for a read of a
 file with more than one hard link that is not known, when the file's ``st_ctime`` (which a new
 link or rename sets) is not older than the last walk.
 
@@ -41,6 +46,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+import xxhash
+
 from filecache.errors import ConfigError
 from filecache.fsio import STORE_DIR, SWEEP_MAX_ENTRIES
 from filecache.settings import is_denied
@@ -55,13 +62,20 @@ REWALK_AFTER = 2.0
 """Seconds a walk of the root for denied names stays fresh for ``reveals``."""
 
 _READ_MAX = 1 << 20  # bytes of one denied file the walk reads for its lines
-_LINES_MAX = 200_000  # lines remembered in all (a root full of keys must not fill memory)
-_SKIP = frozenset({".git", ".hg", ".svn", STORE_DIR, "node_modules"})
+_LINES_MAX = 20_000  # lines remembered in all (a root full of keys must not fill memory)
+_SKIP = frozenset(
+    {".git", ".hg", ".svn", STORE_DIR, "node_modules", ".venv", "venv", ".tox", ".nox",
+     "site-packages", "__pycache__"}
+)  # fmt: skip
+_MEMO_MAX = 4096  # texts whose answer ``reveals`` remembers
 _CTIME_SLACK_NS = 1_000_000_000  # file-system clocks lag the wall clock by a tick
 
 
-def _default_key_file() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+def _default_key_file() -> Path | None:
+    try:
+        base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    except (RuntimeError, KeyError):
+        return None  # no home folder: a key for this process
     return Path(base) / "filecache" / "secret.key"
 
 
@@ -79,6 +93,11 @@ def secret_key(key_file: str | None, root: Path | None) -> bytes:
     """
     global _process_key
     path = Path(key_file).expanduser() if key_file else _default_key_file()
+    if path is None:
+        with _keys_lock:
+            if _process_key is None:
+                _process_key = os.urandom(32)
+            return _process_key
     if root is not None:
         with contextlib.suppress(OSError, ValueError):
             resolved = path.resolve()
@@ -146,6 +165,8 @@ class SecretIndex:
         self._lines: dict[str, str] = {}  # line -> the denied path it came from
         self._read: dict[tuple[int, int], tuple[int, int]] = {}  # id -> (size, mtime) read
         self._walked_ns: int | None = None  # when the last walk started (time.time_ns)
+        self._rewalk_ns = 0  # no walk for ``reveals`` before then
+        self._memo: dict[tuple[int, str], tuple[int, str | None]] = {}  # text -> (lines, hit)
 
     def learn(self, rel: str, ident: tuple[int, int] | None, text: str | None) -> None:
         """A denied file was read (or found): remember its identity and its lines."""
@@ -178,19 +199,31 @@ class SecretIndex:
         """The denied path one of whose lines ``text`` holds, or None (module docstring)."""
         if not text:
             return None
+        key = (len(text), xxhash.xxh3_64_hexdigest(text.encode("utf-8", "surrogatepass")))
         with self._lock:
-            walked = self._walked_ns
-            if walked is None or time.time_ns() - walked > REWALK_AFTER * 1e9:
+            if self._walked_ns is None or time.time_ns() >= self._rewalk_ns:
                 self._walk()
+            known = self._memo.get(key)
+            if known is not None and known[0] == len(self._lines):
+                return known[1]  # lines are only ever added: the same count, the same lines
             lines = list(self._lines.items())
-        for line, rel in lines:
-            if line in text:
-                return rel
-        return None
+        hit = next((rel for line, rel in lines if line in text), None)
+        with self._lock:
+            if len(self._memo) >= _MEMO_MAX:
+                self._memo.clear()
+            self._memo[key] = (len(lines), hit)
+        return hit
 
     def _walk(self) -> None:
         """Find the root's files with denied names (held lock): identities and lines."""
-        self._walked_ns = time.time_ns()
+        self._walked_ns = start = time.time_ns()
+        try:
+            self._walk_tree()
+        finally:  # a slow walk (a huge root) is not run again sooner than 10 times its cost
+            took = time.time_ns() - start
+            self._rewalk_ns = start + max(int(REWALK_AFTER * 1e9), 10 * took)
+
+    def _walk_tree(self) -> None:
         seen = 0
         for here, dirs, files in os.walk(self.root, followlinks=False):
             dirs[:] = [d for d in dirs if d not in _SKIP]
