@@ -266,3 +266,48 @@ def test_any_output_holding_a_line_of_a_denied_file_is_revealed(
     (root / ".env.prod").write_text("\n".join(secret) + "\n")
     line = secret[pick % len(secret)]
     assert SecretIndex(root, (".env*",)).reveals(before + line + after) == ".env.prod"
+
+
+def test_a_decorated_tools_output_of_a_denied_file_is_not_stored(
+    tree: Path, tmp_path: Path
+) -> None:
+    """A read tool of the agent's own that prints a link's target (or any other way): its
+    output holds the denied file's lines, so no blob of it is stored."""
+    (tree / "config.txt").symlink_to(".env")
+    db = tmp_path / "s.db"
+    with FileCache(tree, store=db) as cache:
+        session = cache.session("s")
+
+        @session.read_tool
+        def read_file(path: str) -> str:
+            return (tree / path).read_text()
+
+        assert "SECRET-DOTENV-" in read_file("config.txt")
+        assert "SECRET-CONTROL-" in read_file("notes.txt")
+        cache.flush()
+    held = store_bytes(db)
+    assert b"SECRET-DOTENV-" not in held
+    assert b"SECRET-CONTROL-" in held
+
+
+def test_a_shell_read_of_a_hard_link_stores_nothing(tree: Path, tmp_path: Path) -> None:
+    from filecache.shell.bash_reads import serve_bash
+
+    os.link(tree / ".env", tree / "vars.txt")
+    db = tmp_path / "s.db"
+
+    def run(command: str) -> str:
+        return subprocess.run(
+            ["bash", "-c", command], cwd=tree, capture_output=True, text=True
+        ).stdout
+
+    with FileCache(tree, store=db) as cache:
+        session = cache.session("s")
+        first = serve_bash(session, "cat vars.txt", run, call_id="c1")
+        assert first == run("cat vars.txt")  # byte for byte what the shell prints
+        assert serve_bash(session, "cat vars.txt", run, call_id="c2").startswith("[filecache]")
+        serve_bash(session, "cat notes.txt", run, call_id="c3")
+        cache.flush()
+    held = store_bytes(db)
+    assert b"SECRET-DOTENV-" not in held
+    assert b"SECRET-CONTROL-" in held
