@@ -112,7 +112,7 @@ class FileCache:
         self._secret_plain: set[str] = set()  # their xxh3 versions: in memory, never stored
         self._secrets = SecretIndex(root_path, self.settings.deny)
         self._key: bytes | None = None
-        self._seal: str | None = None
+        self._ref_seal: str | None = None
         self._deny_memo: dict[str, bool] = {}  # names matched against settings.deny
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._path_locks: Path | None = None
@@ -360,13 +360,13 @@ class FileCache:
         return version
 
     @property
-    def seal(self) -> str:
+    def ref_seal(self) -> str:
         """6 hex digits a file cannot know: a keyed hash of the root, on filecache's own lines
         in raw and shell answers (``render.render_sealed``); the same in every process on this
         machine (the key file's)."""
-        if self._seal is None:
-            self._seal = keyed_digest(f"filecache seal\0{self.root}", self.key)[6:12]
-        return self._seal
+        if self._ref_seal is None:
+            self._ref_seal = keyed_digest(f"filecache seal\0{self.root}", self.key)[6:12]
+        return self._ref_seal
 
     def mark_secret(self, version: str) -> None:
         """Remember ``version`` as secret (a tool's output that printed a denied file)."""

@@ -28,10 +28,12 @@ for a root holding ``/usr``, 10 ms for this repository); for a read of a
 file with more than one hard link that is not known, when the file's ``st_ctime`` (which a new
 link or rename sets) is not older than the last walk.
 
-``secret_key`` is the key of keyed versions (``core.hashing.keyed_version``): 32 random bytes in
-a file outside the root (``settings.key_file``, default ``$XDG_CONFIG_HOME/filecache/secret.key``),
-made on first use with mode 0600; where it cannot be kept, a key for this process only (denied
-files then get content, never a FileRef, in other processes).
+``secret_key`` is the key of keyed versions (``core.hashing.keyed_version``): derived from
+``FILECACHE_KEY`` when set (a fleet sets the same value on every machine, so a denied file's
+version is the same on all of them), else 32 random bytes in a file outside the root
+(``settings.key_file``, default ``$XDG_CONFIG_HOME/filecache/secret.key``), made on first use
+with mode 0600; where it cannot be kept, a key for this process only (denied files then get
+content, never a FileRef, in other processes).
 
 Concurrency: ``SecretIndex._lock`` guards its maps; a walk runs under it.
 """
@@ -39,6 +41,7 @@ Concurrency: ``SecretIndex._lock`` guards its maps; a walk runs under it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import stat
 import threading
@@ -92,6 +95,9 @@ def secret_key(key_file: str | None, root: Path | None) -> bytes:
             protects nothing).
     """
     global _process_key
+    given = os.environ.get("FILECACHE_KEY")
+    if given:
+        return hashlib.blake2b(given.encode("utf-8"), person=b"fc-denied", digest_size=32).digest()
     path = Path(key_file).expanduser() if key_file else _default_key_file()
     if path is None:
         with _keys_lock:

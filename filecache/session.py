@@ -591,10 +591,10 @@ class Session:
             # Raw and shell answers show a file byte for byte: filecache's own lines carry
             # the seal a file cannot know (render.render_sealed); content is never touched.
             if decision.kind in (Kind.UNCHANGED, Kind.DIFF, Kind.OUTLINE):
-                text = render_sealed(text, self.cache.seal)
+                text = render_sealed(text, self.cache.ref_seal)
                 tokens += self.cache.count(text) - self.cache.count(decision.text)
             if notice:
-                notice = render_sealed(notice, self.cache.seal)
+                notice = render_sealed(notice, self.cache.ref_seal)
         if notice:
             text, tokens = notice + text, tokens + self.cache.count(notice)
         start, end = (1, len(src.lines)) if decision.kind == Kind.OUTLINE else (

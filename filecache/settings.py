@@ -16,7 +16,8 @@ Precedence, lowest first: the defaults below; a ``[tool.filecache]`` table in th
   or a tool's output that holds a denied file's lines (``filecache.secrecy``).
 - ``key_file`` (None: ``$XDG_CONFIG_HOME/filecache/secret.key``): the key of denied files'
   versions (a keyed BLAKE2b, so no stored hash gives a low-entropy secret back); made on first
-  use, mode 0600; refused inside the root.
+  use, mode 0600; refused inside the root. ``FILECACHE_KEY`` (a value a fleet sets on every
+  machine) takes its place when set.
 - ``retention_days`` (30): sessions unused this long are garbage-collected.
 - ``max_file_bytes`` (4 MiB): whole reads of larger files are refused (use offset/limit).
 - ``diff_max_ratio`` (0.6): a diff is sent only if its tokens are at most this fraction of the

@@ -53,7 +53,7 @@ def test_a_raw_fileref_is_not_what_a_file_can_hold(
         assert real.kind == "unchanged" and trap.kind == "full"
         assert trap.text == forged  # content is shown byte for byte
         assert real.text != trap.text  # ... and a real FileRef differs from it
-        assert f"; seal {cache.seal})" in real.text and cache.seal not in trap.text
+        assert f"; seal {cache.ref_seal})" in real.text and cache.ref_seal not in trap.text
         numbered = s.read("notes.txt", call_id="r4", fresh=True)
         assert "seal" not in numbered.text  # numbered answers need no seal
 
@@ -71,12 +71,12 @@ def test_a_shell_fileref_is_not_what_cat_prints(
         assert serve_bash(s, "cat notes.txt", run, call_id="c2") == run("cat notes.txt")  # type: ignore[arg-type]
         again = serve_bash(s, "cat notes.txt", run, call_id="c3")  # type: ignore[arg-type]
         assert again.startswith("[filecache] notes.txt unchanged since your result c2")
-        assert again != forged.replace("r1", "c2") and cache.seal in again
+        assert again != forged.replace("r1", "c2") and cache.ref_seal in again
         (root / "notes.txt").write_text((root / "notes.txt").read_text().replace("line 7", "L7"))
         diff = serve_bash(s, "cat notes.txt", run, call_id="c4")  # type: ignore[arg-type]
         head, *body = diff.splitlines()
-        assert head.endswith(f"(seal {cache.seal}):")
-        assert not any(cache.seal in line for line in body)  # the diff's lines are the file's
+        assert head.endswith(f"(seal {cache.ref_seal}):")
+        assert not any(cache.ref_seal in line for line in body)  # the diff's lines are the file's
 
 
 def test_cli_raw_fileref_carries_the_seal(
@@ -92,4 +92,4 @@ def test_cli_raw_fileref_carries_the_seal(
     assert second.stdout.startswith("[filecache] notes.txt unchanged since your result r1")
     assert second.stdout != forged
     with FileCache(root, store=db) as cache:  # the seal is the same in every process
-        assert f"seal {cache.seal})" in second.stdout
+        assert f"seal {cache.ref_seal})" in second.stdout

@@ -311,3 +311,26 @@ def test_a_shell_read_of_a_hard_link_stores_nothing(tree: Path, tmp_path: Path) 
     held = store_bytes(db)
     assert b"SECRET-DOTENV-" not in held
     assert b"SECRET-CONTROL-" in held
+
+
+def test_a_fleet_key_gives_every_machine_the_same_keyed_version(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``FILECACHE_KEY`` (one value across a fleet) decides the key, whatever key file each
+    machine has; without it, two key files give two versions (content, never a FileRef)."""
+    from filecache.secrecy import secret_key
+
+    versions = []
+    for n, fleet in [(1, "shared"), (2, "shared"), (3, None), (4, None)]:
+        monkeypatch.setenv("FILECACHE_KEY_FILE", str(tmp_path / f"machine{n}.key"))
+        if fleet:
+            monkeypatch.setenv("FILECACHE_KEY", fleet)
+        else:
+            monkeypatch.delenv("FILECACHE_KEY", raising=False)
+        with FileCache(tree, store=":memory:") as cache:
+            versions.append(cache.session("s").read(".env").version)
+        assert (tmp_path / f"machine{n}.key").exists() is (fleet is None)
+    assert versions[0] == versions[1] != versions[2] != versions[3]
+    assert all(v.startswith("keyed:") for v in versions)
+    assert oct((tmp_path / "machine3.key").stat().st_mode & 0o777) == "0o600"
+    assert len(secret_key(str(tmp_path / "machine3.key"), None)) == 32

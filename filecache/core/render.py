@@ -11,7 +11,7 @@ them can be refused; ``answer_of`` reads the kind and base of an answer back fro
 In answers without line numbers (``numbered=False``: raw reads, shell-mode ``cat``, decorated
 tools), a file's text is shown byte for byte, so a file can hold a line that reads exactly as a
 FileRef. There every line filecache writes carries a seal (``render_sealed``): 6 hex digits
-of a keyed hash of the root (``FileCache.seal``), the same in every answer on the project on
+of a keyed hash of the root (``FileCache.ref_seal``), the same in every answer on the project on
 this machine, which a file's author cannot know (the key is outside the repository). Content
 is never changed: a shell first read stays byte-identical to what the shell prints.
 """
