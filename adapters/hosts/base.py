@@ -249,7 +249,7 @@ class HostSession:
             loc = self.cache.locate(path)
         except FileCacheError:
             return None
-        if self.cache.denied(loc) or _denied_identity(self.cache, loc.real):
+        if self.cache.denied(loc):  # by name, alias, link target and identity (hard links)
             return None
         return loc.rel
 
@@ -280,33 +280,6 @@ class HostSession:
             return self.cache.locate(path).rel
         except FileCacheError:
             return None
-
-
-def _denied_identity(cache: FileCache, real: Path) -> bool:
-    """A hard link to a denied file under another name (same device and inode as a file of
-    the root's deny-list that the session could name): checked against the denied names in
-    the file's own folder and the root, which is where ``.env`` and keys live."""
-    try:
-        st = os.stat(real)
-    except OSError:
-        return False
-    if st.st_nlink < 2:
-        return False  # no other name: the name check was enough
-    for folder in {real.parent, cache.root}:
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.name == real.name or not cache.denied(entry.name):
-                continue
-            try:
-                other = entry.stat()
-            except OSError:
-                continue
-            if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
-                return True
-    return False
 
 
 def _digest(text: str) -> str:
