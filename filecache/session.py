@@ -78,7 +78,7 @@ from filecache.turns import SessionState, Turn
 if TYPE_CHECKING:
     from filecache.prune.transcript import Transcript
 
-__all__ = ["MODES", "Session"]
+__all__ = ["MODES", "Session", "check_session_id"]
 
 
 MODES = ("auto", "full", "outline")
@@ -93,6 +93,7 @@ class Session:
     """
 
     def __init__(self, cache: CacheHost, session_id: str) -> None:
+        check_session_id(session_id)
         self.cache = cache
         self.id = session_id
         self._lock = threading.RLock()
@@ -694,6 +695,22 @@ class Session:
         # os.urandom is what secrets.token_hex reads; secrets itself (hmac) costs ~10 ms import.
         # 12 decimal digits (~40 bits): always 4 o200k tokens, where 10 hex digits cost 4-10.
         return call_id if call_id else f"fc-{int.from_bytes(os.urandom(5)) % 10**12:012d}"
+
+
+def check_session_id(session_id: str) -> None:
+    """Refuse a session id with a control or format character (a newline, a tab, a zero-width
+    or bidirectional mark): it would break every line that names it (``sessions list``, logs)
+    and can pass for another id on screen.
+
+    Raises:
+        RequestError: saying which character, and what ids may hold.
+    """
+    for ch in session_id:
+        if not ch.isprintable():  # Unicode's Other and Separator classes, but for " "
+            raise RequestError(
+                f"session id {session_id[:40]!r} contains the unprintable character "
+                f"U+{ord(ch):04X}; use letters, digits and punctuation (e.g. agent-1)"
+            )
 
 
 async def _in_thread(call: Callable[[], _T]) -> _T:
