@@ -132,7 +132,9 @@ def test_a_store_outage_prints_one_line(tree: Path) -> None:
     assert done.returncode == StoreError.exit_code
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr  # on 114493c: psycopg_pool's warnings first
-    assert lines[0].startswith("filecache: cannot open the PostgreSQL store") and "refused" in lines[0]
+    assert (
+        lines[0].startswith("filecache: cannot open the PostgreSQL store") and "refused" in lines[0]
+    )
 
 
 @pytest.fixture

@@ -276,6 +276,18 @@ class PostgresStore(ClosesOnExit):
         row = self._one(lambda c: c.execute(HEAD, (session_id,)).fetchone())
         return 0 if row is None else int(row[0])
 
+    def settled_events(self, session_id: str, after: int) -> list[Event]:
+        """The session's events after ``after`` once no commit of it is in flight: the
+        session's row is locked first (``FOR UPDATE``), which waits for a commit still running
+        on a connection whose reply was lost (``filecache_commit`` holds that row's lock)."""
+
+        def work(conn: Conn) -> list[Event]:
+            conn.execute("SELECT 1 FROM sessions WHERE session_id = %s FOR UPDATE", (session_id,))
+            rows = conn.execute(SELECT_EVENTS, (session_id, after)).fetchall()
+            return [event_of_row(row) for row in rows]
+
+        return self._transaction(work)
+
     def commit(
         self,
         session_id: str,
