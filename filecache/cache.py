@@ -57,6 +57,7 @@ from filecache.errors import (
     MissingFileError,
     OutsideRootError,
     RequestError,
+    StoreError,
 )
 from filecache.fsio import STALE_AFTER, Located, locate, read_bytes, sweep_temp_files
 from filecache.secrecy import SecretIndex, secret_key
@@ -265,16 +266,22 @@ class FileCache:
                 session.note_external_change(change.path)
 
     def close(self) -> None:
-        """Stop the watcher, flush pending blobs and close the store."""
+        """Stop the watcher, flush pending blobs and close the store.
+
+        A blob that cannot be stored now (a full disk, a file-size limit, a store gone away) is
+        a warning, never an error: every answer and edit was committed before, and a lost blob
+        only means content instead of a diff later. So a call that succeeded never turns into a
+        failure at the end (the CLI would exit non-zero after an edit it applied)."""
         if self.watcher is not None:
             self.watcher.stop()
         try:
-            self.flush()
+            for step in (self.flush, self._writer.close):
+                try:
+                    step()
+                except StoreError as exc:
+                    _warn(f"some content was not kept for later diffs ({exc})")
         finally:
-            try:
-                self._writer.close()
-            finally:
-                self.store.close()
+            self.store.close()
 
     @property
     def tokens(self) -> TokenCounter:
@@ -637,3 +644,9 @@ def _store_files(store: Store) -> frozenset[Path]:
     base = path.resolve()
     suffixes = ("-wal", "-shm", "-journal", ".lock")
     return frozenset([base, *(base.with_name(base.name + s) for s in suffixes)])
+
+
+def _warn(message: str) -> None:
+    import logging  # on first use
+
+    logging.getLogger("filecache").warning("filecache: warning: %s", message)
