@@ -43,6 +43,8 @@ from itertools import filterfalse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import xxhash
+
 from filecache.core.hashing import version_of
 from filecache.core.results import ReadResult, Source, WriteResult, content_text
 from filecache.core.text import content_header, join_lines, split_lines
@@ -65,7 +67,11 @@ if TYPE_CHECKING:
     from filecache.outline.outline import Outline
     from filecache.watch import Change, Watcher
 
-__all__ = ["FileCache", "ReadResult", "Session", "WriteResult"]
+__all__ = ["ROOT_SEPARATOR", "FileCache", "ReadResult", "Session", "WriteResult"]
+
+ROOT_SEPARATOR = "#"
+"""Between a session id and its root's hash, in the stored id of a session on a root that is not
+its store's home root (``FileCache.session``)."""
 
 
 _TOKEN_COUNTS_MAX = 100_000  # (version, range) token counts kept in memory (the store has all)
@@ -107,6 +113,7 @@ class FileCache:
         self._deny_memo: dict[str, bool] = {}  # names matched against settings.deny
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._path_locks: Path | None = None
+        self._home: bool | None = None  # whether this root is its store's home root
         self.watcher: Watcher | None = None
         self._collect_garbage()
         self.recover()
@@ -125,9 +132,12 @@ class FileCache:
         """A session: one model context. A known id continues that session from the store.
 
         The same id gives the same object while it is alive; another cache or process with the
-        same id and store shares the session (each call catches up with the store first).
+        same id, root and store shares the session (each call catches up with the store first).
+        On a root other than the store's home root the session is stored as ``ID#<root hash>``
+        (``session.id``): one id on two roots of one store names two sessions.
         """
-        sid = session_id or self.settings.session or "s-" + os.urandom(6).hex()
+        given = session_id or self.settings.session or "s-" + os.urandom(6).hex()
+        sid = self._stored_session_id(given)
         with self._lock:
             session = self._sessions.get(sid)
         if session is not None:
@@ -135,6 +145,33 @@ class FileCache:
         made = Session(self, sid)  # not under self._lock: it writes to the store
         with self._lock:
             return self._sessions.setdefault(sid, made)
+
+    def _stored_session_id(self, given: str) -> str:
+        """The id a session of this root is stored under: ``given`` on the store's home root
+        (the first root that opened it), ``given#<hash of the root>`` on any other, so that one
+        id used on two roots sharing a store never shares views of equal relative paths.
+
+        Raises:
+            RequestError: ``given`` holds ``#`` (reserved for the other roots' form), unless it
+                is already this root's form.
+        """
+        if self._home is None:
+            with self.store.lock("meta:home_root"):
+                home = self.store.cache_get("meta", "home_root")
+                if home is None:
+                    home = str(self.root)
+                    self.store.cache_put("meta", "home_root", home)
+            self._home = home == str(self.root)
+        suffix = ROOT_SEPARATOR + xxhash.xxh3_64_hexdigest(str(self.root).encode())[:8]
+        bare = given.removesuffix(suffix)
+        if not self._home and bare != given and ROOT_SEPARATOR not in bare:
+            return given
+        if ROOT_SEPARATOR in given:
+            raise RequestError(
+                f"session id {given[:60]!r}: '{ROOT_SEPARATOR}' is reserved (it marks a "
+                "session's form on another root of a shared store); choose an id without it"
+            )
+        return given if self._home else given + suffix
 
     @contextlib.contextmanager
     def path_lock(self, rel: str) -> Iterator[None]:
