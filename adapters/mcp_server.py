@@ -213,9 +213,9 @@ class FileCacheServer:
             yield
             return
         first = conn.sessions[0]
-        store = first.cache.store
+        store, seal = first.cache.store, self.caches[0].seal
         with store.lock(f"lease:{first.id}"):
-            holder = store.cache_get("lease", first.id)
+            holder = seal.get(store, "lease", first.id)  # sealed: a planted "" is no release
             if holder != conn.lease:
                 # "" is a lease its holder released (a stdio server that exited): a new
                 # connection continues it; one that held it before has lost what came between.
@@ -233,7 +233,7 @@ class FileCacheServer:
                     for session in conn.sessions:
                         session.forget(session.held_call_ids())
                     conn.since = {s.id: store_head(s) for s in conn.sessions}
-                store.cache_put("lease", first.id, conn.lease)
+                seal.put(store, "lease", first.id, conn.lease)
                 conn.held = True
             yield
 
@@ -242,10 +242,10 @@ class FileCacheServer:
         if conn.lease is None:
             return
         first = conn.sessions[0]
-        store = first.cache.store
+        store, seal = first.cache.store, self.caches[0].seal
         with store.lock(f"lease:{first.id}"):
-            if store.cache_get("lease", first.id) == conn.lease:
-                store.cache_put("lease", first.id, "")
+            if seal.get(store, "lease", first.id) == conn.lease:
+                seal.put(store, "lease", first.id, "")
 
     # -- paths --------------------------------------------------------------------------------
 

@@ -55,13 +55,15 @@ from filecache.errors import (
     MissingFileError,
     OutsideRootError,
     RequestError,
+    StoreError,
 )
 from filecache.fsio import STALE_AFTER, Located, locate, read_bytes, sweep_temp_files
 from filecache.session import Session
 from filecache.settings import Settings, is_denied, load_settings
 from filecache.store.blob_writer import BlobWriter
 from filecache.store.opening import open_store
-from filecache.store.store import Event, Store, default_store_path
+from filecache.store.seal import default_seal
+from filecache.store.store import Event, Store, default_store_path, fallback_store_folder
 
 if TYPE_CHECKING:
     from filecache.outline.outline import Outline
@@ -105,7 +107,10 @@ class FileCache:
         self._shapes: dict[str, _Shape] = {}  # per held version: chars, extra bytes, memory
         self._lines_size = 0
         self._budget = int(self.settings.memory_mb * 1024 * 1024)
-        self._writer = BlobWriter(self.store, max(self._budget // 4, 1 << 20), self._needed)
+        self.seal = default_seal()  # what the store holds is used only when it verifies
+        self._writer = BlobWriter(
+            self.store, max(self._budget // 4, 1 << 20), self._needed, self.seal
+        )
         self._token_counts: dict[tuple[str, int, int, bool], int] = {}
         self._stored: set[str] = set()
         self._pending: set[str] = set()
@@ -181,7 +186,12 @@ class FileCache:
 
         with self._lock:
             if self._path_locks is None:
-                self._path_locks = default_store_path(self.root).with_name("paths.lock")
+                try:
+                    self._path_locks = default_store_path(self.root).with_name("paths.lock")
+                except StoreError:  # a linked store folder (a store named elsewhere is used)
+                    folder = fallback_store_folder(self.root)
+                    folder.mkdir(parents=True, exist_ok=True)
+                    self._path_locks = folder / "paths.lock"
             where = self._path_locks
         name = f"path:{self.root}\0{rel}"
         with lock_file(where).hold(name), self.store.lock(name):
@@ -429,7 +439,9 @@ class FileCache:
             self._pending.clear()
             self._stored.update(v for v, _ in pending)
         for version, lines in pending:
-            self.store.put_blob(version, join_lines(lines).encode("utf-8"))
+            data = join_lines(lines).encode("utf-8")
+            self.store.put_blob(version, data)
+            self.seal.put_tag(self.store, "blob", version, data)
         self._writer.drain()
 
     def held_lines(self, version: str) -> list[str] | None:
@@ -446,8 +458,8 @@ class FileCache:
         if lines is not None:
             return lines
         blob = self.store.get_blob(version)
-        if blob is None:
-            return None
+        if blob is None or not self.seal.check_tag(self.store, "blob", version, blob):
+            return None  # absent, or not what a process with our key stored: no diff from it
         lines = split_lines(blob.decode("utf-8"))
         self.remember(version, lines, False)
         return lines
@@ -493,13 +505,13 @@ class FileCache:
             f"{version}:{OUTLINE_VERSION}:{language_for_path(path)}:{budget}:"
             f"{count_tokens_encoding()}:{path}"
         )
-        cached = None if secret else self.store.cache_get("outline", key)
+        cached = None if secret else self.seal.get(self.store, "outline", key)
         if cached is not None:
             return cached
         outline = self.outline_of(version, path, lines)
         text = render_outline(outline, path, max_tokens)
         if not secret:
-            self.store.cache_put("outline", key, text)
+            self.seal.put(self.store, "outline", key, text)
         return text
 
     def count(self, text: str) -> int:
@@ -523,13 +535,13 @@ class FileCache:
             return cached
         skey = f"{src.version}:{start}:{end}:{int(src.numbered)}:{self._tokens.encoding}"
         secret = src.version in self._secret  # a count reveals little; still, nothing stored
-        stored = None if secret else self.store.cache_get("tokens", skey)
-        if stored is not None:
+        stored = None if secret else self.seal.get(self.store, "tokens", skey)
+        if stored is not None and stored.isdigit():
             n = int(stored)
         else:
             n = self._tokens.count(content_text(src, start, end))
             if not secret:
-                self.store.cache_put("tokens", skey, str(n))
+                self.seal.put(self.store, "tokens", skey, str(n))
         with self._lock:
             if len(self._token_counts) >= _TOKEN_COUNTS_MAX:  # a long-lived server: bound it
                 self._token_counts.clear()

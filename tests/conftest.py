@@ -20,10 +20,15 @@ NOTES = "".join(f"line {i}: the quick brown fox jumps over the lazy dog\n" for i
 
 
 @pytest.fixture(autouse=True)
-def _no_filecache_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests do not see the developer's ``FILECACHE_*`` settings (session, store, limits)."""
+def _no_filecache_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Tests do not see the developer's ``FILECACHE_*`` settings (session, store, limits), nor
+    their key file: one key file for the run (``filecache.store.seal``), under the run's temp
+    folder (servers the tests start inherit it)."""
     for name in [n for n in os.environ if n.startswith("FILECACHE_")]:
         monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.getbasetemp() / "config"))
 
 
 @pytest.fixture
