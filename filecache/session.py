@@ -79,7 +79,7 @@ from filecache.turns import SessionState, Turn
 if TYPE_CHECKING:
     from filecache.prune.transcript import Transcript
 
-__all__ = ["MODES", "Session", "check_session_id"]
+__all__ = ["MODES", "Session", "check_session_id", "new_call_id"]
 
 
 MODES = ("auto", "full", "outline")
@@ -804,9 +804,14 @@ class Session:
     _current: Turn | None = None
 
     def _call_id(self, call_id: str | None) -> str:
-        # os.urandom is what secrets.token_hex reads; secrets itself (hmac) costs ~10 ms import.
-        # 12 decimal digits (~40 bits): always 4 o200k tokens, where 10 hex digits cost 4-10.
-        return call_id if call_id else f"fc-{int.from_bytes(os.urandom(5)) % 10**12:012d}"
+        return call_id if call_id else new_call_id()
+
+
+def new_call_id() -> str:
+    """A generated call id, ``fc-`` and 12 digits."""
+    # os.urandom is what secrets.token_hex reads; secrets itself (hmac) costs ~10 ms import.
+    # 12 decimal digits (~40 bits): always 4 o200k tokens, where 10 hex digits cost 4-10.
+    return f"fc-{int.from_bytes(os.urandom(5)) % 10**12:012d}"
 
 
 def check_session_id(session_id: str) -> None:
