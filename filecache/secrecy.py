@@ -31,7 +31,7 @@ link or rename sets) is not older than the last walk.
 ``secret_key`` is the key of keyed versions (``core.hashing.keyed_version``): derived from
 ``FILECACHE_KEY`` when set (a fleet sets the same value on every machine, so a denied file's
 version is the same on all of them), else 32 random bytes in a file outside the root
-(``settings.key_file``, default ``$XDG_CONFIG_HOME/filecache/secret.key``), made on first use
+(``settings.key_file``, default ``$XDG_CONFIG_HOME/filecache/key``), made on first use
 with mode 0600; where it cannot be kept, a key for this process only (denied files then get
 content, never a FileRef, in other processes).
 
@@ -74,12 +74,17 @@ _MEMO_MAX = 4096  # texts whose answer ``reveals`` remembers
 _CTIME_SLACK_NS = 1_000_000_000  # file-system clocks lag the wall clock by a tick
 
 
+def default_key_file() -> Path | None:
+    """The user's key file (whether or not it exists yet), or None without a home folder."""
+    return _default_key_file()
+
+
 def _default_key_file() -> Path | None:
     try:
         base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     except (RuntimeError, KeyError):
         return None  # no home folder: a key for this process
-    return Path(base) / "filecache" / "secret.key"
+    return Path(base) / "filecache" / "key"
 
 
 _process_key: bytes | None = None

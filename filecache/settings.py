@@ -14,7 +14,7 @@ Precedence, lowest first: the defaults below; a ``[tool.filecache]`` table in th
   env). The model is still shown what it reads; see ``FileCache.denied``. Denied too: a file
   that is a denied file under another name (a hard link: same device and inode), and a version
   or a tool's output that holds a denied file's lines (``filecache.secrecy``).
-- ``key_file`` (None: ``$XDG_CONFIG_HOME/filecache/secret.key``): the key of denied files'
+- ``key_file`` (None: ``$XDG_CONFIG_HOME/filecache/key``): the key of denied files'
   versions (a keyed BLAKE2b, so no stored hash gives a low-entropy secret back); made on first
   use, mode 0600; refused inside the root. ``FILECACHE_KEY`` (a value a fleet sets on every
   machine) takes its place when set.
