@@ -43,7 +43,7 @@ from filecache.core.edits import (
     landings,
     line_range,
 )
-from filecache.core.hashing import args_hash, version_of
+from filecache.core.hashing import KEYED, args_hash
 from filecache.core.planner import (
     ReadDecision,
     ReadRequest,
@@ -52,9 +52,9 @@ from filecache.core.planner import (
     plan_read,
     wants_outline,
 )
-from filecache.core.render import RETRIED_DETAIL, render_write
+from filecache.core.render import RETRIED_DETAIL, render_sealed, render_write
 from filecache.core.results import Kind, ReadResult, Source, WriteResult
-from filecache.core.text import decode_text, encode_text, split_lines
+from filecache.core.text import decode_text, encode_text, join_lines, split_lines
 from filecache.core.views import Facts, Span, map_through_edit
 from filecache.errors import (
     CallAbandonedError,
@@ -178,7 +178,8 @@ class Session:
                 raise
             # A range of a file over the limit: streamed, hashed whole, only the range kept
             # (lines cut at text.MAX_LINE_CHARS); always content, never stored (fsio.read_window).
-            window = read_window(loc, offset, limit, budget=limit_bytes)
+            key = self.cache.key if self.cache.denied(loc) else None  # keyed if denied
+            window = read_window(loc, offset, limit, budget=limit_bytes, key=key)
             self.cache.denied(loc, window.version)  # its lines are never stored in any case
             src = Source(loc.rel, loc.rel, window.version, window.lines, numbered)
             first, count = window.lines.start, len(window.lines.kept)
@@ -353,12 +354,14 @@ class Session:
                 if text is None:
                     gone.add(cid)
                 elif record is not None and record.text_hash is not None:
-                    if version_of(text.encode("utf-8")) != record.text_hash:
+                    keyed = record.text_hash.startswith(KEYED)
+                    if self.cache.digest(text, keyed) != record.text_hash:
                         gone.add(cid)
                 if record is not None and record.args:  # a write/edit: its arguments must remain
                     call = calls.get(cid)
                     carried = _strings(call.arguments) if call is not None else set()
-                    if not set(record.args) <= {args_hash(v) for v in carried}:
+                    secret = record.args[0].startswith(KEYED)
+                    if not set(record.args) <= {self._args_hash(v, secret) for v in carried}:
                         gone.add(cid)
             if gone:
                 self.forget(gone)
@@ -381,8 +384,9 @@ class Session:
             }  # a decorated tool's output is not a file: its next call is hashed
             for key, held in newest.items():
                 try:
-                    data = read_bytes(self.cache.locate(key), self.cache.settings.max_file_bytes)
-                    version: str | None = version_of(data)
+                    loc = self.cache.locate(key)
+                    data = read_bytes(loc, self.cache.settings.max_file_bytes)
+                    version: str | None = self.cache.version_for(loc, data)
                 except MissingFileError:
                     version = None  # deleted: a change too
                 except FileCacheError:
@@ -488,9 +492,15 @@ class Session:
 
         ``lines=(start, end)`` answers only those lines of ``output`` (1-based, inclusive): the
         content is then their raw text, ``render_lines(numbered=False)``."""
-        version = version_of(output.encode("utf-8"))
+        # A denied path's output, or one that prints a denied file's lines, is keyed and kept
+        # out of the store like a denied file's read.
+        secret = self.cache.denied(path) or self.cache.reveals(output) is not None
+        version = self.cache.digest(output, secret)
+        if secret:
+            self.cache.denied(path, version)  # marks it when the path is denied
+            self.cache.mark_secret(version)
         split = split_lines(output)
-        self.cache.remember(version, split, not self.cache.denied(path, version))
+        self.cache.remember(version, split, not secret)
         start, end = lines or (1, len(split))
         whole = start == 1 and end == len(split)
         src = Source(key, path, version, split, False, output if whole else None)
@@ -505,6 +515,81 @@ class Session:
         with self._turn() as turn:
             turn.log(cid, tool, path, kind=tool + "ed")
         return cid
+
+    def adopt_change(
+        self,
+        path: str | Path,
+        *,
+        call_id: str,
+        content: str | None = None,
+        edits: Sequence[tuple[str, str]] | None = None,
+        replace_all: bool = False,
+        deleted: bool = False,
+    ) -> str:
+        """Record a change that a host's own tool already made (Claude Code's Edit, Codex's
+        apply_patch...): the model knows what it wrote, so the lines it held stay held.
+
+        Exactly one of ``content`` (the whole file written), ``edits`` ((old, new) pairs applied
+        in order to the version the model holds) or ``deleted``. Under the path's lock the file
+        is read once: when its bytes are exactly what the change makes of the version the model
+        holds (or ``content``), the model's facts map through the change as for ``edit`` and
+        ``write``; otherwise (the model held nothing to apply the edits to, or something else
+        changed the file too) it is recorded as a change, so the next read is a diff or the
+        content. Nothing on disk is written. Returns ``Kind.EDITED``/``WRITTEN`` when adopted,
+        ``Kind.CHANGED`` otherwise.
+
+        Raises:
+            PathError, StoreError: as for ``read``; nothing was recorded.
+        """
+        if sum((content is not None, edits is not None, deleted)) != 1:
+            raise RequestError("adopt_change needs exactly one of content, edits or deleted")
+
+        def adopt_at(loc: Located) -> str:
+            with self._turn() as turn, self.cache.path_lock(loc.rel):
+                data = self._current_bytes(loc)
+                view = turn.view(loc.rel)
+                held = (
+                    self._state.last_seen(loc.rel, view)
+                    if view is not None and view.versions
+                    else self._state.seen.get(loc.rel)
+                )
+                planned = None if deleted or data is None else self._adopted(
+                    loc, call_id, held, content, edits, replace_all)  # fmt: skip
+                if planned is not None and data is not None:
+                    text, spans, kind = planned
+                    if encode_text(text, loc.rel) == data:
+                        self._record_written(
+                            turn, loc, call_id, kind, data, text, held, spans, "", ()
+                        )
+                        return kind
+                version = None if data is None else self.cache.version_for(loc, data)
+                turn.record_change(call_id, loc.rel, version, held)
+                return Kind.CHANGED
+
+        return self._locations.retry(path, adopt_at)
+
+    def _adopted(
+        self,
+        loc: Located,
+        cid: str,
+        held: str | None,
+        content: str | None,
+        edits: Sequence[tuple[str, str]] | None,
+        replace_all: bool,
+    ) -> tuple[str, list[Span], str] | None:
+        """What the host's change makes of the version the model holds (text, the spans the
+        model then holds, kind), or None when it cannot be placed."""
+        if content is not None:
+            count = len(split_lines(content))
+            return content, ([(1, count, (frozenset([cid]),))] if count else []), Kind.WRITTEN
+        old = self.cache.lines_of(held) if held is not None else None
+        if old is None or not edits:
+            return None  # the model holds no version to apply them to: a plain change
+        try:
+            text, spans, _ = self._edit_plan(loc, cid, edits, replace_all)(join_lines(old), held)
+        except FileCacheError:
+            return None  # the edits do not apply to what the model holds
+        return text, spans, Kind.EDITED
 
     def _answer(
         self,
@@ -547,6 +632,14 @@ class Session:
         turn.views[src.key] = decision.view
         turn.seen[src.key] = src.version
         text, tokens = decision.text, decision.tokens
+        if not src.numbered:
+            # Raw and shell answers show a file byte for byte: filecache's own lines carry
+            # the seal a file cannot know (render.render_sealed); content is never touched.
+            if decision.kind in (Kind.UNCHANGED, Kind.DIFF, Kind.OUTLINE):
+                text = render_sealed(text, self.cache.ref_seal)
+                tokens += self.cache.count(text) - self.cache.count(decision.text)
+            if notice:
+                notice = render_sealed(notice, self.cache.ref_seal)
         if notice:
             text, tokens = notice + text, tokens + self.cache.count(notice)
         start, end = (1, len(src.lines)) if decision.kind == Kind.OUTLINE else (
@@ -555,7 +648,8 @@ class Session:
             request.call_id, "read", src.path, start=start, end=end, version=src.version,
             base_version=decision.base_version, kind=str(decision.kind),
             base_call_id=decision.base_call_id, tokens=tokens, tokens_full=request.plain,
-            text_hash=version_of(text.encode("utf-8")), deps=tuple(sorted(decision.relied)),
+            text_hash=self.cache.digest(text, self.cache.secret(src.version)),
+            deps=tuple(sorted(decision.relied)),
         )  # fmt: skip
         return ReadResult(
             str(decision.kind), text, src.path, src.version, request.call_id,
@@ -624,7 +718,7 @@ class Session:
                     f"{loc.rel}: kept changing while being {kind} (another program writes it "
                     "without filecache's lock); nothing was written; read it again and retry"
                 )
-            version = version_of(data)
+            version = cache.version_for(loc, data)  # keyed for a denied file
             if self._state.is_abandoned(cid):
                 raise CallAbandonedError(f"{loc.rel}: the call {cid} was abandoned; not {kind}")
             intent = Intent(self.id, cid, str(cache.root), loc.rel, before, version)
@@ -674,7 +768,7 @@ class Session:
                 continue
             # we hold the path's lock: its writer is not between replace and commit (it died)
             data = self._current_bytes(loc)
-            if data is not None and version_of(data) == intent.after:
+            if data is not None and self.cache.version_for(loc, data) == intent.after:
                 result = self._retried(loc, kind, intent.after, intent.before, cid, turn)
                 turn.on_commit(lambda: store.drop_intent(self.id, cid))
                 return result
@@ -703,7 +797,7 @@ class Session:
             turn.log(
                 cid, "write" if kind == "written" else "edit", loc.rel, version=version,
                 base_version=before, kind=kind, tokens=tokens, tokens_full=tokens,
-                text_hash=version_of(message.encode("utf-8")),
+                text_hash=self.cache.digest(message, False),
             )  # fmt: skip
         return WriteResult(kind, message, loc.rel, version, before, cid, tokens)
 
@@ -721,12 +815,11 @@ class Session:
         written: Sequence[str],
     ) -> WriteResult:
         notice = self._outside.notices(self._state, turn, cid, loc.rel)
-        version = version_of(data)
+        version = self.cache.version_for(loc, data)
         lines = split_lines(text)
         # as for reads: denied files and files over max_file_bytes are never stored
-        storable = (
-            not self.cache.denied(loc, version) and len(data) <= self.cache.settings.max_file_bytes
-        )
+        secret = self.cache.denied(loc, version)
+        storable = not secret and len(data) <= self.cache.settings.max_file_bytes
         self.cache.remember(version, lines, storable)
         message = notice + render_write(loc.rel, kind, version, len(lines), detail)
         tokens = self.cache.count(message)
@@ -738,8 +831,8 @@ class Session:
         turn.log(
             cid, "write" if kind == "written" else "edit", loc.rel, version=version,
             base_version=before, kind=kind, tokens=tokens, tokens_full=tokens,
-            text_hash=version_of(message.encode("utf-8")),
-            args=tuple(args_hash(w) for w in written),
+            text_hash=self.cache.digest(message, False),
+            args=tuple(self._args_hash(w, secret) for w in written),
         )  # fmt: skip
         return WriteResult(kind, message, loc.rel, version, before, cid, tokens)
 
@@ -765,7 +858,7 @@ class Session:
         replaced; (None, None) for a new file."""
         if data is None:
             return None, None
-        version = version_of(data)
+        version = self.cache.version_for(loc, data)
         if len(data) > self.cache.settings.max_file_bytes:
             return None, version
         try:
@@ -802,6 +895,10 @@ class Session:
                 self._current = None
 
     _current: Turn | None = None
+
+    def _args_hash(self, text: str, secret: bool) -> str:
+        """The ledger's tag of what a write/edit carried: keyed for a denied file's."""
+        return self.cache.digest(text, True) if secret else args_hash(text)
 
     def _call_id(self, call_id: str | None) -> str:
         return call_id if call_id else new_call_id()
