@@ -47,6 +47,8 @@ from itertools import filterfalse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import xxhash
+
 from filecache.core.hashing import KEYED, keyed_digest, keyed_version, version_of
 from filecache.core.results import ReadResult, Source, WriteResult, content_text
 from filecache.core.text import content_header, join_lines, split_lines
@@ -57,6 +59,7 @@ from filecache.errors import (
     MissingFileError,
     OutsideRootError,
     RequestError,
+    StoreError,
 )
 from filecache.fsio import STALE_AFTER, Located, locate, read_bytes, sweep_temp_files
 from filecache.secrecy import SecretIndex, secret_key
@@ -64,13 +67,18 @@ from filecache.session import Session
 from filecache.settings import Settings, is_denied, load_settings
 from filecache.store.blob_writer import BlobWriter
 from filecache.store.opening import open_store
-from filecache.store.store import Event, Store, default_store_path
+from filecache.store.seal import default_seal
+from filecache.store.store import Event, Store, default_store_path, fallback_store_folder
 
 if TYPE_CHECKING:
     from filecache.outline.outline import Outline
     from filecache.watch import Change, Watcher
 
-__all__ = ["FileCache", "ReadResult", "Session", "WriteResult"]
+__all__ = ["ROOT_SEPARATOR", "FileCache", "ReadResult", "Session", "WriteResult"]
+
+ROOT_SEPARATOR = "#"
+"""Between a session id and its root's hash, in the stored id of a session on a root that is not
+its store's home root (``FileCache.session``)."""
 
 
 _TOKEN_COUNTS_MAX = 100_000  # (version, range) token counts kept in memory (the store has all)
@@ -104,7 +112,10 @@ class FileCache:
         self._shapes: dict[str, _Shape] = {}  # per held version: chars, extra bytes, memory
         self._lines_size = 0
         self._budget = int(self.settings.memory_mb * 1024 * 1024)
-        self._writer = BlobWriter(self.store, max(self._budget // 4, 1 << 20), self._needed)
+        self.seal = default_seal()  # what the store holds is used only when it verifies
+        self._writer = BlobWriter(
+            self.store, max(self._budget // 4, 1 << 20), self._needed, self.seal
+        )
         self._token_counts: dict[tuple[str, int, int, bool], int] = {}
         self._stored: set[str] = set()
         self._pending: set[str] = set()
@@ -116,6 +127,7 @@ class FileCache:
         self._deny_memo: dict[str, bool] = {}  # names matched against settings.deny
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._path_locks: Path | None = None
+        self._home: bool | None = None  # whether this root is its store's home root
         self.watcher: Watcher | None = None
         self._collect_garbage()
         self.recover()
@@ -134,9 +146,12 @@ class FileCache:
         """A session: one model context. A known id continues that session from the store.
 
         The same id gives the same object while it is alive; another cache or process with the
-        same id and store shares the session (each call catches up with the store first).
+        same id, root and store shares the session (each call catches up with the store first).
+        On a root other than the store's home root the session is stored as ``ID#<root hash>``
+        (``session.id``): one id on two roots of one store names two sessions.
         """
-        sid = session_id or self.settings.session or "s-" + os.urandom(6).hex()
+        given = session_id or self.settings.session or "s-" + os.urandom(6).hex()
+        sid = self._stored_session_id(given)
         with self._lock:
             session = self._sessions.get(sid)
         if session is not None:
@@ -144,6 +159,33 @@ class FileCache:
         made = Session(self, sid)  # not under self._lock: it writes to the store
         with self._lock:
             return self._sessions.setdefault(sid, made)
+
+    def _stored_session_id(self, given: str) -> str:
+        """The id a session of this root is stored under: ``given`` on the store's home root
+        (the first root that opened it), ``given#<hash of the root>`` on any other, so that one
+        id used on two roots sharing a store never shares views of equal relative paths.
+
+        Raises:
+            RequestError: ``given`` holds ``#`` (reserved for the other roots' form), unless it
+                is already this root's form.
+        """
+        if self._home is None:
+            with self.store.lock("meta:home_root"):
+                home = self.store.cache_get("meta", "home_root")
+                if home is None:
+                    home = str(self.root)
+                    self.store.cache_put("meta", "home_root", home)
+            self._home = home == str(self.root)
+        suffix = ROOT_SEPARATOR + xxhash.xxh3_64_hexdigest(str(self.root).encode())[:8]
+        bare = given.removesuffix(suffix)
+        if not self._home and bare != given and ROOT_SEPARATOR not in bare:
+            return given
+        if ROOT_SEPARATOR in given:
+            raise RequestError(
+                f"session id {given[:60]!r}: '{ROOT_SEPARATOR}' is reserved (it marks a "
+                "session's form on another root of a shared store); choose an id without it"
+            )
+        return given if self._home else given + suffix
 
     @contextlib.contextmanager
     def path_lock(self, rel: str) -> Iterator[None]:
@@ -153,7 +195,12 @@ class FileCache:
 
         with self._lock:
             if self._path_locks is None:
-                self._path_locks = default_store_path(self.root).with_name("paths.lock")
+                try:
+                    self._path_locks = default_store_path(self.root).with_name("paths.lock")
+                except StoreError:  # a linked store folder (a store named elsewhere is used)
+                    folder = fallback_store_folder(self.root)
+                    folder.mkdir(parents=True, exist_ok=True)
+                    self._path_locks = folder / "paths.lock"
             where = self._path_locks
         name = f"path:{self.root}\0{rel}"
         with lock_file(where).hold(name), self.store.lock(name):
@@ -265,16 +312,22 @@ class FileCache:
                 session.note_external_change(change.path)
 
     def close(self) -> None:
-        """Stop the watcher, flush pending blobs and close the store."""
+        """Stop the watcher, flush pending blobs and close the store.
+
+        A blob that cannot be stored now (a full disk, a file-size limit, a store gone away) is
+        a warning, never an error: every answer and edit was committed before, and a lost blob
+        only means content instead of a diff later. So a call that succeeded never turns into a
+        failure at the end (the CLI would exit non-zero after an edit it applied)."""
         if self.watcher is not None:
             self.watcher.stop()
         try:
-            self.flush()
+            for step in (self.flush, self._writer.close):
+                try:
+                    step()
+                except StoreError as exc:
+                    _warn(f"some content was not kept for later diffs ({exc})")
         finally:
-            try:
-                self._writer.close()
-            finally:
-                self.store.close()
+            self.store.close()
 
     @property
     def tokens(self) -> TokenCounter:
@@ -470,7 +523,9 @@ class FileCache:
             self._pending.clear()
             self._stored.update(v for v, _ in pending)
         for version, lines in pending:
-            self.store.put_blob(version, join_lines(lines).encode("utf-8"))
+            data = join_lines(lines).encode("utf-8")
+            self.store.put_blob(version, data)
+            self.seal.put_tag(self.store, "blob", version, data)
         self._writer.drain()
 
     def held_lines(self, version: str) -> list[str] | None:
@@ -487,8 +542,8 @@ class FileCache:
         if lines is not None:
             return lines
         blob = self.store.get_blob(version)
-        if blob is None:
-            return None
+        if blob is None or not self.seal.check_tag(self.store, "blob", version, blob):
+            return None  # absent, or not what a process with our key stored: no diff from it
         lines = split_lines(blob.decode("utf-8"))
         self.remember(version, lines, False)
         return lines
@@ -534,13 +589,13 @@ class FileCache:
             f"{version}:{OUTLINE_VERSION}:{language_for_path(path)}:{budget}:"
             f"{count_tokens_encoding()}:{path}"
         )
-        cached = None if secret else self.store.cache_get("outline", key)
+        cached = None if secret else self.seal.get(self.store, "outline", key)
         if cached is not None:
             return cached
         outline = self.outline_of(version, path, lines)
         text = render_outline(outline, path, max_tokens)
         if not secret:
-            self.store.cache_put("outline", key, text)
+            self.seal.put(self.store, "outline", key, text)
         return text
 
     def count(self, text: str) -> int:
@@ -564,13 +619,13 @@ class FileCache:
             return cached
         skey = f"{src.version}:{start}:{end}:{int(src.numbered)}:{self._tokens.encoding}"
         secret = src.version in self._secret  # a count reveals little; still, nothing stored
-        stored = None if secret else self.store.cache_get("tokens", skey)
-        if stored is not None:
+        stored = None if secret else self.seal.get(self.store, "tokens", skey)
+        if stored is not None and stored.isdigit():
             n = int(stored)
         else:
             n = self._tokens.count(content_text(src, start, end))
             if not secret:
-                self.store.cache_put("tokens", skey, str(n))
+                self.seal.put(self.store, "tokens", skey, str(n))
         with self._lock:
             if len(self._token_counts) >= _TOKEN_COUNTS_MAX:  # a long-lived server: bound it
                 self._token_counts.clear()
@@ -637,3 +692,9 @@ def _store_files(store: Store) -> frozenset[Path]:
     base = path.resolve()
     suffixes = ("-wal", "-shm", "-journal", ".lock")
     return frozenset([base, *(base.with_name(base.name + s) for s in suffixes)])
+
+
+def _warn(message: str) -> None:
+    import logging  # on first use
+
+    logging.getLogger("filecache").warning("filecache: warning: %s", message)

@@ -26,12 +26,16 @@ def _key_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def _no_filecache_environment(monkeypatch: pytest.MonkeyPatch, _key_file: Path) -> None:
-    """Tests do not see the developer's ``FILECACHE_*`` settings (session, store, limits);
-    the key of denied files' versions is the run's own (subprocesses inherit it)."""
+def _no_filecache_environment(
+    monkeypatch: pytest.MonkeyPatch, _key_file: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Tests do not see the developer's ``FILECACHE_*`` settings (session, store, limits), nor
+    their keys: the run's own key file and config folder, under the run's temp folder
+    (subprocesses and servers the tests start inherit them)."""
     for name in [n for n in os.environ if n.startswith("FILECACHE_")]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("FILECACHE_KEY_FILE", str(_key_file))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.getbasetemp() / "config"))
 
 
 @pytest.fixture

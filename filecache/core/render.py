@@ -218,6 +218,10 @@ def render_write(path: str, kind: str, version: str, line_count: int, detail: st
     )
 
 
+RETRIED_DETAIL = "already applied by this call id; not applied again"
+"""The detail of a write's or edit's confirmation answered from the ledger (a retried call)."""
+
+
 HINT_OUTLINE = (
     "(Read exact ranges with offset/limit, or one definition with symbol=NAME; "
     "mode='full' reads the whole file.)"

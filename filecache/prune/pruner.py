@@ -45,6 +45,7 @@ from filecache.prune.sdk_messages import convert
 from filecache.prune.transcript import Transcript, parse_transcript, unwrap
 from filecache.secrecy import MIN_LINE, SecretIndex, secret_key
 from filecache.settings import DEFAULT_DENY, is_denied
+from filecache.store.seal import default_seal
 from filecache.store.store import Store
 
 if TYPE_CHECKING:
@@ -299,10 +300,12 @@ def prune_messages(
             )
             key = functools.partial(secret_key, os.environ.get("FILECACHE_KEY_FILE"), root)
         prior = store.projections(sid) if store is not None else {}
+        seal = default_seal()  # the key every FileCache of this process seals with
         if store is not None and prior:
             # Only this conversation's: a derived (or reused) session id can be shared by
             # another one with the same opening and call ids; its projections must not
-            # replace our results.
+            # replace our results. And only those a process with our key stored (a store
+            # shipped with a repository, or a co-tenant's rows, cannot put text in a result).
             prior = {
                 cid: (tier, text)
                 for cid, (tier, text) in prior.items()
@@ -311,6 +314,7 @@ def prune_messages(
                     texts[cid] == text
                     or store.archive_get(cid, sid) == _archived(texts[cid], secret.get(cid), key)
                 )
+                and seal.check_tag(store, "projection", f"{sid}\0{cid}", tier, text)
             }
         plan = plan_prune(
             transcript, ledger, policy, count, outline_for=outline_callback(session), prior=prior,
@@ -324,6 +328,9 @@ def prune_messages(
                     sid, action.call_id, action.tier, action.text,
                     action.tokens_before, action.tokens_after,
                 )  # fmt: skip
+                seal.put_tag(
+                    store, "projection", f"{sid}\0{action.call_id}", action.tier, action.text
+                )
         if session is not None and plan.replacements:
             # Every result the request shows changed, new or sticky (a projection from an earlier
             # pass or process), and writes/edits too: the arguments say what the model wrote, but
