@@ -8,8 +8,8 @@ read of a large file, as SWE-agent abbreviates one). Other tools keep their reco
 after each, ``Session.rehash`` looks for files it changed (bash-aware). A ``bash`` read that
 ``replay_shell`` can answer (its recorded result holds what the command prints on the files)
 is answered by ``bash_reads`` in the filecache run and keeps its recorded result in the plain
-run (the shell's own output); a ``bash`` command made only of edits replay can redo is redone
-on both copies. The recorded transcript itself is the third run.
+run and in every peer's (the shell's own output); a ``bash`` command made only of edits replay
+can redo is redone on both copies. The recorded transcript itself is the third run.
 
 With a ``window``, the filecache run is pruned before every request: the full history is kept
 and passed to ``prune_messages`` each time, and the session's sticky projections (in its store)
@@ -458,7 +458,10 @@ class _Run:
         self.index += 1
 
     def _shell_read(self, message: Message, cid: str) -> bool:
-        """A bash read answered through the cache (``replay_shell``); False: not one."""
+        """A bash read answered through the cache (``replay_shell``); False: not one.
+
+        The recorded result is the plain run's (it is the shell's output) and every peer's:
+        their models see it as recorded, and their simulators learn its lines (``inner``)."""
         recorded = str(message.get("content") or "")
         root = self.session.cache.root
         served = serve_shell_step(self.session, self.shell[cid], recorded, root, self.cwd, cid)
@@ -466,16 +469,23 @@ class _Run:
             if served is not None:
                 self.shell_kept[cid] = served
             return False
-        read_args, answer, fc_text = served
+        answer, fc_text = served.answer, served.text
         after = _snapshot(root, answer.path)
         self.file_calls[cid] = FileCall(
-            cid, "read_file", answer.path, read_args, answer.kind, fc_text, None, after,
+            cid, "read_file", answer.path, served.args, answer.kind, fc_text, None, after,
             inner=answer.text,
         )  # fmt: skip
         fc_msg = {**message, "content": fc_text}
         self.plain_keyed.append(self.recorded[-1])
         self.history.append(fc_msg)
         self.plain_history.append(message)
+        plain_kind = "full" if served.whole else "partial"
+        plain_call = FileCall(
+            cid, "read_file", answer.path, served.args, plain_kind, recorded, None, after,
+            inner=served.output,
+        )  # fmt: skip
+        for peer in self.peers:
+            peer.add(message, message, plain_call, shell=True)
         recorded_tokens = self.recorded[-1][1] - MESSAGE_OVERHEAD
         tokens = {"recorded": recorded_tokens, "plain": recorded_tokens,
                   "filecache": self.memo(fc_text)}  # fmt: skip

@@ -44,6 +44,7 @@ _SPAN = re.compile(
 )
 _OLD_SPAN = re.compile(r"\(lines (?P<x>\d+)-(?P<y>\d+) of your version\)")
 _NO_NEWLINE = "\\ No newline at end of file"
+_LANDED = re.compile(r"; (?:changed|edit 1): ")  # an edit confirmation that places the edit
 _BASE = re.compile(r"since your results? (\S+?(?: and \S+?)*) \(")
 
 Lines = dict[int, str]  # line number -> text with its "\n" (none on an unterminated last line)
@@ -137,8 +138,12 @@ class ModelView:
             if call.before is not None and call.after is not None:
                 base = copies.get(call.before[0])
                 # The confirmation says where the edit landed ("changed: line N"); without it
-                # the model can place its edit only inside lines it holds.
+                # the model can place its edit only inside lines it holds. With it, the lines
+                # made only of the new text are known even when no line before it is (the
+                # read the edit was made from was pruned).
                 seen = call.before[1] if text == call.text else None
+                if base is None and seen is not None and _LANDED.search(text):
+                    base = _Copy()
                 copies[call.after[0]] = _edited(base, call.args, len(call.after[1]), seen)
             return None
         if call.kind == "outline":
