@@ -6,10 +6,11 @@ code through the main group.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,8 +39,28 @@ def cache_aware_option(lead: str) -> Callable[[_F], _F]:
     )  # fmt: skip
 
 
-def _progress_hidden() -> bool:
-    return not sys.stderr.isatty()
+@contextlib.contextmanager
+def _progress(dirs: Sequence[Path], quiet: bool) -> Iterator[Iterable[Path]]:
+    """The sessions to replay, with progress on stderr: a bar on a terminal, one line per
+    session replayed otherwise (a log, CI), nothing when ``quiet`` (``--json``)."""
+    if quiet:
+        yield dirs
+    elif sys.stderr.isatty():
+        with click.progressbar(
+            dirs, label="replaying", file=sys.stderr,
+            item_show_func=lambda d: d.name if d is not None else None,
+        ) as bar:  # fmt: skip
+            yield bar
+    else:
+        yield _lines(dirs)
+
+
+def _lines(dirs: Sequence[Path]) -> Iterator[Path]:
+    started = time.monotonic()
+    for n, d in enumerate(dirs, 1):
+        yield d  # the caller replays it before asking for the next
+        elapsed = time.monotonic() - started
+        click.echo(f"replayed {n}/{len(dirs)}: {d.name} ({elapsed:.1f} s)", err=True)
 
 
 def _write_html(path: Path, page: str) -> None:
@@ -135,13 +156,7 @@ def replay(
         return
     aware = {} if cache_aware is None else {"cache_aware": cache_aware}
     rules = PrunePolicy.preset(preset, context_window=window, **aware) if window else None
-    with click.progressbar(
-        dirs,
-        label="replaying",
-        file=sys.stderr,
-        hidden=_progress_hidden(),
-        item_show_func=lambda d: d.name if d is not None else None,
-    ) as bar:
+    with _progress(dirs, as_json) as bar:
         replays = [
             replay_session(
                 d, tokenizer=tokenizer, policy=rules, read_mode=read_mode, store=store,
@@ -201,13 +216,7 @@ def _compare(
         except ValueError as exc:
             raise RequestError(str(exc)) from exc
         peers, presets = ("none", policy), ()
-    with click.progressbar(
-        dirs,
-        label="replaying",
-        file=sys.stderr,
-        hidden=_progress_hidden(),
-        item_show_func=lambda d: d.name if d is not None else None,
-    ) as bar:
+    with _progress(dirs, as_json) as bar:
         result = compare(
             bar, replay=replay_session, window=window, peers=peers, presets=presets,
             cache_aware=cache_aware, trigger=trigger, tokenizer=tokenizer, read_mode=read_mode,

@@ -58,6 +58,7 @@ from filecache.replay.replay_metrics import (
 from filecache.replay.replay_peers import PeerRun
 from filecache.replay.replay_shell import redo_shell_edit, serve_shell_step, shell_commands
 from filecache.replay.trace_format import TRACE_FORMAT, edit_pairs, unknown_calls
+from filecache.stats import read_baseline
 from filecache.store.store import Store
 
 __all__ = ["FILE_TOOLS", "READ_MODES", "TRACE_FORMAT", "replay_session", "run_file_tool"]
@@ -343,13 +344,18 @@ def replay_session(
             for message in messages:
                 run.step(message, fc_root, plain_root)
             tokenizer_used = cache.tokens.encoding
+            reads = [e for e in cache.store.events(name) if e.tool == "read"]
+            ledger = (
+                sum(e.tokens for e in reads),
+                sum(read_baseline(e.kind, e.tokens, e.tokens_full) for e in reads),
+            )
             plain_tree, fc_tree = _tree(plain_root), _tree(fc_root)
     for rel in sorted(plain_tree.keys() | fc_tree.keys()):
         if plain_tree.get(rel) != fc_tree.get(rel):
             run.mismatches.append(f"end: {rel} differs between the runs")
     result = run.result(name, str(trace.get("source", "")), tokenizer_used, len(messages))
     skipped |= run.shell_kept
-    return dataclasses.replace(result, skipped=skipped) if skipped else result
+    return dataclasses.replace(result, skipped=skipped, ledger_reads=ledger)
 
 
 class _Run:

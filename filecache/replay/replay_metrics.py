@@ -226,6 +226,9 @@ class SessionReplay:
         series: prompt tokens of every request, per run (``recorded``/``plain``/``filecache``).
         calls: every file tool call (``call_id``, ``tool``, ``path``, ``kind``, tokens, error).
         policies: other tools' policies run beside filecache (``replay_peers``), by name.
+        ledger_reads: (tokens served, baseline) of the filecache run's read answers as its
+            ledger records them, counted as ``filecache stats`` counts them
+            (``stats.read_baseline``): what ``stats`` reports on a store this replay wrote.
     """
 
     name: str
@@ -256,6 +259,13 @@ class SessionReplay:
     plain_messages: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
     filecache_messages: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
     policies: Mapping[str, PolicyRun] = field(default_factory=dict, repr=False)
+    ledger_reads: tuple[int, int] = (0, 0)
+
+    @property
+    def ledger_saved_pct(self) -> float:
+        """Read answers saved against ``stats.BASELINE``, as ``filecache stats`` reports."""
+        served, baseline = self.ledger_reads
+        return _pct(baseline, served)
 
     @property
     def saved_pct(self) -> float:
@@ -294,6 +304,11 @@ class SessionReplay:
         out["files_identical"] = self.files_identical
         out["mismatches"] = list(self.mismatches)
         out["skipped"] = dict(self.skipped)
+        served, baseline = self.ledger_reads
+        out["ledger_reads"] = {
+            "served": served, "baseline": baseline,
+            "saved_pct": round(self.ledger_saved_pct, 2),
+        }  # fmt: skip
         if self.policies:
             out["policies"] = {name: run.to_json() for name, run in self.policies.items()}
         if detail:
@@ -357,4 +372,8 @@ def combine(replays: Sequence[SessionReplay], name: str = "total") -> SessionRep
         mismatches=tuple(f"{r.name}: {m}" for r in replays for m in r.mismatches),
         skipped={f"{r.name}: {k}": v for r in replays for k, v in r.skipped.items()},
         policies=combine_runs([r.policies for r in replays]),
+        ledger_reads=(
+            sum(r.ledger_reads[0] for r in replays),
+            sum(r.ledger_reads[1] for r in replays),
+        ),
     )
