@@ -100,3 +100,43 @@ def test_a_cleared_confirmation_of_an_edit_inside_held_lines_costs_no_recall(
     assert store.projections("session").get("call_3", ("",))[0] == "clear"
     assert pruned.recall == 1.0 and pruned.recall_pairs > 0
     assert (pruned.stale_views, pruned.dangling_refs) == (0, 0)
+
+
+BIG = "".join(f"def function_{n}(argument):\n    return argument * {n} + {n}  # body\n\n"
+              for n in range(1, 700))  # fmt: skip
+
+
+def test_recall_over_every_line_counts_outlined_lines_as_hidden(tmp_path: Path) -> None:
+    """The recording showed a large file whole (``cat -n``); filecache's auto mode answers the
+    same read with an outline. Today's recall leaves the outlined lines out (nothing was shown,
+    nothing lost: 100%); recall over every line the recording showed counts them as hidden."""
+    lines = BIG.splitlines(keepends=True)
+    shown = "".join(f"{n:6d}\t{t}" for n, t in enumerate(lines, 1))
+    part = "".join(f"{n:6d}\t{t}" for n, t in enumerate(lines[9:20], 10))
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "fix it"},
+        *turn(
+            1,
+            "read_file",
+            f"Here's the result of running `cat -n` on big.py:\n{shown}",
+            path="big.py",
+        ),  # fmt: skip
+        *turn(2, "read_file", part, path="big.py", offset=10, limit=11),
+        *turn(3, "read_file", part, path="big.py", offset=10, limit=11),
+        {"role": "assistant", "content": "done"},
+    ]
+    session = tmp_path / "session"
+    (session / "files").mkdir(parents=True)
+    (session / "files" / "big.py").write_text(BIG, encoding="utf-8")
+    body = {"format": "filecache-trace/1", "source": "test", "messages": messages}
+    (session / "transcript.json").write_text(json.dumps(body), encoding="utf-8")
+    auto = replay_session(session)
+    assert auto.reads["outline"] == 1 and auto.recall == 1.0
+    file, recorded, held = auto.lines_in_use
+    assert recorded == file == 2 * len(lines) and auto.recall_all_pairs == 2
+    # the request after the outline holds none of it; the next lines 10-20 only
+    assert held == 11 and auto.recall_all == (0 + 11 / len(lines)) / 2
+    full = replay_session(session, read_mode="full")
+    assert full.reads["outline"] == 0 and full.recall_all == 1.0 == full.recall
+    assert full.lines_in_use == (file, recorded, recorded)

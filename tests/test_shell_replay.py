@@ -115,3 +115,26 @@ def test_served_shell_reads_are_in_every_peers_history(tmp_path: Path) -> None:
     cleared = replay_session(trace, peers=("anthropic-clear-tool-uses",), trigger=1)
     run = cleared.policies["anthropic-clear-tool-uses"]  # keeps 3: clears the first read
     assert run.results == 1 and run.prompt_tokens < replay.prompt_tokens.recorded
+
+
+def test_recall_counts_the_files_shell_reads_use() -> None:
+    """A shell agent's files are in use too: both recalls have pairs, and the recording's
+    lines come from its own output (numbered or from the read's first line)."""
+    import tempfile
+
+    lines = TEXT.splitlines(keepends=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = _trace(
+            Path(tmp),
+            [
+                ("sed -n '5,25p' m.py", "".join(lines[4:25])),
+                ("nl -ba m.py | sed -n '1,10p'", "".join(
+                    f"{n:6d}\t{t}" for n, t in enumerate(lines[:10], 1)
+                )),
+                ("sed -n '5,25p' m.py", "".join(lines[4:25])),
+            ],
+        )  # fmt: skip
+        replay = replay_session(trace)
+    assert replay.recall_pairs == 2 and replay.recall == 1.0
+    assert replay.recall_all_pairs == 2 and replay.recall_all == 1.0
+    assert replay.lines_in_use == (80, 21 + 25, 21 + 25)

@@ -44,7 +44,14 @@ from filecache.errors import FileCacheError, RequestError, TranscriptError
 from filecache.fsio import STORE_DIR, locate
 from filecache.prune.pruner import TokenMemo, prune_messages
 from filecache.prune.pruning import PrunePolicy
-from filecache.replay.replay_check import FileCall, ModelView, dangling_refs, disk_lines, tag_of
+from filecache.replay.replay_check import (
+    FileCall,
+    ModelView,
+    RecordedView,
+    dangling_refs,
+    disk_lines,
+    tag_of,
+)
 from filecache.replay.replay_metrics import (
     MESSAGE_OVERHEAD,
     READ_KINDS,
@@ -55,8 +62,13 @@ from filecache.replay.replay_metrics import (
     SessionReplay,
     message_text,
 )
-from filecache.replay.replay_peers import PeerRun
-from filecache.replay.replay_shell import redo_shell_edit, serve_shell_step, shell_commands
+from filecache.replay.replay_peers import Dangling, PeerRun
+from filecache.replay.replay_shell import (
+    redo_shell_edit,
+    serve_shell_step,
+    shell_commands,
+    shell_read_paths,
+)
 from filecache.replay.trace_format import TRACE_FORMAT, edit_pairs, unknown_calls
 from filecache.stats import read_baseline
 from filecache.store.store import Store
@@ -215,6 +227,10 @@ class _Checker:
         self.current: dict[str, tuple[str, tuple[str, ...]] | None] = {}
         self.recall_sum = 0.0
         self.recall_pairs = 0
+        self.recorded: RecordedView | None = None  # what the recording showed, when given
+        self.all_sum = 0.0  # recall over every line the recording showed (outlines: hidden)
+        self.all_pairs = 0
+        self.all_lines = [0, 0, 0]  # summed over pairs: the file's lines, recorded, held
 
     def request(
         self, index: int, history: Sequence[Message], sent: Sequence[Message], pruned: set[str]
@@ -256,18 +272,29 @@ class _Checker:
                 continue
             tag, lines = state
             shown = self.unpruned.held(path, tag, lines)
+            held = shown
+            if as_sent is not None and path in affected:
+                held = as_sent.held(path, tag, lines)
+            if self.recorded is not None:
+                recorded = self.recorded.current(path, lines)
+                if recorded:
+                    self.all_sum += len(held & recorded) / len(recorded)
+                    self.all_pairs += 1
+                    self.all_lines[0] += len(lines)
+                    self.all_lines[1] += len(recorded)
+                    self.all_lines[2] += len(held & recorded)
             if not shown:
                 continue
-            kept = shown
-            if as_sent is not None and path in affected:
-                kept = as_sent.held(path, tag, lines) & shown
-            self.recall_sum += len(kept) / len(shown)
+            self.recall_sum += len(held & shown) / len(shown)
             self.recall_pairs += 1
 
 
 def _later_paths(
-    messages: Sequence[Mapping[str, Any]], calls: Mapping[str, tuple[str, dict[str, Any]]]
+    messages: Sequence[Mapping[str, Any]],
+    calls: Mapping[str, tuple[str, dict[str, Any]]],
+    shell_paths: Mapping[str, str],
 ) -> list[set[str]]:
+    """By message index: the paths a file tool call or a shell read touches at or after it."""
     out: list[set[str]] = [set() for _ in range(len(messages) + 1)]
     for i in range(len(messages) - 1, -1, -1):
         out[i] = set(out[i + 1])
@@ -275,6 +302,8 @@ def _later_paths(
             found = calls.get(str(call.get("id")))
             if found is not None and isinstance(found[1].get("path"), str):
                 out[i].add(found[1]["path"])
+            if str(call.get("id")) in shell_paths:
+                out[i].add(shell_paths[str(call.get("id"))])
     return out
 
 
@@ -333,9 +362,10 @@ def replay_session(
             FileCache(plain_root, store=":memory:", tokenizer=tokenizer) as plain_cache,
         ):
             cache.store.delete_session(name)
+            shell_paths = shell_read_paths(shell, fc_root, trace.get("cwd"))
+            later = _later_paths(messages, calls, shell_paths)
             run = _Run(
-                cache.session(name), plain_cache.session("plain"), calls, policy,
-                _later_paths(messages, calls), read_mode,
+                cache.session(name), plain_cache.session("plain"), calls, policy, later, read_mode,
             )  # fmt: skip
             peer_window = policy.context_window if policy is not None else window
             run.add_peers(peers, peer_window, trigger)
@@ -386,6 +416,8 @@ class _Run:
         self.tool_tokens = {run: 0 for run in RUNS}
         self.file_tokens = {run: 0 for run in RUNS}
         self.checker = _Checker(self.file_calls, later_paths)
+        self.recorded_view = RecordedView()  # one for every run: what the recording showed
+        self.checker.recorded = self.recorded_view
         self.passes = self.dropped = 0
         self.final_tiers: dict[str, str] = {}
         self.reclaimed_final = 0
@@ -397,7 +429,7 @@ class _Run:
             self.peers.append(
                 PeerRun(
                     name, window=window, trigger=trigger, count=self.memo, keyed=self.keys.keyed,
-                    checker=lambda calls, dangling: _Checker(calls, self.later_paths, dangling),
+                    checker=self._peer_checker,
                 )
             )  # fmt: skip
         self.shell: Mapping[str, str] = {}  # bash calls by id (replay_shell answers the reads)
@@ -405,6 +437,11 @@ class _Run:
         self.shell_kept: dict[str, str] = {}
         self.shell_edits = 0
         self.originals: Path | None = None  # the trace's files/ (git checkout FILE)
+
+    def _peer_checker(self, calls: Mapping[str, FileCall], dangling: Dangling) -> _Checker:
+        checker = _Checker(calls, self.later_paths, dangling)
+        checker.recorded = self.recorded_view
+        return checker
 
     def step(self, message: Message, fc_root: Path, plain_root: Path) -> None:
         if message.get("role") == "assistant":
@@ -437,6 +474,7 @@ class _Run:
         fc_text, kind, fc_error = _attempt(self.session, name, args, cid, self.read_mode)
         after = _snapshot(fc_root, path)
         self.file_calls[cid] = FileCall(cid, name, path, args, kind, fc_text, before, after)
+        self.recorded_view.feed(self.file_calls[cid], str(message.get("content") or ""))
         plain_msg, fc_msg = {**message, "content": plain_text}, {**message, "content": fc_text}
         self.plain_keyed.append(self.keys.keyed(plain_msg))
         self.history.append(fc_msg)
@@ -490,6 +528,7 @@ class _Run:
             cid, "read_file", answer.path, served.args, plain_kind, recorded, None, after,
             inner=served.output,
         )  # fmt: skip
+        self.recorded_view.feed(plain_call, recorded)
         for peer in self.peers:
             peer.add(message, message, plain_call, shell=True)
         recorded_tokens = self.recorded[-1][1] - MESSAGE_OVERHEAD
@@ -574,6 +613,9 @@ class _Run:
             dangling_refs=len(checker.dangling),
             recall=checker.recall_sum / checker.recall_pairs if checker.recall_pairs else 1.0,
             recall_pairs=checker.recall_pairs,
+            recall_all=checker.all_sum / checker.all_pairs if checker.all_pairs else 1.0,
+            recall_all_pairs=checker.all_pairs,
+            lines_in_use=(checker.all_lines[0], checker.all_lines[1], checker.all_lines[2]),
             problems=tuple(problems),
             files_identical=not self.mismatches,
             mismatches=tuple(self.mismatches),

@@ -28,7 +28,7 @@ import xxhash
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchSet
 
-__all__ = ["FileCall", "ModelView", "dangling_refs", "disk_lines", "tag_of"]
+__all__ = ["FileCall", "ModelView", "RecordedView", "dangling_refs", "disk_lines", "tag_of"]
 
 _HEADER = re.compile(
     r"^\[(?P<path>.+?): (?:(?P<label>[^\[\]]+?), )?(?:lines (?P<a>\d+)-(?P<b>\d+) of (?P<n>\d+)"
@@ -198,6 +198,54 @@ class ModelView:
         if copy is None:
             return set()
         return {n for n, text in copy.lines.items() if n <= len(lines) and lines[n - 1] == text}
+
+
+_SHOWN = re.compile(r"^ *(\d+)\t(.*)$", re.M)  # cat -n, nl -ba, filecache's content lines
+_ABRIDGED = re.compile(r"^ *(\d+) (.*)$", re.M)  # SWE-agent's abbreviated view (kept lines)
+
+
+class RecordedView:
+    """The lines the recording showed the model, per path: the denominator of the recall over
+    every line (``replay._Checker``).
+
+    Fed with every recorded file tool result (and served shell read) in order: a numbered line
+    (``cat -n``, ``nl -ba``, filecache's content, SWE-agent's edit snippets and abbreviated
+    views) shows that line; a write shows its whole content; a shell read without numbers shows
+    its lines from its offset. The newest showing of a line number wins; ``current`` keeps only
+    the lines equal to disk now (tabs expanded, as SWE-agent shows them), so a line the
+    recording showed before an edit moved or changed it does not count.
+    """
+
+    def __init__(self) -> None:
+        self.lines: dict[str, dict[int, str]] = {}
+
+    def feed(self, call: FileCall, recorded: str) -> None:
+        if call.kind == "error":
+            return
+        shown = self.lines.setdefault(call.path, {})
+        if call.tool == "write_file":
+            shown.clear()
+            content = str(call.args.get("content", ""))
+            shown.update(enumerate((t.rstrip("\n") for t in disk_lines(content.encode())), 1))
+            return
+        if call.inner is not None and call.tool == "read_file":
+            shown.update((n, t.rstrip("\n")) for n, t in _shell_lines(call).items())
+            return
+        for match in _SHOWN.finditer(recorded):
+            shown[int(match.group(1))] = match.group(2)
+        if "eliding lines" in recorded:
+            for match in _ABRIDGED.finditer(recorded):
+                shown.setdefault(int(match.group(1)), match.group(2))
+
+    def current(self, path: str, lines: Sequence[str]) -> set[int]:
+        """Line numbers the recording showed that equal ``lines`` (disk now)."""
+        out = set()
+        for n, text in self.lines.get(path, {}).items():
+            if n <= len(lines):
+                disk = lines[n - 1].rstrip("\n")
+                if text in (disk, disk.expandtabs(), disk.rstrip("\r")):
+                    out.add(n)
+        return out
 
 
 def _shell_lines(call: FileCall) -> Lines:

@@ -218,6 +218,12 @@ class SessionReplay:
         dangling_refs: FileRefs/diffs whose base was missing or pruned in a request as sent.
         recall: mean over (request, file in use) pairs of the lines shown and still present.
         recall_pairs: the number of such pairs.
+        recall_all: recall over every line: the mean over (request, file in use) pairs of the
+            lines the recording showed (``replay_check.RecordedView``, current on disk) that
+            the request as sent holds; lines only outlined count as hidden.
+        recall_all_pairs: the number of such pairs (those where the recording showed lines).
+        lines_in_use: summed over those pairs: the files' lines, the lines the recording
+            showed, the lines the request as sent holds of them.
         problems: one line per stale view or dangling ref.
         files_identical: the plain and filecache copies matched after every write and at the end.
         mismatches: what differed between the copies.
@@ -250,6 +256,9 @@ class SessionReplay:
     dangling_refs: int
     recall: float
     recall_pairs: int
+    recall_all: float = 1.0
+    recall_all_pairs: int = 0
+    lines_in_use: tuple[int, int, int] = (0, 0, 0)
     problems: tuple[str, ...] = ()
     files_identical: bool = True
     mismatches: tuple[str, ...] = ()
@@ -291,6 +300,9 @@ class SessionReplay:
             "dangling_refs": self.dangling_refs,
             "recall": round(self.recall, 4),
             "recall_pairs": self.recall_pairs,
+            "recall_all": round(self.recall_all, 4),
+            "recall_all_pairs": self.recall_all_pairs,
+            "lines_in_use": dict(zip(("file", "recorded", "held"), self.lines_in_use, strict=True)),
         }
         for name in (
             "prompt_tokens", "billed", "peak_request", "final_request", "tool_output_tokens",
@@ -339,6 +351,10 @@ def combine(replays: Sequence[SessionReplay], name: str = "total") -> SessionRep
         tiers.update(r.pruning.results)
     pairs = sum(r.recall_pairs for r in replays)
     recall = sum(r.recall * r.recall_pairs for r in replays) / pairs if pairs else 1.0
+    all_pairs = sum(r.recall_all_pairs for r in replays)
+    recall_all = (
+        sum(r.recall_all * r.recall_all_pairs for r in replays) / all_pairs if all_pairs else 1.0
+    )
     first = replays[0].pruning if replays else PruneSummary(None, True)
     return SessionReplay(
         name=name,
@@ -367,6 +383,13 @@ def combine(replays: Sequence[SessionReplay], name: str = "total") -> SessionRep
         dangling_refs=sum(r.dangling_refs for r in replays),
         recall=recall,
         recall_pairs=pairs,
+        recall_all=recall_all,
+        recall_all_pairs=all_pairs,
+        lines_in_use=(
+            sum(r.lines_in_use[0] for r in replays),
+            sum(r.lines_in_use[1] for r in replays),
+            sum(r.lines_in_use[2] for r in replays),
+        ),  # fmt: skip
         problems=tuple(f"{r.name}: {p}" for r in replays for p in r.problems),
         files_identical=all(r.files_identical for r in replays),
         mismatches=tuple(f"{r.name}: {m}" for r in replays for m in r.mismatches),

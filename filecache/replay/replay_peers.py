@@ -51,6 +51,8 @@ class Checker(Protocol):
     dangling: dict[str, str]
     recall_sum: float
     recall_pairs: int
+    all_sum: float
+    all_pairs: int
 
     def request(
         self, index: int, history: Sequence[Message], sent: Sequence[Message], pruned: set[str]
@@ -179,4 +181,6 @@ class PeerRun:
             recall_pairs=pairs,
             problems=tuple(f"{self.name}: {p}" for p in problems),
             series=cost.sizes,
+            recall_all=checker.all_sum / checker.all_pairs if checker.all_pairs else 1.0,
+            recall_all_pairs=checker.all_pairs,
         )

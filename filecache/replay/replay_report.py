@@ -43,7 +43,7 @@ def format_table(replays: Sequence[SessionReplay], totals: SessionReplay | None 
     head = [
         "session", "requests", "prompt recorded", "prompt plain", "prompt filecache",
         "change", "billed change", "reads f/p/u/d/o/err", "pruned", "stale", "dangling",
-        "recall", "files",
+        "recall", "recall all", "files",
     ]  # fmt: skip
     lines = [_row(head), _row(["---", *("---:" for _ in head[1:-1]), ":---:"])]
     for r in [*([totals] if totals is not None else []), *replays]:
@@ -64,6 +64,7 @@ def format_table(replays: Sequence[SessionReplay], totals: SessionReplay | None 
                     f"{r.stale_views:,}",
                     f"{r.dangling_refs:,}",
                     f"{100 * r.recall:.1f}%",
+                    f"{100 * r.recall_all:.1f}%",
                     "same" if r.files_identical else "DIFFER",
                 ]
             )
@@ -101,6 +102,13 @@ def format_replay(replays: Sequence[SessionReplay], totals: SessionReplay) -> st
         f"(against the recorded or the plain run, whichever saved less); "
         f"stale views {totals.stale_views}, dangling refs {totals.dangling_refs}, "
         f"recall {100 * totals.recall:.1f}%; {pruning}."
+    )
+    file, recorded, held = totals.lines_in_use
+    verdict += (
+        f"\nrecall over every line: {100 * totals.recall_all:.1f}% of the lines the recording "
+        f"showed of the files in use are held by the requests as sent (outlined lines count as "
+        f"hidden; {totals.recall_all_pairs:,} (request, file) pairs, {held:,} of {recorded:,} "
+        f"lines, of {file:,} in those files)."
     )
     return (
         format_table(replays, totals) + "\n" + format_totals(totals) + "\n" + verdict + "\n"
@@ -156,7 +164,7 @@ _SORTS: tuple[tuple[str, str, Callable[[SessionReplay], tuple[float, str]]], ...
 )
 _SESSION_HEAD = (
     "session", "requests", "prompt recorded", "prompt filecache", "prompt vs recorded",
-    "billed vs recorded", "recall", "stale", "dangling",
+    "billed vs recorded", "recall", "recall all", "stale", "dangling",
 )  # fmt: skip
 
 
@@ -169,7 +177,8 @@ def _session_cells(r: SessionReplay) -> list[str]:
     return [
         f"{r.requests:,}", f"{r.prompt_tokens.recorded:,.0f}", f"{r.prompt_tokens.filecache:,.0f}",
         _pct(r.prompt_tokens.saved_vs_recorded_pct), _pct(r.billed.saved_vs_recorded_pct),
-        f"{100 * r.recall:.1f}%", f"{r.stale_views:,}", f"{r.dangling_refs:,}",
+        f"{100 * r.recall:.1f}%", f"{100 * r.recall_all:.1f}%", f"{r.stale_views:,}",
+        f"{r.dangling_refs:,}",
     ]  # fmt: skip
 
 

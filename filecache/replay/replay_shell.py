@@ -44,6 +44,7 @@ __all__ = [
     "ServedShellRead",
     "ShellFrame",
     "shell_edit_steps",
+    "shell_read_paths",
     "find_frame",
     "prepare_shell_read",
     "redo_shell_edit",
@@ -236,6 +237,18 @@ def serve_shell_step(
     args = {"path": answer.path, "offset": answer.start, "limit": answer.end - answer.start + 1}
     whole = answer.start == 1 and answer.end == len(lines)
     return ServedShellRead(args, answer, frame.wrap(answer.text), output, whole)
+
+
+def shell_read_paths(commands: Mapping[str, str], root: Path, cwd: str | None) -> dict[str, str]:
+    """Call id -> the path under ``root`` of every command that reads one file."""
+    out: dict[str, str] = {}
+    for cid, command in commands.items():
+        read = parse_shell_read(command)
+        if read is not None and len(read.paths) == 1:
+            rel = trace_path(read.path, root, cwd)
+            if rel is not None:
+                out[cid] = rel
+    return out
 
 
 def shell_edit_steps(command: str, root: Path, cwd: str | None) -> tuple[EditStep, ...] | None:
