@@ -119,6 +119,13 @@ def _write_html(path: Path, page: str) -> None:
     show_default=True,
     help="How prompt tokens are counted.",
 )
+@click.option(
+    "--cap/--no-cap",
+    default=True,
+    show_default=True,
+    help="A read answer larger than the agent's own recorded one is sent as recorded (as a "
+    "host integration falls back to the host's output); --no-cap: filecache's answers as is.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print totals and sessions as JSON.")
 @click.option(
     "--html",
@@ -140,6 +147,7 @@ def replay(
     trigger: int | None,
     read_mode: str,
     tokenizer: str,
+    cap: bool,
     as_json: bool,
     html_out: Path | None,
     store: str | None,
@@ -148,18 +156,18 @@ def replay(
     from filecache.prune.pruning import PrunePolicy
     from filecache.replay.replay import replay_session
     from filecache.replay.replay_metrics import combine
-    from filecache.replay.replay_report import format_replay, replay_html
+    from filecache.replay.replay_report import format_replay, replay_html, worse_than_recorded
 
     if compare or policy != "filecache":
         _compare(dirs, window, cache_aware, policy, compare, trigger, read_mode, tokenizer,
-                 as_json, html_out, store)  # fmt: skip
+                 as_json, html_out, store, cap)  # fmt: skip
         return
     aware = {} if cache_aware is None else {"cache_aware": cache_aware}
     rules = PrunePolicy.preset(preset, context_window=window, **aware) if window else None
     with _progress(dirs, as_json) as bar:
         replays = [
             replay_session(
-                d, tokenizer=tokenizer, policy=rules, read_mode=read_mode, store=store,
+                d, tokenizer=tokenizer, policy=rules, read_mode=read_mode, store=store, cap=cap,
             )
             for d in bar
         ]  # fmt: skip
@@ -168,7 +176,8 @@ def replay(
         _write_html(html_out, replay_html(replays, totals))
     if as_json:
         payload = {
-            "totals": totals.to_json(detail=False),
+            "totals": totals.to_json(detail=False)
+            | {"worse_than_recorded": [r.name for r in worse_than_recorded(replays)]},
             "sessions": [r.to_json() for r in replays],
         }
         click.echo(json.dumps(payload, indent=2))
@@ -198,6 +207,7 @@ def _compare(
     as_json: bool,
     html_out: Path | None,
     store: str | None,
+    cap: bool,
 ) -> None:
     from filecache.prune.peer_policies import PEER_POLICIES, parse_policy
     from filecache.replay.replay import replay_session
@@ -220,7 +230,7 @@ def _compare(
         result = compare(
             bar, replay=replay_session, window=window, peers=peers, presets=presets,
             cache_aware=cache_aware, trigger=trigger, tokenizer=tokenizer, read_mode=read_mode,
-            store=store,
+            store=store, cap=cap,
         )  # fmt: skip
     if html_out is not None:
         _write_html(html_out, comparison_html(result))

@@ -87,8 +87,12 @@ def test_fixture_replay_saves_tokens_and_ends_identical() -> None:
 
 
 def test_full_read_mode_sends_file_refs() -> None:
-    r = replay_session(FIXTURE, read_mode="full")
-    assert r.reads["outline"] == 0 and r.reads["unchanged"] >= 4
+    r = replay_session(FIXTURE, read_mode="full", cap=False)
+    assert r.reads["outline"] == 0 and r.reads["unchanged"] >= 4 and r.capped == 0
+    # capped, the whole 9,000-token file goes as SWE-agent's own abbreviated view instead
+    capped = replay_session(FIXTURE, read_mode="full")
+    assert capped.capped >= 1 and (capped.stale_views, capped.dangling_refs) == (0, 0)
+    assert capped.prompt_tokens.filecache < r.prompt_tokens.filecache
     assert (r.stale_views, r.dangling_refs) == (0, 0)
 
 
@@ -218,7 +222,7 @@ def test_replayed_edits_match_a_plain_application(tmp_path: Path) -> None:
         ],
         {"notes.txt": text},
     )
-    r = replay_session(session)
+    r = replay_session(session, cap=False)  # the recorded results are placeholders
     assert r.files_identical
     # A FileRef is never larger than the content: the one-line file is sent again.
     assert [c["kind"] for c in r.calls] == ["full", "edited", "written", "unchanged", "full"]
@@ -290,9 +294,10 @@ def test_cli_json_schema() -> None:
         assert s["sessions"] == 1
         assert set(s["series"]) == {"recorded", "plain", "filecache"}
         assert all(len(v) == s["requests"] for v in s["series"].values())
-        assert {"call_id", "tool", "path", "kind", "plain_tokens", "filecache_tokens", "error"} == (
-            set(s["calls"][0])
-        )
+        assert {
+            "call_id", "tool", "path", "kind", "plain_tokens", "filecache_tokens",
+            "recorded_tokens", "error", "capped",
+        } == set(s["calls"][0])  # fmt: skip
     assert sessions[0]["name"] == FIXTURE.name and sessions[0]["files_identical"] is True
 
 

@@ -45,12 +45,14 @@ from filecache.fsio import STORE_DIR, locate
 from filecache.prune.pruner import TokenMemo, prune_messages
 from filecache.prune.pruning import PrunePolicy
 from filecache.replay.replay_check import (
+    AGENT_VIEW,
     FileCall,
     ModelView,
     RecordedView,
     dangling_refs,
     disk_lines,
     tag_of,
+    verified_lines,
 )
 from filecache.replay.replay_metrics import (
     MESSAGE_OVERHEAD,
@@ -277,12 +279,14 @@ class _Checker:
                 held = as_sent.held(path, tag, lines)
             if self.recorded is not None:
                 recorded = self.recorded.current(path, lines)
+                view = as_sent if as_sent is not None and path in affected else self.unpruned
+                known = view.held_any(path, lines)  # by content, as the recording's lines are
                 if recorded:
-                    self.all_sum += len(held & recorded) / len(recorded)
+                    self.all_sum += len(known & recorded) / len(recorded)
                     self.all_pairs += 1
                     self.all_lines[0] += len(lines)
                     self.all_lines[1] += len(recorded)
-                    self.all_lines[2] += len(held & recorded)
+                    self.all_lines[2] += len(known & recorded)
             if not shown:
                 continue
             self.recall_sum += len(held & shown) / len(shown)
@@ -318,6 +322,7 @@ def replay_session(
     policy: PrunePolicy | None = None,
     peers: Sequence[str] = (),
     trigger: int | None = None,
+    cap: bool = True,
 ) -> SessionReplay:
     """Replay the trace in ``trace_dir``; see the module docstring.
 
@@ -334,6 +339,10 @@ def replay_session(
             (``peer_policies.POLICIES`` but ``filecache``); their results are in ``policies``.
         trigger: Anthropic's clear_tool_uses trigger in tokens (default: 30% of the window,
             or 100,000 without one).
+        cap: a read answer (outline, content, diff, FileRef) larger than the agent's own
+            tool's recorded answer is replaced by that answer, and the session forgets it (as
+            a host integration falls back to the host's output): never worse than the
+            recording, answer by answer. False: filecache's answers as they are.
 
     Raises:
         TranscriptError: the directory is not a readable ``filecache-trace/1`` session.
@@ -369,6 +378,7 @@ def replay_session(
             )  # fmt: skip
             peer_window = policy.context_window if policy is not None else window
             run.add_peers(peers, peer_window, trigger)
+            run.cap = cap
             run.shell, run.cwd = shell, trace.get("cwd")
             run.originals = trace_dir / "files"
             for message in messages:
@@ -386,6 +396,16 @@ def replay_session(
     result = run.result(name, str(trace.get("source", "")), tokenizer_used, len(messages))
     skipped |= run.shell_kept
     return dataclasses.replace(result, skipped=skipped, ledger_reads=ledger)
+
+
+HEADER_SLACK = 32  # tokens a content answer may exceed the agent's own view by (its header)
+
+
+def _slack(kind: str) -> int:
+    """How much larger than the agent's own view an answer may be before the cap sends that
+    view instead: a content answer the size of its header (the version tag later FileRefs
+    and diffs build on: capping it to save a few tokens would cost them), any other none."""
+    return HEADER_SLACK if kind in ("full", "partial") else 0
 
 
 class _Run:
@@ -423,6 +443,8 @@ class _Run:
         self.reclaimed_final = 0
         self.later_paths = later_paths
         self.peers: list[PeerRun] = []
+        self.cap = True  # an answer larger than the recorded one is replaced by it
+        self.capped: list[str] = []
 
     def add_peers(self, names: Sequence[str], window: int | None, trigger: int | None) -> None:
         for name in names:
@@ -473,8 +495,22 @@ class _Run:
         plain_text, plain_kind, plain_error = _attempt(self.plain, name, args, cid, None)
         fc_text, kind, fc_error = _attempt(self.session, name, args, cid, self.read_mode)
         after = _snapshot(fc_root, path)
-        self.file_calls[cid] = FileCall(cid, name, path, args, kind, fc_text, before, after)
-        self.recorded_view.feed(self.file_calls[cid], str(message.get("content") or ""))
+        recorded_text = str(message.get("content") or "")
+        call = FileCall(cid, name, path, args, kind, fc_text, before, after)
+        capped = (
+            self.cap and name == "read_file" and fc_error is None and after is not None
+            and recorded_text.strip() != ""  # an empty recording shows no view to fall back to
+            and self.memo(fc_text) > self.recorded[-1][1] - MESSAGE_OVERHEAD + _slack(kind)
+        )  # fmt: skip
+        if capped and after is not None:  # the agent's own view is smaller: it stands
+            self.session.forget([cid])  # no later answer relies on what was not sent
+            inner = verified_lines(recorded_text, after[1])
+            call = FileCall(cid, name, path, args, AGENT_VIEW, recorded_text, None, after, inner)
+            fc_text = recorded_text
+            self.capped.append(cid)
+        self.file_calls[cid] = call
+        self.recorded_view.feed(FileCall(cid, name, path, args, kind, "", before, after),
+                                recorded_text)  # fmt: skip
         plain_msg, fc_msg = {**message, "content": plain_text}, {**message, "content": fc_text}
         self.plain_keyed.append(self.keys.keyed(plain_msg))
         self.history.append(fc_msg)
@@ -493,7 +529,7 @@ class _Run:
         self.records.append(
             {"call_id": cid, "tool": name, "path": path, "kind": kind,
              "plain_tokens": tokens["plain"], "filecache_tokens": tokens["filecache"],
-             "error": fc_error}
+             "recorded_tokens": tokens["recorded"], "error": fc_error, "capped": bool(capped)}
         )  # fmt: skip
         if (fc_error is None) != (plain_error is None):
             self.mismatches.append(f"{cid}: failed in one run only")
@@ -515,19 +551,24 @@ class _Run:
             return False
         answer, fc_text = served.answer, served.text
         after = _snapshot(root, answer.path)
-        self.file_calls[cid] = FileCall(
-            cid, "read_file", answer.path, served.args, answer.kind, fc_text, None, after,
-            inner=answer.text,
-        )  # fmt: skip
-        fc_msg = {**message, "content": fc_text}
-        self.plain_keyed.append(self.recorded[-1])
-        self.history.append(fc_msg)
-        self.plain_history.append(message)
         plain_kind = "full" if served.whole else "partial"
         plain_call = FileCall(
             cid, "read_file", answer.path, served.args, plain_kind, recorded, None, after,
             inner=served.output,
         )  # fmt: skip
+        self.file_calls[cid] = FileCall(
+            cid, "read_file", answer.path, served.args, answer.kind, fc_text, None, after,
+            inner=answer.text,
+        )  # fmt: skip
+        recorded_tokens = self.recorded[-1][1] - MESSAGE_OVERHEAD
+        if self.cap and self.memo(fc_text) > recorded_tokens + _slack(answer.kind):
+            self.session.forget([cid])  # the shell's own output is smaller: it stands
+            self.file_calls[cid], fc_text = plain_call, recorded
+            self.capped.append(cid)
+        fc_msg = {**message, "content": fc_text}
+        self.plain_keyed.append(self.recorded[-1])
+        self.history.append(fc_msg)
+        self.plain_history.append(message)
         self.recorded_view.feed(plain_call, recorded)
         for peer in self.peers:
             peer.add(message, message, plain_call, shell=True)
@@ -540,7 +581,8 @@ class _Run:
         self.records.append(
             {"call_id": cid, "tool": "read_file", "path": answer.path, "kind": answer.kind,
              "plain_tokens": tokens["plain"], "filecache_tokens": tokens["filecache"],
-             "error": None, "shell": self.shell[cid]}
+             "recorded_tokens": tokens["recorded"], "error": None, "shell": self.shell[cid],
+             "capped": bool(self.capped and self.capped[-1] == cid)}
         )  # fmt: skip
         return True
 
@@ -624,4 +666,5 @@ class _Run:
             plain_messages=tuple(self.plain_history),
             filecache_messages=tuple(self.history),
             policies={peer.name: peer.result() for peer in self.peers},
+            capped=len(self.capped),
         )

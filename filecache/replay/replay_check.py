@@ -28,7 +28,12 @@ import xxhash
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchSet
 
-__all__ = ["FileCall", "ModelView", "RecordedView", "dangling_refs", "disk_lines", "tag_of"]
+__all__ = [
+    "AGENT_VIEW", "FileCall", "ModelView", "RecordedView", "dangling_refs", "disk_lines",
+    "tag_of", "verified_lines",
+]  # fmt: skip
+
+AGENT_VIEW = "agent"  # a FileCall's kind: the recorded answer of the agent's own tool was sent
 
 _HEADER = re.compile(
     r"^\[(?P<path>.+?): (?:(?P<label>[^\[\]]+?), )?(?:lines (?P<a>\d+)-(?P<b>\d+) of (?P<n>\d+)"
@@ -146,6 +151,11 @@ class ModelView:
                     base = _Copy()
                 copies[call.after[0]] = _edited(base, call.args, len(call.after[1]), seen)
             return None
+        if call.kind == AGENT_VIEW:  # the agent's own view, sent in place of a larger answer
+            if call.after is not None:
+                copy = copies.setdefault(call.after[0], _Copy(len(call.after[1])))
+                copy.lines.update(_shell_lines(call))
+            return None  # it shows what it shows: no span to check
         if call.kind == "outline":
             return None
         problem = self._read(call, copies)
@@ -176,7 +186,8 @@ class ModelView:
 
     def check(self, call: FileCall) -> str | None:
         """Whether the lines ``call`` (a read) answered are rebuilt as they are on disk."""
-        if call.tool != "read_file" or call.kind in ("error", "outline") or call.after is None:
+        skip = ("error", "outline", AGENT_VIEW)
+        if call.tool != "read_file" or call.kind in skip or call.after is None:
             return None
         span = call.span()
         if span is None:
@@ -191,6 +202,14 @@ class ModelView:
             if held != lines[n - 1]:
                 return f"{call.call_id}: {call.path} line {n} ({call.kind}) differs from disk"
         return None
+
+    def held_any(self, path: str, lines: Sequence[str]) -> set[int]:
+        """Line numbers that some copy of ``path`` (any version) holds equal to ``lines``:
+        counted as ``RecordedView.current`` counts the recording's, by content."""
+        out: set[int] = set()
+        for copy in self.copies.get(path, {}).values():
+            out |= {n for n, t in copy.lines.items() if n <= len(lines) and lines[n - 1] == t}
+        return out
 
     def held(self, path: str, tag: str, lines: Sequence[str]) -> set[int]:
         """Line numbers of version ``tag`` of ``path`` held and equal to ``lines`` (disk)."""
@@ -246,6 +265,16 @@ class RecordedView:
                 if text in (disk, disk.expandtabs(), disk.rstrip("\r")):
                     out.add(n)
         return out
+
+
+def verified_lines(recorded: str, lines: Sequence[str]) -> str:
+    """The lines of an agent's own view (``RecordedView``'s reading of it) that equal
+    ``lines`` (disk), as ``N<TAB>text`` rows: what the model learns from it, for sure."""
+    view = RecordedView()
+    view.feed(FileCall("", "read_file", "", {}, "", "", None, None), recorded)
+    shown = view.lines.get("", {})
+    held = sorted(view.current("", lines))
+    return "".join(f"{n}\t{lines[n - 1]}" for n in held if shown.get(n) is not None)
 
 
 def _shell_lines(call: FileCall) -> Lines:

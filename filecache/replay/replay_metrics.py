@@ -235,6 +235,8 @@ class SessionReplay:
         ledger_reads: (tokens served, baseline) of the filecache run's read answers as its
             ledger records them, counted as ``filecache stats`` counts them
             (``stats.read_baseline``): what ``stats`` reports on a store this replay wrote.
+        capped: read answers larger than the recorded ones, sent as recorded instead
+            (``replay_session(cap=True)``).
     """
 
     name: str
@@ -269,6 +271,7 @@ class SessionReplay:
     filecache_messages: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
     policies: Mapping[str, PolicyRun] = field(default_factory=dict, repr=False)
     ledger_reads: tuple[int, int] = (0, 0)
+    capped: int = 0
 
     @property
     def ledger_saved_pct(self) -> float:
@@ -302,6 +305,7 @@ class SessionReplay:
             "recall_pairs": self.recall_pairs,
             "recall_all": round(self.recall_all, 4),
             "recall_all_pairs": self.recall_all_pairs,
+            "capped": self.capped,
             "lines_in_use": dict(zip(("file", "recorded", "held"), self.lines_in_use, strict=True)),
         }
         for name in (
@@ -399,4 +403,5 @@ def combine(replays: Sequence[SessionReplay], name: str = "total") -> SessionRep
             sum(r.ledger_reads[0] for r in replays),
             sum(r.ledger_reads[1] for r in replays),
         ),
+        capped=sum(r.capped for r in replays),
     )

@@ -15,7 +15,7 @@ from filecache.stats import BASELINE
 
 __all__ = [
     "format_replay", "format_table", "format_totals", "ledger_line", "replay_html",
-    "session_anchor",
+    "session_anchor", "worse_line", "worse_than_recorded",
 ]  # fmt: skip
 
 
@@ -112,8 +112,32 @@ def format_replay(replays: Sequence[SessionReplay], totals: SessionReplay) -> st
     )
     return (
         format_table(replays, totals) + "\n" + format_totals(totals) + "\n" + verdict + "\n"
-        + ledger_line(totals) + "\n"
+        + ledger_line(totals) + "\n" + worse_line(replays, totals) + "\n"
     )  # fmt: skip
+
+
+def worse_than_recorded(replays: Sequence[SessionReplay]) -> list[SessionReplay]:
+    """Every session whose prompt tokens or billed equivalents exceed the recording's."""
+    return [
+        r for r in replays
+        if r.prompt_tokens.filecache > r.prompt_tokens.recorded
+        or r.billed.filecache > r.billed.recorded
+    ]  # fmt: skip
+
+
+def worse_line(replays: Sequence[SessionReplay], totals: SessionReplay) -> str:
+    """The sessions that cost more than recorded, named with their changes (or none)."""
+    capped = f"{totals.capped:,} answers larger than the agent's own sent as recorded"
+    worse = worse_than_recorded(replays)
+    if not worse:
+        return f"no session costs more than recorded ({capped})."
+    named = ", ".join(
+        f"{r.name} (prompt {_pct(r.prompt_tokens.saved_vs_recorded_pct)}, billed "
+        f"{_pct(r.billed.saved_vs_recorded_pct)})"
+        for r in worse
+    )
+    plural = "s" if len(worse) != 1 else ""
+    return f"{len(worse)} session{plural} cost more than recorded: {named} ({capped})."
 
 
 def ledger_line(totals: SessionReplay) -> str:
@@ -247,6 +271,7 @@ def replay_html(replays: Sequence[SessionReplay], totals: SessionReplay) -> str:
         '<p class="note">Billed: the prefix a request shares with the previous one at 0.1x, '
         "the rest at 1.25x. Changes are against each baseline; negative is a saving.</p>",
         f'<p class="note">{escape(ledger_line(totals))}</p>',
+        f'<p class="note">{escape(worse_line(replays, totals))}</p>',
     ]
     for n, r in enumerate(replays, 1):
         body.append(f'<h2 id="{session_anchor(n, r.name)}">{escape(r.name)}</h2>')
