@@ -11,6 +11,11 @@ is answered by ``bash_reads`` in the filecache run and keeps its recorded result
 run and in every peer's (the shell's own output); a ``bash`` command made only of edits replay
 can redo is redone on both copies. The recorded transcript itself is the third run.
 
+With ``cap`` (the default), a read answer larger than the recorded one (the agent's own tool's;
+a content answer may exceed it by ``HEADER_SLACK``) is sent as recorded instead and the session
+forgets it, as a host integration falls back to the host's output: never worse than the
+recording, answer by answer.
+
 With a ``window``, the filecache run is pruned before every request: the full history is kept
 and passed to ``prune_messages`` each time, and the session's sticky projections (in its store)
 make every earlier pruned result render to the same bytes, so the request as sent is the

@@ -7,7 +7,11 @@ names; a FileRef says the lines of the copy of the named version are current; th
 writes give the whole file and its own edits are replayed on its copy of the file as it was. A
 read whose text in the request is not the text filecache answered (pruned: cleared, outlined,
 truncated) gives nothing; a write or an edit counts as long as its call is there (its
-arguments say what the model wrote; pruning never touches them).
+arguments say what the model wrote; pruning never touches them). An answer replay sent as the
+agent's own tool recorded it (``AGENT_VIEW``: filecache's was larger) gives the lines of that
+view that equal disk, and is never checked for a span. ``RecordedView`` reads the recording the
+same literal way: the lines the agent's own tools showed, the denominator of recall over every
+line.
 
 Invariants:
 - Only what is in the messages is used, plus the bytes on disk to compare with; a version tag
