@@ -28,6 +28,8 @@ VARIANTS: dict[str, tuple[str, dict[str, object]]] = {
     "cost, gate off": ("cost", {"cache_aware": False}),
     "context": ("context", {}),
     "context, gate on": ("context", {"cache_aware": True}),
+    "context, gate on, 10 turns at least": ("context", {"cache_aware": True, "min_turns_left": 10}),
+    "context, gate on, 20 turns at least": ("context", {"cache_aware": True, "min_turns_left": 20}),
     "cost, from 5% of the window": ("cost", {"prune_at": 0.05, "target": 0.0}),
     "cost, from 5%, gate off": ("cost", {"prune_at": 0.05, "target": 0.0, "cache_aware": False}),
 }
@@ -37,10 +39,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("corpus", nargs="?", type=Path, default=DEFAULT)
     parser.add_argument("--windows", default="32000,64000,128000")
-    parser.add_argument("--variants", help="only these (comma-separated names)")
+    parser.add_argument("--variants", help="only these (names separated by ;)")
     args = parser.parse_args()
     windows = [int(w) for w in args.windows.split(",")]
-    names = args.variants.split(",") if args.variants else list(VARIANTS)
+    names = args.variants.split(";") if args.variants else list(VARIANTS)
     with tempfile.TemporaryDirectory() as tmp:
         dirs = sessions_in(args.corpus, Path(tmp))
         print(f"`.venv/bin/python bench/bench_cost_gate.py --windows {args.windows}`: "

@@ -23,9 +23,10 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def preset_option(help: str) -> Callable[[_F], _F]:
-    """``--preset cost|context`` (``PrunePolicy.preset``), for ``prune`` and ``replay``."""
+    """``--preset cost|context|seeds`` (``PrunePolicy.preset``), for ``prune`` and ``replay``."""
     return click.option(
-        "--preset", type=click.Choice(["cost", "context"]), default="cost", show_default=True,
+        "--preset", type=click.Choice(["cost", "context", "seeds"]), default="cost",
+        show_default=True,
         help=help,
     )  # fmt: skip
 
