@@ -54,7 +54,7 @@ from filecache.core.planner import (
 )
 from filecache.core.render import render_write
 from filecache.core.results import Kind, ReadResult, Source, WriteResult
-from filecache.core.text import decode_text, encode_text, split_lines
+from filecache.core.text import decode_text, encode_text, join_lines, split_lines
 from filecache.core.views import Facts, Span, map_through_edit
 from filecache.errors import (
     ConflictError,
@@ -460,6 +460,81 @@ class Session:
         with self._turn() as turn:
             turn.log(cid, tool, path, kind=tool + "ed")
         return cid
+
+    def adopt_change(
+        self,
+        path: str | Path,
+        *,
+        call_id: str,
+        content: str | None = None,
+        edits: Sequence[tuple[str, str]] | None = None,
+        replace_all: bool = False,
+        deleted: bool = False,
+    ) -> str:
+        """Record a change that a host's own tool already made (Claude Code's Edit, Codex's
+        apply_patch...): the model knows what it wrote, so the lines it held stay held.
+
+        Exactly one of ``content`` (the whole file written), ``edits`` ((old, new) pairs applied
+        in order to the version the model holds) or ``deleted``. Under the path's lock the file
+        is read once: when its bytes are exactly what the change makes of the version the model
+        holds (or ``content``), the model's facts map through the change as for ``edit`` and
+        ``write``; otherwise (the model held nothing to apply the edits to, or something else
+        changed the file too) it is recorded as a change, so the next read is a diff or the
+        content. Nothing on disk is written. Returns ``Kind.EDITED``/``WRITTEN`` when adopted,
+        ``Kind.CHANGED`` otherwise.
+
+        Raises:
+            PathError, StoreError: as for ``read``; nothing was recorded.
+        """
+        if sum((content is not None, edits is not None, deleted)) != 1:
+            raise RequestError("adopt_change needs exactly one of content, edits or deleted")
+
+        def adopt_at(loc: Located) -> str:
+            with self._turn() as turn, self.cache.path_lock(loc.rel):
+                data = self._current_bytes(loc)
+                view = turn.view(loc.rel)
+                held = (
+                    self._state.last_seen(loc.rel, view)
+                    if view is not None and view.versions
+                    else self._state.seen.get(loc.rel)
+                )
+                planned = None if deleted or data is None else self._adopted(
+                    loc, call_id, held, content, edits, replace_all)  # fmt: skip
+                if planned is not None and data is not None:
+                    text, spans, kind = planned
+                    if encode_text(text, loc.rel) == data:
+                        self._record_written(
+                            turn, loc, call_id, kind, data, text, held, spans, "", ()
+                        )
+                        return kind
+                version = None if data is None else version_of(data)
+                turn.record_change(call_id, loc.rel, version, held)
+                return Kind.CHANGED
+
+        return self._locations.retry(path, adopt_at)
+
+    def _adopted(
+        self,
+        loc: Located,
+        cid: str,
+        held: str | None,
+        content: str | None,
+        edits: Sequence[tuple[str, str]] | None,
+        replace_all: bool,
+    ) -> tuple[str, list[Span], str] | None:
+        """What the host's change makes of the version the model holds (text, the spans the
+        model then holds, kind), or None when it cannot be placed."""
+        if content is not None:
+            count = len(split_lines(content))
+            return content, ([(1, count, (frozenset([cid]),))] if count else []), Kind.WRITTEN
+        old = self.cache.lines_of(held) if held is not None else None
+        if old is None or not edits:
+            return None  # the model holds no version to apply them to: a plain change
+        try:
+            text, spans, _ = self._edit_plan(loc, cid, edits, replace_all)(join_lines(old), held)
+        except FileCacheError:
+            return None  # the edits do not apply to what the model holds
+        return text, spans, Kind.EDITED
 
     def _answer(
         self,
