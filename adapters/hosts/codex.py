@@ -21,8 +21,13 @@ the events below; ``run_hook`` answers each:
 
 Before every answer the session is reconciled with the rollout at ``transcript_path``
 (``codex_rollout``): a result compaction dropped, Codex truncated, or a rewind removed backs no
-FileRef. The rollout also says how the call ended: only a command that exited 0 in the
-session's folder (not another ``workdir``) is served; anything else leaves Codex's output.
+FileRef. The rollout also says how the call ended: only a command that exited 0 is served;
+anything else leaves Codex's output.
+
+The root is the hook's ``cwd``, which Codex sets to the call's ``workdir`` when the model gives
+one: a command's relative paths always resolve where the command ran, and each folder the model
+works in is its own filecache session (FileRefs there name that folder's calls, all of them in
+the same model context).
 
 Invariants: Codex's output stands unless filecache serves the read exactly (the base layer's
 rules: denied files, outside the root, binary, missing, clipped output); every failure inside
@@ -143,8 +148,8 @@ def _bash(
     ended = rollout.ended.get(call_id) if rollout is not None else None
     output = response if isinstance(response, str) else None
     if ended is None or ended.exit_code != 0 or not _same_folder(ended.cwd, cwd):
-        # Failed, still running, run elsewhere (a workdir), or unknowable: Codex's output
-        # stands; whatever the command did to files makes the next read a diff.
+        # Failed, still running, run in another folder than the hook was told, or unknowable:
+        # Codex's output stands; what the command did to files makes the next read a diff.
         session.changed(call_id)
         return b""
     text = session.shell(command, call_id, output=output)
