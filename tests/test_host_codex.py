@@ -17,6 +17,8 @@ from conftest import NOTES
 from responses_server import ScriptedResponses, exec_call, message, patch_call
 from test_secrets import store_bytes
 
+from filecache.core.render import shell_instructions
+
 BINARY = codex_binary()
 APP = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(1, 21))  # 60 lines
 
@@ -58,8 +60,12 @@ def test_the_binary_is_the_pinned_version() -> None:
 
 
 def test_unchanged_reread_is_a_fileref_naming_the_first_call(world: CodexWorld) -> None:
-    _, out = _run(world, [exec_call("call_a1", "cat notes.txt")],
-                  [exec_call("call_a2", "cat notes.txt")])  # fmt: skip
+    server, out = _run(world, [exec_call("call_a1", "cat notes.txt")],
+                       [exec_call("call_a2", "cat notes.txt")])  # fmt: skip
+    # The model was told once what the answers mean (SessionStart's additional context).
+    told = [i for i in server.requests[0]["input"] if i.get("role") == "developer"
+            and any(p.get("text") == shell_instructions() for p in i["content"])]  # fmt: skip
+    assert len(told) == 1
     assert out["call_a1"].endswith("Output:\n" + NOTES)  # the first read: Codex's own output
     assert _short(out["call_a2"], NOTES)
     assert "notes.txt unchanged since your result call_a1" in out["call_a2"]
@@ -109,12 +115,19 @@ def test_change_outside_is_a_diff(world: CodexWorld) -> None:
         notes.write_text(NOTES.replace("line 30: the quick", "line 30: THE SLOW"))
         return [exec_call("call_d2", "cat notes.txt")]
 
-    _, out = _run(world, [exec_call("call_d1", "cat notes.txt")], edit_then_reread)
+    _, out = _run(
+        world,
+        [exec_call("call_d1", "cat notes.txt")],
+        edit_then_reread,
+        [exec_call("call_d3", "cat -- notes.txt")],  # the recovery the hint names
+    )
     diff = out["call_d2"]
     assert len(diff) * 4 < len(NOTES), diff
     assert "-line 30: the quick brown fox" in diff
     assert "+line 30: THE SLOW brown fox" in diff
     assert "@@" in diff and "line 10:" not in diff
+    assert diff.endswith("`cat -- PATH` prints the whole file.)\n")
+    assert out["call_d3"].endswith("Output:\n" + notes.read_text())
 
 
 def test_dotenv_is_left_alone_and_nothing_of_it_is_stored(world: CodexWorld) -> None:

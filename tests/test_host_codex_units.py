@@ -427,3 +427,111 @@ def test_truncation_marks() -> None:
     assert truncated("Warning: truncated output (original token count: 40224)\nTotal output")
     assert truncated("line 380 the quick br…30224 tokens truncated…s over the lazy dog")
     assert not truncated("line 1\nline 2\n")
+
+
+# -- the hook, on payloads shaped as Codex 0.169 sends them (a real store and files) --------
+
+
+class Hook:
+    """One Codex session in ``root``: appends rollout lines as Codex does, calls the hook."""
+
+    def __init__(self, root: Path, rollout: Path) -> None:
+        self.root, self.rollout = root, rollout
+        rollout.write_text(_line("session_meta", {"id": "sess-1"}) + "\n")
+
+    def _append(self, *lines: str) -> None:
+        with open(self.rollout, "a") as out:
+            out.write("".join(line + "\n" for line in lines))
+
+    def payload(self, event: str, **fields: object) -> bytes:
+        base = {"session_id": "sess-1", "turn_id": "t1", "transcript_path": str(self.rollout),
+                "cwd": str(self.root), "hook_event_name": event, "model": "gpt-5.5",
+                "permission_mode": "bypassPermissions"}  # fmt: skip
+        return json.dumps({**base, **fields}).encode()
+
+    def bash(self, cid: str, cmd: str, output: str, code: int = 0) -> bytes:
+        from filecache.adapters.hosts.codex import run_hook
+
+        self._append(_call(cid, cmd), _done(cid, code, f"file://{self.root}"))
+        answer = run_hook([], self.payload("PostToolUse", tool_name="Bash",
+                                           tool_input={"command": cmd}, tool_response=output,
+                                           tool_use_id=cid))  # fmt: skip
+        self._append(_out(cid, output))
+        return answer
+
+
+@pytest.fixture
+def hook(root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Hook:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return Hook(root, tmp_path / "rollout.jsonl")
+
+
+def _reason(answer: bytes) -> str:
+    decoded = json.loads(answer)
+    assert decoded["decision"] == "block"
+    return str(decoded["reason"])
+
+
+def test_hook_serves_a_reread_and_leaves_a_failed_one(
+    hook: Hook, notes: str, tmp_path: Path
+) -> None:
+    assert hook.bash("c1", "cat notes.txt", notes) == b""
+    assert "unchanged since your result c1" in _reason(hook.bash("c2", "cat notes.txt", notes))
+    # The same read, but the command failed (exit 1) in Codex: its output stands.
+    assert hook.bash("c3", "cat notes.txt", "cat: notes.txt: Permission denied\n", code=1) == b""
+    assert not (tmp_path / "cache" / "filecache" / "hooks.log").exists()
+
+
+def test_hook_without_a_rollout_serves_nothing(hook: Hook, notes: str) -> None:
+    from filecache.adapters.hosts.codex import run_hook
+
+    assert hook.bash("c1", "cat notes.txt", notes) == b""
+    payload = json.loads(hook.payload("PostToolUse", tool_name="Bash", tool_use_id="c2",
+                                      tool_input={"command": "cat notes.txt"},
+                                      tool_response=notes))  # fmt: skip
+    payload["transcript_path"] = None
+    assert run_hook([], json.dumps(payload).encode()) == b""
+
+
+def test_hook_precompact_forgets_and_session_start_instructs(hook: Hook, notes: str) -> None:
+    from filecache.adapters.hosts.codex import run_hook
+
+    from filecache.core.render import shell_instructions
+
+    start = json.loads(run_hook([], hook.payload("SessionStart", source="startup")))
+    assert start["hookSpecificOutput"]["additionalContext"] == shell_instructions()
+    assert run_hook([], hook.payload("SessionStart", source="resume")) == b""
+    hook.bash("c1", "cat notes.txt", notes)
+    assert run_hook([], hook.payload("PreCompact", trigger="auto")) == b""
+    assert hook.bash("c2", "cat notes.txt", notes) == b""  # content again (Codex's own)
+    assert "since your result c2" in _reason(hook.bash("c3", "cat notes.txt", notes))
+
+
+@pytest.mark.parametrize(
+    ("payload", "logged"),
+    [
+        (b"", 1),
+        (b"not json", 1),
+        (b"[]", 0),
+        (b'{"hook_event_name": "PostToolUse"}', 0),
+        (b'{"hook_event_name": "PostToolUse", "session_id": "s", "cwd": "relative"}', 0),
+    ],
+)
+def test_hook_on_bad_input_answers_nothing(
+    payload: bytes, logged: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from filecache.adapters.hosts.codex import run_hook
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert run_hook([], payload) == b""
+    log = tmp_path / "cache" / "filecache" / "hooks.log"
+    assert (len(log.read_text().splitlines()) if log.exists() else 0) == logged
+
+
+def test_the_full_read_command_is_never_served() -> None:
+    """The hint tells a shell reader to run FULL_READ_COMMAND for the whole file: it works only
+    while filecache leaves that command to the shell."""
+    from filecache.core.render import FULL_READ_COMMAND
+    from filecache.shell.shell_parse import parse_shell_read
+
+    assert parse_shell_read(FULL_READ_COMMAND.replace("PATH", "notes.txt")) is None

@@ -17,7 +17,9 @@ the events below; ``run_hook`` answers each:
   writes and deletions, so a read after the model's own patch is short.
 - ``PreCompact``: forget everything (the context is about to be summarised). ``PostCompact``
   and ``SessionStart`` (startup, resume, compact, clear): keep only what the rollout says the
-  context holds.
+  context holds. ``SessionStart`` (except on resume, whose context has them already) also
+  answers with ``render.shell_instructions()`` as additional context: what a FileRef and a
+  diff mean, and the command that always prints the whole file.
 
 Before every answer the session is reconciled with the rollout at ``transcript_path``
 (``codex_rollout``): a result compaction dropped, Codex truncated, or a rewind removed backs no
@@ -57,8 +59,20 @@ _EXEC_SHAPE = "Process exited with code 0\nOutput:\n"
 
 
 def shaped(text: str) -> str:
-    """filecache's answer as the output of a Codex ``exec_command`` call that exited 0."""
-    return _EXEC_SHAPE + text
+    """filecache's answer as the output of a Codex ``exec_command`` call that exited 0, with
+    the recovery hint a shell reader can follow."""
+    from filecache.core.render import shell_answer
+
+    return _EXEC_SHAPE + shell_answer(text)
+
+
+def _instructions() -> bytes:
+    """The SessionStart answer: what filecache's answers mean, once per context (Codex adds
+    it as a developer message)."""
+    from filecache.core.render import shell_instructions
+
+    context = {"hookEventName": "SessionStart", "additionalContext": shell_instructions()}
+    return json.dumps({"hookSpecificOutput": context}).encode("utf-8")
 
 
 def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
@@ -101,11 +115,14 @@ def _dispatch(data: dict[str, Any]) -> bytes:
             return b""
         rollout = _rollout(data)
         if event in ("PostCompact", "SessionStart"):
-            if rollout is None or data.get("source") == "clear":
+            source = data.get("source")
+            if rollout is None or source == "clear":
                 session.reset()
             else:
                 session.keep_only(rollout.present)
-            return b""
+            # A resumed context still holds the instructions of its start; the others do not.
+            fresh = event == "SessionStart" and source in ("startup", "clear", "compact")
+            return _instructions() if fresh else b""
         call_id = data.get("tool_use_id")
         tool_input = data.get("tool_input")
         command = tool_input.get("command") if isinstance(tool_input, dict) else None
