@@ -193,13 +193,13 @@ def _edit_hooks(data: dict[str, Any], hooks_file: Path, uninstall: bool) -> tupl
                     )
             kept.append(group)
         if not uninstall and event in EVENTS:
-            group: dict[str, Any] = {"hooks": [_handler()]}
+            ours: dict[str, Any] = {"hooks": [_handler()]}
             if EVENTS[event] is not None:
-                group = {"matcher": EVENTS[event], **group}
+                ours = {"matcher": EVENTS[event], **ours}
             trusted[hook_key(hooks_file, event, len(kept), 0)] = trust_hash(
-                event, EVENTS[event], group["hooks"][0]
+                event, EVENTS[event], ours["hooks"][0]
             )
-            kept.append(group)
+            kept.append(ours)
         if kept:
             hooks[event] = kept
         else:
