@@ -358,8 +358,12 @@ def test_parse_patch_refuses_what_it_cannot_read(text: str) -> None:
 # -- rollouts -----------------------------------------------------------------------------
 
 
+SPACED = False  # json.dumps' own separators (not what Codex writes): the decoding path
+
+
 def _line(kind: str, payload: dict) -> str:
-    return json.dumps({"timestamp": "t", "type": kind, "payload": payload})
+    line = {"timestamp": "t", "ordinal": 1, "type": kind, "payload": payload}
+    return json.dumps(line) if SPACED else json.dumps(line, separators=(",", ":"))
 
 
 def _call(cid: str, cmd: str, **extra: str) -> str:
@@ -378,11 +382,19 @@ def _done(cid: str, code: int, cwd: str) -> str:
     return _line("event_msg", {"type": "item_completed", "item": item})
 
 
-def test_rollout_held_pending_truncated_and_ended(tmp_path: Path) -> None:
+@pytest.fixture(params=["compact", "spaced"])
+def line_shape(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Rollout lines as Codex writes them (matched on bytes) and spaced (decoded)."""
+    monkeypatch.setattr(sys.modules[__name__], "SPACED", request.param == "spaced")
+    return str(request.param)
+
+
+def test_rollout_held_pending_truncated_and_ended(tmp_path: Path, line_shape: str) -> None:
     lines = [
         _line("session_meta", {"id": "s"}),
         _call("c1", "cat a"), _done("c1", 0, "file:///p%20q"), _out("c1", "Output:\na\n"),
         _call("c2", "cat big"), _out("c2", "Output:\nWarning: truncated output (original …)"),
+        _call("c5", "cat big"), _out("c5", "line 380 the quick br…30224 tokens truncated…"),
         _line("response_item", {"type": "custom_tool_call", "call_id": "c3", "name": "apply_patch",
                                 "input": "…"}),
         _out("c3", "Exit code: 0", "custom_tool_call_output"),
@@ -391,17 +403,19 @@ def test_rollout_held_pending_truncated_and_ended(tmp_path: Path) -> None:
     ]  # fmt: skip
     path = tmp_path / "rollout.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    found = read_rollout(path)
+    found = read_rollout(path, ["c1", "c4"])
     assert found is not None
     assert found.held == {"c1", "c3"}
     assert found.pending == {"c4"}
     assert found.present == {"c1", "c3", "c4"}
     assert found.ended["c1"].exit_code == 0 and found.ended["c1"].cwd == "/p q"
     assert found.ended["c4"].exit_code == 1
-    assert found.arguments["c4"] == {"cmd": "cat b", "workdir": "src"}
+    assert set(found.ended) == {"c1", "c4"}  # only the calls asked about
 
 
-def test_rollout_compaction_and_rollback_drop_what_came_before(tmp_path: Path) -> None:
+def test_rollout_compaction_and_rollback_drop_what_came_before(
+    tmp_path: Path, line_shape: str
+) -> None:
     kept = {"type": "function_call_output", "call_id": "k", "output": "x"}
     lines = [
         _call("c1", "cat a"), _out("c1", "a"),

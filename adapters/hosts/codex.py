@@ -113,7 +113,7 @@ def _dispatch(data: dict[str, Any]) -> bytes:
         if event == "PreCompact":
             session.reset()
             return b""
-        rollout = _rollout(data)
+        rollout = _rollout(data, data.get("tool_use_id"))
         if event in ("PostCompact", "SessionStart"):
             source = data.get("source")
             if rollout is None or source == "clear":
@@ -136,13 +136,13 @@ def _dispatch(data: dict[str, Any]) -> bytes:
         return _bash(session, command, call_id, data.get("tool_response"), rollout, cwd)
 
 
-def _rollout(data: dict[str, Any]) -> Rollout | None:
+def _rollout(data: dict[str, Any], call_id: Any) -> Rollout | None:
     path = data.get("transcript_path")
     if not isinstance(path, str) or not path:
         return None
     from filecache.adapters.hosts.codex_rollout import read_rollout
 
-    return read_rollout(path)
+    return read_rollout(path, [call_id] if isinstance(call_id, str) else [])
 
 
 def _same_folder(a: str | None, b: str) -> bool:

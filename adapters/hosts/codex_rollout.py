@@ -15,15 +15,19 @@ rebuilds the model's input from it on resume. The lines that shape the context:
 
 ``read_rollout`` gives the ids whose results the model still holds (an output in the current
 history that Codex did not truncate), the calls of the history still waiting for their output
-(the turn in progress: parallel calls whose hooks run now), and per call how it ended.
+(the turn in progress: parallel calls whose hooks run now), and how the calls asked about ended.
 
-Cheap by construction: a line is JSON-decoded only when its text names a type this module needs
-(the big ``session_meta`` and ``world_state`` lines are skipped by a substring test).
+Cheap by construction (a long session's rollout is megabytes, read on every hook): a
+``response_item`` line is matched on its bytes (its type and call id, and a substring test for
+Codex's truncation marks), never decoded; a line is JSON-decoded only when it is a compaction, a
+rewind, the end of a call asked about, or does not have the compact shape Codex writes.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,7 +61,6 @@ class Rollout:
 
     held: set[str] = field(default_factory=set)
     pending: set[str] = field(default_factory=set)
-    arguments: dict[str, dict[str, Any]] = field(default_factory=dict)
     ended: dict[str, Ended] = field(default_factory=dict)
     compactions: int = 0
 
@@ -67,65 +70,93 @@ class Rollout:
         return self.held | self.pending
 
 
-def _needed(line: str) -> bool:
-    return (
-        '"response_item"' in line
-        or '"compacted"' in line
-        or '"item_completed"' in line
-        or '"thread_rolled_back"' in line
-    )
+# Codex writes each line as compact JSON with the payload's "type" first: these find what is
+# needed without decoding a line (a line they do not fit is decoded in full instead).
+_RESPONSE_ITEM = re.compile(
+    rb'^\{(?:"timestamp":"[^"]*",)?(?:"ordinal":\d+,)?"type":"response_item",'
+    rb'"payload":\{"type":"(\w+)"'
+)
+_SEPS = ((",", ":"), (", ", ": "))  # how an "id" key may be written: compact, or spaced
+_CALL_ID = re.compile(rb'"call_id":"([^"\\]*)"')
+# As the bytes of a JSON line: raw UTF-8 (serde_json) or \u-escaped.
+_MARKS = tuple({mark.encode(), json.dumps(mark)[1:-1].encode()} for mark in _TRUNCATION_MARKS)
+_MARK_BYTES = tuple(b for marks in _MARKS for b in marks)
 
 
-def read_rollout(path: str | Path) -> Rollout | None:
-    """The rollout at ``path`` as the model's context sees it, or None when it cannot be read
-    (the caller then relies on nothing it cannot check)."""
+def read_rollout(path: str | Path, calls: Iterable[str] = ()) -> Rollout | None:
+    """The rollout at ``path`` as the model's context sees it, with how each call of ``calls``
+    ended, or None when it cannot be read (the caller then relies on nothing it cannot check).
+    """
     try:
         data = Path(path).read_bytes()
     except OSError:
         return None
-    history: list[dict[str, Any]] = []
+    wanted = set(calls)
+    ids = [json.dumps({"id": c}, separators=sep)[1:-1].encode() for c in wanted for sep in _SEPS]
+    history: list[tuple[str, str, bool]] = []  # (item type, call id, truncated output)
     found = Rollout()
-    for raw in data.decode("utf-8", "replace").splitlines():
-        if not _needed(raw):
+    for raw in data.split(b"\n"):
+        fast = _RESPONSE_ITEM.match(raw)
+        if fast is not None:
+            kind = fast.group(1).decode()
+            if kind in _OUTPUTS or kind in _CALLS:
+                cid = _CALL_ID.search(raw, fast.end())
+                if cid is not None:
+                    cut = (
+                        kind in _OUTPUTS
+                        and b"truncat" in raw
+                        and any(mark in raw for mark in _MARK_BYTES)
+                    )
+                    history.append((kind, cid.group(1).decode(), cut))
+            continue
+        if not (
+            b'"response_item"' in raw
+            or b'"compacted"' in raw
+            or b'"thread_rolled_back"' in raw
+            or (b'"item_completed"' in raw and any(c in raw for c in ids))
+        ):
             continue
         try:
             line = json.loads(raw)
         except ValueError:
             continue  # a line being written as we read: the next hook sees it whole
-        if not isinstance(line, dict):
+        if not isinstance(line, dict) or not isinstance(line.get("payload"), dict):
             continue
-        kind, payload = line.get("type"), line.get("payload")
-        if not isinstance(payload, dict):
-            continue
+        kind, payload = line.get("type"), line["payload"]
         if kind == "response_item":
-            history.append(payload)
+            history.extend(_items([payload]))
         elif kind == "compacted":
             replacement = payload.get("replacement_history")
-            history = [i for i in replacement if isinstance(i, dict)] if replacement else []
+            history = _items(replacement) if isinstance(replacement, list) else []
             found.compactions += 1
         elif kind == "event_msg" and payload.get("type") == "thread_rolled_back":
             history = []
         elif kind == "event_msg" and payload.get("type") == "item_completed":
-            _ended(found, payload.get("item"))
-    outputs: dict[str, str] = {}
-    calls: list[str] = []
-    for item in history:
-        kind, call_id = item.get("type"), item.get("call_id")
-        if not isinstance(call_id, str):
-            continue
+            _ended(found, payload.get("item"), wanted)
+    outputs: dict[str, bool] = {}
+    for kind, cid, cut in history:
         if kind in _OUTPUTS:
-            outputs[call_id] = _text(item.get("output"))
-        elif kind in _CALLS:
-            calls.append(call_id)
-            if kind == "function_call":
-                found.arguments[call_id] = _arguments(item.get("arguments"))
-    found.held = {cid for cid, text in outputs.items() if not truncated(text)}
-    found.pending = {cid for cid in calls if cid not in outputs}
+            outputs[cid] = cut
+    found.held = {cid for cid, cut in outputs.items() if not cut}
+    found.pending = {cid for kind, cid, _ in history if kind in _CALLS and cid not in outputs}
     return found
 
 
-def _ended(found: Rollout, item: Any) -> None:
-    if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+def _items(items: list[Any]) -> list[tuple[str, str, bool]]:
+    out = []
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("call_id"), str):
+            continue
+        kind = item.get("type")
+        if kind in _OUTPUTS:
+            out.append((kind, item["call_id"], truncated(_text(item.get("output")))))
+        elif kind in _CALLS:
+            out.append((kind, item["call_id"], False))
+    return out
+
+
+def _ended(found: Rollout, item: Any, wanted: set[str]) -> None:
+    if not isinstance(item, dict) or item.get("id") not in wanted:
         return
     code = item.get("exit_code")
     cwd = item.get("cwd")
@@ -138,16 +169,6 @@ def _ended(found: Rollout, item: Any) -> None:
         code if isinstance(code, int) else None,
         cwd if isinstance(cwd, str) else None,
     )
-
-
-def _arguments(raw: Any) -> dict[str, Any]:
-    if isinstance(raw, dict):
-        return raw
-    try:
-        parsed = json.loads(raw) if isinstance(raw, str) else None
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
 
 
 def _text(output: Any) -> str:
