@@ -147,8 +147,10 @@ def hook_rows(runs: int, warmup: int, rollout_calls: int) -> None:
                 if i >= warmup:
                     times[label].append(elapsed)
         floor = statistics.median(times["floor: `python -c pass`"])
+        load = os.getloadavg()[0]
         print(f"Codex hook process, {runs} runs each (interleaved), ms; "
-              f"long rollout {size / 1e6:.1f} MB\n")  # fmt: skip
+              f"long rollout {size / 1e6:.1f} MB; load average {load:.1f} "
+              f"on {os.cpu_count()} cores\n")  # fmt: skip
         print("| call | p50 | p95 | added p50 (vs floor) |")
         print("|---|---:|---:|---:|")
         for label, values in times.items():
