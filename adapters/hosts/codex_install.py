@@ -70,7 +70,7 @@ _LABELS = {
     "SubagentStop": "subagent_stop",
     "Stop": "stop",
 }
-TIMEOUT_SECONDS = 30  # Codex waits this long at most; the hook answers in well under a second
+TIMEOUT_SECONDS = 10  # Codex waits this long at most (a stuck store must not hold up a session)
 _OURS = re.compile(r"(?:^|\s)(?:-m filecache\.adapters\.hosts|hook) codex(?:\s|$)")
 
 

@@ -276,8 +276,7 @@ def instructions() -> str:
 # command filecache never serves (``shell_parse`` takes no "--"; tests/test_host_codex_units.py).
 FULL_READ_COMMAND = "cat -- PATH"
 HINT_DIFF_SHELL = (
-    "(Apply this diff to the text you already have; "
-    f"`{FULL_READ_COMMAND}` prints the whole file.)"
+    f"(Apply this diff to the text you already have; `{FULL_READ_COMMAND}` prints the whole file.)"
 )
 
 
