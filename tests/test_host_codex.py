@@ -291,3 +291,20 @@ def test_codex_lists_our_hooks_as_trusted(world: CodexWorld) -> None:
     }  # fmt: skip
     assert all(h["trustStatus"] == "trusted" and h["enabled"] for h in hooks), hooks
     assert all(" -I -m filecache.adapters.hosts codex" in h["command"] for h in hooks)
+
+
+def test_project_scope_install_works_once_the_project_is_trusted(tmp_path: Path) -> None:
+    world = CodexWorld(tmp_path, BINARY)
+    (world.project / "notes.txt").write_text(NOTES)
+    done = world.filecache("install", "codex", "--project")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("; Codex loads them once you trust this project")
+    _, out = _run(world, [exec_call("call_u1", "cat notes.txt")],
+                  [exec_call("call_u2", "cat notes.txt")])  # fmt: skip
+    assert "[filecache]" not in out["call_u2"]  # an untrusted project's hooks do not run
+    with open(world.codex_home / "config.toml", "a") as config:
+        config.write(f'\n[projects."{world.project}"]\ntrust_level = "trusted"\n')
+    _, out = _run(world, [exec_call("call_t1", "cat notes.txt")],
+                  [exec_call("call_t2", "cat notes.txt")])  # fmt: skip
+    assert "unchanged since your result call_t1" in out["call_t2"]
+    assert not world.hook_log.exists()
