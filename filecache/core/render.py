@@ -46,6 +46,8 @@ __all__ = [
     "render_sealed",
     "render_undone_edit",
     "render_write",
+    "shell_answer",
+    "shell_instructions",
 ]
 
 MARKER = "[filecache]"
@@ -304,6 +306,33 @@ def instructions() -> str:
     )
 
 
+# A model that reads through a shell (Codex CLI) has no fresh=true: it gets the whole file with a
+# command filecache never serves (``shell_parse`` takes no "--"; tests/test_host_codex_units.py).
+FULL_READ_COMMAND = "cat -- PATH"
+HINT_DIFF_SHELL = (
+    f"(Apply this diff to the text you already have; `{FULL_READ_COMMAND}` prints the whole file.)"
+)
+
+
+def shell_answer(text: str) -> str:
+    """An answer for a model whose reads are shell commands: its recovery hint is one it can
+    run (``FULL_READ_COMMAND``) instead of ``fresh=true``."""
+    return text.replace(HINT_DIFF, HINT_DIFF_SHELL)
+
+
+def shell_instructions() -> str:
+    """What a model that reads files through a shell is told once per context (Codex CLI: a
+    SessionStart hook's additional context)."""
+    return (
+        f"File reads by shell command (cat, sed -n, head, tail, nl -ba) go through filecache. "
+        f"'{MARKER} PATH unchanged since your result ID (...)' means the lines you asked for "
+        f"are exactly as in your earlier result ID: use that text. '{MARKER} PATH changed since "
+        f"your result ID' is followed by a unified diff from the version you have to the "
+        f"current file: apply it to your copy. Whenever you need the whole file again, run "
+        f"`{FULL_READ_COMMAND}`. Never copy {MARKER} lines into a file."
+    )
+
+
 HINT_DIFF_HOST = "(Apply this diff to the text you already have.)"
 
 
@@ -322,7 +351,8 @@ def host_instructions(host: str) -> str:
         f"'{MARKER} PATH changed since your result ID ...' is followed by a unified diff from "
         f"that text to the file now: apply it to your copy. A Read numbers the lines of such "
         f"an answer as it numbers a file's: those numbers count the answer's lines, not the "
-        f"file's. Never copy {MARKER} lines into a file."
+        f"file's. To see a whole file again, run `{FULL_READ_COMMAND}` with Bash (never "
+        f"served from the cache). Never copy {MARKER} lines into a file."
     )
 
 
