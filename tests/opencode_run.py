@@ -96,6 +96,9 @@ class OpencodeHome:
             }
         }
         config.update(model=MODEL, small_model=MODEL, autoupdate=False, share="disabled")
+        # opencode asks before reading .env files (and `run` rejects): the user allowed it here,
+        # the case where filecache must keep the secret out of its store
+        config["permission"] = {"read": "allow"}
         path.write_text(json.dumps(config, indent=2))
 
     def install(self, *args: str, python: str | None = None) -> str:
@@ -120,6 +123,7 @@ class OpencodeHome:
                 [need_opencode(), "run", *extra, prompt], cwd=self.project, env=self.env,
                 capture_output=True, text=True, timeout=300,
             )  # fmt: skip
+        self.last_stderr = done.stderr
         if done.returncode != 0 or not chat.finished():
             raise AssertionError(
                 f"opencode run exited {done.returncode} after {len(chat.requests)} requests "

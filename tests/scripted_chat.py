@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -39,6 +39,7 @@ class Step:
     calls: tuple[Call, ...] = ()
     text: str = ""
     prompt_tokens: int = 100  # the usage reported: a large figure makes the host compact
+    before: Callable[[], None] | None = None  # run as the step is served (an outside change)
 
 
 @dataclass
@@ -94,6 +95,7 @@ class ScriptedChat:
         self._server.server_close()
 
     def _record(self, body: dict[str, Any]) -> Step:
+        step: Step
         with self._lock:
             self.requests.append(body)
             if not body.get("tools"):
@@ -102,7 +104,9 @@ class ScriptedChat:
                 return Step(text="done")
             step = self.steps[self._position]
             self._position += 1
-            return step
+        if step.before is not None:
+            step.before()
+        return step
 
     # -- what the model saw ----------------------------------------------------------------
     def tool_requests(self) -> list[dict[str, Any]]:

@@ -100,6 +100,8 @@ function heldResults(messages) {
   if (!Array.isArray(messages)) return sessions
   const parts = []
   for (const message of messages) {
+    const sessionID = message && message.info && message.info.sessionID
+    if (sessionID && !sessions.has(sessionID)) sessions.set(sessionID, new Set())
     for (const part of (message && message.parts) || []) {
       if (part && part.type === "tool" && part.state && part.state.status === "completed") {
         parts.push(part)
@@ -122,7 +124,7 @@ function heldResults(messages) {
     }
   }
   for (const part of parts) {
-    if (!sessions.has(part.sessionID)) sessions.set(part.sessionID, new Set())
+    if (!sessions.has(part.sessionID)) sessions.set(part.sessionID, new Set()) // a session with no result yet
     if (!(part.state.time && part.state.time.compacted)) sessions.get(part.sessionID).add(part.callID)
   }
   return sessions
