@@ -90,8 +90,11 @@ class OpencodeHome:
                 "name": "Scripted",
                 "options": {"baseURL": base_url, "apiKey": "test"},
                 "models": {
-                    "m1": {"name": "m1", "tool_call": True,
-                           "limit": {"context": 200000, "output": 4000}},  # fmt: skip
+                    "m1": {
+                        "name": "m1",
+                        "tool_call": True,
+                        "limit": {"context": 200000, "output": 4000},
+                    },  # fmt: skip
                 },
             }
         }

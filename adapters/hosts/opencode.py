@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from filecache.adapters.hosts.base import HostSession, log_failure
+
 from filecache.errors import ConfigError
 
 __all__ = [
@@ -280,7 +281,7 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
     if not path.exists() and (folder / "opencode.jsonc").exists():
         raise ConfigError(
             f"{folder / 'opencode.jsonc'} holds this opencode configuration and filecache does "
-            f"not rewrite files with comments; add this entry to its \"plugin\" list: "
+            f'not rewrite files with comments; add this entry to its "plugin" list: '
             f"{json.dumps(_entry())}"
         )
     config = _load(path)
@@ -294,14 +295,15 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
             config.pop("plugin", None)
         if set(config) <= {"$schema"}:
             path.unlink()
-            return f"removed filecache's plugin for {DISPLAY_NAME}: deleted {path} (it held nothing else)"
+            return f"removed filecache's plugin for {DISPLAY_NAME}: deleted {path} (now empty)"
         _save(path, config)
         return f"removed filecache's plugin for {DISPLAY_NAME} from {path}"
     if not config:
         config["$schema"] = "https://opencode.ai/config.json"
     config["plugin"] = [*plugins, _entry()]
     _save(path, config)
-    return f"installed filecache's plugin for {DISPLAY_NAME} in {path} ({PLUGIN.name}, {sys.executable})"
+    where = f"{PLUGIN.name}, run by {sys.executable}"
+    return f"installed filecache's plugin for {DISPLAY_NAME} in {path} ({where})"
 
 
 def _entry() -> list[Any]:
@@ -311,8 +313,11 @@ def _entry() -> list[Any]:
 def _ours(entry: Any) -> bool:
     """A plugin entry filecache wrote (from this or any other installation of it)."""
     spec = entry[0] if isinstance(entry, list) and entry else entry
-    return isinstance(spec, str) and spec.startswith("file://") and spec.endswith(
-        "/filecache/adapters/hosts/" + PLUGIN.name
+    # installed: .../filecache/adapters/hosts/; an editable install: <clone>/adapters/hosts/
+    return (
+        isinstance(spec, str)
+        and spec.startswith("file://")
+        and spec.endswith("/adapters/hosts/" + PLUGIN.name)
     )
 
 
@@ -335,7 +340,7 @@ def _load(path: Path) -> dict[str, Any]:
             f"filecache install {HOST_NAME} again"
         ) from exc
     if not isinstance(config, dict) or not isinstance(config.get("plugin", []), list):
-        raise ConfigError(f"{path}: expected an object with a \"plugin\" list; fix it first")
+        raise ConfigError(f'{path}: expected an object with a "plugin" list; fix it first')
     return config
 
 
