@@ -227,3 +227,47 @@ def test_a_denied_file_is_never_stored(root: Path) -> None:
 def test_module_names() -> None:
     assert (opencode.HOST_NAME, opencode.DISPLAY_NAME) == ("opencode", "opencode")
     assert PLUGIN.is_file() and PLUGIN.suffix == ".js"
+
+
+# -- the plugin itself, in node ----------------------------------------------------------------
+
+PLUGIN_CHECK = """
+import {{ FilecachePlugin }} from {plugin}
+const alive = setInterval(() => {{}}, 1000)  // the plugin's child and pipes keep no loop alive
+const hooks = await FilecachePlugin({{ directory: {root} }}, {{ python: {python} }})
+const tool = (callID, output, compacted) => ({{ type: "tool", sessionID: "ses_1", callID,
+  tool: "read", state: {{ status: "completed", output, time: compacted ? {{ start: 1,
+  compacted: 5 }} : {{ start: 1 }} }} }})
+const parts = [
+  tool("c1", "<content>\\n1: the file\\n", true),  // pruned by opencode; c2 names it
+  tool("c0", "1: another file\\n", true),  // pruned, named by nothing: stays pruned
+  tool("c2", "<path>/p</path>\\n<type>file</type>\\n<content>\\n[filecache] a.txt unchanged " +
+       "since your result c1 (3 lines, ab12cd34)\\n\\n(End of file - total 3 lines)", false),
+  tool("c3", "[filecache] b.txt changed since your result c4 (xxh3 a -> b); all 2 lines:", false),
+  tool("c4", "[filecache] b.txt unchanged since your results c5 and c6 (2 lines, ff)", true),
+  tool("c5", "1: x", true), tool("c6", "2: y", true),
+]
+const messages = [{{ info: {{ sessionID: "ses_1", role: "assistant" }}, parts }}]
+await hooks["experimental.chat.messages.transform"]({{}}, {{ messages }})
+console.log(JSON.stringify(parts.map((p) => [p.callID, Boolean(p.state.time.compacted)])))
+await hooks.dispose()
+clearInterval(alive)
+"""
+
+
+def test_a_pruned_result_that_a_reference_names_is_sent_again(tmp_path: Path, root: Path) -> None:
+    import shutil
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    script = tmp_path / "check.mjs"
+    script.write_text(PLUGIN_CHECK.format(
+        plugin=json.dumps(PLUGIN.as_uri()), root=json.dumps(str(root)),
+        python=json.dumps(sys.executable),
+    ))  # fmt: skip
+    done = subprocess.run([node, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    compacted = dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert compacted == {"c1": False, "c0": True, "c2": False, "c3": False, "c4": False,
+                         "c5": False, "c6": False}  # fmt: skip
