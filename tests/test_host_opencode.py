@@ -9,7 +9,9 @@ every request of every run: a FileRef or diff names only results that request ca
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 from pathlib import Path
 
 import pytest
@@ -167,3 +169,41 @@ def test_project_install_and_a_failed_call_leave_opencode_alone(home: OpencodeHo
     assert chat.result("b1").startswith("line 1: the quick")  # a failed command: its output
     assert "out of range" in chat.result("r3")
     assert "unchanged since your result r1 (lines 59-60," in content_of(chat.result("r4"))
+
+
+def residents(home: OpencodeHome) -> list[int]:
+    """The pids of filecache's resident processes that this HOME's opencode started."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        mine = f"HOME={home.home}".encode() in environ
+        if mine and b"filecache.adapters.hosts.opencode\0serve" in command:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_killed_resident_process_is_replaced_and_the_view_survives(home: OpencodeHome) -> None:
+    home.install()
+    notes = home.project / "notes.txt"
+    killed: list[int] = []
+
+    def kill_resident() -> None:
+        pids = residents(home)
+        assert len(pids) == 1, pids
+        os.kill(pids[0], signal.SIGKILL)  # the process this test's opencode started
+        killed.extend(pids)
+
+    started: list[int] = []
+    chat = home.run([
+        Step(calls=(read("r1", notes),)),
+        Step(calls=(read("r2", notes),), before=kill_resident),
+        Step(calls=(read("r3", notes),), before=lambda: started.extend(residents(home))),
+    ])  # fmt: skip
+    no_dangling(chat)
+    assert killed and started and killed[0] not in started  # a new process answered r2 and r3
+    assert "unchanged since your result r1" in content_of(chat.result("r2"))
+    assert "unchanged since your result r1" in content_of(chat.result("r3"))

@@ -146,6 +146,7 @@ class Bridge {
     this.next = 1
     this.pending = new Map()
     this.buffer = ""
+    this.orphans = [] // calls whose answer was lost with a dead child: forgotten on restart
   }
 
   start() {
@@ -163,12 +164,13 @@ class Bridge {
     child.on("error", () => this.lost(child))
     child.on("exit", () => this.lost(child))
     child.stdin.on("error", () => this.lost(child))
+    this.child = child
+    for (const orphan of this.orphans.splice(0)) this.send({ ...orphan, op: "forget", id: 0 })
     child.stdout.setEncoding("utf8")
     child.stdout.on("data", (chunk) => this.receive(chunk))
     child.unref()
     if (child.stdin.unref) child.stdin.unref()
     if (child.stdout.unref) child.stdout.unref()
-    this.child = child
     return child
   }
 
@@ -178,6 +180,14 @@ class Bridge {
     this.buffer = ""
     for (const [, pending] of this.pending) pending(null)
     this.pending.clear()
+  }
+
+  // The answer to `request` never arrived: what filecache may have recorded for its call must
+  // not be relied on (the model gets opencode's output instead).
+  orphan(request) {
+    if (!request.call) return
+    const forget = { op: "forget", session: request.session, root: request.root, call: request.call }
+    if (!this.child || !this.send({ ...forget, id: 0 })) this.orphans.push(forget)
   }
 
   receive(chunk) {
@@ -208,14 +218,12 @@ class Bridge {
       const timer = setTimeout(() => {
         if (!this.pending.delete(id)) return
         resolve(null)
-        // The answer may still land: whatever filecache recorded for this call must not be
-        // relied on, since the model gets opencode's output instead.
-        if (request.call) this.send({ op: "forget", session: request.session, root: request.root,
-                                      call: request.call, id: this.next++ })
+        this.orphan(request) // the answer may still land, too late
       }, TIMEOUT_MS)
       if (timer.unref) timer.unref()
       this.pending.set(id, (answer) => {
         clearTimeout(timer)
+        if (answer === null) this.orphan(request) // the child died with the request
         resolve(answer && !answer.error ? answer : null)
       })
       if (!this.send({ ...request, id })) {
