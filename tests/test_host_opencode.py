@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -207,3 +208,18 @@ def test_a_killed_resident_process_is_replaced_and_the_view_survives(home: Openc
     assert killed and started and killed[0] not in started  # a new process answered r2 and r3
     assert "unchanged since your result r1" in content_of(chat.result("r2"))
     assert "unchanged since your result r1" in content_of(chat.result("r3"))
+    for _ in range(100):  # each exits when opencode closes its stdin: none outlives opencode
+        if not residents(home):
+            break
+        time.sleep(0.1)
+    assert residents(home) == []
+
+
+def test_a_resumed_session_keeps_what_its_messages_still_carry(home: OpencodeHome) -> None:
+    home.install()
+    notes = home.project / "notes.txt"
+    home.run([Step(calls=(read("r1", notes),))])
+    chat = home.run([Step(calls=(read("r2", notes),))], "go on", "--continue")  # a new process
+    no_dangling(chat)
+    assert "unchanged since your result r1" in content_of(chat.result("r2"))
+    assert chat.result("r1").startswith(f"<path>{notes}</path>")  # r1 is in these requests
