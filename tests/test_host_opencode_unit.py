@@ -271,3 +271,10 @@ def test_a_pruned_result_that_a_reference_names_is_sent_again(tmp_path: Path, ro
     compacted = dict(json.loads(done.stdout.strip().splitlines()[-1]))
     assert compacted == {"c1": False, "c0": True, "c2": False, "c3": False, "c4": False,
                          "c5": False, "c6": False}  # fmt: skip
+
+
+def test_a_capped_read_is_a_range() -> None:
+    text = HEAD + "1: a\n2: b\n\n(Output capped at 50 KB. Showing lines 1-2. Use offset=3 to "
+    text += "continue.)\n</content>"
+    shown = parse_read(text)
+    assert shown is not None and (shown.start, shown.end, shown.to_end) == (1, 2, False)
