@@ -189,7 +189,9 @@ def residents(home: OpencodeHome) -> list[int]:
     return found
 
 
-def test_a_killed_resident_process_is_replaced_and_the_view_survives(home: OpencodeHome) -> None:
+def test_a_killed_resident_is_replaced_and_a_resumed_session_keeps_its_view(
+    home: OpencodeHome,
+) -> None:
     home.install()
     notes = home.project / "notes.txt"
     killed: list[int] = []
@@ -216,12 +218,8 @@ def test_a_killed_resident_process_is_replaced_and_the_view_survives(home: Openc
         time.sleep(0.1)
     assert residents(home) == []
 
-
-def test_a_resumed_session_keeps_what_its_messages_still_carry(home: OpencodeHome) -> None:
-    home.install()
-    notes = home.project / "notes.txt"
-    home.run([Step(calls=(read("r1", notes),))])
-    chat = home.run([Step(calls=(read("r2", notes),))], "go on", "--continue")  # a new process
-    no_dangling(chat)
-    assert "unchanged since your result r1" in content_of(chat.result("r2"))
-    assert chat.result("r1").startswith(f"<path>{notes}</path>")  # r1 is in these requests
+    # Resumed in a new opencode process: its messages still carry r1, so FileRefs still name it.
+    resumed = home.run([Step(calls=(read("r4", notes),))], "go on", "--continue")
+    no_dangling(resumed)
+    assert "unchanged since your result r1" in content_of(resumed.result("r4"))
+    assert resumed.result("r1").startswith(f"<path>{notes}</path>")  # r1 is in these requests
