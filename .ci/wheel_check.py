@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DATA = ("py.typed", ".scm")
+DATA = ("py.typed", ".scm", ".js")  # .js: the opencode plugin
 
 
 def expected() -> set[str]:

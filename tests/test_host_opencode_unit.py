@@ -1,0 +1,280 @@
+"""The opencode host module without the binary: install, the read shape, the resident process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from filecache.adapters.hosts import opencode
+from filecache.adapters.hosts.base import log_path
+from filecache.adapters.hosts.opencode import PLUGIN, install, opencode_lines, parse_read, run_hook
+
+from filecache.errors import ConfigError
+
+OTHER = ["file:///home/u/other-plugin.js", {"x": 1}]
+
+
+@pytest.fixture
+def config_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    return tmp_path / "config" / "opencode" / "opencode.json"
+
+
+def entry() -> list[object]:
+    return [PLUGIN.as_uri(), {"python": sys.executable}]
+
+
+def test_install_merges_with_the_users_config_and_is_idempotent(
+    config_home: Path, tmp_path: Path
+) -> None:
+    config_home.parent.mkdir(parents=True)
+    mine = {"model": "x/y", "plugin": [OTHER, "opencode-foo@1.0"], "provider": {"a": {}}}
+    config_home.write_text(json.dumps(mine))
+    line = install(scope=None, uninstall=False, cwd=tmp_path)
+    assert line.startswith(f"installed filecache's plugin for opencode in {config_home}")
+    once = json.loads(config_home.read_text())
+    assert once == {**mine, "plugin": [OTHER, "opencode-foo@1.0", entry()]}
+    assert Path(PLUGIN).is_absolute() and Path(sys.executable).is_absolute()
+    install(scope="user", uninstall=False, cwd=tmp_path)
+    assert json.loads(config_home.read_text()) == once  # idempotent
+    assert install(scope=None, uninstall=True, cwd=tmp_path).startswith("removed")
+    assert json.loads(config_home.read_text()) == mine
+    assert "not installed" in install(scope=None, uninstall=True, cwd=tmp_path)
+
+
+def test_an_older_installation_is_replaced_not_doubled(config_home: Path, tmp_path: Path) -> None:
+    config_home.parent.mkdir(parents=True)
+    old = ["file:///old/venv/lib/site-packages/filecache/adapters/hosts/opencode_plugin.js",
+           {"python": "/old/venv/bin/python"}]  # fmt: skip
+    config_home.write_text(json.dumps({"plugin": [old, OTHER]}))
+    install(scope=None, uninstall=False, cwd=tmp_path)
+    assert json.loads(config_home.read_text())["plugin"] == [OTHER, entry()]
+
+
+def test_a_file_install_created_is_deleted_on_uninstall(config_home: Path, tmp_path: Path) -> None:
+    install(scope=None, uninstall=False, cwd=tmp_path)
+    assert json.loads(config_home.read_text())["plugin"] == [entry()]
+    assert "deleted" in install(scope=None, uninstall=True, cwd=tmp_path)
+    assert not config_home.exists()
+
+
+def test_project_scope_writes_the_projects_dot_opencode(config_home: Path, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    line = install(scope="project", uninstall=False, cwd=project)
+    path = project / ".opencode" / "opencode.json"
+    assert str(path) in line and json.loads(path.read_text())["plugin"] == [entry()]
+    assert not config_home.exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [("{not json", "not valid JSON"), ('{"plugin": "x"}', '"plugin" list'), ("[1]", "object")],
+)
+def test_a_broken_config_is_refused_untouched(
+    config_home: Path, tmp_path: Path, text: str, says: str
+) -> None:
+    config_home.parent.mkdir(parents=True)
+    config_home.write_text(text)
+    with pytest.raises(ConfigError, match=says):
+        install(scope=None, uninstall=False, cwd=tmp_path)
+    assert config_home.read_text() == text
+
+
+def test_a_jsonc_config_is_not_rewritten(config_home: Path, tmp_path: Path) -> None:
+    jsonc = config_home.with_suffix(".jsonc")
+    jsonc.parent.mkdir(parents=True)
+    jsonc.write_text('{\n  // mine\n  "plugin": []\n}\n')
+    with pytest.raises(ConfigError, match="add this entry") as raised:
+        install(scope=None, uninstall=False, cwd=tmp_path)
+    assert PLUGIN.as_uri() in str(raised.value) and not config_home.exists()
+
+
+def test_the_cli_installs(config_home: Path, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "filecache", "install", "opencode"], cwd=tmp_path,
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert done.stdout.count("\n") == 1 and str(config_home) in done.stdout
+    assert json.loads(config_home.read_text())["plugin"] == [entry()]
+
+
+# -- opencode's read shape -------------------------------------------------------------------------
+
+HEAD = "<path>/p/a.txt</path>\n<type>file</type>\n<content>\n"
+
+
+def test_a_read_result_is_parsed_and_its_lines_replaced() -> None:
+    text = HEAD + "5: five\n6: \n7: (seven)\n\n(Showing lines 5-7 of 9. Use offset=8 to continue.)"
+    text += "\n</content>\n\n<system-reminder>\nmore\n</system-reminder>"
+    shown = parse_read(text)
+    assert shown is not None and shown.path == "/p/a.txt"
+    assert (shown.start, shown.end, shown.to_end) == (5, 7, False)
+    assert shown.lines == ("five", "", "(seven)")
+    replaced = shown.with_body("[filecache] a.txt unchanged since your result c1 (lines 5-7, ab)\n")
+    assert replaced == text.replace("5: five\n6: \n7: (seven)", "[filecache] a.txt unchanged "
+                                    "since your result c1 (lines 5-7, ab)")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<path>/p</path>\n<type>directory</type>\n<entries>\na\n</entries>",  # a directory
+        "Image read successfully",
+        HEAD + "1: a\n3: c\n\n(End of file - total 3 lines)\n</content>",  # numbers skip
+        HEAD + "1: " + "x" * 2000 + "... (line truncated to 2000 chars)\n\n"
+        "(End of file - total 1 lines)\n</content>",  # a cut line: the model lacks its end
+        HEAD + "\n\n(End of file - total 0 lines)\n</content>",  # empty
+        HEAD + "1: a\n\n(End of file - total 1 lines)\n</content>trailing",
+    ],
+)
+def test_what_is_not_plain_lines_is_left_to_opencode(text: str) -> None:
+    assert parse_read(text) is None
+
+
+def test_lines_split_as_opencode_splits_them() -> None:
+    assert opencode_lines("a\r\nb\rc\x0bd\n\ng") == ["a", "b", "c\x0bd", "", "g"]
+    assert opencode_lines("x\n") == ["x"] and opencode_lines("") == []
+
+
+# -- the requests ----------------------------------------------------------------------------------
+
+
+def request(root: Path, op: str, **fields: object) -> bytes:
+    return json.dumps({"id": 7, "op": op, "session": "ses_1", "root": str(root), **fields}).encode()
+
+
+def opencode_read(path: Path, text: str) -> str:
+    lines = opencode_lines(text)
+    body = "\n".join(f"{n}: {line}" for n, line in enumerate(lines, 1))
+    return (f"<path>{path}</path>\n<type>file</type>\n<content>\n{body}\n\n"
+            f"(End of file - total {len(lines)} lines)\n</content>")  # fmt: skip
+
+
+def test_one_shot_hook_answers_a_re_read_and_keeps_nothing_of_a_lost_result(
+    root: Path, notes: str
+) -> None:
+    path = root / "notes.txt"
+    shown = opencode_read(path, notes)
+    first = json.loads(run_hook([], request(root, "read", call="c1", path=str(path), output=shown)))
+    assert first == {"id": 7, "output": None}  # content: opencode's output stands
+    again = json.loads(run_hook([], request(root, "read", call="c2", path=str(path), output=shown)))
+    assert "unchanged since your result c1" in again["output"]
+    assert again["output"].startswith(f"<path>{path}</path>\n<type>file</type>\n<content>\n")
+    run_hook([], request(root, "keep", present=[]))  # compaction: the model lost c1
+    third = json.loads(run_hook([], request(root, "read", call="c3", path=str(path), output=shown)))
+    assert third["output"] is None
+
+
+def test_text_opencode_showed_differently_backs_nothing(root: Path, notes: str) -> None:
+    path = root / "notes.txt"
+    stale = opencode_read(path, notes.replace("line 3:", "line 3 (old):"))  # changed in between
+    run_hook([], request(root, "read", call="c1", path=str(path), output=stale))
+    fresh = opencode_read(path, notes)
+    again = json.loads(run_hook([], request(root, "read", call="c2", path=str(path), output=fresh)))
+    assert again["output"] is None  # content again, never "unchanged since c1"
+
+
+def test_a_malformed_request_is_one_log_line_and_no_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    answer = json.loads(run_hook([], b'{"id": 3, "op": "read"}'))
+    assert answer == {"id": 3, "output": None, "error": True}
+    assert len(log_path().read_text().splitlines()) == 1
+    assert run_hook([], b"") == b""
+
+
+def test_the_resident_process_answers_lines_until_stdin_closes(root: Path, notes: str) -> None:
+    path = root / "notes.txt"
+    shown = opencode_read(path, notes)
+    lines = [
+        request(root, "read", call="c1", path=str(path), output=shown),
+        b"not json",
+        request(root, "read", call="c2", path=str(path), output=shown),
+        request(
+            root, "bash", call="c3", command="cat notes.txt", workdir=None, exit=0, output=notes
+        ),  # fmt: skip
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "filecache.adapters.hosts.opencode", "serve"],
+        input=b"\n".join(lines) + b"\n", capture_output=True, timeout=120, check=True,
+    )  # fmt: skip
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(answers) == 4 and answers[0]["output"] is None and answers[1]["error"]
+    assert "unchanged since your result c1" in answers[2]["output"]
+    assert answers[3]["output"].startswith("[filecache] notes.txt unchanged since your result c1")
+    assert not done.stderr.strip()
+
+
+def test_a_denied_file_is_never_stored(root: Path) -> None:
+    env = root / ".env"
+    env.write_text("TOKEN=hunter2-unit\n")
+    shown = opencode_read(env, env.read_text())
+    for call in ("c1", "c2"):
+        answer = json.loads(run_hook([], request(root, "read", call=call, path=str(env),
+                                                 output=shown)))  # fmt: skip
+        assert answer["output"] is None
+    run_hook([], request(root, "bash", call="c3", command="cat .env", workdir=None, exit=0,
+                         output=env.read_text()))  # fmt: skip
+    stored = b"".join(p.read_bytes() for p in (root / ".filecache").rglob("*") if p.is_file())
+    assert b"hunter2" not in stored
+
+
+def test_module_names() -> None:
+    assert (opencode.HOST_NAME, opencode.DISPLAY_NAME) == ("opencode", "opencode")
+    assert PLUGIN.is_file() and PLUGIN.suffix == ".js"
+
+
+# -- the plugin itself, in node ----------------------------------------------------------------
+
+PLUGIN_CHECK = """
+import {{ FilecachePlugin }} from {plugin}
+const alive = setInterval(() => {{}}, 1000)  // the plugin's child and pipes keep no loop alive
+const hooks = await FilecachePlugin({{ directory: {root} }}, {{ python: {python} }})
+const tool = (callID, output, compacted) => ({{ type: "tool", sessionID: "ses_1", callID,
+  tool: "read", state: {{ status: "completed", output, time: compacted ? {{ start: 1,
+  compacted: 5 }} : {{ start: 1 }} }} }})
+const parts = [
+  tool("c1", "<content>\\n1: the file\\n", true),  // pruned by opencode; c2 names it
+  tool("c0", "1: another file\\n", true),  // pruned, named by nothing: stays pruned
+  tool("c2", "<path>/p</path>\\n<type>file</type>\\n<content>\\n[filecache] a.txt unchanged " +
+       "since your result c1 (3 lines, ab12cd34)\\n\\n(End of file - total 3 lines)", false),
+  tool("c3", "[filecache] b.txt changed since your result c4 (xxh3 a -> b); all 2 lines:", false),
+  tool("c4", "[filecache] b.txt unchanged since your results c5 and c6 (2 lines, ff)", true),
+  tool("c5", "1: x", true), tool("c6", "2: y", true),
+]
+const messages = [{{ info: {{ sessionID: "ses_1", role: "assistant" }}, parts }}]
+await hooks["experimental.chat.messages.transform"]({{}}, {{ messages }})
+console.log(JSON.stringify(parts.map((p) => [p.callID, Boolean(p.state.time.compacted)])))
+await hooks.dispose()
+clearInterval(alive)
+"""
+
+
+def test_a_pruned_result_that_a_reference_names_is_sent_again(tmp_path: Path, root: Path) -> None:
+    import shutil
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    script = tmp_path / "check.mjs"
+    script.write_text(PLUGIN_CHECK.format(
+        plugin=json.dumps(PLUGIN.as_uri()), root=json.dumps(str(root)),
+        python=json.dumps(sys.executable),
+    ))  # fmt: skip
+    done = subprocess.run([node, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    compacted = dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert compacted == {"c1": False, "c0": True, "c2": False, "c3": False, "c4": False,
+                         "c5": False, "c6": False}  # fmt: skip
+
+
+def test_a_capped_read_is_a_range() -> None:
+    text = HEAD + "1: a\n2: b\n\n(Output capped at 50 KB. Showing lines 1-2. Use offset=3 to "
+    text += "continue.)\n</content>"
+    shown = parse_read(text)
+    assert shown is not None and (shown.start, shown.end, shown.to_end) == (1, 2, False)
