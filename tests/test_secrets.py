@@ -168,7 +168,7 @@ def test_archive_show_says_a_denied_result_was_not_stored(
     result = runner.invoke(
         main,
         ["prune", str(source), "--store", str(db), "--window", "2000", "--root", str(tree),
-         "--no-cache-aware", "-o", str(tmp_path / "out.json")],
+         "--no-cache-aware", "--preset", "seeds", "-o", str(tmp_path / "out.json")],
     )  # fmt: skip
     assert result.exit_code == 0, result.stderr
     out = json.loads((tmp_path / "out.json").read_text())
