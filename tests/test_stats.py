@@ -39,8 +39,9 @@ def stats(*args: str) -> object:
 def test_collect_stats_from_replayed_sessions(replayed: Path) -> None:
     with SqliteStore(replayed) as store:
         report = collect_stats(store)
-        events = {s.session_id: store.events(s.session_id) for s in store.sessions()}
-    by_id = {s.session_id: s for s in report.sessions}
+        # a replay runs on a temporary root: off the store's home root it is ID#<root hash>
+        events = {s.session_id.split("#")[0]: store.events(s.session_id) for s in store.sessions()}
+    by_id = {s.session_id.split("#")[0]: s for s in report.sessions}
     assert set(by_id) == {FIXTURE.name, SCRIPTED.name}
     o = report.overall
     assert o.sessions == 2
@@ -164,10 +165,10 @@ def test_stats_and_replay_agree_on_the_same_sessions(tmp_path: Path) -> None:
         report = collect_stats(opened)
         rows = {r["session_id"]: r for r in session_rows(opened)}
     assert (report.overall.tokens, report.overall.tokens_full) == totals.ledger_reads
-    for r in replays:
-        one = next(s for s in report.sessions if s.session_id == r.name)
+    for r in replays:  # a replay's root is a temporary one: off the home root, ID#<root hash>
+        one = next(s for s in report.sessions if s.session_id.split("#")[0] == r.name)
         assert (one.tokens, one.tokens_full) == r.ledger_reads
-        assert rows[r.name]["saved"] == one.saved  # 'sessions list' counts alike
+        assert rows[one.session_id]["saved"] == one.saved  # 'sessions list' counts alike
     real = next(r for r in replays if r.name == FIXTURE.name)
     outline = next(c for c in real.calls if c["kind"] == "outline")
     assert outline["plain_tokens"] > 5 * outline["filecache_tokens"]  # what it was credited
@@ -182,6 +183,7 @@ def test_stats_and_replay_agree_on_the_same_sessions(tmp_path: Path) -> None:
     # the overall row first, in the text, the JSON and the HTML of both reports
     table = [line for line in stats_text.splitlines() if line.startswith("| ")]
     assert table[2].startswith("| **overall**") and FIXTURE.name in "".join(table[3:])
+    assert SCRIPTED.name in "".join(table[3:])
     replay_rows = [line for line in text.splitlines() if line.startswith("| ")]
     assert replay_rows[2].startswith("| **total**")
     assert list(report.to_json()) == ["overall", "sessions"]

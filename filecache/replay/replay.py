@@ -378,8 +378,9 @@ def replay_session(
             cache.store.delete_session(name)
             shell_paths = shell_read_paths(shell, fc_root, trace.get("cwd"))
             later = _later_paths(messages, calls, shell_paths)
+            session = cache.session(name)  # stored as NAME#<root hash> off the store's home root
             run = _Run(
-                cache.session(name), plain_cache.session("plain"), calls, policy, later, read_mode,
+                session, plain_cache.session("plain"), calls, policy, later, read_mode,
             )  # fmt: skip
             peer_window = policy.context_window if policy is not None else window
             run.add_peers(peers, peer_window, trigger)
@@ -389,7 +390,7 @@ def replay_session(
             for message in messages:
                 run.step(message, fc_root, plain_root)
             tokenizer_used = cache.tokens.encoding
-            reads = [e for e in cache.store.events(name) if e.tool == "read"]
+            reads = [e for e in cache.store.events(session.id) if e.tool == "read"]
             ledger = (
                 sum(e.tokens for e in reads),
                 sum(read_baseline(e.kind, e.tokens, e.tokens_full) for e in reads),
