@@ -19,12 +19,12 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from filecache.conversations import current_session
 from filecache.core.render import instructions, render_result_tag
+from filecache.extras import EXTRA_HINT, requires
 from filecache.tools import run_tool
 
 if TYPE_CHECKING:
@@ -43,7 +43,6 @@ __all__ = [
 ]
 
 _HEADER = re.compile(r"\[[^\n]*, xxh3 ([0-9a-f]{8})\]\n")  # a content answer's header
-EXTRA_HINT = "pip install {dist}  (or the [frameworks] extra of filecache's distribution)"
 
 READ_DOC = f"""Read a text file of the project.
 
@@ -76,18 +75,6 @@ Args:
 """
 
 
-@contextmanager
-def requires(module: str, dist: str) -> Iterator[None]:
-    """Around a framework's imports: when it is missing, say in one line what to install."""
-    try:
-        yield
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] != module:
-            raise
-        hint = EXTRA_HINT.format(dist=dist)
-        raise ModuleNotFoundError(f"this adapter needs {dist}: {hint}", name=module) from exc
-
-
 def resolve(target: Session | FileCache, what: str = "this tool") -> Session:
     """The session to answer from: ``target`` itself, or the conversation bound for it."""
     from filecache.cache import FileCache
@@ -95,8 +82,8 @@ def resolve(target: Session | FileCache, what: str = "this tool") -> Session:
 
     if isinstance(target, Session):
         return target
-    if isinstance(target, FileCache):
-        return current_session(target, what)
+    if isinstance(target, FileCache):  # FileCache.session gives a Session (hosts.SessionHost)
+        return cast("Session", current_session(target, what))
     raise TypeError(f"expected a filecache Session or FileCache, got {type(target).__name__}")
 
 

@@ -14,8 +14,9 @@ The tools take LangChain's injected tool call id (``InjectedToolCallId``: the id
 name; invoke a tool with the model's ``ToolCall`` so LangChain injects it) and have both a sync
 and an async implementation (``invoke``/``ainvoke``; the async one runs filecache's work in a
 thread). ``to_chat`` converts messages (objects or their ``model_dump()`` dicts) to OpenAI chat
-dicts; ``prune_history`` returns the list with only the pruned ``ToolMessage`` contents
-replaced (``model_copy``); ``prune_messages`` accepts LangChain lists the same way.
+dicts (``filecache.prune.codecs.langchain_messages``, re-exported here); ``prune_history``
+returns the list with only the pruned ``ToolMessage`` contents replaced (``model_copy``);
+``prune_messages`` accepts LangChain lists the same way.
 
 Invariant: a replaced ``ToolMessage`` keeps its ``tool_call_id``, ``name``, ``id`` and position;
 every other message is the input's own object.
@@ -23,9 +24,9 @@ every other message is the input's own object.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any
+
+from filecache.prune.codecs.langchain_messages import replaced, to_chat
 
 from .frameworks import (
     EDIT_DOC,
@@ -39,7 +40,6 @@ from .frameworks import (
 from .frameworks import run_file_tool_async as _run
 
 with requires("langchain_core", "langchain-core"):
-    from langchain_core.messages import BaseMessage
     from langchain_core.tools import InjectedToolCallId, StructuredTool
 
 if TYPE_CHECKING:
@@ -48,8 +48,6 @@ if TYPE_CHECKING:
     from filecache.session import Session
 
 __all__ = ["file_tools", "prune_history", "replaced", "to_chat"]
-
-_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
 
 
 def file_tools(target: Session | FileCache) -> list[StructuredTool]:
@@ -121,72 +119,6 @@ def file_tools(target: Session | FileCache) -> list[StructuredTool]:
             ("edit_file", edit_file, aedit_file, EDIT_DOC),
         )
     ]
-
-
-def _fields(message: Any) -> dict[str, Any]:
-    if isinstance(message, BaseMessage):
-        return {
-            "type": message.type,
-            "content": message.content,
-            "tool_calls": getattr(message, "tool_calls", None) or [],
-            "tool_call_id": getattr(message, "tool_call_id", None),
-        }
-    if isinstance(message, dict):
-        return message
-    raise TypeError(f"not a LangChain message: {type(message).__name__}")
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            b if isinstance(b, str) else str(b.get("text", "")) if isinstance(b, dict) else ""
-            for b in content
-        )
-    return str(content)
-
-
-def to_chat(messages: list[Any]) -> list[dict[str, Any]]:
-    """LangChain messages (objects or ``model_dump()`` dicts) as OpenAI chat dicts."""
-    chat: list[dict[str, Any]] = []
-    for message in messages:
-        fields = _fields(message)
-        kind = fields.get("type")
-        role = _ROLES.get(kind if isinstance(kind, str) else "", "user")
-        entry: dict[str, Any] = {"role": role, "content": _text(fields.get("content"))}
-        if role == "tool":
-            entry["tool_call_id"] = fields.get("tool_call_id")
-        calls = fields.get("tool_calls") or []
-        if role == "assistant" and calls:
-            entry["tool_calls"] = [
-                {
-                    "id": call.get("id"),
-                    "type": "function",
-                    "function": {
-                        "name": call.get("name"),
-                        "arguments": json.dumps(call.get("args") or {}),
-                    },
-                }
-                for call in calls
-            ]
-        chat.append(entry)
-    return chat
-
-
-def replaced(messages: list[Any], texts: Mapping[str, str]) -> list[Any]:
-    """``messages`` with the content of each ``ToolMessage`` whose call id is in ``texts``."""
-    out: list[Any] = []
-    for message in messages:
-        fields = _fields(message)
-        cid = fields.get("tool_call_id")
-        if fields.get("type") == "tool" and isinstance(cid, str) and cid in texts:
-            if isinstance(message, BaseMessage):
-                message = message.model_copy(update={"content": texts[cid]})
-            else:
-                message = {**message, "content": texts[cid]}
-        out.append(message)
-    return out
 
 
 def prune_history(

@@ -11,7 +11,8 @@
 The tools take pydantic-ai's ``RunContext`` (its ``tool_call_id`` is the id FileRefs name) and
 run filecache's work in a thread. The history processor (``history_processor``; pydantic-ai
 2.x takes it as the ``ProcessHistory`` capability, ``history_capability``) converts the
-``ModelMessage`` list to OpenAI chat dicts, plans a prune with the session's ledger, and
+``ModelMessage`` list to OpenAI chat dicts (``filecache.prune.codecs.pydantic_ai_messages``,
+re-exported here), plans a prune with the session's ledger, and
 returns the list with only the pruned ``ToolReturnPart`` contents replaced (every other part
 is the input's own object).
 ``prune_history`` does the same for a list outside an agent run.
@@ -22,9 +23,10 @@ Invariant: a replaced result keeps its ``tool_call_id``, ``tool_name`` and posit
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from filecache.prune.codecs.pydantic_ai_messages import replaced, to_chat
 
 from .frameworks import EDIT_DOC, READ_DOC, WRITE_DOC, prune_chat, requires, resolve
 from .frameworks import run_file_tool_async as _run
@@ -32,17 +34,7 @@ from .frameworks import run_file_tool_async as _run
 with requires("pydantic_ai", "pydantic-ai-slim"):
     from pydantic_ai import RunContext, Tool
     from pydantic_ai.capabilities import ProcessHistory
-    from pydantic_ai.messages import (
-        ModelMessage,
-        ModelRequest,
-        ModelResponse,
-        RetryPromptPart,
-        SystemPromptPart,
-        TextPart,
-        ToolCallPart,
-        ToolReturnPart,
-        UserPromptPart,
-    )
+    from pydantic_ai.messages import ModelMessage
 
 if TYPE_CHECKING:
     from filecache.cache import FileCache
@@ -88,68 +80,6 @@ def file_tools(target: Session | FileCache) -> list[Tool[Any]]:
 
     read_file.__doc__, write_file.__doc__, edit_file.__doc__ = READ_DOC, WRITE_DOC, EDIT_DOC
     return [Tool(read_file), Tool(write_file), Tool(edit_file)]
-
-
-def to_chat(messages: list[ModelMessage]) -> list[dict[str, Any]]:
-    """The history as OpenAI chat dicts (tool results and calls keep their ids)."""
-    chat: list[dict[str, Any]] = []
-    for message in messages:
-        if isinstance(message, ModelResponse):
-            text = "".join(p.content for p in message.parts if isinstance(p, TextPart))
-            calls = [
-                {
-                    "id": p.tool_call_id,
-                    "type": "function",
-                    "function": {"name": p.tool_name, "arguments": p.args_as_json_str()},
-                }
-                for p in message.parts
-                if isinstance(p, ToolCallPart)
-            ]
-            entry: dict[str, Any] = {"role": "assistant", "content": text or None}
-            if calls:
-                entry["tool_calls"] = calls
-            chat.append(entry)
-            continue
-        if not isinstance(message, ModelRequest):
-            continue
-        for part in message.parts:
-            if isinstance(part, SystemPromptPart):
-                chat.append({"role": "system", "content": part.content})
-            elif isinstance(part, UserPromptPart):
-                content = part.content if isinstance(part.content, str) else "[user content]"
-                chat.append({"role": "user", "content": content})
-            elif isinstance(part, ToolReturnPart):
-                body = part.model_response_str()
-                chat.append({"role": "tool", "tool_call_id": part.tool_call_id, "content": body})
-            elif isinstance(part, RetryPromptPart):
-                if part.tool_name is None:
-                    chat.append({"role": "user", "content": part.model_response()})
-                else:
-                    body = part.model_response()
-                    chat.append(
-                        {"role": "tool", "tool_call_id": part.tool_call_id, "content": body}
-                    )
-    return chat
-
-
-def replaced(messages: list[ModelMessage], texts: Mapping[str, str]) -> list[ModelMessage]:
-    """``messages`` with the ``ToolReturnPart`` content of each call id in ``texts`` replaced."""
-    out: list[ModelMessage] = []
-    for message in messages:
-        # Exactly ToolReturnPart: its subclasses (tool search, capability loading) carry
-        # structured content that pydantic-ai reads back, so they are never rewritten.
-        if isinstance(message, ModelRequest) and any(
-            type(p) is ToolReturnPart and p.tool_call_id in texts for p in message.parts
-        ):
-            parts = [
-                dataclasses.replace(p, content=texts[p.tool_call_id])
-                if type(p) is ToolReturnPart and p.tool_call_id in texts
-                else p
-                for p in message.parts
-            ]
-            message = dataclasses.replace(message, parts=parts)
-        out.append(message)
-    return out
 
 
 def prune_history(

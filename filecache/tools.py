@@ -262,8 +262,9 @@ def _strict(strict: bool) -> dict[str, Any]:
     return {"strict": True} if strict else {}
 
 
-def check_arguments(spec: ToolSpec, arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
-    """``arguments`` (a JSON object, or its text) checked strictly against ``spec``.
+def check_arguments(spec: ToolSpec, arguments: object) -> dict[str, Any]:
+    """``arguments`` (a JSON object, or its text; anything else is refused) checked strictly
+    against ``spec``.
 
     Returns every parameter of the tool: the value given, or None where an optional one was
     not given (or given as null). Raises ``RequestError`` (one line) for anything else.
@@ -317,7 +318,7 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
-def _arguments(arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
+def _arguments(arguments: object) -> dict[str, Any]:
     if arguments is None:
         return {}
     if isinstance(arguments, str):
