@@ -26,18 +26,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any
 
+from filecache.prune.codecs import langchain_messages
 from filecache.prune.codecs.langchain_messages import replaced, to_chat
 
-from .frameworks import (
-    EDIT_DOC,
-    READ_DOC,
-    WRITE_DOC,
-    prune_chat,
-    requires,
-    resolve,
-    run_file_tool,
-)
-from .frameworks import run_file_tool_async as _run
+from .frameworks import CallIdParam, prune_with, requires, tool_functions
 
 with requires("langchain_core", "langchain-core"):
     from langchain_core.tools import InjectedToolCallId, StructuredTool
@@ -50,74 +42,24 @@ if TYPE_CHECKING:
 __all__ = ["file_tools", "prune_history", "replaced", "to_chat"]
 
 
+_CALL_ID = CallIdParam(
+    "tool_call_id", Annotated[str, InjectedToolCallId], first=False, call_id=lambda cid: cid
+)
+
+
 def file_tools(target: Session | FileCache) -> list[StructuredTool]:
-    """``read_file``, ``write_file``, ``edit_file`` as LangChain ``StructuredTool``s."""
-
-    def read_file(
-        path: str,
-        tool_call_id: Annotated[str, InjectedToolCallId],
-        offset: int | None = None,
-        limit: int | None = None,
-        mode: str = "auto",
-        symbol: str | None = None,
-        fresh: bool = False,
-    ) -> str:
-        args = {"path": path, "offset": offset, "limit": limit, "mode": mode, "symbol": symbol}
-        return run_file_tool(target, "read_file", {**args, "fresh": fresh}, tool_call_id)
-
-    async def aread_file(
-        path: str,
-        tool_call_id: Annotated[str, InjectedToolCallId],
-        offset: int | None = None,
-        limit: int | None = None,
-        mode: str = "auto",
-        symbol: str | None = None,
-        fresh: bool = False,
-    ) -> str:
-        args = {"path": path, "offset": offset, "limit": limit, "mode": mode, "symbol": symbol}
-        return await _run(target, "read_file", {**args, "fresh": fresh}, tool_call_id)
-
-    def write_file(
-        path: str, content: str, tool_call_id: Annotated[str, InjectedToolCallId]
-    ) -> str:
-        return run_file_tool(target, "write_file", {"path": path, "content": content}, tool_call_id)
-
-    async def awrite_file(
-        path: str, content: str, tool_call_id: Annotated[str, InjectedToolCallId]
-    ) -> str:
-        return await _run(target, "write_file", {"path": path, "content": content}, tool_call_id)
-
-    def edit_file(
-        path: str,
-        old_string: str,
-        new_string: str,
-        tool_call_id: Annotated[str, InjectedToolCallId],
-        replace_all: bool = False,
-    ) -> str:
-        args = {"path": path, "old_string": old_string, "new_string": new_string}
-        return run_file_tool(
-            target, "edit_file", {**args, "replace_all": replace_all}, tool_call_id
-        )
-
-    async def aedit_file(
-        path: str,
-        old_string: str,
-        new_string: str,
-        tool_call_id: Annotated[str, InjectedToolCallId],
-        replace_all: bool = False,
-    ) -> str:
-        args = {"path": path, "old_string": old_string, "new_string": new_string}
-        return await _run(target, "edit_file", {**args, "replace_all": replace_all}, tool_call_id)
-
+    """``read_file``, ``write_file``, ``edit_file`` as LangChain ``StructuredTool``s
+    (``TOOL_SPECS``; a sync and an async implementation each)."""
+    sync = tool_functions(target, call_id=_CALL_ID)
+    coro = tool_functions(target, call_id=_CALL_ID, is_async=True)
     return [
         StructuredTool.from_function(
-            func=sync, coroutine=coro, name=name, description=doc.split("\nArgs:")[0].strip()
+            func=fn,
+            coroutine=afn,
+            name=fn.__name__,
+            description=(fn.__doc__ or "").split("\n\nArgs:")[0].strip(),
         )
-        for name, sync, coro, doc in (
-            ("read_file", read_file, aread_file, READ_DOC),
-            ("write_file", write_file, awrite_file, WRITE_DOC),
-            ("edit_file", edit_file, aedit_file, EDIT_DOC),
-        )
+        for fn, afn in zip(sync, coro, strict=True)
     ]
 
 
@@ -128,6 +70,4 @@ def prune_history(
 
     ``target``: the session whose tools answered, or the ``FileCache`` whose bound conversation
     did (``with cache.conversation(run_id):``)."""
-    session = resolve(target, "prune_history")
-    texts = prune_chat(to_chat(messages), session, policy)
-    return replaced(messages, texts) if texts else messages
+    return prune_with(langchain_messages, messages, target, policy)

@@ -26,10 +26,10 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from filecache.prune.codecs import pydantic_ai_messages
 from filecache.prune.codecs.pydantic_ai_messages import replaced, to_chat
 
-from .frameworks import EDIT_DOC, READ_DOC, WRITE_DOC, prune_chat, requires, resolve
-from .frameworks import run_file_tool_async as _run
+from .frameworks import CallIdParam, prune_with, requires, resolve, tool_functions
 
 with requires("pydantic_ai", "pydantic-ai-slim"):
     from pydantic_ai import RunContext, Tool
@@ -51,35 +51,12 @@ __all__ = [
 ]
 
 
+_CONTEXT = CallIdParam("ctx", RunContext[Any], first=True, call_id=lambda ctx: ctx.tool_call_id)
+
+
 def file_tools(target: Session | FileCache) -> list[Tool[Any]]:
-    """``read_file``, ``write_file``, ``edit_file`` as pydantic-ai tools."""
-
-    async def read_file(
-        ctx: RunContext[Any],
-        path: str,
-        offset: int | None = None,
-        limit: int | None = None,
-        mode: str = "auto",
-        symbol: str | None = None,
-        fresh: bool = False,
-    ) -> str:
-        args = {"path": path, "offset": offset, "limit": limit, "mode": mode, "symbol": symbol}
-        return await _run(target, "read_file", {**args, "fresh": fresh}, ctx.tool_call_id)
-
-    async def write_file(ctx: RunContext[Any], path: str, content: str) -> str:
-        args = {"path": path, "content": content}
-        return await _run(target, "write_file", args, ctx.tool_call_id)
-
-    async def edit_file(
-        ctx: RunContext[Any], path: str, old_string: str, new_string: str, replace_all: bool = False
-    ) -> str:
-        args = {"path": path, "old_string": old_string, "new_string": new_string}
-        return await _run(
-            target, "edit_file", {**args, "replace_all": replace_all}, ctx.tool_call_id
-        )
-
-    read_file.__doc__, write_file.__doc__, edit_file.__doc__ = READ_DOC, WRITE_DOC, EDIT_DOC
-    return [Tool(read_file), Tool(write_file), Tool(edit_file)]
+    """``read_file``, ``write_file``, ``edit_file`` as pydantic-ai tools (``TOOL_SPECS``)."""
+    return [Tool(fn) for fn in tool_functions(target, call_id=_CONTEXT, is_async=True)]
 
 
 def prune_history(
@@ -89,9 +66,7 @@ def prune_history(
 
     ``target``: the session whose tools answered, or the ``FileCache`` whose bound conversation
     did (``with cache.conversation(run_id):``)."""
-    session = resolve(target, "prune_history")
-    texts = prune_chat(to_chat(messages), session, policy)
-    return replaced(messages, texts) if texts else messages
+    return prune_with(pydantic_ai_messages, messages, target, policy)
 
 
 def history_processor(
