@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from filecache.core.json_input import check_json
+from filecache.core.kinds import Format
 from filecache.errors import TranscriptError
 from filecache.prune.codecs import anthropic_messages, openai_chat, openai_responses
 from filecache.prune.codecs.base import (
@@ -64,9 +65,11 @@ __all__ = [
     "unwrap",
 ]
 
-FORMATS = (openai_chat.FORMAT, openai_responses.FORMAT, anthropic_messages.FORMAT)
+FORMATS = tuple(Format)
 """The built-in formats: OpenAI chat completions, OpenAI Responses input items, Anthropic
 Messages (``registered_formats()`` adds any an adapter registered)."""
+BUILT_IN = (openai_chat.CODEC, openai_responses.CODEC, anthropic_messages.CODEC)
+"""The built-in codecs (importing them here registers them)."""
 
 
 def parse_transcript(messages: object, format: str | None = None) -> Transcript:
@@ -82,19 +85,19 @@ def parse_transcript(messages: object, format: str | None = None) -> Transcript:
 # -- format detection and wrappers ------------------------------------------------------------
 
 _BLOCK_FORMATS = {  # content block types that only one format uses
-    **dict.fromkeys(("tool_use", "tool_result", "thinking", "redacted_thinking"), "anthropic"),
-    **dict.fromkeys(("image", "document"), "anthropic"),
-    **dict.fromkeys(("input_text", "output_text", "input_image", "input_file"), "responses"),
-    **dict.fromkeys(("image_url", "input_audio"), "openai"),
+    **dict.fromkeys(("tool_use", "tool_result", "thinking", "redacted_thinking"), Format.ANTHROPIC),
+    **dict.fromkeys(("image", "document"), Format.ANTHROPIC),
+    **dict.fromkeys(("input_text", "output_text", "input_image", "input_file"), Format.RESPONSES),
+    **dict.fromkeys(("image_url", "input_audio"), Format.OPENAI),
 }
 
 
 def _item_format(item: Mapping[str, Any]) -> str | None:
     kind = item.get("type")
     if isinstance(kind, str) and kind != "message":
-        return "responses"
+        return Format.RESPONSES
     if item.get("role") in ("tool", "function") or "tool_calls" in item:
-        return "openai"
+        return Format.OPENAI
     content = item.get("content")
     if isinstance(content, list):
         for block in content:
@@ -130,7 +133,7 @@ def detect_format(obj: object) -> str:
         )
     if seen:
         return next(iter(seen))
-    return "responses" if envelope.key == "input" else "openai"
+    return Format.RESPONSES if envelope.key == "input" else Format.OPENAI
 
 
 @dataclass(frozen=True)

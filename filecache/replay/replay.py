@@ -59,6 +59,7 @@ from filecache.replay.replay_peers import PeerRun
 from filecache.replay.replay_shell import redo_shell_edit, serve_shell_step, shell_commands
 from filecache.replay.trace_format import TRACE_FORMAT, edit_pairs, unknown_calls
 from filecache.store.store import Store
+from filecache.tools import EDIT_FILE, READ_FILE
 
 __all__ = ["FILE_TOOLS", "READ_MODES", "TRACE_FORMAT", "replay_session", "run_file_tool"]
 
@@ -222,7 +223,7 @@ class _Checker:
         affected = {
             self.calls[c].path
             for c in pruned
-            if c in self.calls and self.calls[c].tool in ("read_file", "edit_file")
+            if c in self.calls and self.calls[c].tool in (READ_FILE.name, EDIT_FILE.name)
         }
         new: dict[str, str | None] = {}
         for message in history[self.fed : index]:

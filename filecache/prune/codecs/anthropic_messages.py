@@ -17,6 +17,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from filecache.core.kinds import Format
 from filecache.errors import TranscriptError
 from filecache.prune.codecs.base import (
     Message,
@@ -31,7 +32,7 @@ from filecache.prune.message_blocks import body_text, expect_string, type_name
 
 __all__ = ["CODEC", "FORMAT", "parse", "render"]
 
-FORMAT = "anthropic"
+FORMAT = Format.ANTHROPIC
 
 
 def _tool_use(index: int, j: int, block: Mapping[str, Any], role: str) -> ToolCall:

@@ -15,6 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from filecache.core.kinds import Format
 from filecache.errors import TranscriptError
 from filecache.prune.codecs.base import (
     Message,
@@ -29,7 +30,7 @@ from filecache.prune.message_blocks import body_text, expect_string, json_object
 
 __all__ = ["CODEC", "FORMAT", "parse", "render"]
 
-FORMAT = "openai"
+FORMAT = Format.OPENAI
 
 
 def _arguments(raw: object, where: str) -> tuple[dict[str, Any], str, bool]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from filecache.core.kinds import Format
 from filecache.errors import TranscriptError
 from filecache.prune.codecs.base import (
     Message,
@@ -31,7 +32,7 @@ from filecache.prune.message_blocks import body_text, expect_string, json_object
 
 __all__ = ["CODEC", "FORMAT", "parse", "render"]
 
-FORMAT = "responses"
+FORMAT = Format.RESPONSES
 _CALLS = ("function_call", "custom_tool_call")
 _OUTPUTS = ("function_call_output", "custom_tool_call_output")
 
