@@ -31,6 +31,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -38,7 +39,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,14 +98,26 @@ class ServeOptions:
 
 
 class _Connection:
-    """One client connection: its sessions (one per root), ref window and client roots."""
+    """One client connection: its sessions (one per root), ref window and client roots.
+
+    ``lease`` is this connection's holder name for a session other connections may reach too
+    (named by a header, or the fixed ``--session``), None for a session of its own; ``since``
+    is, per session, the head its view began at (what ``cache_stats`` counts).
+    """
 
     def __init__(
-        self, sessions: list[Session], window: RefWindow, others: OtherServers | None = None
+        self,
+        sessions: list[Session],
+        window: RefWindow,
+        others: OtherServers | None = None,
+        lease: str | None = None,
     ) -> None:
         self.sessions = sessions
         self.window = window
         self.others = others  # a session that other servers may answer too (named or fixed)
+        self.lease = lease
+        self.since: dict[str, int] = {}
+        self.held = False  # whether it has held its lease (then it has a context of its own)
         self.client_roots: tuple[Path, ...] | None = None
         self.roots_known = False
 
@@ -127,6 +140,7 @@ class FileCacheServer:
         self.caches: list[FileCache] = []
         self.connections: Connections[_Connection] = Connections(self._new_connection)
         self._open_lock = threading.Lock()
+        self._instance = new_session_id()  # names this server's connections in leases
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -147,7 +161,12 @@ class FileCacheServer:
                 self.caches[0].count("warm up")  # exact_counts: load the vocabulary before a call
 
     def close(self) -> None:
-        """Flush and close every store."""
+        """Release the stdio connection's lease (a later process may continue its session),
+        then flush and close every store."""
+        if self.inline and self.caches:
+            for conn in self.connections.values():
+                with contextlib.suppress(FileCacheError):
+                    self._release(conn)
         with self._open_lock:
             caches, self.caches = self.caches, []
         for cache in caches:
@@ -161,14 +180,13 @@ class FileCacheServer:
         finally:
             await anyio.to_thread.run_sync(self.close)
 
-    def _new_connection(self, named: str | None = None) -> _Connection:
+    def _new_connection(self, named: str | None = None, link: str | None = None) -> _Connection:
         if not self.caches:
             raise FileCacheError("the server is not running (its stores are closed)")
         session_id = self.options.session or named or new_session_id()
-        sessions = [
-            cache.session(session_id if i == 0 else f"{session_id}.{i}")
-            for i, cache in enumerate(self.caches)
-        ]
+        # One id on every root: a cache stores it per root (``FileCache.session``), so equal
+        # relative paths under two roots of one store never share a view.
+        sessions = [cache.session(session_id) for cache in self.caches]
         settings = self.caches[0].settings
         window = RefWindow(settings.mcp_ref_calls, settings.mcp_ref_minutes)
         if not (self.options.session or named):
@@ -177,7 +195,57 @@ class FileCacheServer:
         # so do those other servers answer later (replicas on one store).
         others = OtherServers([(s.cache.store, s.id) for s in sessions], window)
         others.catch_up()
-        return _Connection(sessions, window, others)
+        lease = f"{self._instance}:{link or new_session_id()}"
+        return _Connection(sessions, window, others, lease)
+
+    # -- leases: one live connection per shared session ---------------------------------------
+
+    @contextlib.contextmanager
+    def _leased(self, conn: _Connection) -> Iterator[None]:
+        """Around every call of a connection whose session others may reach (named or fixed):
+        the connection takes the session's lease, in the store, for the call. A session whose
+        lease another connection holds (on any server on the store), or that was used without
+        one (the CLI, the library, an older release), is taken over with an empty view: the
+        results that the session's view relies on are not in this client's context, so its
+        next reads send content. The lease lock orders calls of every connection on the
+        session, so no call runs between the check and the answer."""
+        if conn.lease is None:
+            yield
+            return
+        first = conn.sessions[0]
+        store, seal = first.cache.store, self.caches[0].seal
+        with store.lock(f"lease:{first.id}"):
+            holder = seal.get(store, "lease", first.id)  # sealed: a planted "" is no release
+            if holder != conn.lease:
+                # "" is a lease its holder released (a stdio server that exited): a new
+                # connection continues it; one that held it before has lost what came between.
+                if (
+                    holder
+                    or conn.held
+                    or (holder is None and any(store.head(s.id) for s in conn.sessions))
+                ):
+                    if holder:
+                        log.warning(
+                            "filecache session %s: another connection used it; this one starts "
+                            "with an empty view (give each client its own filecache-session)",
+                            first.id,
+                        )
+                    for session in conn.sessions:
+                        session.forget(session.held_call_ids())
+                    conn.since = {s.id: store_head(s) for s in conn.sessions}
+                seal.put(store, "lease", first.id, conn.lease)
+                conn.held = True
+            yield
+
+    def _release(self, conn: _Connection) -> None:
+        """Give up ``conn``'s lease if it still holds it: the next holder continues the view."""
+        if conn.lease is None:
+            return
+        first = conn.sessions[0]
+        store, seal = first.cache.store, self.caches[0].seal
+        with store.lock(f"lease:{first.id}"):
+            if seal.get(store, "lease", first.id) == conn.lease:
+                seal.put(store, "lease", first.id, "")
 
     # -- paths --------------------------------------------------------------------------------
 
@@ -256,7 +324,7 @@ class FileCacheServer:
             )
         if ctx.method == "notifications/roots/list_changed":
             try:
-                conn = self.connections.peek(self._key(ctx))
+                conn = self.connections.peek(self._key(ctx)[0])
             except FileCacheError:  # a bad filecache-session header: its calls say so
                 conn = None
             # The next call re-fetches. A notification that cannot be tied to its connection
@@ -290,49 +358,66 @@ class FileCacheServer:
         meta.pop("text", None)
         return _result(result.text, meta)
 
-    def _key(self, ctx: Any) -> str | None:
-        # A fixed --session is one model context: every connection shares its sessions (two
-        # Session objects of one id would each number its ledger rows).
+    def _key(self, ctx: Any) -> tuple[str | None, str | None, str | None]:
+        """``(key, named, link)``: the request's connection state key (None: keep no state),
+        the session its header names, and its connection (``connection_key``).
+
+        A fixed ``--session``, or a ``filecache-session`` header, names a session several
+        connections may reach: each connection has its own state (window, client roots, lease)
+        over the one ``Session`` object per id and root (``FileCache.session``). Without a
+        connection (stateless HTTP) no state is kept: no lease can be bound to it.
+        """
+        link = connection_key(ctx.request)
+        named = None if self.options.session else client_session_id(ctx.request)
+        if link is None:
+            return None, named, None
         if self.options.session:
-            return "fixed"
-        named = client_session_id(ctx.request)
-        return f"session:{named}" if named is not None else connection_key(ctx.request)
+            return f"fixed\0{link}", None, link
+        return (link if named is None else f"session:{named}\0{link}"), named, link
 
     async def _connection(self, ctx: Any) -> _Connection:
         """The request's connection; a new one is made in a worker thread (it reads the store)."""
-        key = self._key(ctx)
+        key, named, link = self._key(ctx)
         conn = self.connections.peek(key)
         if conn is None:
-            named = key.removeprefix("session:") if key and key.startswith("session:") else None
-            make = functools.partial(self._new_connection, named)
+            make = functools.partial(self._new_connection, named, link)
             conn = await anyio.to_thread.run_sync(self.connections.get, key, make)
         return conn
 
     def _run(
         self, conn: _Connection, path: str, op: Callable[[Session], ReadResult | WriteResult]
     ) -> ReadResult | WriteResult:
-        if conn.others is not None:
-            conn.others.catch_up()
-        conn.window.begin_call()
-        expired = conn.window.expired()
-        if expired:
-            for session in conn.sessions:
-                session.forget(expired)
-        result = op(self._confine(conn, path))
-        conn.window.record(result.call_id)
-        if conn.others is not None:
-            conn.others.mine(result.call_id)
-        return result
+        with self._leased(conn):
+            if conn.others is not None:
+                conn.others.catch_up()
+            conn.window.begin_call()
+            expired = conn.window.expired()
+            if expired:
+                for session in conn.sessions:
+                    session.forget(expired)
+            result = op(self._confine(conn, path))
+            conn.window.record(result.call_id)
+            if conn.others is not None:
+                conn.others.mine(result.call_id)
+            return result
 
     def _stats(self, conn: _Connection) -> dict[str, Any]:
+        """This connection's answers: those of its session since its view began (a session
+        taken over from another connection counts from the takeover)."""
         kinds: dict[str, int] = {}
         sent = plain = 0
-        for session in conn.sessions:
-            for call in session.ledger().calls.values():
-                kinds[call.kind] = kinds.get(call.kind, 0) + 1
-                if call.tool == "read":
-                    sent += call.tokens
-                    plain += call.tokens_full
+        with self._leased(conn):
+            calls = [
+                call
+                for session in conn.sessions
+                for call in session.ledger().calls.values()
+                if call.seq > conn.since.get(session.id, 0) and call.tool != "forget"
+            ]
+        for call in calls:
+            kinds[call.kind] = kinds.get(call.kind, 0) + 1
+            if call.tool == "read":
+                sent += call.tokens
+                plain += call.tokens_full
         return {
             "session": conn.sessions[0].id,
             "roots": [str(r) for r in self.roots],
@@ -351,6 +436,11 @@ _RESULT_FIELDS = {
     cls: tuple(f for f in dataclasses.fields(cls) if f.name != "text")
     for cls in (ReadResult, WriteResult)
 }
+
+
+def store_head(session: Session) -> int:
+    """The stored head of ``session`` (its newest event's seq)."""
+    return session.cache.store.head(session.id)
 
 
 def _resolve(path: Path) -> Path:

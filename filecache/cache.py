@@ -8,9 +8,13 @@ outlines per version.
 Invariants: a version's lines in memory are the decoded bytes of that version (keyed by its
 hash); token counts are cached per (version, range, format); nothing here decides an answer.
 A version read from a denied path (``denied``: the deny-list, case-insensitive, on the path, its
-aliases and a link's target) is secret for this object's life: no blob, outline or token count
-of it is written to the store. Opening sweeps temporary files a killed write left in the root
-(``fsio.sweep_temp_files``, at most once a minute per store).
+aliases and a link's target; or the file's identity, device and inode, is a denied file's, as
+a hard link's is) is secret for this object's life: no blob, outline or token count of it is
+written to the store, and its version is keyed (``version_for``: ``keyed:``, a BLAKE2b keyed
+with ``secrecy.secret_key``), so no stored hash gives its content back. Bytes equal to a
+secret version's are secret under any name; ``reveals`` finds a denied file's lines in a tool's
+output (``secrecy.SecretIndex``, in memory only). Opening sweeps temporary files a killed write
+left in the root (``fsio.sweep_temp_files``, at most once a minute per store).
 
 Counts on the read path are ``tokens.fast_estimate``-s unless ``Settings.exact_counts``: then
 the BPE vocabulary is loaded on the first count and exact counts are cached in the store.
@@ -43,7 +47,9 @@ from itertools import filterfalse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from filecache.core.hashing import version_of
+import xxhash
+
+from filecache.core.hashing import KEYED, keyed_digest, keyed_version, version_of
 from filecache.core.results import ReadResult, Source, WriteResult, content_text
 from filecache.core.text import content_header, join_lines, split_lines
 from filecache.core.tokens import ESTIMATE_MARGIN, TokenCounter, fast_estimate, fast_estimate_text
@@ -53,19 +59,26 @@ from filecache.errors import (
     MissingFileError,
     OutsideRootError,
     RequestError,
+    StoreError,
 )
 from filecache.fsio import STALE_AFTER, Located, locate, read_bytes, sweep_temp_files
+from filecache.secrecy import SecretIndex, secret_key
 from filecache.session import Session
 from filecache.settings import Settings, is_denied, load_settings
 from filecache.store.blob_writer import BlobWriter
 from filecache.store.opening import open_store
-from filecache.store.store import Event, Store, default_store_path
+from filecache.store.seal import default_seal
+from filecache.store.store import Event, Store, default_store_path, fallback_store_folder
 
 if TYPE_CHECKING:
     from filecache.outline.outline import Outline
     from filecache.watch import Change, Watcher
 
-__all__ = ["FileCache", "ReadResult", "Session", "WriteResult"]
+__all__ = ["ROOT_SEPARATOR", "FileCache", "ReadResult", "Session", "WriteResult"]
+
+ROOT_SEPARATOR = "#"
+"""Between a session id and its root's hash, in the stored id of a session on a root that is not
+its store's home root (``FileCache.session``)."""
 
 
 _TOKEN_COUNTS_MAX = 100_000  # (version, range) token counts kept in memory (the store has all)
@@ -99,14 +112,22 @@ class FileCache:
         self._shapes: dict[str, _Shape] = {}  # per held version: chars, extra bytes, memory
         self._lines_size = 0
         self._budget = int(self.settings.memory_mb * 1024 * 1024)
-        self._writer = BlobWriter(self.store, max(self._budget // 4, 1 << 20), self._needed)
+        self.seal = default_seal()  # what the store holds is used only when it verifies
+        self._writer = BlobWriter(
+            self.store, max(self._budget // 4, 1 << 20), self._needed, self.seal
+        )
         self._token_counts: dict[tuple[str, int, int, bool], int] = {}
         self._stored: set[str] = set()
         self._pending: set[str] = set()
         self._secret: set[str] = set()  # versions of denied files (see ``denied``)
+        self._secret_plain: set[str] = set()  # their xxh3 versions: in memory, never stored
+        self._secrets = SecretIndex(root_path, self.settings.deny)
+        self._key: bytes | None = None
+        self._ref_seal: str | None = None
         self._deny_memo: dict[str, bool] = {}  # names matched against settings.deny
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._path_locks: Path | None = None
+        self._home: bool | None = None  # whether this root is its store's home root
         self.watcher: Watcher | None = None
         self._collect_garbage()
         self.recover()
@@ -125,9 +146,12 @@ class FileCache:
         """A session: one model context. A known id continues that session from the store.
 
         The same id gives the same object while it is alive; another cache or process with the
-        same id and store shares the session (each call catches up with the store first).
+        same id, root and store shares the session (each call catches up with the store first).
+        On a root other than the store's home root the session is stored as ``ID#<root hash>``
+        (``session.id``): one id on two roots of one store names two sessions.
         """
-        sid = session_id or self.settings.session or "s-" + os.urandom(6).hex()
+        given = session_id or self.settings.session or "s-" + os.urandom(6).hex()
+        sid = self._stored_session_id(given)
         with self._lock:
             session = self._sessions.get(sid)
         if session is not None:
@@ -135,6 +159,33 @@ class FileCache:
         made = Session(self, sid)  # not under self._lock: it writes to the store
         with self._lock:
             return self._sessions.setdefault(sid, made)
+
+    def _stored_session_id(self, given: str) -> str:
+        """The id a session of this root is stored under: ``given`` on the store's home root
+        (the first root that opened it), ``given#<hash of the root>`` on any other, so that one
+        id used on two roots sharing a store never shares views of equal relative paths.
+
+        Raises:
+            RequestError: ``given`` holds ``#`` (reserved for the other roots' form), unless it
+                is already this root's form.
+        """
+        if self._home is None:
+            with self.store.lock("meta:home_root"):
+                home = self.store.cache_get("meta", "home_root")
+                if home is None:
+                    home = str(self.root)
+                    self.store.cache_put("meta", "home_root", home)
+            self._home = home == str(self.root)
+        suffix = ROOT_SEPARATOR + xxhash.xxh3_64_hexdigest(str(self.root).encode())[:8]
+        bare = given.removesuffix(suffix)
+        if not self._home and bare != given and ROOT_SEPARATOR not in bare:
+            return given
+        if ROOT_SEPARATOR in given:
+            raise RequestError(
+                f"session id {given[:60]!r}: '{ROOT_SEPARATOR}' is reserved (it marks a "
+                "session's form on another root of a shared store); choose an id without it"
+            )
+        return given if self._home else given + suffix
 
     @contextlib.contextmanager
     def path_lock(self, rel: str) -> Iterator[None]:
@@ -144,7 +195,12 @@ class FileCache:
 
         with self._lock:
             if self._path_locks is None:
-                self._path_locks = default_store_path(self.root).with_name("paths.lock")
+                try:
+                    self._path_locks = default_store_path(self.root).with_name("paths.lock")
+                except StoreError:  # a linked store folder (a store named elsewhere is used)
+                    folder = fallback_store_folder(self.root)
+                    folder.mkdir(parents=True, exist_ok=True)
+                    self._path_locks = folder / "paths.lock"
             where = self._path_locks
         name = f"path:{self.root}\0{rel}"
         with lock_file(where).hold(name), self.store.lock(name):
@@ -172,7 +228,7 @@ class FileCache:
                         data = None
                     except FileCacheError:
                         data = None
-                    if data is not None and version_of(data) == intent.after:
+                    if data is not None and self._recovered(intent.path, data) == intent.after:
                         head = events[-1].seq if events else 0
                         self.store.commit(
                             intent.session_id,
@@ -194,6 +250,12 @@ class FileCache:
                 self.store.drop_intent(intent.session_id, intent.call_id)
                 resolved += 1
         return resolved
+
+    def _recovered(self, rel: str, data: bytes) -> str | None:
+        try:
+            return self.version_for(self.locate(rel), data)
+        except FileCacheError:
+            return None
 
     # -- conversations and decorators (filecache/conversations.py, adapters/decorators.py) ----
 
@@ -250,16 +312,22 @@ class FileCache:
                 session.note_external_change(change.path)
 
     def close(self) -> None:
-        """Stop the watcher, flush pending blobs and close the store."""
+        """Stop the watcher, flush pending blobs and close the store.
+
+        A blob that cannot be stored now (a full disk, a file-size limit, a store gone away) is
+        a warning, never an error: every answer and edit was committed before, and a lost blob
+        only means content instead of a diff later. So a call that succeeded never turns into a
+        failure at the end (the CLI would exit non-zero after an edit it applied)."""
         if self.watcher is not None:
             self.watcher.stop()
         try:
-            self.flush()
+            for step in (self.flush, self._writer.close):
+                try:
+                    step()
+                except StoreError as exc:
+                    _warn(f"some content was not kept for later diffs ({exc})")
         finally:
-            try:
-                self._writer.close()
-            finally:
-                self.store.close()
+            self.store.close()
 
     @property
     def tokens(self) -> TokenCounter:
@@ -293,18 +361,80 @@ class FileCache:
         """Whether ``path`` matches the deny-list: its content is hashed but never stored.
 
         Matched case-insensitively on the name and the relative path, of the resolved file and
-        of every alias of a ``Located`` (the path as asked, the links on the way). A denied
-        ``version`` is remembered as secret: no blob, outline, token count, archive or
-        projection of it is stored, whatever path it is read by later (``settings.is_denied``).
+        of every alias of a ``Located`` (the path as asked, the links on the way); a ``Located``
+        is also denied by its file's identity (device and inode: a hard link to a denied file,
+        ``SecretIndex.denied_identity``). A denied ``version`` is remembered as secret: no
+        blob, outline, token count, archive or projection of it is stored, whatever path it is
+        read by later (``settings.is_denied``).
         """
         names = [path] if isinstance(path, str) else [path.rel, *path.aliases]
-        if not any(map(self._denied_name, names)):
-            return version is not None and version in self._secret
+        if not any(map(self._denied_name, names)) and not self._denied_identity(path):
+            return version is not None and self.secret(version)
         if version is not None:
             with self._lock:
                 self._secret.add(version)
                 self._pending.discard(version)
         return True
+
+    def _denied_identity(self, path: str | Located) -> bool:
+        if isinstance(path, str):
+            return False
+        try:
+            st = os.stat(path.real, follow_symlinks=False)
+        except OSError:
+            return False
+        return self._secrets.denied_identity(st)
+
+    @property
+    def key(self) -> bytes:
+        """The key of denied files' versions (``secrecy.secret_key``), loaded on first use."""
+        if self._key is None:
+            self._key = secret_key(self.settings.key_file, self.root)
+        return self._key
+
+    def version_for(self, loc: Located, data: bytes) -> str:
+        """The version of ``data`` read at ``loc``: ``version_of``, or for a denied file (by
+        name or identity) or bytes equal to one's, a keyed version, remembered as secret.
+        Every version of a file the session compares with goes through here."""
+        plain = version_of(data)
+        with self._lock:
+            copied = plain in self._secret_plain
+        if not copied and not self.denied(loc):
+            return plain
+        version = keyed_version(data, self.key)
+        with contextlib.suppress(OSError):
+            st = os.stat(loc.real, follow_symlinks=False)
+            self._secrets.learn(loc.rel, (st.st_dev, st.st_ino), None)
+        self._secrets.learn(loc.rel, None, data.decode("utf-8", "replace"))
+        with self._lock:
+            self._secret_plain.add(plain)
+            self._secret.add(version)
+            self._pending.discard(version)
+        return version
+
+    @property
+    def ref_seal(self) -> str:
+        """6 hex digits a file cannot know: a keyed hash of the root, on filecache's own lines
+        in raw and shell answers (``render.render_sealed``); the same in every process on this
+        machine (the key file's)."""
+        if self._ref_seal is None:
+            self._ref_seal = keyed_digest(f"filecache seal\0{self.root}", self.key)[6:12]
+        return self._ref_seal
+
+    def mark_secret(self, version: str) -> None:
+        """Remember ``version`` as secret (a tool's output that printed a denied file)."""
+        with self._lock:
+            self._secret.add(version)
+            self._pending.discard(version)
+
+    def digest(self, text: str, keyed: bool) -> str:
+        """The hash the ledger keeps of an answer or argument: keyed for a denied file's."""
+        return keyed_digest(text, self.key) if keyed else version_of(text.encode("utf-8"))
+
+    def reveals(self, text: str) -> str | None:
+        """The denied file whose lines ``text`` holds (a tool's output that printed it under
+        another name: ``cat .e*``), or None; such text is never stored (``SecretIndex``)."""
+        return self._secrets.reveals(text)
 
     def _denied_name(self, name: str) -> bool:
         """``is_denied`` for the settings' deny-list, remembered per name (a glob match per
@@ -317,8 +447,9 @@ class FileCache:
         return found
 
     def secret(self, version: str) -> bool:
-        """Whether ``version`` was read from a denied path (nothing derived from it is stored)."""
-        return version in self._secret
+        """Whether ``version`` was read from a denied path (nothing derived from it is stored):
+        one this object marked, or any keyed version (another process's, from the store)."""
+        return version.startswith(KEYED) or version in self._secret
 
     def _collect_garbage(self) -> None:
         now = time.time()
@@ -392,7 +523,9 @@ class FileCache:
             self._pending.clear()
             self._stored.update(v for v, _ in pending)
         for version, lines in pending:
-            self.store.put_blob(version, join_lines(lines).encode("utf-8"))
+            data = join_lines(lines).encode("utf-8")
+            self.store.put_blob(version, data)
+            self.seal.put_tag(self.store, "blob", version, data)
         self._writer.drain()
 
     def held_lines(self, version: str) -> list[str] | None:
@@ -409,8 +542,8 @@ class FileCache:
         if lines is not None:
             return lines
         blob = self.store.get_blob(version)
-        if blob is None:
-            return None
+        if blob is None or not self.seal.check_tag(self.store, "blob", version, blob):
+            return None  # absent, or not what a process with our key stored: no diff from it
         lines = split_lines(blob.decode("utf-8"))
         self.remember(version, lines, False)
         return lines
@@ -456,13 +589,13 @@ class FileCache:
             f"{version}:{OUTLINE_VERSION}:{language_for_path(path)}:{budget}:"
             f"{count_tokens_encoding()}:{path}"
         )
-        cached = None if secret else self.store.cache_get("outline", key)
+        cached = None if secret else self.seal.get(self.store, "outline", key)
         if cached is not None:
             return cached
         outline = self.outline_of(version, path, lines)
         text = render_outline(outline, path, max_tokens)
         if not secret:
-            self.store.cache_put("outline", key, text)
+            self.seal.put(self.store, "outline", key, text)
         return text
 
     def count(self, text: str) -> int:
@@ -486,13 +619,13 @@ class FileCache:
             return cached
         skey = f"{src.version}:{start}:{end}:{int(src.numbered)}:{self._tokens.encoding}"
         secret = src.version in self._secret  # a count reveals little; still, nothing stored
-        stored = None if secret else self.store.cache_get("tokens", skey)
-        if stored is not None:
+        stored = None if secret else self.seal.get(self.store, "tokens", skey)
+        if stored is not None and stored.isdigit():
             n = int(stored)
         else:
             n = self._tokens.count(content_text(src, start, end))
             if not secret:
-                self.store.cache_put("tokens", skey, str(n))
+                self.seal.put(self.store, "tokens", skey, str(n))
         with self._lock:
             if len(self._token_counts) >= _TOKEN_COUNTS_MAX:  # a long-lived server: bound it
                 self._token_counts.clear()
@@ -559,3 +692,9 @@ def _store_files(store: Store) -> frozenset[Path]:
     base = path.resolve()
     suffixes = ("-wal", "-shm", "-journal", ".lock")
     return frozenset([base, *(base.with_name(base.name + s) for s in suffixes)])
+
+
+def _warn(message: str) -> None:
+    import logging  # on first use
+
+    logging.getLogger("filecache").warning("filecache: warning: %s", message)

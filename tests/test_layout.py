@@ -27,7 +27,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "extras"),
     ("core", "settings"),
     ("fsio", "outline"),
-    ("store", "watch", "locations"),
+    ("watch", "locations", "secrecy"),
+    ("store",),
     ("ledger", "turns"),
     ("prune", "hosts"),
     ("sources", "conversations"),
@@ -304,11 +305,11 @@ def test_a_module_named_by_a_string_is_an_edge(tmp_path: Path) -> None:
 
 def test_the_layer_check_refuses_an_upward_edge() -> None:
     assert layer_violations({"filecache.prune.pruner": {"filecache.cache"}}) == [
-        "filecache.prune.pruner -> filecache.cache (layer 5 imports layer 9)"
+        "filecache.prune.pruner -> filecache.cache (layer 6 imports layer 10)"
     ]
     assert layer_violations({"filecache.prune.pruner": {"filecache.ledger"}}) == []
     assert layer_violations({"filecache.ledger": {"filecache.turns"}}) == [
-        "filecache.ledger -> filecache.turns (layer 4 imports layer 4)"
+        "filecache.ledger -> filecache.turns (layer 5 imports layer 5)"
     ]
     assert layer_violations({"filecache.newmod": {"filecache.errors"}}) == [
         "filecache.newmod -> filecache.errors: newmod has no layer"

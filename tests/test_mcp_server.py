@@ -413,13 +413,16 @@ async def test_outline_and_symbol_reads_pass_through(
     assert "return 1" in text_of(symbol)
 
 
-async def test_a_fixed_session_is_shared_by_every_connection(root: Path) -> None:
+async def test_a_fixed_session_is_one_session_under_every_connection(root: Path) -> None:
+    """Every connection reaches the fixed session (one ``Session`` object), each with a state
+    of its own: its lease, window and client roots (``test_mcp_identity``)."""
     state = FileCacheServer(ServeOptions(roots=(root,), store=":memory:", session="agent-1"))
     state.open()
     try:
         contexts = [_request_context({"mcp-session-id": sid}) for sid in ("a", "b")]
         first, second = [await state._connection(rc) for rc in contexts]
-        assert first is second and first.sessions[0].id == "agent-1"
+        assert first is not second and first.lease != second.lease
+        assert first.sessions[0] is second.sessions[0] and first.sessions[0].id == "agent-1"
         per_connection = FileCacheServer(ServeOptions(roots=(root,), store=":memory:"))
         per_connection.open()
         try:

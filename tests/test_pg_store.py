@@ -168,7 +168,7 @@ def test_a_version_parsed_once_serves_the_fleet(pg_url: str, tmp_path: Path) -> 
     cached = rows(pg_url, "SELECT namespace, key, value FROM cache ORDER BY namespace, key")
     blobs = rows(pg_url, "SELECT version FROM blobs")
     assert blobs == [(first.version,)]
-    assert {n for n, _, _ in cached} >= {"outline", "tokens"}
+    assert {n for n, _, _ in cached} >= {"outline+s1", "tokens+s1"}  # sealed (store.seal)
     with FileCache(roots[1], store=pg_url, exact_counts=True) as b:
         second = b.session("b").read("big.py", mode="outline")
     assert second.version == first.version and second.text == first.text
@@ -459,45 +459,52 @@ def replicas(start_replicas: Any) -> list[str]:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_two_replicas_serve_one_session_alternately(
+async def test_two_replicas_serve_one_session_in_turn(
     replicas: list[str], root: Path, anyio_backend: str
 ) -> None:
+    """A client whose connection moves to another replica keeps its session (ledger, stats,
+    ref window); the new connection takes the session's lease, so it starts with an empty view
+    (its first read is content), and the connection it left, if still live, is never answered
+    from what the new one did."""
     from mcp_client import http_session, meta_of, text_of
 
     header = {"filecache-session": "fleet-agent-1"}
+
+    async def read(client: Any) -> dict[str, Any]:
+        result = await client.call_tool("read_file", {"path": "notes.txt"})
+        assert not result.is_error, text_of(result)
+        return meta_of(result) | {"text": text_of(result)}
+
     with anyio.fail_after(TEST_TIMEOUT):
-        async with (
-            http_session(replicas[0], header) as one,
-            http_session(replicas[1], header) as two,
-        ):
-
-            async def read(client: Any, call: str) -> dict[str, Any]:
-                result = await client.call_tool("read_file", {"path": "notes.txt"})
-                assert not result.is_error, text_of(result)
-                return meta_of(result) | {"text": text_of(result)}
-
-            r1 = await read(one, "r1")
-            r2 = await read(two, "r2")
-            edit = await two.call_tool(
-                "edit_file",
-                {"path": "notes.txt", "old_string": "line 7:", "new_string": "line 7 (edited):"},
-            )
-            assert not edit.is_error, text_of(edit)
-            r3 = await read(one, "r3")
-            (root / "notes.txt").write_text(
-                (root / "notes.txt").read_text().replace("line 50:", "line 50 (outside):")
-            )
-            r4 = await read(two, "r4")
-            r5 = await read(one, "r5")
-            stats_one = meta_of(await one.call_tool("cache_stats", {}))
-            stats_two = meta_of(await two.call_tool("cache_stats", {}))
-    assert r1["kind"] == "full"
-    assert r2["kind"] == "unchanged" and r2["base_call_id"] == r1["call_id"]
+        async with http_session(replicas[0], header) as one:
+            r1 = await read(one)
+            r2 = await read(one)
+            async with http_session(replicas[1], header) as two:
+                r3 = await read(two)
+                r4 = await read(two)
+                edit = await two.call_tool(
+                    "edit_file",
+                    {"path": "notes.txt", "old_string": "line 7:", "new_string": "line 7 (ed):"},
+                )
+                assert not edit.is_error, text_of(edit)
+                r5 = await read(two)
+                (root / "notes.txt").write_text(
+                    (root / "notes.txt").read_text().replace("line 50:", "line 50 (outside):")
+                )
+                r6 = await read(two)
+                stats_two = meta_of(await two.call_tool("cache_stats", {}))
+                r7 = await read(one)  # the first connection is still live: it lost the lease
+                stats_one = meta_of(await one.call_tool("cache_stats", {}))
+    assert [r1["kind"], r2["kind"]] == ["full", "unchanged"]
+    assert r3["kind"] == "full" and r3.get("base_call_id") is None  # a new connection
+    assert r4["kind"] == "unchanged" and r4["base_call_id"] == r3["call_id"]
     edit_id = meta_of(edit)["call_id"]
-    assert r3["kind"] == "unchanged" and edit_id in (r3["base_call_id"], *r3.get("deps", ()))
-    assert r4["kind"] == "diff" and "line 50 (outside):" in r4["text"]
-    assert r5["kind"] == "unchanged" and r5["base_call_id"] == r4["call_id"]
+    assert r5["kind"] == "unchanged" and edit_id in (r5["base_call_id"], *r5.get("deps", ()))
+    assert r6["kind"] == "diff" and "line 50 (outside):" in r6["text"]
+    assert r7["kind"] == "full" and "line 7 (ed):" in r7["text"]
     assert stats_one["session"] == stats_two["session"] == "fleet-agent-1"
+    assert stats_two["answers"] == {"full": 1, "unchanged": 2, "edited": 1, "diff": 1}
+    assert stats_one["answers"] == {"full": 1}
 
 
 @pytest.mark.anyio

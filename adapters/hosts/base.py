@@ -37,7 +37,8 @@ from types import TracebackType
 
 from filecache.cache import FileCache
 from filecache.core.hashing import version_of
-from filecache.core.results import Kind
+from filecache.core.results import Kind, ReadResult
+from filecache.core.text import render_lines
 from filecache.errors import FileCacheError
 from filecache.session import Session
 
@@ -169,14 +170,16 @@ class HostSession:
             )
         except FileCacheError:
             return None  # the host says what went wrong, in its own words
-        same = result.kind in (Kind.FULL, Kind.PARTIAL) and result.text == host_text
-        if result.kind in (Kind.FULL, Kind.PARTIAL) and host_text is not None and not same:
+        content = result.kind in (Kind.FULL, Kind.PARTIAL)
+        text = self._content(result) if content else result.text
+        same = content and text == host_text
+        if content and host_text is not None and not same:
             # The host showed other text (it clipped lines, or the file changed in between):
             # the model holds what the host showed, so nothing may rely on this call.
             self.session.forget([call_id])
             return None
         return HostRead(
-            result.kind, result.text, result.path, str(self.cache.root / result.path),
+            result.kind, text, result.path, str(self.cache.root / result.path),
             result.start, result.end, result.line_count, result.version, result.base_call_id,
             result.tokens, result.tokens_full, same,
         )  # fmt: skip
@@ -231,6 +234,14 @@ class HostSession:
 
     # -- helpers ----------------------------------------------------------------------------
 
+    def _content(self, result: ReadResult) -> str:
+        """The raw lines a content answer sent, without a notice before them (an outside
+        change, an edit of the model's undone): the host shows the lines, not the notice."""
+        lines = self.cache.lines_of(result.version)
+        if lines is None:  # a streamed range of a file too large to keep: its text is the lines
+            return result.text
+        return render_lines(result.path, lines, result.start, result.end, numbered=False)
+
     def _served(self, path: str) -> str | None:
         """``path`` relative to the root when filecache serves it (inside the root, not
         denied), else None."""
@@ -238,7 +249,7 @@ class HostSession:
             loc = self.cache.locate(path)
         except FileCacheError:
             return None
-        if self.cache.denied(loc) or _denied_identity(self.cache, loc.real):
+        if self.cache.denied(loc):  # by name, alias, link target and identity (hard links)
             return None
         return loc.rel
 
@@ -269,33 +280,6 @@ class HostSession:
             return self.cache.locate(path).rel
         except FileCacheError:
             return None
-
-
-def _denied_identity(cache: FileCache, real: Path) -> bool:
-    """A hard link to a denied file under another name (same device and inode as a file of
-    the root's deny-list that the session could name): checked against the denied names in
-    the file's own folder and the root, which is where ``.env`` and keys live."""
-    try:
-        st = os.stat(real)
-    except OSError:
-        return False
-    if st.st_nlink < 2:
-        return False  # no other name: the name check was enough
-    for folder in {real.parent, cache.root}:
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.name == real.name or not cache.denied(entry.name):
-                continue
-            try:
-                other = entry.stat()
-            except OSError:
-                continue
-            if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
-                return True
-    return False
 
 
 def _digest(text: str) -> str:

@@ -31,6 +31,7 @@ from collections.abc import Callable
 
 from filecache.core.text import EOF_MARK
 from filecache.errors import FileCacheError
+from filecache.store.seal import Seal
 from filecache.store.store import Store
 
 __all__ = ["BlobWriter", "encode_lines"]
@@ -42,9 +43,14 @@ class BlobWriter:
     """A background writer of content blobs into ``store``."""
 
     def __init__(
-        self, store: Store, max_bytes: int, needed: Callable[[str], bool] | None = None
+        self,
+        store: Store,
+        max_bytes: int,
+        needed: Callable[[str], bool] | None = None,
+        seal: Seal | None = None,
     ) -> None:
         self._store = store
+        self._seal = seal  # tags each blob (``seal.py``): a blob without its tag is not used
         self._needed = needed
         self._max_bytes = max_bytes
         self._cond = threading.Condition()
@@ -134,7 +140,10 @@ class BlobWriter:
                     self._cond.notify_all()
 
     def _write(self, version: str, lines: list[str], *, yielding: bool = False) -> None:
-        self._store.put_blob(version, encode_lines(lines, yielding=yielding))
+        data = encode_lines(lines, yielding=yielding)
+        self._store.put_blob(version, data)
+        if self._seal is not None:
+            self._seal.put_tag(self._store, "blob", version, data)
 
 
 def encode_lines(lines: list[str], *, yielding: bool = False) -> bytes:

@@ -15,6 +15,9 @@ Invariants:
   around every replace of a file.
 - An ``Intent`` is recorded before a write replaces a file and dropped after its event is
   committed: one left behind marks a call that died in between (``FileCache`` recovers it).
+- ``settled_events(session, after)`` is ``events`` once no commit of the session is in flight
+  (one whose reply was lost may still be running on a server): what a caller whose commit
+  failed reads to find out whether it landed (``turns.Turn``).
 - Every implementation is thread-safe; storage errors surface as ``StoreError`` only.
 - A session's last use (``SessionInfo.last_used``) is the time it was touched or the time of its
   newest committed event, to within ``LAST_USED_SLACK`` seconds: a commit may leave it when it
@@ -50,7 +53,10 @@ __all__ = [
     "Projection",
     "SessionInfo",
     "Store",
+    "STORE_FILES",
     "default_store_path",
+    "fallback_store_folder",
+    "refuse_links",
 ]
 
 
@@ -170,6 +176,7 @@ class Store(Protocol):
     def add_event(self, event: Event) -> None: ...
     def events(self, session_id: str, after: int | None = None) -> list[Event]: ...
     def head(self, session_id: str) -> int: ...
+    def settled_events(self, session_id: str, after: int) -> list[Event]: ...
     def commit(
         self,
         session_id: str,
@@ -296,6 +303,9 @@ class MemoryStore(ClosesOnExit):
     def head(self, session_id: str) -> int:
         with self._lock:
             return max(self._events.get(session_id, {0: None}))
+
+    def settled_events(self, session_id: str, after: int) -> list[Event]:
+        return self.events(session_id, after)  # a commit here is never in flight unseen
 
     def commit(
         self,
@@ -490,33 +500,69 @@ def _referenced_versions(events: Iterable[Event]) -> set[str]:
     return live
 
 
+STORE_FILES = ("cache.db", "cache.db-wal", "cache.db-shm", "cache.db-journal", "paths.lock")
+"""The files of a root's default store folder (besides its ``.gitignore``)."""
+
+
+def refuse_links(folder: Path) -> None:
+    """Refuse a root's store folder that is a symbolic link, or holds its store files as links:
+    a repository that ships one could make filecache create or write its store anywhere.
+
+    Raises:
+        StoreError: saying which link, and what to do.
+    """
+    for path in (folder, *(folder / name for name in (*STORE_FILES, ".gitignore"))):
+        if os.path.islink(path):
+            raise StoreError(
+                f"{path} is a symbolic link (to {os.readlink(path)}); filecache never keeps its "
+                "store through a link (a repository could point it anywhere): remove the link, "
+                "or name a store with --store or FILECACHE_STORE"
+            )
+
+
+def _create(path: Path, data: bytes) -> None:
+    """Create ``path`` holding ``data``; never through a link, never over an existing file."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def fallback_store_folder(root: Path) -> Path:
+    """The user cache directory's folder for ``root`` (see ``default_store_path``)."""
+    import xxhash
+
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "filecache"
+    return base / xxhash.xxh3_64_hexdigest(str(root.resolve()).encode())
+
+
 def default_store_path(root: Path) -> Path:
     """``<root>/.filecache/cache.db``, or a per-root file in the user cache dir if that fails.
 
-    Creates the folder, and a ``.gitignore`` holding ``*`` inside it, on first use. The fallback
-    (when the root is read-only) is ``$XDG_CACHE_HOME/filecache/<hash of root>/cache.db``, with
-    ``~/.cache`` when ``XDG_CACHE_HOME`` is unset.
+    Creates the folder, and a ``.gitignore`` holding ``*`` inside it, on first use; a folder
+    that is a symbolic link, or holds its files as links, is refused (``refuse_links``). The
+    fallback (when the root is read-only) is ``$XDG_CACHE_HOME/filecache/<hash of root>/cache.db``,
+    with ``~/.cache`` when ``XDG_CACHE_HOME`` is unset.
 
     Raises:
-        StoreError: neither folder is writable.
+        StoreError: neither folder is writable, or the root's is a link.
     """
     folder = root / STORE_DIR
+    refuse_links(folder)
     try:
         folder.mkdir(exist_ok=True)
-        ignore = folder / ".gitignore"
-        if not ignore.exists():
-            ignore.write_text("*\n", encoding="utf-8")
+        refuse_links(folder)  # made by someone else in between
+        with contextlib.suppress(FileExistsError):
+            _create(folder / ".gitignore", b"*\n")
         # A name of our own: processes probing the same folder must not unlink each other's.
         probe = folder / f".write-probe-{os.getpid()}-{threading.get_ident()}"
-        probe.write_bytes(b"")
+        _create(probe, b"")
         probe.unlink()
         return folder / "cache.db"
     except OSError as exc:
         local_error = exc
-    import xxhash
-
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "filecache"
-    fallback = base / xxhash.xxh3_64_hexdigest(str(root.resolve()).encode())
+    fallback = fallback_store_folder(root)
     try:
         fallback.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
