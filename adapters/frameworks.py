@@ -1,91 +1,147 @@
 """What the framework adapters share: the session a call answers from, filecache's file tools
-as plain Python functions, pruning a history given as OpenAI chat dicts, and guarded imports.
+as plain Python functions generated from ``TOOL_SPECS``, pruning a history through a message
+codec, and guarded imports.
 
 Each adapter (``pydantic_ai``, ``openai_agents``, ``langchain``, ``smolagents``,
-``mini_swe_agent``) turns these into its framework's own tools and history hook; the tool
-functions take the call id the framework gives them, so FileRefs name the framework's own
-tool call ids.
+``mini_swe_agent``) turns these into its framework's own tools and history hook. The tool
+functions (``tool_functions``) have one parameter per ``TOOL_SPECS`` parameter (its type, its
+default) and ``tool_docstring`` as their docstring, plus the parameter by which the framework
+hands over its call id (``CallIdParam``), so FileRefs name the framework's own tool call ids.
+Every call goes through ``filecache.tools.run_tool``, the one dispatcher.
 
 Invariants:
 - A call answers from the ``Session`` given, or from the conversation bound for the
   ``FileCache`` given (``filecache.conversations``); never from another conversation's.
 - A tool call the model got wrong (a bad path, an edit that does not match, content carrying
-  filecache's markers) returns the error's one-line text: the model can act on it, the agent
-  loop goes on (``filecache.tools.run_tool``).
+  filecache's markers) returns the error's one-line text, prefixed ``Error: `` once (by
+  ``run_tool``): the model can act on it, the agent loop goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import re
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 from filecache.conversations import current_session
-from filecache.core.render import instructions, render_result_tag
-from filecache.tools import run_tool
+from filecache.core.render import render_result_tag
+from filecache.extras import EXTRA_HINT, requires
+from filecache.tools import FILE_TOOL_SPECS, Param, ToolSpec, run_tool, tool_docstring
 
 if TYPE_CHECKING:
     from filecache.cache import FileCache
     from filecache.prune.pruning import PrunePolicy
+    from filecache.prune.sdk_messages import SdkCodec
     from filecache.session import Session
 
 __all__ = [
+    "EDIT_DOC",
     "EXTRA_HINT",
     "READ_DOC",
-    "requires",
+    "WRITE_DOC",
+    "CallIdParam",
     "prune_chat",
+    "prune_with",
+    "requires",
     "resolve",
     "run_file_tool",
     "run_file_tool_async",
+    "tool_function",
+    "tool_functions",
 ]
 
 _HEADER = re.compile(r"\[[^\n]*, xxh3 ([0-9a-f]{8})\]\n")  # a content answer's header
-EXTRA_HINT = "pip install {dist}  (or the [frameworks] extra of filecache's distribution)"
+_TYPES: dict[str, type] = {"string": str, "integer": int, "boolean": bool}
 
-READ_DOC = f"""Read a text file of the project.
-
-{instructions()}
-
-Args:
-    path: File path, relative to the project root.
-    offset: First line to read (1-based); omit for the whole file.
-    limit: Number of lines to read; omit to read to the end.
-    mode: auto (default; an outline for a very large file), full (always content) or outline.
-    symbol: Read one definition by name, e.g. Queue.pop, instead of a line range.
-    fresh: Send the full content even if you already have it (use when the result a FileRef
-        or diff names is no longer in your context).
-"""
-
-WRITE_DOC = """Write a whole text file (created if missing).
-
-Args:
-    path: File path, relative to the project root.
-    content: The file's whole new content (never a filecache answer line).
-"""
-
-EDIT_DOC = """Replace exact text in a file.
-
-Args:
-    path: File path, relative to the project root.
-    old_string: The exact text to replace (it must occur once, unless replace_all).
-    new_string: The replacement text.
-    replace_all: Replace every occurrence.
-"""
+READ_DOC, WRITE_DOC, EDIT_DOC = (tool_docstring(spec) for spec in FILE_TOOL_SPECS)
+"""The tools' docstrings (kept for one release: ``tool_docstring`` is the source)."""
 
 
-@contextmanager
-def requires(module: str, dist: str) -> Iterator[None]:
-    """Around a framework's imports: when it is missing, say in one line what to install."""
-    try:
-        yield
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] != module:
-            raise
-        hint = EXTRA_HINT.format(dist=dist)
-        raise ModuleNotFoundError(f"this adapter needs {dist}: {hint}", name=module) from exc
+@dataclass(frozen=True)
+class CallIdParam:
+    """How a framework hands a tool its call id: a parameter of the tool function.
+
+    Attributes:
+        name: the parameter's name (``ctx``, ``tool_call_id``).
+        annotation: its annotation, by which the framework recognises it (``RunContext[Any]``,
+            ``Annotated[str, InjectedToolCallId]``).
+        first: before the tool's own parameters (a context object) or after its required ones.
+        call_id: the call id from the parameter's value (``ctx.tool_call_id``; the value).
+    """
+
+    name: str
+    annotation: Any
+    first: bool
+    call_id: Callable[[Any], str | None]
+
+
+def _parameter(param: Param) -> inspect.Parameter:
+    kind = _TYPES[param.type]
+    if param.required:
+        return inspect.Parameter(param.name, _KEYWORD, annotation=kind)
+    if param.default is None:
+        return inspect.Parameter(param.name, _KEYWORD, annotation=kind | None, default=None)
+    return inspect.Parameter(param.name, _KEYWORD, annotation=kind, default=param.default)
+
+
+_KEYWORD = inspect.Parameter.POSITIONAL_OR_KEYWORD
+
+
+def tool_function(
+    target: Session | FileCache,
+    spec: ToolSpec,
+    *,
+    call_id: CallIdParam | None = None,
+    is_async: bool = False,
+) -> Callable[..., Any]:
+    """One of filecache's file tools as a plain function a framework can wrap.
+
+    Its signature, annotations, ``__name__`` and ``__doc__`` come from ``spec`` (plus
+    ``call_id``'s parameter); a call runs ``run_tool`` (``is_async``: in a thread, off the event
+    loop) and returns the tool's text.
+    """
+    params = [_parameter(p) for p in spec.params]
+    if call_id is not None:
+        extra = inspect.Parameter(call_id.name, _KEYWORD, annotation=call_id.annotation)
+        at = 0 if call_id.first else sum(1 for p in params if p.default is inspect.Parameter.empty)
+        params.insert(at, extra)
+    signature = inspect.Signature(params, return_annotation=str)
+
+    def arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        if call_id is None:
+            return values, None
+        return values, call_id.call_id(values.pop(call_id.name))
+
+    def call(*args: Any, **kwargs: Any) -> str:
+        values, cid = arguments(args, kwargs)
+        return run_file_tool(target, spec.name, values, cid)
+
+    async def acall(*args: Any, **kwargs: Any) -> str:
+        values, cid = arguments(args, kwargs)
+        return await run_file_tool_async(target, spec.name, values, cid)
+
+    fn: Any = acall if is_async else call
+    fn.__name__ = fn.__qualname__ = spec.name
+    fn.__doc__ = tool_docstring(spec)
+    fn.__signature__ = signature
+    fn.__annotations__ = {p.name: p.annotation for p in params} | {"return": str}
+    return cast("Callable[..., Any]", fn)
+
+
+def tool_functions(
+    target: Session | FileCache, *, call_id: CallIdParam | None = None, is_async: bool = False
+) -> list[Callable[..., Any]]:
+    """``read_file``, ``write_file``, ``edit_file`` (``FILE_TOOL_SPECS``) as ``tool_function``s."""
+    return [
+        tool_function(target, spec, call_id=call_id, is_async=is_async) for spec in FILE_TOOL_SPECS
+    ]
 
 
 def resolve(target: Session | FileCache, what: str = "this tool") -> Session:
@@ -95,8 +151,8 @@ def resolve(target: Session | FileCache, what: str = "this tool") -> Session:
 
     if isinstance(target, Session):
         return target
-    if isinstance(target, FileCache):
-        return current_session(target, what)
+    if isinstance(target, FileCache):  # FileCache.session gives a Session (hosts.SessionHost)
+        return cast("Session", current_session(target, what))
     raise TypeError(f"expected a filecache Session or FileCache, got {type(target).__name__}")
 
 
@@ -110,7 +166,7 @@ def run_file_tool(
         call_id = tag_id = "fc-" + os.urandom(5).hex()
     output = run_tool(resolve(target, name), name, args, call_id)
     if output.is_error:
-        return f"Error: {output.text}"
+        return output.text  # "Error: ..." (run_tool's prefix; never a second one)
     header = _HEADER.match(output.text)
     if tag_id is not None and header is not None:  # content: say which id a FileRef will name
         tag = render_result_tag(tag_id, str(args.get("path", "")), "xxh3:" + header.group(1))
@@ -133,3 +189,17 @@ def prune_chat(
     from filecache.prune.pruner import prune_messages
 
     return prune_messages(chat, session=session, policy=policy, format="openai").plan.replacements
+
+
+def prune_with(
+    codec: SdkCodec,
+    messages: list[Any],
+    target: Session | FileCache,
+    policy: PrunePolicy | None = None,
+) -> list[Any]:
+    """A framework's history with the results a prune pass clears or degrades replaced:
+    ``codec.to_chat``, ``prune_chat``, ``codec.replaced`` (the input list itself when nothing
+    changes). What each adapter's ``prune_history`` runs."""
+    session = resolve(target, "prune_history")
+    texts = prune_chat(codec.to_chat(messages), session, policy)
+    return codec.replaced(messages, texts) if texts else messages

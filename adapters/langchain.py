@@ -14,8 +14,9 @@ The tools take LangChain's injected tool call id (``InjectedToolCallId``: the id
 name; invoke a tool with the model's ``ToolCall`` so LangChain injects it) and have both a sync
 and an async implementation (``invoke``/``ainvoke``; the async one runs filecache's work in a
 thread). ``to_chat`` converts messages (objects or their ``model_dump()`` dicts) to OpenAI chat
-dicts; ``prune_history`` returns the list with only the pruned ``ToolMessage`` contents
-replaced (``model_copy``); ``prune_messages`` accepts LangChain lists the same way.
+dicts (``filecache.prune.codecs.langchain_messages``, re-exported here); ``prune_history``
+returns the list with only the pruned ``ToolMessage`` contents replaced (``model_copy``);
+``prune_messages`` accepts LangChain lists the same way.
 
 Invariant: a replaced ``ToolMessage`` keeps its ``tool_call_id``, ``name``, ``id`` and position;
 every other message is the input's own object.
@@ -23,23 +24,14 @@ every other message is the input's own object.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
-from .frameworks import (
-    EDIT_DOC,
-    READ_DOC,
-    WRITE_DOC,
-    prune_chat,
-    requires,
-    resolve,
-    run_file_tool,
-)
-from .frameworks import run_file_tool_async as _run
+from filecache.prune.codecs import langchain_messages
+from filecache.prune.codecs.langchain_messages import replaced, to_chat
+
+from .frameworks import CallIdParam, prune_with, requires, tool_functions
 
 with requires("langchain_core", "langchain-core"):
-    from langchain_core.messages import BaseMessage
     from langchain_core.tools import InjectedToolCallId, StructuredTool
 
 if TYPE_CHECKING:
@@ -49,144 +41,26 @@ if TYPE_CHECKING:
 
 __all__ = ["file_tools", "prune_history", "replaced", "to_chat"]
 
-_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+_CALL_ID = CallIdParam(
+    "tool_call_id", Annotated[str, InjectedToolCallId], first=False, call_id=lambda cid: cid
+)
 
 
 def file_tools(target: Session | FileCache) -> list[StructuredTool]:
-    """``read_file``, ``write_file``, ``edit_file`` as LangChain ``StructuredTool``s."""
-
-    def read_file(
-        path: str,
-        tool_call_id: Annotated[str, InjectedToolCallId],
-        offset: int | None = None,
-        limit: int | None = None,
-        mode: str = "auto",
-        symbol: str | None = None,
-        fresh: bool = False,
-    ) -> str:
-        args = {"path": path, "offset": offset, "limit": limit, "mode": mode, "symbol": symbol}
-        return run_file_tool(target, "read_file", {**args, "fresh": fresh}, tool_call_id)
-
-    async def aread_file(
-        path: str,
-        tool_call_id: Annotated[str, InjectedToolCallId],
-        offset: int | None = None,
-        limit: int | None = None,
-        mode: str = "auto",
-        symbol: str | None = None,
-        fresh: bool = False,
-    ) -> str:
-        args = {"path": path, "offset": offset, "limit": limit, "mode": mode, "symbol": symbol}
-        return await _run(target, "read_file", {**args, "fresh": fresh}, tool_call_id)
-
-    def write_file(
-        path: str, content: str, tool_call_id: Annotated[str, InjectedToolCallId]
-    ) -> str:
-        return run_file_tool(target, "write_file", {"path": path, "content": content}, tool_call_id)
-
-    async def awrite_file(
-        path: str, content: str, tool_call_id: Annotated[str, InjectedToolCallId]
-    ) -> str:
-        return await _run(target, "write_file", {"path": path, "content": content}, tool_call_id)
-
-    def edit_file(
-        path: str,
-        old_string: str,
-        new_string: str,
-        tool_call_id: Annotated[str, InjectedToolCallId],
-        replace_all: bool = False,
-    ) -> str:
-        args = {"path": path, "old_string": old_string, "new_string": new_string}
-        return run_file_tool(
-            target, "edit_file", {**args, "replace_all": replace_all}, tool_call_id
-        )
-
-    async def aedit_file(
-        path: str,
-        old_string: str,
-        new_string: str,
-        tool_call_id: Annotated[str, InjectedToolCallId],
-        replace_all: bool = False,
-    ) -> str:
-        args = {"path": path, "old_string": old_string, "new_string": new_string}
-        return await _run(target, "edit_file", {**args, "replace_all": replace_all}, tool_call_id)
-
+    """``read_file``, ``write_file``, ``edit_file`` as LangChain ``StructuredTool``s
+    (``TOOL_SPECS``; a sync and an async implementation each)."""
+    sync = tool_functions(target, call_id=_CALL_ID)
+    coro = tool_functions(target, call_id=_CALL_ID, is_async=True)
     return [
         StructuredTool.from_function(
-            func=sync, coroutine=coro, name=name, description=doc.split("\nArgs:")[0].strip()
+            func=fn,
+            coroutine=afn,
+            name=fn.__name__,
+            description=(fn.__doc__ or "").split("\n\nArgs:")[0].strip(),
         )
-        for name, sync, coro, doc in (
-            ("read_file", read_file, aread_file, READ_DOC),
-            ("write_file", write_file, awrite_file, WRITE_DOC),
-            ("edit_file", edit_file, aedit_file, EDIT_DOC),
-        )
+        for fn, afn in zip(sync, coro, strict=True)
     ]
-
-
-def _fields(message: Any) -> dict[str, Any]:
-    if isinstance(message, BaseMessage):
-        return {
-            "type": message.type,
-            "content": message.content,
-            "tool_calls": getattr(message, "tool_calls", None) or [],
-            "tool_call_id": getattr(message, "tool_call_id", None),
-        }
-    if isinstance(message, dict):
-        return message
-    raise TypeError(f"not a LangChain message: {type(message).__name__}")
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            b if isinstance(b, str) else str(b.get("text", "")) if isinstance(b, dict) else ""
-            for b in content
-        )
-    return str(content)
-
-
-def to_chat(messages: list[Any]) -> list[dict[str, Any]]:
-    """LangChain messages (objects or ``model_dump()`` dicts) as OpenAI chat dicts."""
-    chat: list[dict[str, Any]] = []
-    for message in messages:
-        fields = _fields(message)
-        kind = fields.get("type")
-        role = _ROLES.get(kind if isinstance(kind, str) else "", "user")
-        entry: dict[str, Any] = {"role": role, "content": _text(fields.get("content"))}
-        if role == "tool":
-            entry["tool_call_id"] = fields.get("tool_call_id")
-        calls = fields.get("tool_calls") or []
-        if role == "assistant" and calls:
-            entry["tool_calls"] = [
-                {
-                    "id": call.get("id"),
-                    "type": "function",
-                    "function": {
-                        "name": call.get("name"),
-                        "arguments": json.dumps(call.get("args") or {}),
-                    },
-                }
-                for call in calls
-            ]
-        chat.append(entry)
-    return chat
-
-
-def replaced(messages: list[Any], texts: Mapping[str, str]) -> list[Any]:
-    """``messages`` with the content of each ``ToolMessage`` whose call id is in ``texts``."""
-    out: list[Any] = []
-    for message in messages:
-        fields = _fields(message)
-        cid = fields.get("tool_call_id")
-        if fields.get("type") == "tool" and isinstance(cid, str) and cid in texts:
-            if isinstance(message, BaseMessage):
-                message = message.model_copy(update={"content": texts[cid]})
-            else:
-                message = {**message, "content": texts[cid]}
-        out.append(message)
-    return out
 
 
 def prune_history(
@@ -196,6 +70,4 @@ def prune_history(
 
     ``target``: the session whose tools answered, or the ``FileCache`` whose bound conversation
     did (``with cache.conversation(run_id):``)."""
-    session = resolve(target, "prune_history")
-    texts = prune_chat(to_chat(messages), session, policy)
-    return replaced(messages, texts) if texts else messages
+    return prune_with(langchain_messages, messages, target, policy)

@@ -29,23 +29,31 @@ from typing import Any
 
 from .mcp_sessions import mcp_required
 
+# mypy checks this module against whichever mcp is installed; the names that differ between
+# 1.x and 2.x are typed Any here (``types``, ``Server``) and carry ignores that hold on both
+# (``unused-ignore``). Both majors are exercised at run time (CI's test and mcp1 steps).
 with mcp_required():
-    import mcp.types as types
+    import mcp.types as _types
     from pydantic import BaseModel
 
     try:  # mcp 2.x
         from mcp.server.context import ServerRequestContext as _ServerRequestContext
-        from mcp.server.mcpserver import MCPServer as Server
+        from mcp.server.mcpserver import MCPServer as _Server
 
         MCP_MAJOR = 2
     except ModuleNotFoundError:  # mcp 1.x
-        from mcp.server.fastmcp import FastMCP as Server  # type: ignore[no-redef]
+        from mcp.server.fastmcp import (  # type: ignore[attr-defined,no-redef,unused-ignore]
+            FastMCP as _Server,
+        )
 
         MCP_MAJOR = 1
     try:  # mcp 2.x with protocol revisions (mcp.types.methods): the per-version result surface
         from mcp.types.methods import serialize_server_result as _serialize_result
     except ImportError:  # 1.x, or a 2.x before the revisions
-        _serialize_result = None
+        _serialize_result = None  # type: ignore[assignment,unused-ignore]
+
+types: Any = _types
+Server: Any = _Server
 
 __all__ = [
     "MCP_MAJOR",
@@ -212,7 +220,7 @@ def _dump(model: BaseModel | None) -> dict[str, Any] | None:
     return dumped
 
 
-_RESULTS: dict[type, type] = {}
+_RESULTS: dict[type, type[BaseModel]] = {}
 if MCP_MAJOR == 1:
     _RESULTS = {
         types.CallToolRequest: types.CallToolResult,
@@ -224,7 +232,7 @@ def _as_server_result(request_type: type, result: HandlerResult) -> Any:
     if isinstance(result, types.ServerResult):
         return result
     if isinstance(result, BaseModel):
-        return types.ServerResult(result)  # type: ignore[arg-type]
+        return types.ServerResult(result)
     if result is None:
         return types.ServerResult(types.EmptyResult())
     kind = _RESULTS.get(request_type)
@@ -234,14 +242,18 @@ def _as_server_result(request_type: type, result: HandlerResult) -> Any:
 
 
 def _v1_request(
-    low: Any, request_type: type, handler: Callable[[Any], Awaitable[Any]], chain: list[Middleware]
+    low: Any,
+    request_type: type[BaseModel],
+    handler: Callable[[Any], Awaitable[Any]],
+    chain: list[Middleware],
 ) -> Callable[[Any], Awaitable[Any]]:
     async def last(ctx: V1RequestContext) -> HandlerResult:
         message: dict[str, Any] = {"method": ctx.method}
         if ctx.params is not None:
             message["params"] = dict(ctx.params)
         result = await handler(request_type.model_validate(message))
-        return result.root if isinstance(result, types.ServerResult) else result
+        answer: HandlerResult = result.root if isinstance(result, types.ServerResult) else result
+        return answer
 
     async def wrapped(request: Any) -> Any:
         if request is None:  # FastMCP refreshing its own tool cache: not a client's request

@@ -21,8 +21,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .frameworks import EDIT_DOC, READ_DOC, WRITE_DOC, requires, resolve
-from .frameworks import run_file_tool_async as _run
+from .frameworks import CallIdParam, requires, resolve, tool_functions
 
 with requires("agents", "openai-agents"):
     from agents import FunctionTool, function_tool
@@ -37,39 +36,12 @@ if TYPE_CHECKING:
 __all__ = ["file_tools", "input_filter", "prune_input"]
 
 
+_CONTEXT = CallIdParam("ctx", ToolContext[Any], first=True, call_id=lambda ctx: ctx.tool_call_id)
+
+
 def file_tools(target: Session | FileCache) -> list[FunctionTool]:
-    """``read_file``, ``write_file``, ``edit_file`` as Agents SDK function tools."""
-
-    async def read_file(
-        ctx: ToolContext[Any],
-        path: str,
-        offset: int | None = None,
-        limit: int | None = None,
-        mode: str = "auto",
-        symbol: str | None = None,
-        fresh: bool = False,
-    ) -> str:
-        args = {"path": path, "offset": offset, "limit": limit, "mode": mode, "symbol": symbol}
-        return await _run(target, "read_file", {**args, "fresh": fresh}, ctx.tool_call_id)
-
-    async def write_file(ctx: ToolContext[Any], path: str, content: str) -> str:
-        args = {"path": path, "content": content}
-        return await _run(target, "write_file", args, ctx.tool_call_id)
-
-    async def edit_file(
-        ctx: ToolContext[Any],
-        path: str,
-        old_string: str,
-        new_string: str,
-        replace_all: bool = False,
-    ) -> str:
-        args = {"path": path, "old_string": old_string, "new_string": new_string}
-        return await _run(
-            target, "edit_file", {**args, "replace_all": replace_all}, ctx.tool_call_id
-        )
-
-    read_file.__doc__, write_file.__doc__, edit_file.__doc__ = READ_DOC, WRITE_DOC, EDIT_DOC
-    return [function_tool(read_file), function_tool(write_file), function_tool(edit_file)]
+    """``read_file``, ``write_file``, ``edit_file`` as Agents SDK tools (``TOOL_SPECS``)."""
+    return [function_tool(fn) for fn in tool_functions(target, call_id=_CONTEXT, is_async=True)]
 
 
 def prune_input(items: list[Any], session: Session, policy: PrunePolicy | None = None) -> list[Any]:

@@ -11,7 +11,8 @@
 The tools take pydantic-ai's ``RunContext`` (its ``tool_call_id`` is the id FileRefs name) and
 run filecache's work in a thread. The history processor (``history_processor``; pydantic-ai
 2.x takes it as the ``ProcessHistory`` capability, ``history_capability``) converts the
-``ModelMessage`` list to OpenAI chat dicts, plans a prune with the session's ledger, and
+``ModelMessage`` list to OpenAI chat dicts (``filecache.prune.codecs.pydantic_ai_messages``,
+re-exported here), plans a prune with the session's ledger, and
 returns the list with only the pruned ``ToolReturnPart`` contents replaced (every other part
 is the input's own object).
 ``prune_history`` does the same for a list outside an agent run.
@@ -22,27 +23,18 @@ Invariant: a replaced result keeps its ``tool_call_id``, ``tool_name`` and posit
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .frameworks import EDIT_DOC, READ_DOC, WRITE_DOC, prune_chat, requires, resolve
-from .frameworks import run_file_tool_async as _run
+from filecache.prune.codecs import pydantic_ai_messages
+from filecache.prune.codecs.pydantic_ai_messages import replaced, to_chat
+
+from .frameworks import CallIdParam, prune_with, requires, resolve, tool_functions
 
 with requires("pydantic_ai", "pydantic-ai-slim"):
     from pydantic_ai import RunContext, Tool
     from pydantic_ai.capabilities import ProcessHistory
-    from pydantic_ai.messages import (
-        ModelMessage,
-        ModelRequest,
-        ModelResponse,
-        RetryPromptPart,
-        SystemPromptPart,
-        TextPart,
-        ToolCallPart,
-        ToolReturnPart,
-        UserPromptPart,
-    )
+    from pydantic_ai.messages import ModelMessage
 
 if TYPE_CHECKING:
     from filecache.cache import FileCache
@@ -59,97 +51,12 @@ __all__ = [
 ]
 
 
+_CONTEXT = CallIdParam("ctx", RunContext[Any], first=True, call_id=lambda ctx: ctx.tool_call_id)
+
+
 def file_tools(target: Session | FileCache) -> list[Tool[Any]]:
-    """``read_file``, ``write_file``, ``edit_file`` as pydantic-ai tools."""
-
-    async def read_file(
-        ctx: RunContext[Any],
-        path: str,
-        offset: int | None = None,
-        limit: int | None = None,
-        mode: str = "auto",
-        symbol: str | None = None,
-        fresh: bool = False,
-    ) -> str:
-        args = {"path": path, "offset": offset, "limit": limit, "mode": mode, "symbol": symbol}
-        return await _run(target, "read_file", {**args, "fresh": fresh}, ctx.tool_call_id)
-
-    async def write_file(ctx: RunContext[Any], path: str, content: str) -> str:
-        args = {"path": path, "content": content}
-        return await _run(target, "write_file", args, ctx.tool_call_id)
-
-    async def edit_file(
-        ctx: RunContext[Any], path: str, old_string: str, new_string: str, replace_all: bool = False
-    ) -> str:
-        args = {"path": path, "old_string": old_string, "new_string": new_string}
-        return await _run(
-            target, "edit_file", {**args, "replace_all": replace_all}, ctx.tool_call_id
-        )
-
-    read_file.__doc__, write_file.__doc__, edit_file.__doc__ = READ_DOC, WRITE_DOC, EDIT_DOC
-    return [Tool(read_file), Tool(write_file), Tool(edit_file)]
-
-
-def to_chat(messages: list[ModelMessage]) -> list[dict[str, Any]]:
-    """The history as OpenAI chat dicts (tool results and calls keep their ids)."""
-    chat: list[dict[str, Any]] = []
-    for message in messages:
-        if isinstance(message, ModelResponse):
-            text = "".join(p.content for p in message.parts if isinstance(p, TextPart))
-            calls = [
-                {
-                    "id": p.tool_call_id,
-                    "type": "function",
-                    "function": {"name": p.tool_name, "arguments": p.args_as_json_str()},
-                }
-                for p in message.parts
-                if isinstance(p, ToolCallPart)
-            ]
-            entry: dict[str, Any] = {"role": "assistant", "content": text or None}
-            if calls:
-                entry["tool_calls"] = calls
-            chat.append(entry)
-            continue
-        if not isinstance(message, ModelRequest):
-            continue
-        for part in message.parts:
-            if isinstance(part, SystemPromptPart):
-                chat.append({"role": "system", "content": part.content})
-            elif isinstance(part, UserPromptPart):
-                content = part.content if isinstance(part.content, str) else "[user content]"
-                chat.append({"role": "user", "content": content})
-            elif isinstance(part, ToolReturnPart):
-                body = part.model_response_str()
-                chat.append({"role": "tool", "tool_call_id": part.tool_call_id, "content": body})
-            elif isinstance(part, RetryPromptPart):
-                if part.tool_name is None:
-                    chat.append({"role": "user", "content": part.model_response()})
-                else:
-                    body = part.model_response()
-                    chat.append(
-                        {"role": "tool", "tool_call_id": part.tool_call_id, "content": body}
-                    )
-    return chat
-
-
-def replaced(messages: list[ModelMessage], texts: Mapping[str, str]) -> list[ModelMessage]:
-    """``messages`` with the ``ToolReturnPart`` content of each call id in ``texts`` replaced."""
-    out: list[ModelMessage] = []
-    for message in messages:
-        # Exactly ToolReturnPart: its subclasses (tool search, capability loading) carry
-        # structured content that pydantic-ai reads back, so they are never rewritten.
-        if isinstance(message, ModelRequest) and any(
-            type(p) is ToolReturnPart and p.tool_call_id in texts for p in message.parts
-        ):
-            parts = [
-                dataclasses.replace(p, content=texts[p.tool_call_id])
-                if type(p) is ToolReturnPart and p.tool_call_id in texts
-                else p
-                for p in message.parts
-            ]
-            message = dataclasses.replace(message, parts=parts)
-        out.append(message)
-    return out
+    """``read_file``, ``write_file``, ``edit_file`` as pydantic-ai tools (``TOOL_SPECS``)."""
+    return [Tool(fn) for fn in tool_functions(target, call_id=_CONTEXT, is_async=True)]
 
 
 def prune_history(
@@ -159,9 +66,7 @@ def prune_history(
 
     ``target``: the session whose tools answered, or the ``FileCache`` whose bound conversation
     did (``with cache.conversation(run_id):``)."""
-    session = resolve(target, "prune_history")
-    texts = prune_chat(to_chat(messages), session, policy)
-    return replaced(messages, texts) if texts else messages
+    return prune_with(pydantic_ai_messages, messages, target, policy)
 
 
 def history_processor(

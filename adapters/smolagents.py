@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .frameworks import EDIT_DOC, READ_DOC, WRITE_DOC, requires, run_file_tool
+from .frameworks import requires, tool_functions
 
 with requires("smolagents", "smolagents"):
     from smolagents import Tool, tool
@@ -38,25 +38,5 @@ __all__ = ["file_tools"]
 
 
 def file_tools(target: Session | FileCache) -> list[Tool]:
-    """``read_file``, ``write_file``, ``edit_file`` as smolagents tools."""
-
-    def read_file(
-        path: str,
-        offset: int | None = None,
-        limit: int | None = None,
-        mode: str = "auto",
-        symbol: str | None = None,
-        fresh: bool = False,
-    ) -> str:
-        args = {"path": path, "offset": offset, "limit": limit, "mode": mode, "symbol": symbol}
-        return run_file_tool(target, "read_file", {**args, "fresh": fresh}, None)
-
-    def write_file(path: str, content: str) -> str:
-        return run_file_tool(target, "write_file", {"path": path, "content": content}, None)
-
-    def edit_file(path: str, old_string: str, new_string: str, replace_all: bool = False) -> str:
-        args = {"path": path, "old_string": old_string, "new_string": new_string}
-        return run_file_tool(target, "edit_file", {**args, "replace_all": replace_all}, None)
-
-    read_file.__doc__, write_file.__doc__, edit_file.__doc__ = READ_DOC, WRITE_DOC, EDIT_DOC
-    return [tool(read_file), tool(write_file), tool(edit_file)]
+    """``read_file``, ``write_file``, ``edit_file`` as smolagents tools (``TOOL_SPECS``)."""
+    return [tool(fn) for fn in tool_functions(target)]

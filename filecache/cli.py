@@ -16,9 +16,10 @@ import click
 
 from filecache.cache import FileCache, Session
 from filecache.cli_reports import cache_aware_option, preset_option
+from filecache.core.kinds import Format
 from filecache.errors import FileCacheError, PathError, RequestError
 from filecache.store.opening import open_store
-from filecache.tools import param_help  # option help in the words of the tool table
+from filecache.tools import READ_FILE, param_help  # option help: the tool table's words
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -80,7 +81,7 @@ def _emit(result: Any, as_json: bool, session: Session) -> None:
 @click.option("--limit", type=int, help=param_help("read_file", "limit"))
 @click.option(
     "--mode",
-    type=click.Choice(["auto", "full", "outline"]),
+    type=click.Choice(READ_FILE.param("mode").enum or ()),
     default="auto",
     show_default=True,
     help=param_help("read_file", "mode"),
@@ -285,9 +286,7 @@ def serve(
 @main.command(context_settings=CONTEXT)
 @click.argument("source", type=click.File("rb"))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here.")
-@click.option(
-    "--format", "fmt", type=click.Choice(["openai", "responses", "anthropic"]), help="Detected."
-)
+@click.option("--format", "fmt", type=click.Choice([f.value for f in Format]), help="Detected.")
 @click.option("--window", type=int, default=128_000, show_default=True, help="Context tokens.")
 @preset_option(
     "cost: least billed under prompt caching; context: the prompt small (small windows, "

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from types import MappingProxyType
 
+from filecache.core.kinds import CHANGES, Kind, Tool
 from filecache.store.store import Event
 
 __all__ = ["CallRecord", "Ledger", "WriteRecord", "build_ledger"]
@@ -62,7 +63,7 @@ class Ledger:
     writes: Mapping[str, tuple[WriteRecord, ...]]
 
     def reads(self) -> list[CallRecord]:
-        return [c for c in self.calls.values() if c.tool == "read"]
+        return [c for c in self.calls.values() if c.tool == Tool.READ]
 
 
 _RECORD_FIELDS = tuple(f.name for f in fields(CallRecord))  # each is a field of Event too
@@ -74,7 +75,7 @@ def build_ledger(session_id: str, events: Iterable[Event]) -> Ledger:
     writes: dict[str, list[WriteRecord]] = {}
     for e in sorted(events, key=lambda ev: ev.seq):
         calls[e.call_id] = CallRecord(**{name: getattr(e, name) for name in _RECORD_FIELDS})
-        if e.tool in ("write", "edit", "change") and e.kind != "error":
+        if e.tool in CHANGES and e.kind != Kind.ERROR:
             writes.setdefault(e.path, []).append(
                 WriteRecord(e.call_id, e.seq, e.tool, e.base_version, e.version)
             )

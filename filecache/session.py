@@ -522,7 +522,7 @@ class Session:
         """Record a write/edit done outside ``Session`` (decorated tools); returns the call id."""
         cid = self._call_id(call_id)
         with self._turn() as turn:
-            turn.log(cid, tool, path, kind=tool + "ed")
+            turn.log(cid, tool, path, kind=str(Kind.WRITTEN if tool == "write" else Kind.EDITED))
         return cid
 
     def adopt_change(

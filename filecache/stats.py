@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from filecache.core.kinds import CHANGES, Tool
 from filecache.errors import RequestError
 from filecache.replay.report_html import html_page, html_table, line_chart
 from filecache.store.store import Event, Projection, Store
@@ -177,7 +178,7 @@ def _fold(
     sessions: int,
     top: int,
 ) -> SessionStats:
-    reads = [e for e in events if e.tool == "read"]
+    reads = [e for e in events if e.tool == Tool.READ]
     kinds = Counter(e.kind for e in reads)
     saved: Counter[str] = Counter({name: 0 for name in ("FileRef", "diff")})
     by_path: dict[str, list[int]] = {}
@@ -208,7 +209,7 @@ def _fold(
         created=times[0],
         last_used=times[1],
         reads=dict(kinds),
-        writes=dict(Counter(e.tool for e in events if e.tool in ("write", "edit", "change"))),
+        writes=dict(Counter(e.tool for e in events if e.tool in CHANGES)),
         tokens=sum(e.tokens for e in reads),
         tokens_full=sum(baselines),
         saved_by_kind=dict(saved),

@@ -4,8 +4,9 @@
 description, default, limits). Everything else is generated from it: ``schemas("openai")``,
 ``schemas("responses")``, ``schemas("anthropic")`` and ``schemas("mcp")`` (the definitions of
 ``filecache serve``), their OpenAI strict-mode variants (``strict=True``), the argument checks of
-``run_tool`` and of the MCP server (``check_arguments``), and the CLI's option help
-(``param_help``).
+``run_tool`` and of the MCP server (``check_arguments``), the CLI's option help
+(``param_help``), and the framework adapters' tool functions (their parameters and
+``tool_docstring``: ``filecache.adapters.frameworks.tool_functions``).
 
 ``run_tool(session, name, arguments, call_id)`` executes one call and returns the text for the
 tool result, with ``is_error`` set for anything refused (a bad path, binary file, edit that does
@@ -19,7 +20,8 @@ Invariants:
   tool does not take is refused, never ignored. ``null`` for an optional argument means "not
   given" (OpenAI strict mode sends it). Every refusal is one line that names the argument.
 - The text of a successful call is exactly the ``Session`` answer's text; an error's text is the
-  ``FileCacheError`` message, which says what to do.
+  ``FileCacheError`` message, which says what to do, after ``Error: `` (``render_tool_error``,
+  added here and nowhere else).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ __all__ = [
     "param_help",
     "run_tool",
     "schemas",
+    "tool_docstring",
     "tool_spec",
 ]
 
@@ -247,6 +250,20 @@ def schemas(
     return out
 
 
+def tool_docstring(spec: ToolSpec, guide: str | None = None) -> str:
+    """``spec`` as a Google-style docstring: its description (with ``guide`` after it for
+    ``read_file``; default ``instructions()``) and an ``Args:`` line per parameter. For the
+    frameworks that read a tool's description and parameters from its function's docstring
+    (pydantic-ai, the OpenAI Agents SDK, smolagents)."""
+    from filecache.core.render import instructions
+
+    head = spec.description
+    if spec.guide:
+        head = f"{head}\n\n{guide if guide is not None else instructions()}"
+    args = "".join(f"\n    {p.name}: {p.description}" for p in spec.params)
+    return f"{head}\n\nArgs:{args}\n" if args else f"{head}\n"
+
+
 def _nullable_optionals(params: dict[str, Any]) -> None:
     """Mark an MCP tool's optional properties ``nullable`` (the server takes ``null`` for "not
     given"): clients that copy the properties and drop ``required``, as smolagents' MCP client
@@ -262,8 +279,9 @@ def _strict(strict: bool) -> dict[str, Any]:
     return {"strict": True} if strict else {}
 
 
-def check_arguments(spec: ToolSpec, arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
-    """``arguments`` (a JSON object, or its text) checked strictly against ``spec``.
+def check_arguments(spec: ToolSpec, arguments: object) -> dict[str, Any]:
+    """``arguments`` (a JSON object, or its text; anything else is refused) checked strictly
+    against ``spec``.
 
     Returns every parameter of the tool: the value given, or None where an optional one was
     not given (or given as null). Raises ``RequestError`` (one line) for anything else.
@@ -317,7 +335,7 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
-def _arguments(arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
+def _arguments(arguments: object) -> dict[str, Any]:
     if arguments is None:
         return {}
     if isinstance(arguments, str):
@@ -363,4 +381,6 @@ def run_tool(
         args = check_arguments(spec, arguments)
         return ToolOutput(call_session(session, args, call_id).text)
     except FileCacheError as exc:
-        return ToolOutput(f"Error: {exc}", is_error=True)
+        from filecache.core.render import render_tool_error
+
+        return ToolOutput(render_tool_error(str(exc)), is_error=True)

@@ -141,6 +141,19 @@ def test_write_tool_records_a_write(session: Session, root: Path) -> None:
     write_file(path="new.txt", content="hello\n")
     [record] = session.ledger().writes["new.txt"]
     assert record.tool == "write"
+    [event] = [e for e in session.cache.store.events(session.id) if e.path == "new.txt"]
+    assert event.kind == "written"  # once "writeed" (built as tool + "ed")
+
+
+def test_edit_tool_records_the_kind_edited(session: Session, root: Path) -> None:
+    @session.edit_tool
+    def edit_file(path: str, old: str, new: str) -> str:
+        (root / path).write_text((root / path).read_text().replace(old, new))
+        return "ok"
+
+    edit_file("notes.txt", "line", "LINE", call_id="e1")
+    [event] = [e for e in session.cache.store.events(session.id) if e.call_id == "e1"]
+    assert (event.tool, event.kind) == ("edit", "edited")
 
 
 def test_failing_edit_tool_records_nothing(session: Session) -> None:

@@ -182,3 +182,20 @@ def test_prune_messages_takes_langchain_lists_and_their_dumps(cache: FileCache) 
 def test_unrecognised_objects_are_refused(cache: FileCache) -> None:
     with pytest.raises(TranscriptError, match="message 1: a object object, not a message"):
         prune_messages([{"role": "user", "content": "hi"}, object()])
+
+
+def test_a_failed_call_reaches_the_model_prefixed_once(cache: FileCache) -> None:
+    model = scripted(
+        [
+            [("e1", "read_file", {"path": "missing.txt"})],
+            [("e2", "edit_file", {"path": "notes.txt", "old_string": "nope", "new_string": ""})],
+        ]
+    )
+    seen: list[list[BaseMessage]] = []
+    with cache.conversation("lc-err"):
+        agent_loop(model, file_tools(cache), seen=seen)
+    sent = results(seen[-1])  # what the model's last call was given
+    for cid in ("e1", "e2"):
+        assert sent[cid].startswith("Error: "), sent[cid]
+        assert not sent[cid].startswith("Error: Error"), sent[cid]
+    assert "missing.txt" in sent["e1"]

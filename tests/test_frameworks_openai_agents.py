@@ -149,3 +149,25 @@ def test_a_decorated_tool_with_tool_context(cache: FileCache, root: Path) -> Non
     assert out["t2"].startswith("[filecache] notes.txt unchanged since your result t1")
     tool = next(t for t in model.tools if t.name == "cat")
     assert set(tool.params_json_schema["properties"]) == {"file", "fresh"}
+
+
+def test_a_failed_call_reaches_the_model_prefixed_once(cache: FileCache) -> None:
+    model = ScriptedModel(
+        [
+            [("call_1", "read_file", {"path": "missing.txt"})],
+            [
+                (
+                    "call_2",
+                    "edit_file",
+                    {"path": "notes.txt", "old_string": "nope", "new_string": ""},
+                )
+            ],
+        ]
+    )
+    agent = Agent(name="coder", model=model, tools=file_tools(cache))
+    with cache.conversation("oa-err"):
+        out = outputs(run(agent).to_input_list())
+    for cid in ("call_1", "call_2"):
+        assert out[cid].startswith("Error: "), out[cid]
+        assert not out[cid].startswith("Error: Error"), out[cid]
+    assert "missing.txt" in out["call_1"]

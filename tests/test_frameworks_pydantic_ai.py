@@ -216,3 +216,20 @@ def test_a_sync_plain_tool_runs_in_a_worker_thread_and_keeps_its_conversation(
     fc_id = tag.split()[2].rstrip(":")
     assert tag.startswith("[filecache] result fc-") and body.startswith("line 1:")
     assert out["s2"].startswith(f"[filecache] notes.txt unchanged since your result {fc_id}")
+
+
+def test_a_failed_call_reaches_the_model_prefixed_once(cache: FileCache) -> None:
+    script = Script(
+        [
+            [("e1", "read_file", {"path": "missing.txt"})],
+            [("e2", "edit_file", {"path": "notes.txt", "old_string": "nope", "new_string": ""})],
+        ]
+    )
+    agent = Agent(FunctionModel(script), tools=file_tools(cache))
+    with cache.conversation("pa-err"):
+        asyncio.run(agent.run("go"))
+    sent = returns(script.seen[-1])  # what the model's last request held
+    for cid in ("e1", "e2"):
+        assert sent[cid].startswith("Error: "), sent[cid]
+        assert not sent[cid].startswith("Error: Error"), sent[cid]
+    assert "missing.txt" in sent["e1"]

@@ -171,3 +171,18 @@ def test_code_agent_with_decorated_tools_of_its_own(cache: FileCache, root: Path
     errors = [str(s.error) for s in agent.memory.steps if getattr(s, "error", None)]
     assert any("the new content contains '[filecache]'" in e for e in errors), errors
     assert "fresh" in cat.inputs
+
+
+def test_a_failed_call_reaches_the_model_prefixed_once(cache: FileCache) -> None:
+    steps = [
+        [("e1", "read_file", {"path": "missing.txt"})],
+        [("e2", "edit_file", {"path": "notes.txt", "old_string": "nope", "new_string": ""})],
+    ]
+    agent = ToolCallingAgent(tools=file_tools(cache), model=ScriptedCalls(steps), max_steps=4)
+    with cache.conversation("sa-err"):
+        assert agent.run("go") == "done"
+    read, edit = observations(agent)[:2]  # what the model's next steps were shown
+    for seen in (read, edit):
+        assert seen.startswith("Error: "), seen
+        assert "Error: Error" not in seen, seen
+    assert "missing.txt" in read

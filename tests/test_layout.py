@@ -1,8 +1,15 @@
-"""The package layout: no import cycle among filecache's modules (``adapters/`` included).
+"""The package layout: the layers of README's Layout section, and no import cycle among
+filecache's modules (``adapters/`` included).
 
-Every ``import`` / ``from ... import`` anywhere in a file counts: at module level, under ``if
-TYPE_CHECKING:``, inside functions (a lazy import is still a dependency). ``from pkg import
-name`` is an edge to ``pkg.name`` when that is a module, else to ``pkg``.
+Every import counts: ``import`` / ``from ... import`` anywhere in a file (at module level, under
+``if TYPE_CHECKING:``, inside functions: a lazy import is still a dependency), and a module named
+by a string: the literal argument of ``importlib.import_module`` / ``__import__`` /
+``importlib.util.find_spec`` (a relative one resolved against the module's own package), and a
+string in a dict, list, tuple or set literal that is exactly one of our modules' dotted names (a
+lookup table of modules to import later, as ``prune/transcript.py`` once held). ``from pkg
+import name`` is an edge to ``pkg.name`` when that is a module, else to ``pkg``. An import whose
+module is computed (``import_module(f".{x}")``) is refused unless ``DYNAMIC`` lists it with the
+check that covers it.
 """
 
 from __future__ import annotations
@@ -12,6 +19,48 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = {"filecache": REPO / "filecache", "filecache.adapters": REPO / "adapters"}
+
+# The layers, lowest first: a module may import the modules of its own unit (a subpackage, or a
+# top-level module on its own) and of any lower layer, never of its own layer or a higher one.
+# README.md's Layout section draws the same list.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "extras"),
+    ("core", "settings"),
+    ("fsio", "outline"),
+    ("watch", "locations", "secrecy"),
+    ("store",),
+    ("ledger", "turns"),
+    ("prune", "hosts"),
+    ("sources", "conversations"),
+    ("outside",),
+    ("session",),
+    ("cache", "tools", "shell"),
+    ("replay",),
+    ("importers", "stats"),
+    ("filecache", "cli_reports"),  # "filecache": the package's __init__ (lazy re-exports)
+    ("adapters",),  # adapters/, installed as filecache.adapters (hosts/ included)
+    ("cli",),
+    ("__main__",),
+)
+
+# Upward edges still allowed, each with the reason; nothing may be added here without one.
+UPWARD = {
+    # Session.read_tool/edit_tool/write_tool and FileCache's: the decorators live in adapters/
+    # until issue 22's Session/FileCache reshaping moves them below the session.
+    ("filecache.session", "filecache.adapters.decorators"),
+    ("filecache.cache", "filecache.adapters.decorators"),
+}
+
+# The pure packages: never the adapters, the CLI or the session (issue 22's acceptance).
+PURE = ("core", "prune", "outline")
+NOT_FROM_PURE = ("adapters", "cli", "cli_reports", "session", "cache")
+
+# Imports whose module is computed, and the test that checks what they can reach.
+DYNAMIC = {
+    "filecache": "test_the_lazy_names_of_filecache_are_static_imports_too",
+}
+
+_IMPORTERS = {"import_module", "__import__", "find_spec"}
 
 
 def modules(sources: dict[str, Path]) -> dict[str, Path]:
@@ -35,33 +84,74 @@ def _known(name: str, known: dict[str, Path]) -> str | None:
     return name or None
 
 
+def _resolve(name: str, package: str, level: int) -> str:
+    """A relative module name (``level`` leading dots) against ``package``."""
+    base = package.split(".")
+    base = base[: len(base) - (level - 1)]
+    rest = name[level:]
+    return ".".join([*base, *([rest] if rest else [])])
+
+
+def _string_import(node: ast.Call, package: str) -> str | None | bool:
+    """The module a call imports by string; None: not such a call; False: a computed name."""
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    if name not in _IMPORTERS or not node.args:
+        return None
+    first = node.args[0]
+    if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+        return False
+    target = first.value
+    level = len(target) - len(target.lstrip("."))
+    return _resolve(target, package, level) if level else target
+
+
+def imports_of(name: str, path: Path, known: dict[str, Path]) -> tuple[set[str], bool]:
+    """(the modules of ``known`` that module ``name`` imports, whether it computes a name)."""
+    is_package = path.name == "__init__.py"
+    package = name if is_package else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    edges: set[str] = set()
+    dynamic = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [_known(alias.name, known) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            source = (
+                _resolve("." * node.level + (node.module or ""), package, node.level)
+                if node.level
+                else node.module or ""
+            )
+            targets = [
+                f"{source}.{alias.name}"
+                if f"{source}.{alias.name}" in known
+                else _known(source, known)
+                for alias in node.names
+            ]
+        elif isinstance(node, ast.Call):
+            found = _string_import(node, package)
+            if found is False:
+                dynamic = True
+            targets = [_known(found, known)] if isinstance(found, str) else []
+        elif isinstance(node, (ast.Dict, ast.List, ast.Tuple, ast.Set)):
+            items = [*node.keys, *node.values] if isinstance(node, ast.Dict) else node.elts
+            targets = [
+                item.value
+                for item in items
+                if isinstance(item, ast.Constant)
+                and isinstance(item.value, str)
+                and "." in item.value
+                and item.value in known
+            ]
+        else:
+            continue
+        edges.update(t for t in targets if t is not None and t != name)
+    return edges, dynamic
+
+
 def import_graph(known: dict[str, Path]) -> dict[str, set[str]]:
     """Module -> the modules of ``known`` it imports (itself excluded)."""
-    graph: dict[str, set[str]] = {}
-    for name, path in known.items():
-        is_package = path.name == "__init__.py"
-        edges: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-            if isinstance(node, ast.Import):
-                targets = [_known(alias.name, known) for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = name.split(".") if is_package else name.split(".")[:-1]
-                    base = base[: len(base) - (node.level - 1)]
-                    source = ".".join([*base, *([node.module] if node.module else [])])
-                else:
-                    source = node.module or ""
-                targets = [
-                    f"{source}.{alias.name}"
-                    if f"{source}.{alias.name}" in known
-                    else _known(source, known)
-                    for alias in node.names
-                ]
-            else:
-                continue
-            edges.update(t for t in targets if t is not None and t != name)
-        graph[name] = edges
-    return graph
+    return {name: imports_of(name, path, known)[0] for name, path in known.items()}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -87,10 +177,64 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+def unit(module: str) -> str:
+    """The layer unit of one of our modules: its subpackage, or the top-level module."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every edge that goes sideways or up in ``LAYERS`` and is not in ``UPWARD``."""
+    level = {u: i for i, layer in enumerate(LAYERS) for u in layer}
+    found = []
+    for source, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            a, b = unit(source), unit(target)
+            if a == b or (source, target) in UPWARD:
+                continue
+            if a not in level or b not in level:
+                found.append(f"{source} -> {target}: {a if a not in level else b} has no layer")
+            elif level[b] >= level[a]:
+                found.append(f"{source} -> {target} (layer {level[a]} imports layer {level[b]})")
+    return found
+
+
 def test_the_package_has_no_import_cycle() -> None:
     graph = import_graph(modules(SOURCES))
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_every_import_goes_down_the_layers() -> None:
+    known = modules(SOURCES)
+    assert {unit(m) for m in known} - {u for layer in LAYERS for u in layer} == set()
+    assert layer_violations(import_graph(known)) == []
+
+
+def test_the_pure_packages_import_no_adapter_cli_or_session() -> None:
+    graph = import_graph(modules(SOURCES))
+    found = [
+        f"{source} -> {target}"
+        for source, targets in sorted(graph.items())
+        if unit(source) in PURE
+        for target in sorted(targets)
+        if unit(target) in NOT_FROM_PURE
+    ]
+    assert found == []
+
+
+def test_no_module_computes_the_name_it_imports() -> None:
+    known = modules(SOURCES)
+    computed = {name for name, path in known.items() if imports_of(name, path, known)[1]}
+    assert computed == set(DYNAMIC)
+
+
+def test_the_lazy_names_of_filecache_are_static_imports_too() -> None:
+    import filecache
+
+    graph = import_graph(modules(SOURCES))
+    lazy = {f"filecache.{module}" for module in filecache._MODULES.values()}
+    assert lazy <= graph["filecache"]
 
 
 def test_the_walk_sees_every_kind_of_import() -> None:
@@ -101,6 +245,9 @@ def test_the_walk_sees_every_kind_of_import() -> None:
     assert "filecache.store.sqlite_store" in graph["filecache.store.opening"]  # in a function
     assert "filecache.adapters.decorators" in graph["filecache.session"]  # into adapters/
     assert "filecache.adapters.tool_shape" in graph["filecache.adapters.decorators"]  # relative
+    # a package imported by the codecs it holds: the edge is to its module, not to its parent
+    assert "filecache.prune.codecs.base" in graph["filecache.prune.codecs.openai_chat"]
+    assert "filecache.prune.codecs.langchain_messages" in graph["filecache.prune.sdk_messages"]
 
 
 def test_a_cycle_through_type_checking_and_a_lazy_import_is_found(tmp_path: Path) -> None:
@@ -117,3 +264,53 @@ def test_a_cycle_through_type_checking_and_a_lazy_import_is_found(tmp_path: Path
     assert find_cycle(graph) == ["pkg.a", "pkg.sub.b", "pkg.c", "pkg.a"]
     (pkg / "c.py").write_text("x = 1\n")
     assert find_cycle(import_graph(modules({"pkg": pkg}))) is None
+
+
+def test_a_module_named_by_a_string_is_an_edge(tmp_path: Path) -> None:
+    """The cycle the old transcript -> adapters lookup hid: each way of naming a module."""
+    pkg = tmp_path / "pkg"
+    (pkg / "codecs").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "codecs" / "__init__.py").write_text("")
+    (pkg / "codecs" / "chat.py").write_text("from pkg.core import Transcript\n")
+    (pkg / "core.py").write_text(
+        '"""Docstrings may name pkg.codecs.chat freely."""\n'
+        "import importlib\n"
+        "Transcript = object\n"
+        "def load():\n"
+        '    return importlib.import_module("pkg.codecs.chat")\n'
+    )
+    known = modules({"pkg": pkg})
+    assert "pkg.codecs.chat" in import_graph(known)["pkg.core"]
+    assert find_cycle(import_graph(known)) == ["pkg.codecs.chat", "pkg.core", "pkg.codecs.chat"]
+    for body in (
+        '_TABLE = {"chat": "pkg.codecs.chat"}\n',  # a table of modules to import later
+        'def load():\n    return __import__("pkg.codecs.chat")\n',
+        "import importlib\ndef load():\n"
+        '    return importlib.import_module(".codecs.chat", __package__)\n',
+    ):
+        (pkg / "core.py").write_text("Transcript = object\n" + body)
+        assert import_graph(known)["pkg.core"] == {"pkg.codecs.chat"}, body
+    for body in (
+        '"""Names pkg.codecs.chat in its docstring only."""\n',
+        'import logging\nlogging.getLogger("pkg.codecs.chat").warning("a logger name")\n',
+    ):
+        (pkg / "core.py").write_text(body)
+        assert import_graph(known)["pkg.core"] == set(), body
+    (pkg / "core.py").write_text(
+        "import importlib\ndef load(x):\n    return importlib.import_module(f'pkg.{x}')\n"
+    )
+    assert imports_of("pkg.core", pkg / "core.py", known)[1] is True
+
+
+def test_the_layer_check_refuses_an_upward_edge() -> None:
+    assert layer_violations({"filecache.prune.pruner": {"filecache.cache"}}) == [
+        "filecache.prune.pruner -> filecache.cache (layer 6 imports layer 10)"
+    ]
+    assert layer_violations({"filecache.prune.pruner": {"filecache.ledger"}}) == []
+    assert layer_violations({"filecache.ledger": {"filecache.turns"}}) == [
+        "filecache.ledger -> filecache.turns (layer 5 imports layer 5)"
+    ]
+    assert layer_violations({"filecache.newmod": {"filecache.errors"}}) == [
+        "filecache.newmod -> filecache.errors: newmod has no layer"
+    ]

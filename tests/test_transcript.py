@@ -1,5 +1,5 @@
 """Tests for ``filecache.prune.transcript``, ``filecache.prune.file_tools`` and the three
-message adapters."""
+message codecs."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from filecache.adapters import anthropic_messages, openai_chat, openai_responses
 
 from filecache.errors import TranscriptError
+from filecache.prune.codecs import anthropic_messages, openai_chat, openai_responses
 from filecache.prune.transcript import (
     detect_format,
     parse_transcript,

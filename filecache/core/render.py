@@ -44,6 +44,7 @@ __all__ = [
     "render_truncated",
     "render_result_tag",
     "render_sealed",
+    "render_tool_error",
     "render_undone_edit",
     "render_write",
     "shell_answer",
@@ -396,3 +397,9 @@ def render_sealed(text: str, seal: str) -> str:
 def render_result_tag(call_id: str, path: str, version: str) -> str:
     """A line naming a content answer, for tools whose own output has no filecache header."""
     return f"{MARKER} result {call_id}: {path}, xxh3 {short_version(version)}\n"
+
+
+def render_tool_error(message: str) -> str:
+    """The text of a tool result that failed (an error's own message says what to do), for
+    tool APIs without an error flag; added once, by ``filecache.tools.run_tool``."""
+    return f"Error: {message}"

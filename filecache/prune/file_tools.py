@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from filecache.core.kinds import Tool
+
 __all__ = ["FILE_TOOLS", "Call", "FileAccess", "FileTool", "file_access"]
 
 
@@ -64,11 +66,11 @@ class FileTool:
 
 _EDITOR_COMMANDS: Mapping[str, str] = MappingProxyType(
     {
-        "view": "read",
-        "create": "write",
-        "str_replace": "edit",
-        "insert": "edit",
-        "undo_edit": "edit",
+        "view": Tool.READ,
+        "create": Tool.WRITE,
+        "str_replace": Tool.EDIT,
+        "insert": Tool.EDIT,
+        "undo_edit": Tool.EDIT,
     }
 )
 
@@ -81,36 +83,36 @@ def _text_editor(name: str) -> FileTool:
 
 FILE_TOOLS: tuple[FileTool, ...] = (
     # filecache's trace format (DESIGN "Session trace format"); also the MCP filesystem server.
-    FileTool("read_file", "read", ("path",), start="offset", limit="limit"),
-    FileTool("write_file", "write", ("path",)),
-    FileTool("edit_file", "edit", ("path",)),
+    FileTool("read_file", Tool.READ, ("path",), start="offset", limit="limit"),
+    FileTool("write_file", Tool.WRITE, ("path",)),
+    FileTool("edit_file", Tool.EDIT, ("path",)),
     # Gemini CLI: read_file's offset is 0-based; its path argument tells it from the row above.
     FileTool(
         "read_file",
-        "read",
+        Tool.READ,
         ("absolute_path", "file_path"),
         start="offset",
         start_base=0,
         limit="limit",
     ),
-    FileTool("write_file", "write", ("file_path",)),
-    FileTool("replace", "edit", ("file_path",)),
+    FileTool("write_file", Tool.WRITE, ("file_path",)),
+    FileTool("replace", Tool.EDIT, ("file_path",)),
     # Claude Code.
-    FileTool("Read", "read", ("file_path",), start="offset", limit="limit"),
-    FileTool("Write", "write", ("file_path",)),
-    FileTool("Edit", "edit", ("file_path",)),
-    FileTool("MultiEdit", "edit", ("file_path",)),
-    FileTool("NotebookEdit", "edit", ("notebook_path",)),
+    FileTool("Read", Tool.READ, ("file_path",), start="offset", limit="limit"),
+    FileTool("Write", Tool.WRITE, ("file_path",)),
+    FileTool("Edit", Tool.EDIT, ("file_path",)),
+    FileTool("MultiEdit", Tool.EDIT, ("file_path",)),
+    FileTool("NotebookEdit", Tool.EDIT, ("notebook_path",)),
     # Anthropic's text editor tool (SWE-agent and OpenHands use the same schema).
     _text_editor("str_replace_editor"),
     _text_editor("str_replace_based_edit_tool"),
     # opencode (0-based offset).
-    FileTool("read", "read", ("filePath",), start="offset", start_base=0, limit="limit"),
-    FileTool("write", "write", ("filePath",)),
-    FileTool("edit", "edit", ("filePath",)),
+    FileTool("read", Tool.READ, ("filePath",), start="offset", start_base=0, limit="limit"),
+    FileTool("write", Tool.WRITE, ("filePath",)),
+    FileTool("edit", Tool.EDIT, ("filePath",)),
     # Cline.
-    FileTool("write_to_file", "write", ("path",)),
-    FileTool("replace_in_file", "edit", ("path",)),
+    FileTool("write_to_file", Tool.WRITE, ("path",)),
+    FileTool("replace_in_file", Tool.EDIT, ("path",)),
 )
 """Known file tools. Add a row to teach the planner another agent's tools."""
 
@@ -186,7 +188,7 @@ def file_access(call: Call) -> FileAccess | None:
         kind = row.commands.get(str(call.arguments.get(row.command)), "")
     if not kind:
         return None
-    if kind != "read":
+    if kind != Tool.READ:
         return FileAccess(call.id, call.message_index, call.name, kind, path)
     start, end = _range(row, call.arguments)
     return FileAccess(call.id, call.message_index, call.name, kind, path, start, end)

@@ -26,10 +26,10 @@ import contextlib
 import functools
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from filecache.core.hashing import keyed_digest, short_version, version_of
 from filecache.core.json_input import check_json
@@ -44,16 +44,15 @@ from filecache.prune.pruning import PrunePlan, PrunePolicy, ResultInfo, apply_pl
 from filecache.prune.sdk_messages import convert
 from filecache.prune.transcript import Transcript, parse_transcript, unwrap
 from filecache.secrecy import MIN_LINE, SecretIndex, secret_key
-from filecache.settings import DEFAULT_DENY, is_denied
+from filecache.settings import DEFAULT_DENY, Settings, is_denied
 from filecache.store.seal import default_seal
 from filecache.store.store import Store
 
-if TYPE_CHECKING:
-    from filecache.cache import Session
-
 __all__ = [
     "NOT_ARCHIVED",
+    "PruneCache",
     "PruneResult",
+    "PruneSession",
     "TokenMemo",
     "denied_results",
     "prune_messages",
@@ -66,6 +65,42 @@ _WORDS = re.compile(r"[^\s'\"`;|&<>()]+")  # the words of a command line, for th
 
 NOT_ARCHIVED = "[filecache: not archived: "
 """Starts what the archive keeps for a denied file's result instead of its text."""
+
+
+class PruneCache(Protocol):
+    """What a prune pass uses of a ``FileCache`` (named here, so pruning never imports it)."""
+
+    @property
+    def root(self) -> Path: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def tokens(self) -> TokenCounter: ...
+    def secret(self, version: str) -> bool: ...
+    def reveals(self, text: str) -> str | None: ...
+    def outline_text(
+        self,
+        version: str,
+        path: str,
+        lines: Sequence[str] | None = None,
+        max_tokens: int | None = None,
+    ) -> str: ...
+
+
+class PruneSession(Protocol):
+    """What a prune pass uses of a ``filecache.Session``: its id, its cache, its lock (held for
+    the whole pass), its ledger, and ``forget``."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def cache(self) -> PruneCache: ...
+    @property
+    def lock(self) -> contextlib.AbstractContextManager[None]: ...
+    def ledger(self) -> Ledger: ...
+    def forget(self, call_ids: Iterable[str]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -134,7 +169,7 @@ def _numbered(line: str) -> tuple[int | None, str]:
     return None, line
 
 
-def outline_callback(session: Session | None) -> Callable[[ResultInfo], str | None]:
+def outline_callback(session: PruneSession | None) -> Callable[[ResultInfo], str | None]:
     """Outlines for old file reads: of the stored version when the session knows it, else of
     the source recovered from the result's own numbered lines (whole-file reads only)."""
 
@@ -236,7 +271,7 @@ def _archived(text: str, denied_path: str | None, key: Callable[[], bytes]) -> s
 def prune_messages(
     messages: Any,
     *,
-    session: Session | None = None,
+    session: PruneSession | None = None,
     store: Store | None = None,
     policy: PrunePolicy | None = None,
     format: str | None = None,

@@ -37,6 +37,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from filecache.core.kinds import CHANGES, FILE_ACCESSES, Kind, Tier, Tool
 from filecache.core.render import (
     OUTLINE_TAG,
     PLACEHOLDER_MARKER,
@@ -56,8 +57,8 @@ __all__ = [
     "PRESETS", "PruneAction", "PrunePlan", "PrunePolicy", "ResultInfo", "apply_plan", "plan_prune",
 ]  # fmt: skip
 
-TIERS = {"keep": 0, "outline": 1, "truncate": 1, "clear": 2}
-_CONTENT = ("", "full", "partial")
+TIERS = {Tier.KEEP: 0, Tier.OUTLINE: 1, Tier.TRUNCATE: 1, Tier.CLEAR: 2}
+_CONTENT = ("", Kind.FULL, Kind.PARTIAL)
 _BY_READS = (
     "superseded by a later read",
     "superseded by later reads",
@@ -193,7 +194,7 @@ class PruneAction:
     reason: str
     tokens_before: int
     tokens_after: int
-    kind: str = "other"  # the call's kind: read / write / edit / change / other
+    kind: str = Tool.OTHER  # the call's kind: read / write / edit / change / other
 
 
 @dataclass(frozen=True)
@@ -215,12 +216,12 @@ class PrunePlan:
 
 def _tier_of(text: str) -> str:
     if text.startswith(PLACEHOLDER_MARKER):
-        return "clear"
+        return Tier.CLEAR
     if text.startswith(OUTLINE_TAG):
-        return "outline"
+        return Tier.OUTLINE
     if TRUNCATION_MARKER in text:
-        return "truncate"
-    return "keep"
+        return Tier.TRUNCATE
+    return Tier.KEEP
 
 
 def _norm(path: str) -> str:
@@ -259,16 +260,17 @@ def collect(
         call = calls.get(result.call_id)
         record = ledger.calls.get(result.call_id) if ledger else None
         access = file_access(call) if call is not None else None
-        if record is not None and record.tool in ("read", "write", "edit", "change"):
+        if record is not None and record.tool in FILE_ACCESSES:
             kind, path = record.tool, record.path
             start, end = record.start or 1, record.end
             version, answer, base = record.version, record.kind, record.base_call_id
         elif access is not None:
             kind, path, start, end = access.kind, access.path, access.start, access.end
             version = None
-            answer, base = ("error", None) if result.is_error else answer_of(result.text)
+            answer, base = (Kind.ERROR, None) if result.is_error else answer_of(result.text)
         else:
-            kind, path, start, end, version, answer, base = "other", None, 1, None, None, "", None
+            kind, path, start, end = Tool.OTHER, None, 1, None
+            version, answer, base = None, "", None
         tool = call.name if call is not None else "?"
         command = _short_command(call.arguments, call.raw_arguments) if call is not None else ""
         infos.append(
@@ -315,7 +317,7 @@ def _superseded(
     why: dict[str, str] = {}
     by_name = _by_name(infos)
     for i, info in enumerate(infos):
-        if info.kind != "read" or info.path is None or info.tier == "clear":
+        if info.kind != Tool.READ or info.path is None or info.tier == Tier.CLEAR:
             continue
         same = by_name[_file_name(info.path)]
         shown: list[tuple[int, int | None]] = []  # lines later content reads show
@@ -323,7 +325,7 @@ def _superseded(
             later = infos[n]
             if later.path is None or not _same_path(later.path, info.path):
                 continue
-            if later.kind in ("write", "edit", "change"):
+            if later.kind in CHANGES:
                 if info.call_id not in why:
                     verb = {"write": "write", "edit": "edit", "change": "a change seen outside"}
                     why[info.call_id] = f"superseded by {verb[later.kind]} {later.call_id}"
@@ -334,8 +336,8 @@ def _superseded(
             # With through_edits, a cleared read does not show the lines again: the edit still
             # builds on the earlier read. (Its placeholder reads as an unknown answer, so an
             # outline answer the pass cleared would otherwise cover the read on the next pass.)
-            shows = not (through_edits and later.tier == "clear")
-            if later.kind == "read" and later.answer in _CONTENT and shows:
+            shows = not (through_edits and later.tier == Tier.CLEAR)
+            if later.kind == Tool.READ and later.answer in _CONTENT and shows:
                 if _covers(later, info):
                     why[info.call_id] = f"superseded by a later read {later.call_id} of these lines"
                     break
@@ -347,11 +349,11 @@ def _superseded(
                     break
     if ledger is not None:  # changes seen by rehash/watchers have no result of their own
         for info in infos:
-            if info.kind != "read" or info.path is None or info.call_id in why:
+            if info.kind != Tool.READ or info.path is None or info.call_id in why:
                 continue
             record = ledger.calls.get(info.call_id)
             for write in ledger.writes.get(info.path, ()):
-                if record is not None and write.seq > record.seq and write.tool == "change":
+                if record is not None and write.seq > record.seq and write.tool == Tool.CHANGE:
                     why[info.call_id] = f"superseded by a change seen outside ({write.call_id})"
                     break
     return why
@@ -374,7 +376,7 @@ def _built_on(info: ResultInfo, reason: str) -> bool:
     """Whether ``keep_edited`` keeps a superseded read: the model's view of the file after its
     own edit is built on the lines the read showed, unless later reads showed them again. An
     outline shows no lines to build on (and its line numbers are old after the edit)."""
-    return not reason.startswith(_BY_READS) and info.answer not in ("outline", "filecache")
+    return not reason.startswith(_BY_READS) and info.answer not in (Kind.OUTLINE, "filecache")
 
 
 def _protected(infos: Sequence[ResultInfo], budget: int) -> set[str]:
@@ -395,7 +397,7 @@ def _protected(infos: Sequence[ResultInfo], budget: int) -> set[str]:
     return kept
 
 
-_REFERS = ("unchanged", "diff")  # answers that name an earlier result
+_REFERS = (Kind.UNCHANGED, Kind.DIFF)  # answers that name an earlier result
 
 
 def _relied_on(infos: Sequence[ResultInfo], cleared: set[str]) -> set[str]:
@@ -412,7 +414,7 @@ def _relied_on(infos: Sequence[ResultInfo], cleared: set[str]) -> set[str]:
     alive: set[str] = set()
     for info in infos:
         base = position.get(info.base_call_id or "")
-        if base is None or info.path is None or info.call_id in cleared or info.tier == "clear":
+        if base is None or info.path is None or info.call_id in cleared or info.tier == Tier.CLEAR:
             continue
         if info.deps:  # the ledger says exactly which results the answer's lines rely on
             alive.update(d for d in info.deps if d in position)
@@ -421,16 +423,16 @@ def _relied_on(infos: Sequence[ResultInfo], cleared: set[str]) -> set[str]:
         for n in reversed(same[: bisect_right(same, base)]):
             earlier = infos[n]
             if (
-                earlier.kind not in ("read", "write", "edit")
-                or earlier.tier == "clear"
+                earlier.kind not in (Tool.READ, Tool.WRITE, Tool.EDIT)
+                or earlier.tier == Tier.CLEAR
                 or not _same_path(earlier.path or "", info.path)
             ):
                 continue
             alive.add(earlier.call_id)
-            if earlier.kind == "write" or (
-                earlier.kind == "read"
+            if earlier.kind == Tool.WRITE or (
+                earlier.kind == Tool.READ
                 and earlier.answer in _CONTENT
-                and (earlier.answer == "full" or _covers(earlier, info))
+                and (earlier.answer == Kind.FULL or _covers(earlier, info))
             ):
                 break
     return alive
@@ -468,10 +470,10 @@ def _cleared(info: ResultInfo, why: str) -> str:
 
 
 def _describe(info: ResultInfo) -> str:
-    if info.kind == "read" and info.path:
+    if info.kind == Tool.READ and info.path:
         span = f" {info.start}-{info.end}" if info.end else ""
         return f"read {info.path}{span}"
-    if info.kind in ("write", "edit") and info.path:
+    if info.kind in (Tool.WRITE, Tool.EDIT) and info.path:
         return f"{info.kind} {info.path}"
     return f"{info.tool} `{info.command}`" if info.command else info.tool
 
@@ -519,7 +521,7 @@ def plan_prune(
         )
         excess -= before_tokens - after
 
-    candidates = [i for i in infos if i.call_id not in protected and i.tier != "clear"]
+    candidates = [i for i in infos if i.call_id not in protected and i.tier != Tier.CLEAR]
     for info in candidates:
         if info.call_id in superseded:
             reason = superseded[info.call_id]
@@ -527,9 +529,9 @@ def plan_prune(
                 continue
             # A superseded FileRef gets a placeholder shorter than itself (a one-line FileRef is
             # shorter than the usual one): kept, it would hold its superseded base alive.
-            short = info.answer == "unchanged"
+            short = info.answer == Kind.UNCHANGED
             text = render_cleared_ref(reason) if short else _cleared(info, reason)
-            act(info, "clear", text, reason)
+            act(info, Tier.CLEAR, text, reason)
     first_protected = min(
         (i.message_index for i in infos if i.call_id in protected),
         default=len(transcript.messages),
@@ -550,41 +552,41 @@ def plan_prune(
             del actions[cid]
         relied = _relied_on(infos, set(actions))  # a restored diff is live again
     excess = total - target - sum(a.tokens_before - a.tokens_after for a in actions.values())
-    kinds = ("read", "edit") if policy.keep_edited else ("read",)
+    kinds = (Tool.READ, Tool.EDIT) if policy.keep_edited else (Tool.READ,)
     alive = relied | _in_use(infos, protected, tail_text, kinds)
     if policy.keep_edited:
         by_id = {i.call_id: i for i in infos}
         alive |= {cid for cid, why in superseded.items() if _built_on(by_id[cid], why)}
     if policy.output_first:  # what no later read relies on goes before file content
-        candidates = sorted(candidates, key=lambda i: i.kind == "read")
+        candidates = sorted(candidates, key=lambda i: i.kind == Tool.READ)
     for info in candidates:  # tier 1: degrade large results, clear small ones
         if excess <= 0:
             break
-        if info.call_id in actions or info.call_id in alive or info.tier != "keep":
+        if info.call_id in actions or info.call_id in alive or info.tier != Tier.KEEP:
             continue
         if info.tokens < policy.small_result or info.call_id in secret or not policy.degrade:
             why = "old, cleared to save context"
-            act(info, "clear", _cleared(info, why), why)
+            act(info, Tier.CLEAR, _cleared(info, why), why)
             continue
-        outline = outline_for(info) if outline_for is not None and info.kind == "read" else None
+        outline = outline_for(info) if outline_for is not None and info.kind == Tool.READ else None
         if outline is not None:
-            act(info, "outline", render_outlined(_describe(info), outline), "old, outlined")
+            act(info, Tier.OUTLINE, render_outlined(_describe(info), outline), "old, outlined")
             continue
         truncated = _truncate(info.text, policy, "old output")
         if truncated is not None:
-            act(info, "truncate", truncated, "old, truncated")
+            act(info, Tier.TRUNCATE, truncated, "old, truncated")
         else:
             why = "old, cleared to save context"
-            act(info, "clear", _cleared(info, why), why)
+            act(info, Tier.CLEAR, _cleared(info, why), why)
     if total > policy.hard_at * window:  # tier 2: under high pressure, clear, oldest first
         for info in candidates:
             if excess <= 0:
                 break
             current = actions.get(info.call_id)
-            if info.call_id in alive or (current is not None and current.tier == "clear"):
+            if info.call_id in alive or (current is not None and current.tier == Tier.CLEAR):
                 continue
             why = "cleared under context pressure"
-            act(info, "clear", _cleared(info, why), why)
+            act(info, Tier.CLEAR, _cleared(info, why), why)
 
     chosen = sorted(actions.values(), key=lambda a: a.message_index)
     reclaimed = sum(a.tokens_before - a.tokens_after for a in chosen)

@@ -3,27 +3,29 @@
 - LangChain messages (``langchain_core.messages`` objects, or their ``model_dump()`` dicts,
   recognised by their ``type`` of ``human``/``ai``/``tool``/``system`` with LangChain's own
   keys) and pydantic-ai ``ModelMessage`` lists are converted to OpenAI chat dicts by their
-  adapters (``filecache.adapters.langchain`` / ``.pydantic_ai``), pruned, and given back as
-  objects of the same kind with only the pruned results' contents replaced.
+  codecs (``filecache.prune.codecs.langchain_messages`` / ``.pydantic_ai_messages``), pruned,
+  and given back as objects of the same kind with only the pruned results' contents replaced.
+  An adapter adds another framework with ``register_sdk`` (the top-level module its message
+  objects come from, and a function that loads its codec).
 - Any other object with ``model_dump`` (OpenAI or Anthropic SDK messages and items) is dumped
   (``mode="json"``, ``exclude_none``) and pruned as the dicts it dumps to; the result is dicts.
 - Anything else that is not a dict is refused with a ``TranscriptError`` naming its index:
   never guessed at.
 
-Pure dispatch: the frameworks are imported only when their objects are present.
+Pure dispatch: a framework (and its codec) is imported only when its objects are present. The
+registry is filled at import time and only read afterwards.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from filecache.errors import TranscriptError
 from filecache.prune.message_blocks import type_name
 
-__all__ = ["Converted", "convert", "is_langchain_dump"]
+__all__ = ["Converted", "SdkCodec", "convert", "is_langchain_dump", "register_sdk"]
 
 _LANGCHAIN_TYPES = frozenset({"human", "ai", "tool", "system", "chat", "function"})
 _LANGCHAIN_KEYS = frozenset({"additional_kwargs", "response_metadata", "tool_call_id"})
@@ -36,6 +38,43 @@ class Converted:
     messages: list[Any]
     format: str | None
     back: Callable[[Mapping[str, str], list[Any]], list[Any]] | None  # None: keep the dicts
+
+
+class SdkCodec(Protocol):
+    """A framework's messages as OpenAI chat dicts, and pruned texts put back in its kind."""
+
+    def to_chat(self, messages: list[Any], /) -> list[dict[str, Any]]: ...
+
+    def replaced(self, messages: list[Any], texts: Mapping[str, str], /) -> list[Any]: ...
+
+
+def _langchain() -> SdkCodec:
+    from filecache.prune.codecs import langchain_messages
+
+    return langchain_messages
+
+
+def _pydantic_ai() -> SdkCodec:
+    from filecache.prune.codecs import pydantic_ai_messages
+
+    return pydantic_ai_messages
+
+
+_SDKS: dict[str, Callable[[], SdkCodec]] = {
+    "langchain_core": _langchain,
+    "pydantic_ai": _pydantic_ai,
+}
+
+
+def register_sdk(module: str, load: Callable[[], SdkCodec]) -> None:
+    """Convert lists of objects from top-level package ``module`` with the codec ``load`` gives.
+
+    ``load`` runs when such a list is pruned (so registering imports nothing). Registering the
+    same ``load`` again is a no-op; another one for a taken ``module`` is refused
+    (``ValueError``).
+    """
+    if _SDKS.setdefault(module, load) is not load:
+        raise ValueError(f"message objects from {module!r} already have a codec")
 
 
 def is_langchain_dump(item: object) -> bool:
@@ -56,21 +95,16 @@ def convert(messages: list[Any]) -> Converted | None:
     """None for a list of plain message dicts (the formats ``transcript`` knows)."""
     if all(isinstance(m, dict) for m in messages):
         if messages and any(is_langchain_dump(m) for m in messages):
-            return _via("filecache.adapters.langchain", messages)
+            return _via(_langchain(), messages)
         return None
     modules = {_module(m) for m in messages if not isinstance(m, dict)}
-    if modules == {"langchain_core"}:
-        return _via("filecache.adapters.langchain", messages)
-    if modules == {"pydantic_ai"}:
-        return _via("filecache.adapters.pydantic_ai", messages)
+    if len(modules) == 1 and (only := next(iter(modules))) in _SDKS:
+        return _via(_SDKS[only](), messages)
     dumped: list[Any] = []
     for index, item in enumerate(messages):
         if isinstance(item, dict):
             dumped.append(item)
-        elif callable(getattr(item, "model_dump", None)) and _module(item) not in (
-            "langchain_core",
-            "pydantic_ai",
-        ):
+        elif callable(getattr(item, "model_dump", None)) and _module(item) not in _SDKS:
             dumped.append(item.model_dump(mode="json", exclude_none=True))
         else:
             raise TranscriptError(
@@ -81,12 +115,10 @@ def convert(messages: list[Any]) -> Converted | None:
     return Converted(dumped, None, None)
 
 
-def _via(adapter: str, messages: list[Any]) -> Converted:
-    module = importlib.import_module(adapter)
-    chat: list[Any] = module.to_chat(messages)
+def _via(codec: SdkCodec, messages: list[Any]) -> Converted:
+    chat: list[Any] = codec.to_chat(messages)
 
     def back(replacements: Mapping[str, str], _: list[Any]) -> list[Any]:
-        replaced: list[Any] = module.replaced(messages, replacements)
-        return replaced
+        return codec.replaced(messages, replacements)
 
     return Converted(chat, "openai", back)

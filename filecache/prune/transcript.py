@@ -1,49 +1,50 @@
-"""A neutral transcript: messages, the tool calls they make and the results linked to them by id.
+"""A neutral transcript: parsing a message list in the format it is in, and its wrappers.
 
-The adapters in ``filecache.adapters`` (``openai_chat``, ``openai_responses``,
-``anthropic_messages``) parse a provider's message list into a ``Transcript`` and render it back
-with some tool-result bodies replaced. Pruning is expressed only as "replace the body text of the
-result for call X with text T".
+The transcript itself (``Transcript``, ``Message``, ``ToolCall``, ``ToolResult``), the
+invariants every codec keeps and the codec registry are in ``filecache.prune.codecs.base``; the
+built-in codecs are ``filecache.prune.codecs.openai_chat`` (OpenAI chat completions),
+``.openai_responses`` (Responses input items) and ``.anthropic_messages`` (Anthropic Messages),
+imported here so that their formats are registered whenever a transcript is parsed. An adapter
+adds a format with ``register_format``; it is then accepted by ``parse_transcript(messages,
+format)`` (detection knows only the built-in three).
 
-Invariants:
-- Parsing never mutates the input list, and a ``Transcript`` keeps a reference to it (``raw``).
-- Every ``ToolResult`` answers exactly one ``ToolCall`` made in an earlier message; a call id
-  occurs once; a call has at most one result (a call without one is *pending*, see
-  ``pending_calls``: the model's last turn may not be answered yet).
-- Rendering returns a new list. A message that holds no replaced result is the input's own object
-  (treat the output as read-only); a message that does is a deep copy of the input message with
-  only the replaced bodies changed: the result keeps its id, position, ``is_error`` and its other
-  fields. Without replacements the output ``json.dumps``-equals the input.
-- Indices are 0-based positions in the input list; every ``TranscriptError`` names one.
-
-A body given as a list of blocks has as its text the concatenation of its text blocks; other
-blocks (images, documents) are counted in ``ToolResult.non_text_blocks``. Replacing such a body
-leaves one text block (the first text block, so its other keys such as ``cache_control`` stay,
-with the new text) and drops every other block, images included: the replacement *is* the new
-body, so what it cost and what the model still sees are exactly what the planner decided (an
-image kept next to a "cleared" placeholder would keep most of the tokens and contradict it). The
-planner sees ``non_text_blocks`` and can say in its placeholder what was dropped; the archived
-original keeps it. An empty replacement of a block list leaves no blocks (Anthropic rejects empty
-text blocks).
+This module detects a list's format (``detect_format``) and accepts the wrappers requests come
+in (``unwrap``: a bare list, ``{"messages": [...]}``, ``{"input": [...]}``).
 """
 
 from __future__ import annotations
 
-import copy
-import importlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any
 
 from filecache.core.json_input import check_json
+from filecache.core.kinds import Format
 from filecache.errors import TranscriptError
+from filecache.prune.codecs import anthropic_messages, openai_chat, openai_responses
+from filecache.prune.codecs.base import (
+    Codec,
+    Message,
+    ToolCall,
+    ToolResult,
+    Transcript,
+    codec_for,
+    link,
+    parse_list,
+    register_format,
+    registered_formats,
+    render_replaced,
+    render_transcript,
+    replacements_by_message,
+)
 from filecache.prune.file_tools import FILE_TOOLS, FileAccess, FileTool, file_access
-from filecache.prune.message_blocks import replaced_body, type_name
+from filecache.prune.message_blocks import type_name
 from filecache.prune.sdk_messages import is_langchain_dump
 
 __all__ = [
     "FILE_TOOLS",
     "FORMATS",
+    "Codec",
     "Envelope",
     "FileAccess",
     "FileTool",
@@ -56,151 +57,19 @@ __all__ = [
     "link",
     "parse_list",
     "parse_transcript",
+    "register_format",
+    "registered_formats",
     "render_replaced",
     "render_transcript",
     "replacements_by_message",
     "unwrap",
 ]
 
-FORMATS = ("openai", "responses", "anthropic")
-"""Message formats: OpenAI chat completions, OpenAI Responses input items, Anthropic Messages."""
-
-_ADAPTERS = {
-    "openai": "filecache.adapters.openai_chat",
-    "responses": "filecache.adapters.openai_responses",
-    "anthropic": "filecache.adapters.anthropic_messages",
-}
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One tool call. ``arguments`` is ``raw_arguments`` parsed (``{}`` unless a JSON object).
-
-    Attributes:
-        id: the call id results refer to (``tool_call_id`` / ``call_id`` / ``tool_use`` id).
-        name: the tool's name.
-        arguments: the parsed arguments (a fresh object: mutating it changes nothing; not
-            part of the hash, so calls can be set members).
-        raw_arguments: the arguments string as given (OpenAI), the compact JSON of ``input``
-            (Anthropic), or a custom tool's free-form input.
-        arguments_valid: whether ``raw_arguments`` is a JSON object.
-        message_index: index of the message that makes the call.
-        block_index: index in ``tool_calls`` (OpenAI chat) or ``content`` (Anthropic); ``None``
-            for a Responses item, which is the call itself.
-    """
-
-    id: str
-    name: str
-    arguments: Mapping[str, Any] = field(hash=False)
-    raw_arguments: str
-    arguments_valid: bool
-    message_index: int
-    block_index: int | None
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    """One tool result: the body text the model sees for call ``call_id``.
-
-    Attributes:
-        call_id: the id of the call it answers.
-        text: the body's text (the concatenation of its text blocks for a block list).
-        is_error: Anthropic's ``is_error`` (always ``False`` for the OpenAI formats).
-        message_index: index of the message holding it.
-        block_index: index of the ``tool_result`` block in ``content`` (Anthropic); ``None``
-            when the message (OpenAI ``tool``) or item (Responses) is the result itself.
-        non_text_blocks: blocks of the body that are not text (images, documents, files).
-    """
-
-    call_id: str
-    text: str
-    is_error: bool
-    message_index: int
-    block_index: int | None
-    non_text_blocks: int = 0
-
-
-@dataclass(frozen=True)
-class Message:
-    """One message (or Responses item): its role, own text, calls and results.
-
-    ``role`` is the message's role; for a Responses item without one it is ``assistant`` for
-    what the model produced (calls, reasoning) and ``tool`` for outputs. ``text`` is the
-    message's own text blocks joined with newlines (Responses reasoning: its summary), without
-    tool-result bodies.
-    """
-
-    index: int
-    role: str
-    text: str
-    tool_calls: tuple[ToolCall, ...] = ()
-    results: tuple[ToolResult, ...] = ()
-
-
-@dataclass(frozen=True)
-class Transcript:
-    """A parsed message list. ``raw`` is the input list itself (never mutated)."""
-
-    messages: tuple[Message, ...]
-    format: str
-    raw: Sequence[Any] = field(repr=False, compare=False)
-
-    def calls(self) -> list[ToolCall]:
-        """Every tool call, in transcript order."""
-        return [call for m in self.messages for call in m.tool_calls]
-
-    def results(self) -> list[ToolResult]:
-        """Every tool result, in transcript order."""
-        return [result for m in self.messages for result in m.results]
-
-    def calls_by_id(self) -> dict[str, ToolCall]:
-        """Tool calls by id (build once per pass: each call walks the transcript)."""
-        return {call.id: call for call in self.calls()}
-
-    def results_by_id(self) -> dict[str, ToolResult]:
-        """Tool results by the id of the call they answer."""
-        return {result.call_id: result for result in self.results()}
-
-    def tool_result_order(self) -> list[str]:
-        """Call ids in the order their results appear (oldest first)."""
-        return [result.call_id for result in self.results()]
-
-    def pending_calls(self) -> list[ToolCall]:
-        """Calls that have no result (yet), in transcript order."""
-        answered = {result.call_id for result in self.results()}
-        return [call for call in self.calls() if call.id not in answered]
-
-    def file_accesses(self) -> list[FileAccess]:
-        """The calls of known file tools (``FILE_TOOLS``), in transcript order."""
-        found = (file_access(call) for call in self.calls())
-        return [access for access in found if access is not None]
-
-    def with_results_replaced(self, replacements: Mapping[str, str]) -> list[Any]:
-        """The raw message list with the body of each result in ``replacements`` replaced.
-
-        Args:
-            replacements: call id → new body text. Every id must have a result here.
-
-        Returns:
-            A new list in this transcript's format (see the module docstring for what is
-            shared with the input and what is copied).
-
-        Raises:
-            TranscriptError: an id has no result in this transcript, or a text is not a string.
-        """
-        return render_transcript(self, replacements)
-
-
-class _Adapter(Protocol):
-    def parse(self, messages: object) -> Transcript: ...
-
-    def render(self, transcript: Transcript, replacements: Mapping[str, str]) -> list[Any]: ...
-
-
-def _adapter(format: str) -> _Adapter:
-    if format not in _ADAPTERS:
-        raise TranscriptError(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
-    return cast(_Adapter, importlib.import_module(_ADAPTERS[format]))
+FORMATS = tuple(Format)
+"""The built-in formats: OpenAI chat completions, OpenAI Responses input items, Anthropic
+Messages (``registered_formats()`` adds any an adapter registered)."""
+BUILT_IN = (openai_chat.CODEC, openai_responses.CODEC, anthropic_messages.CODEC)
+"""The built-in codecs (importing them here registers them)."""
 
 
 def parse_transcript(messages: object, format: str | None = None) -> Transcript:
@@ -210,113 +79,25 @@ def parse_transcript(messages: object, format: str | None = None) -> Transcript:
     the adapters and the pruner walk it recursively.
     """
     check_json(messages, "messages")
-    return _adapter(format or detect_format(messages)).parse(messages)
-
-
-def render_transcript(transcript: Transcript, replacements: Mapping[str, str]) -> list[Any]:
-    """``transcript.raw`` with result bodies replaced, in the transcript's own format."""
-    return _adapter(transcript.format).render(transcript, replacements)
-
-
-# -- linking and rendering, for the adapters --------------------------------------------------
-
-
-def parse_list(
-    messages: object,
-    format: str,
-    parse_message: Callable[[int, object], Message],
-    what: str = "messages",
-) -> Transcript:
-    """An adapter's ``parse``: each entry of the list through ``parse_message``, then ``link``."""
-    if not isinstance(messages, list):
-        raise TranscriptError(f"expected a list of {what}, got {type_name(messages)}")
-    return link([parse_message(i, m) for i, m in enumerate(messages)], format, messages)
-
-
-def link(messages: Sequence[Message], format: str, raw: Sequence[Any]) -> Transcript:
-    """Check that results and calls link up (module invariants) and build the transcript."""
-    called_at: dict[str, int] = {}
-    answered_at: dict[str, int] = {}
-    for message in messages:
-        for result in message.results:
-            cid = result.call_id
-            if cid not in called_at:
-                raise TranscriptError(
-                    f"message {message.index}: tool result for {cid}, "
-                    "but no earlier assistant message calls it"
-                )
-            if cid in answered_at:
-                raise TranscriptError(
-                    f"message {message.index}: a second tool result for {cid} "
-                    f"(first at message {answered_at[cid]})"
-                )
-            answered_at[cid] = message.index
-        for call in message.tool_calls:
-            if call.id in called_at:
-                raise TranscriptError(
-                    f"message {message.index}: tool call id {call.id} used twice "
-                    f"(first at message {called_at[call.id]})"
-                )
-            called_at[call.id] = message.index
-    return Transcript(tuple(messages), format, raw)
-
-
-def replacements_by_message(
-    transcript: Transcript, replacements: Mapping[str, str]
-) -> dict[int, dict[str, str]]:
-    """Group replacements by the index of the message holding each result; refuse unknown ids."""
-    where = {r.call_id: r.message_index for r in transcript.results()}
-    grouped: dict[int, dict[str, str]] = {}
-    for call_id, text in replacements.items():
-        if call_id not in where:
-            raise TranscriptError(f"cannot replace the result for {call_id}: there is none")
-        if not isinstance(text, str):
-            raise TranscriptError(
-                f"the replacement for {call_id} must be a string, got {type_name(text)}"
-            )
-        grouped.setdefault(where[call_id], {})[call_id] = text
-    return grouped
-
-
-def render_replaced(
-    transcript: Transcript, format: str, replacements: Mapping[str, str], body: str, text_type: str
-) -> list[Any]:
-    """An adapter's ``render``: ``transcript.raw`` with each replaced result body replaced.
-
-    A result with a ``block_index`` is that block of its message's ``content``; otherwise the
-    message is the result. Its ``body`` key gets ``replaced_body`` (new blocks: ``text_type``).
-    """
-    if transcript.format != format:
-        raise TranscriptError(f"a {transcript.format} transcript cannot be rendered as {format}")
-    out = list(transcript.raw)
-    for index, texts in replacements_by_message(transcript, replacements).items():
-        message = copy.deepcopy(out[index])
-        for result in transcript.messages[index].results:
-            if result.call_id in texts:
-                holder = message
-                if result.block_index is not None:
-                    holder = message["content"][result.block_index]
-                holder[body] = replaced_body(holder.get(body), texts[result.call_id], text_type)
-        out[index] = message
-    return out
+    return codec_for(format or detect_format(messages)).parse(messages)
 
 
 # -- format detection and wrappers ------------------------------------------------------------
 
 _BLOCK_FORMATS = {  # content block types that only one format uses
-    **dict.fromkeys(("tool_use", "tool_result", "thinking", "redacted_thinking"), "anthropic"),
-    **dict.fromkeys(("image", "document"), "anthropic"),
-    **dict.fromkeys(("input_text", "output_text", "input_image", "input_file"), "responses"),
-    **dict.fromkeys(("image_url", "input_audio"), "openai"),
+    **dict.fromkeys(("tool_use", "tool_result", "thinking", "redacted_thinking"), Format.ANTHROPIC),
+    **dict.fromkeys(("image", "document"), Format.ANTHROPIC),
+    **dict.fromkeys(("input_text", "output_text", "input_image", "input_file"), Format.RESPONSES),
+    **dict.fromkeys(("image_url", "input_audio"), Format.OPENAI),
 }
 
 
 def _item_format(item: Mapping[str, Any]) -> str | None:
     kind = item.get("type")
     if isinstance(kind, str) and kind != "message":
-        return "responses"
+        return Format.RESPONSES
     if item.get("role") in ("tool", "function") or "tool_calls" in item:
-        return "openai"
+        return Format.OPENAI
     content = item.get("content")
     if isinstance(content, list):
         for block in content:
@@ -352,7 +133,7 @@ def detect_format(obj: object) -> str:
         )
     if seen:
         return next(iter(seen))
-    return "responses" if envelope.key == "input" else "openai"
+    return Format.RESPONSES if envelope.key == "input" else Format.OPENAI
 
 
 @dataclass(frozen=True)

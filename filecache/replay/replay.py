@@ -79,6 +79,7 @@ from filecache.replay.replay_shell import (
 from filecache.replay.trace_format import TRACE_FORMAT, edit_pairs, unknown_calls
 from filecache.stats import read_baseline
 from filecache.store.store import Store
+from filecache.tools import EDIT_FILE, READ_FILE
 
 __all__ = ["FILE_TOOLS", "READ_MODES", "TRACE_FORMAT", "replay_session", "run_file_tool"]
 
@@ -246,7 +247,7 @@ class _Checker:
         affected = {
             self.calls[c].path
             for c in pruned
-            if c in self.calls and self.calls[c].tool in ("read_file", "edit_file")
+            if c in self.calls and self.calls[c].tool in (READ_FILE.name, EDIT_FILE.name)
         }
         new: dict[str, str | None] = {}
         for message in history[self.fed : index]:

@@ -32,6 +32,9 @@ import xxhash
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchSet
 
+from filecache.core.kinds import Kind
+from filecache.tools import EDIT_FILE, READ_FILE, WRITE_FILE
+
 __all__ = [
     "AGENT_VIEW", "FileCall", "ModelView", "RecordedView", "dangling_refs", "disk_lines",
     "tag_of", "verified_lines",
@@ -131,19 +134,19 @@ class ModelView:
         call = self.calls.get(call_id)
         if call is None or (self.paths is not None and call.path not in self.paths):
             return None
-        if call.kind == "error":
+        if call.kind == Kind.ERROR:
             return None  # a failure: nothing to learn
         copies = self.copies.setdefault(call.path, {})
-        if call.tool == "read_file" and text != call.text:
+        if call.tool == READ_FILE.name and text != call.text:
             return None  # pruned: what it showed is gone
         # The model's own writes and edits count even when their confirmation was pruned: the
         # call's arguments, which pruning never touches, say what it wrote.
-        if call.tool == "write_file":
+        if call.tool == WRITE_FILE.name:
             if call.after is not None:
                 lines = disk_lines(str(call.args.get("content", "")).encode("utf-8"))
                 copies[call.after[0]] = _Copy(len(lines), dict(enumerate(lines, 1)))
             return None
-        if call.tool == "edit_file":
+        if call.tool == EDIT_FILE.name:
             if call.before is not None and call.after is not None:
                 base = copies.get(call.before[0])
                 # The confirmation says where the edit landed ("changed: line N"); without it
@@ -160,19 +163,19 @@ class ModelView:
                 copy = copies.setdefault(call.after[0], _Copy(len(call.after[1])))
                 copy.lines.update(_shell_lines(call))
             return None  # it shows what it shows: no span to check
-        if call.kind == "outline":
+        if call.kind == Kind.OUTLINE:
             return None
         problem = self._read(call, copies)
         return problem or self.check(call)
 
     def _read(self, call: FileCall, copies: dict[str, _Copy]) -> str | None:
         first, _, body = (call.text if call.inner is None else call.inner).partition("\n")
-        if call.inner is not None and call.kind in ("full", "partial") and call.after:
+        if call.inner is not None and call.kind in (Kind.FULL, Kind.PARTIAL) and call.after:
             copy = copies.setdefault(call.after[0], _Copy())
             copy.total = len(call.after[1])
             copy.lines.update(_shell_lines(call))
             return None
-        if call.kind in ("full", "partial", "symbol"):
+        if call.kind in (Kind.FULL, Kind.PARTIAL, Kind.SYMBOL):
             match = _HEADER.match(first)
             if match is None or match["tag"] is None:
                 return f"{call.call_id}: content header not understood: {first[:80]!r}"
@@ -184,14 +187,17 @@ class ModelView:
                 return f"{call.call_id}: content lines not understood"
             copy.lines.update(parsed)
             return None
-        if call.kind == "diff":
+        if call.kind == Kind.DIFF:
             return _apply_diff(call, first, body, copies)
         return None  # unchanged: nothing new, the check says whether it holds
 
     def check(self, call: FileCall) -> str | None:
         """Whether the lines ``call`` (a read) answered are rebuilt as they are on disk."""
-        skip = ("error", "outline", AGENT_VIEW)
-        if call.tool != "read_file" or call.kind in skip or call.after is None:
+        if (
+            call.tool != READ_FILE.name
+            or call.kind in (Kind.ERROR, Kind.OUTLINE, AGENT_VIEW)
+            or call.after is None
+        ):
             return None
         span = call.span()
         if span is None:
@@ -502,7 +508,7 @@ def dangling_refs(
     out: dict[str, str] = {}
     for cid, text in results:
         call = calls.get(cid)
-        if call is None or call.kind not in ("unchanged", "diff") or text != call.text:
+        if call is None or call.kind not in (Kind.UNCHANGED, Kind.DIFF) or text != call.text:
             continue
         found = _BASE.search((call.text if call.inner is None else call.inner).partition("\n")[0])
         if found is None:
@@ -512,7 +518,7 @@ def dangling_refs(
             based = calls.get(base)
             if based is None or base not in sent:
                 out[cid] = f"base {base} is missing"
-            elif based.tool == "read_file" and sent[base] != based.text:
+            elif based.tool == READ_FILE.name and sent[base] != based.text:
                 out[cid] = f"base {base} is pruned"
         # an edit or write is known from its call's arguments, whatever its result became
     return out

@@ -28,6 +28,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from filecache.core.kinds import Kind
 from filecache.prune.peer_policies import (
     ReadDedup,
     RequestPolicy,
@@ -37,6 +38,7 @@ from filecache.prune.peer_policies import (
 from filecache.replay.policy_runs import PolicyRun
 from filecache.replay.replay_check import FileCall
 from filecache.replay.replay_metrics import CostMeter
+from filecache.tools import READ_FILE
 
 __all__ = ["Checker", "PeerRun"]
 
@@ -107,9 +109,10 @@ class PeerRun:
         """The next recorded message; ``plain``: the plain run's (the same but for a file tool
         result); ``call``: the plain run's file tool call, if it is one; ``shell``: the call is
         a bash read (recorded output; no Read tool of the peer's, so no dedup stub)."""
-        if call is not None and self.dedup is not None and call.tool == "read_file" and not shell:
-            version = call.after[0] if call.after is not None and call.kind != "error" else None
-            text, base = self.dedup.answer(call.call_id, call.args, version, call.text)
+        dedup = None if shell else self.dedup  # a bash read: no Read tool, so no dedup stub
+        if call is not None and dedup is not None and call.tool == READ_FILE.name:
+            version = call.after[0] if call.after is not None and call.kind != Kind.ERROR else None
+            text, base = dedup.answer(call.call_id, call.args, version, call.text)
             if base is not None:
                 call = dataclasses.replace(call, kind="unchanged", text=text)
                 self.bases[call.call_id] = base

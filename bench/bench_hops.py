@@ -1,0 +1,177 @@
+"""Count the hops: the filecache modules one read, one edit and one prune run code in.
+
+On a warm session (every module imported, the store open, the tokenizer loaded, each operation
+done once before), each operation runs once under ``sys.setprofile``; every Python frame that
+starts ("call" events) in a file under ``filecache/`` or ``adapters/`` counts its module. The
+table gives the number of modules and of calls per operation; ``--list`` names the modules.
+Counts, not times: the same on any machine for the same code and inputs. Usage::
+
+    .venv/bin/python bench/bench_hops.py [--list] [--json]
+
+Operations (one ``Session`` over a temp root with a 449-line Python file, a SQLite store):
+- ``read (content)``: the first read of a file, answered with its content;
+- ``read (unchanged)``: the same read again, answered with a FileRef;
+- ``edit``: one ``Session.edit`` (plan, write, commit, the confirmation);
+- ``prune``: one ``prune_messages`` pass over a chat transcript of those calls that clears the
+  superseded read (archive, projections, forget).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import filecache.adapters
+
+import filecache
+from filecache import FileCache, PrunePolicy, prune_messages
+
+ROOTS = {
+    "filecache": Path(filecache.__file__).resolve().parent,
+    "filecache.adapters": Path(filecache.adapters.__file__).resolve().parent,
+}
+EAGER = PrunePolicy(
+    context_window=2_000, prune_at=0.0, target=0.0, protect_recent=0, min_reclaim=0,
+    cache_aware=False,
+)  # fmt: skip
+
+
+def module_of(filename: str, cache: dict[str, str | None]) -> str | None:
+    """The dotted module name of a source file of ours, or None."""
+    if filename in cache:
+        return cache[filename]
+    found = None
+    path = Path(filename).resolve()
+    for package, root in sorted(ROOTS.items(), key=lambda kv: -len(str(kv[1]))):
+        if path.is_relative_to(root) and path.suffix == ".py":
+            parts = [package, *path.relative_to(root).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            found = ".".join(parts)
+            break
+    cache[filename] = found
+    return found
+
+
+def hops(operation: Callable[[], Any]) -> Counter[str]:
+    """Calls per module of ours while ``operation`` runs (this thread)."""
+    calls: Counter[str] = Counter()
+    names: dict[str, str | None] = {}
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call":
+            name = module_of(frame.f_code.co_filename, names)
+            if name is not None:
+                calls[name] += 1
+
+    sys.setprofile(profile)
+    try:
+        operation()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def source(n: int) -> str:
+    body = [f"def f{i}(x):\n    return x + {i}\n" for i in range(n // 2)]
+    return "\n".join(body)
+
+
+def chat(read_a: str, edit_text: str, read_b: str, ids: tuple[str, str, str]) -> list[Any]:
+    """A chat transcript: read a.py, edit it, read it again (the first read is superseded)."""
+
+    def call(cid: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        function = {"name": name, "arguments": json.dumps(args)}
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": cid, "type": "function", "function": function}],
+        }
+
+    r1, e1, r2 = ids
+    edit = {"path": "a.py", "old_string": "return x + 1\n", "new_string": "return x + 100\n"}
+    return [
+        {"role": "user", "content": "fix a.py"},
+        call(r1, "read_file", {"path": "a.py"}),
+        {"role": "tool", "tool_call_id": r1, "content": read_a},
+        call(e1, "edit_file", edit),
+        {"role": "tool", "tool_call_id": e1, "content": edit_text},
+        call(r2, "read_file", {"path": "a.py", "fresh": True}),
+        {"role": "tool", "tool_call_id": r2, "content": read_b},
+    ]
+
+
+def run(root: Path, store: Path) -> dict[str, Counter[str]]:
+    with FileCache(root, store=store) as cache:
+        session = cache.session("hops")
+
+        def one_round(tag: str, path: str, measure: bool) -> dict[str, Counter[str]]:
+            """Each operation once (profiled when ``measure``); the reads the transcript needs
+            around the edit are not part of any row."""
+            (root / path).write_text(source(300), encoding="utf-8")
+            (root / "a.py").write_text(source(300), encoding="utf-8")
+            ids = (f"{tag}-r1", f"{tag}-e1", f"{tag}-r2")
+            texts: dict[str, str] = {}
+
+            def step(operation: Callable[[], Any]) -> Counter[str]:
+                if measure:
+                    return hops(operation)
+                operation()
+                return Counter()
+
+            out = {
+                "read (content)": step(lambda: session.read(path, call_id=f"{tag}-x1")),
+                "read (unchanged)": step(lambda: session.read(path, call_id=f"{tag}-x2")),
+            }
+            texts["r1"] = session.read("a.py", call_id=ids[0], fresh=True).text
+
+            def edit() -> None:
+                result = session.edit("a.py", "return x + 1\n", "return x + 100\n", call_id=ids[1])
+                texts["e1"] = result.text
+
+            out["edit"] = step(edit)
+            texts["r2"] = session.read("a.py", call_id=ids[2], fresh=True).text
+
+            def prune() -> None:
+                messages = chat(texts["r1"], texts["e1"], texts["r2"], ids)
+                result = prune_messages(messages, session=session, policy=EAGER)
+                assert result.plan.replacements, "the pass must clear the superseded read"
+
+            out["prune"] = step(prune)
+            return out
+
+        one_round("warm", "b.py", measure=False)  # imports, the tokenizer, the store's SQL
+        return one_round("run", "c.py", measure=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--list", action="store_true", help="name the modules of each row")
+    parser.add_argument("--json", action="store_true", help="print the counts as JSON")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp, "root")
+        root.mkdir()
+        counts = run(root.resolve(), Path(tmp, "store.db"))
+    if args.json:
+        payload = {op: {"modules": len(c), "calls": sum(c.values()), "by_module": dict(c)}
+                   for op, c in counts.items()}  # fmt: skip
+        print(json.dumps(payload, indent=2, sort_keys=True))
+        return
+    print(f"{'operation':<18} {'modules':>7} {'calls':>7}")
+    for op, c in counts.items():
+        print(f"{op:<18} {len(c):>7} {sum(c.values()):>7}")
+        if args.list:
+            for name, n in sorted(c.items()):
+                print(f"    {name:<40} {n:>6}")
+
+
+if __name__ == "__main__":
+    main()

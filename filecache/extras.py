@@ -1,0 +1,31 @@
+"""Optional dependencies: a guarded import that says in one line what to install.
+
+The agent frameworks filecache speaks to (pydantic-ai, the OpenAI Agents SDK, LangChain,
+smolagents) are never dependencies of the distribution; the modules that need one import it
+inside ``requires`` so that a missing framework reads as the pip command that fixes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = ["EXTRA_HINT", "requires"]
+
+EXTRA_HINT = "pip install {dist}  (or the [frameworks] extra of filecache's distribution)"
+
+
+@contextmanager
+def requires(module: str, dist: str, what: str = "this adapter") -> Iterator[None]:
+    """Around a framework's imports: when ``module`` is missing, say what to install.
+
+    Only ``module`` itself (or one of its submodules) missing is rewritten; any other
+    ``ModuleNotFoundError`` (a broken install of something it imports) goes through as it is.
+    """
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != module:
+            raise
+        hint = EXTRA_HINT.format(dist=dist)
+        raise ModuleNotFoundError(f"{what} needs {dist}: {hint}", name=module) from exc
