@@ -141,3 +141,13 @@ def test_sessions_list_stays_one_row_per_session_for_an_old_store(root: Path) ->
     rows = [line for line in listed.output.splitlines() if line.startswith("| ")]
     assert len(rows) == 4  # header, rule, two sessions
     assert any(r.startswith("| old\\nid\\|x |") for r in rows), rows
+
+
+def test_serve_refuses_a_fixed_session_id_with_a_newline(root: Path) -> None:
+    pytest.importorskip("mcp", reason="the [mcp] extra is not installed")
+    from filecache.adapters.mcp_server import FileCacheServer, ServeOptions
+
+    with pytest.raises(RequestError, match="unprintable character U\\+000A"):
+        FileCacheServer(ServeOptions(roots=(root,), session="a\nb"))  # on 114493c: accepted
+    result = CliRunner().invoke(main, ["serve", "--root", str(root), "--session", "a\nb"])
+    assert result.exit_code == RequestError.exit_code and result.output.count("\n") == 1
