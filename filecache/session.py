@@ -231,7 +231,8 @@ class Session:
                 count = len(split_lines(content))
                 return content, ([(1, count, (frozenset([cid]),))] if count else []), ""
 
-            return self._change(loc, cid, "written", plan, [content], must_exist=False)
+            return self._change(loc, cid, "written", plan, [content], must_exist=False,
+                                retry=call_id is not None)  # fmt: skip
 
         return self._attempt(cid, lambda: self._locations.retry(path, write_at))
 
@@ -266,7 +267,7 @@ class Session:
         cid = self._call_id(call_id)
         return self._attempt(cid, lambda: self._locations.retry(path, lambda loc: self._change(
             loc, cid, "edited", self._edit_plan(loc, cid, pairs, replace_all),
-            [new for _, new in pairs], must_exist=True,
+            [new for _, new in pairs], must_exist=True, retry=call_id is not None,
         )))  # fmt: skip
 
     def _edit_plan(
@@ -700,17 +701,19 @@ class Session:
         written: Sequence[str],
         *,
         must_exist: bool,
+        retry: bool,
     ) -> WriteResult:
         """Write what ``plan`` makes of the file's current text: record-intent → replace →
         commit, under this session's turn and the path's lock (see the module docstring).
 
         ``written``: what the call's arguments carried (content or new strings), whose hashes
-        ``sync`` checks later.
+        ``sync`` checks later. ``retry``: the caller gave the call id, so this may be a retry
+        (``_done_before``); a generated one is new.
         """
         cache = self.cache
         self._state.ended(cid, failed=False)
         with self._turn() as turn, cache.path_lock(loc.rel):
-            done = self._done_before(turn, loc, cid, kind)
+            done = self._done_before(turn, loc, cid, kind) if retry else None
             if done is not None:
                 return done
             for _attempt in range(5):

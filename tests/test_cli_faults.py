@@ -25,6 +25,12 @@ from filecache.errors import RequestError
 REPO = Path(__file__).resolve().parent.parent
 
 
+# File-size limits (bytes) that stop the store at different steps, on a 40 kB file: the edit's
+# commit, the blob written at the end, or nothing (the last).
+EDIT_LIMITS = (48 << 10, 96 << 10, 160 << 10, 256 << 10, 1 << 30)
+READ_LIMITS = (32 << 10, 160 << 10, 240 << 10, 256 << 10, 1 << 30)
+
+
 def run_limited(limit: int, *args: str | Path) -> subprocess.CompletedProcess[str]:
     """``python -m filecache ARGS`` with every file it writes limited to ``limit`` bytes."""
 
@@ -51,15 +57,15 @@ def test_an_edit_under_a_file_size_limit_exits_non_zero_only_when_nothing_change
     tmp_path: Path,
 ) -> None:
     outcomes: dict[str, int] = {}
-    for step, limit in enumerate(range(48 * 1024, 400 * 1024, 24 * 1024)):
+    for step, limit in enumerate(EDIT_LIMITS):
         root = tmp_path / f"r{step}"
         root.mkdir()
         before = "value = 0\n" + incompressible(40_000, step)
         (root / "big.txt").write_text(before, encoding="utf-8")
         store = root / "cache.db"
         common = ("--root", root, "--store", store, "--session", "s")
-        first = run_limited(1 << 30, "read", "big.txt", *common, "--call-id", "r1")
-        assert first.returncode == 0, first.stderr
+        with FileCache(root, store=store) as cache:  # the model read it first
+            cache.session("s").read("big.txt", call_id="r1")
         done = run_limited(
             limit, "edit", "big.txt", "--old", "value = 0", "--new", "value = 1",
             *common, "--call-id", "e1",
@@ -83,7 +89,7 @@ def test_an_edit_under_a_file_size_limit_exits_non_zero_only_when_nothing_change
 def test_a_read_under_a_file_size_limit_that_exits_non_zero_is_never_relied_on(
     tmp_path: Path,
 ) -> None:
-    for step, limit in enumerate(range(32 * 1024, 300 * 1024, 32 * 1024)):
+    for step, limit in enumerate(READ_LIMITS):
         root = tmp_path / f"r{step}"
         root.mkdir()
         (root / "big.txt").write_text(incompressible(40_000, 100 + step), encoding="utf-8")
@@ -92,13 +98,13 @@ def test_a_read_under_a_file_size_limit_that_exits_non_zero_is_never_relied_on(
         done = run_limited(limit, "read", "big.txt", *common, "--call-id", "r1")
         assert "Traceback" not in done.stderr, done.stderr
         with FileCache(root, store=store) as cache:
-            recorded = "r1" in cache.session("s").ledger().calls
-        # on 114493c: the content is printed, committed, then exit 4 (blobs in close())
-        assert recorded == (done.returncode == 0), (limit, done.returncode, done.stderr)
-        again = run_limited(1 << 30, "read", "big.txt", *common, "--call-id", "r2")
-        assert again.returncode == 0
-        if done.returncode != 0:
-            assert "unchanged" not in again.stdout.split("\n", 1)[0]
+            session = cache.session("s")
+            recorded = "r1" in session.ledger().calls
+            # on 114493c: the content is printed, committed, then exit 4 (blobs in close())
+            assert recorded == (done.returncode == 0), (limit, done.returncode, done.stderr)
+            again = session.read("big.txt", call_id="r2")
+            if done.returncode != 0:  # never a FileRef to the answer the caller saw fail
+                assert again.kind != "unchanged" and again.base_call_id != "r1"
 
 
 # Session ids ----------------------------------------------------------------------------------
@@ -135,3 +141,13 @@ def test_sessions_list_stays_one_row_per_session_for_an_old_store(root: Path) ->
     rows = [line for line in listed.output.splitlines() if line.startswith("| ")]
     assert len(rows) == 4  # header, rule, two sessions
     assert any(r.startswith("| old\\nid\\|x |") for r in rows), rows
+
+
+def test_serve_refuses_a_fixed_session_id_with_a_newline(root: Path) -> None:
+    pytest.importorskip("mcp", reason="the [mcp] extra is not installed")
+    from filecache.adapters.mcp_server import FileCacheServer, ServeOptions
+
+    with pytest.raises(RequestError, match="unprintable character U\\+000A"):
+        FileCacheServer(ServeOptions(roots=(root,), session="a\nb"))  # on 114493c: accepted
+    result = CliRunner().invoke(main, ["serve", "--root", str(root), "--session", "a\nb"])
+    assert result.exit_code == RequestError.exit_code and result.output.count("\n") == 1

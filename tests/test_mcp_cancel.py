@@ -22,7 +22,13 @@ from mcp_client import MCP_MAJOR, http_session, meta_of, serve_args, stdio_sessi
 from filecache import FileCache
 from filecache.store.sqlite_store import SqliteStore
 
-pytestmark = pytest.mark.anyio
+# The mcp 1.x client sends no notifications/cancelled when a call's task is cancelled (and its
+# HTTP transport breaks when one is): these tests need the 2.x client (the server side works on
+# both: 1.x's SDK cancels a running call's task, which abandons it; see docs/mcp.md).
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(MCP_MAJOR == 1, reason="the mcp 1.x client does not cancel calls"),
+]
 TEST_TIMEOUT = 60.0
 GIVE_UP = 1.0  # seconds the client waits before it cancels (the server is blocked meanwhile)
 
@@ -39,17 +45,6 @@ async def cancel_a_blocked_read(session: object, store: Path, *, inline: bool) -
         with anyio.move_on_after(GIVE_UP):
             await session.call_tool("read_file", {"path": "notes.txt"})  # type: ignore[attr-defined]
             raise AssertionError("the read should have been blocked")
-        if MCP_MAJOR == 1:  # the 1.x client does not send it: send what 2.x sends
-            from mcp import types
-
-            rid = session._request_id - 1  # type: ignore[attr-defined]
-            await session.send_notification(  # type: ignore[attr-defined]
-                types.ClientNotification(
-                    types.CancelledNotification(
-                        params=types.CancelledNotificationParams(requestId=rid)
-                    )
-                )
-            )
         if not inline:  # the cancel is handled while the read still waits
             await session.send_ping()  # type: ignore[attr-defined]
     await session.send_ping()  # type: ignore[attr-defined]
@@ -60,9 +55,6 @@ def read_events(root: Path, store: Path) -> list[str]:
         return [e.kind for e in cache.store.events("agent") if e.tool == "read"]
 
 
-@pytest.mark.skipif(
-    MCP_MAJOR == 1, reason="mcp 1.x does not pass notifications/cancelled on to the server"
-)
 async def test_a_cancelled_stdio_read_is_no_fact(root: Path, tmp_path: Path) -> None:
     store = tmp_path / "cache.db"
     args = serve_args("--root", root, "--store", store, "--session", "agent")
