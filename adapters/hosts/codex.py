@@ -79,7 +79,8 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
     """``filecache install codex``: see ``codex_install``."""
     from filecache.adapters.hosts.codex_install import install as install_hooks
 
-    return install_hooks(scope=scope, uninstall=uninstall, cwd=cwd)
+    line: str = install_hooks(scope=scope, uninstall=uninstall, cwd=cwd)
+    return line
 
 
 def run_hook(args: list[str], payload: bytes) -> bytes:
@@ -178,7 +179,8 @@ def _bash(
 def _patch_succeeded(call_id: str, response: Any, rollout: Rollout | None) -> bool:
     ended = rollout.ended.get(call_id) if rollout is not None else None
     if ended is not None:
-        return ended.status == "completed"
+        done: bool = ended.status == "completed"
+        return done
     return isinstance(response, str) and response.startswith("Exit code: 0\n")
 
 

@@ -134,11 +134,11 @@ def read_rollout(path: str | Path, calls: Iterable[str] = ()) -> Rollout | None:
         elif kind == "event_msg" and payload.get("type") == "item_completed":
             _ended(found, payload.get("item"), wanted)
     outputs: dict[str, bool] = {}
-    for kind, cid, cut in history:
-        if kind in _OUTPUTS:
-            outputs[cid] = cut
-    found.held = {cid for cid, cut in outputs.items() if not cut}
-    found.pending = {cid for kind, cid, _ in history if kind in _CALLS and cid not in outputs}
+    for item, call_id, cut in history:
+        if item in _OUTPUTS:
+            outputs[call_id] = cut
+    found.held = {c for c, cut in outputs.items() if not cut}
+    found.pending = {c for item, c, _ in history if item in _CALLS and c not in outputs}
     return found
 
 

@@ -214,7 +214,10 @@ class Hook:
         if request.get("exit") != 0 or not in_root:
             host.changed(call)  # a failed command may still have changed files
             return None
-        return host.shell(str(request["command"]), call, output=str(request["output"]))
+        answer: str | None = host.shell(
+            str(request["command"]), call, output=str(request["output"])
+        )
+        return answer
 
 
 def _same_dir(path: str, root: Path) -> bool:

@@ -10,7 +10,6 @@ failure is one line in the hook log and an empty answer.
 from __future__ import annotations
 
 from pathlib import Path
-from types import ModuleType
 from typing import Protocol, cast
 
 __all__ = ["HOSTS", "HostModule", "host_module", "run_hook"]
@@ -29,16 +28,19 @@ class HostModule(Protocol):
 
 def host_module(name: str) -> HostModule:
     """The module of host ``name`` (one of ``HOSTS``), imported on first use."""
-    module: ModuleType
     if name == "claude-code":
-        from filecache.adapters.hosts import claude_code as module
-    elif name == "codex":
-        from filecache.adapters.hosts import codex as module
-    elif name == "opencode":
-        from filecache.adapters.hosts import opencode as module
-    else:
-        raise ValueError(f"unknown host {name!r}; use one of {', '.join(HOSTS)}")
-    return cast(HostModule, module)
+        from filecache.adapters.hosts import claude_code
+
+        return cast(HostModule, claude_code)
+    if name == "codex":
+        from filecache.adapters.hosts import codex
+
+        return cast(HostModule, codex)
+    if name == "opencode":
+        from filecache.adapters.hosts import opencode
+
+        return cast(HostModule, opencode)
+    raise ValueError(f"unknown host {name!r}; use one of {', '.join(HOSTS)}")
 
 
 def run_hook(name: str, args: list[str], payload: bytes) -> bytes:
