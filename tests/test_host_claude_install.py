@@ -138,3 +138,18 @@ def test_the_cli_command(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyP
     (tmp_path / ".claude" / "settings.json").write_text("{oops")
     failed = runner.invoke(main, ["install", "claude-code", "--uninstall"])
     assert failed.exit_code == ConfigError.exit_code and "fix it by hand" in failed.output
+
+
+def test_a_project_cannot_shadow_the_hook(tmp_path: Path) -> None:
+    """The hook runs in the project's folder: a filecache/ package there must not run."""
+    import subprocess
+
+    (tmp_path / "filecache").mkdir()
+    (tmp_path / "filecache" / "__init__.py").write_text(
+        "open('SHADOWED', 'w').write('ran')\n", encoding="utf-8"
+    )
+    done = subprocess.run(
+        hook_command(), shell=True, cwd=tmp_path, input=b"{}", capture_output=True
+    )
+    assert done.returncode == 0 and done.stdout == b""
+    assert not (tmp_path / "SHADOWED").exists()

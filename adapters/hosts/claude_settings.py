@@ -54,7 +54,9 @@ def settings_path(scope: str, cwd: Path) -> Path:
 
 
 def hook_command() -> str:
-    return f"{shlex.quote(sys.executable)} {MARKER}"
+    # -I: the hook runs in the project's folder, which -m would put first on sys.path; a
+    # repository with a filecache/ folder of its own must not run in filecache's place.
+    return f"{shlex.quote(sys.executable)} -I {MARKER}"
 
 
 def _ours(hook: Any) -> bool:

@@ -154,7 +154,7 @@ class Bridge {
     this.starts += 1
     let child
     try {
-      child = spawn(this.python, ["-m", "filecache.adapters.hosts.opencode", "serve"], {
+      child = spawn(this.python, ["-I", "-m", "filecache.adapters.hosts.opencode", "serve"], {
         stdio: ["pipe", "pipe", "ignore"],
         env: process.env,
       })
