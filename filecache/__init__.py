@@ -13,6 +13,7 @@ if _typing.TYPE_CHECKING:
     from .errors import (
         AccessDeniedError,
         BinaryFileError,
+        CallAbandonedError,
         ConfigError,
         ConflictError,
         ContentError,
@@ -43,6 +44,7 @@ if _typing.TYPE_CHECKING:
 __all__ = [
     "AccessDeniedError",
     "BinaryFileError",
+    "CallAbandonedError",
     "CallRecord",
     "ConfigError",
     "ConflictError",
@@ -84,6 +86,7 @@ __all__ = [
 _MODULES = {
     "AccessDeniedError": "errors",
     "BinaryFileError": "errors",
+    "CallAbandonedError": "errors",
     "CallRecord": "ledger",
     "ConfigError": "errors",
     "ConflictError": "errors",

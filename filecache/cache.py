@@ -8,9 +8,13 @@ outlines per version.
 Invariants: a version's lines in memory are the decoded bytes of that version (keyed by its
 hash); token counts are cached per (version, range, format); nothing here decides an answer.
 A version read from a denied path (``denied``: the deny-list, case-insensitive, on the path, its
-aliases and a link's target) is secret for this object's life: no blob, outline or token count
-of it is written to the store. Opening sweeps temporary files a killed write left in the root
-(``fsio.sweep_temp_files``, at most once a minute per store).
+aliases and a link's target; or the file's identity, device and inode, is a denied file's, as
+a hard link's is) is secret for this object's life: no blob, outline or token count of it is
+written to the store, and its version is keyed (``version_for``: ``keyed:``, a BLAKE2b keyed
+with ``secrecy.secret_key``), so no stored hash gives its content back. Bytes equal to a
+secret version's are secret under any name; ``reveals`` finds a denied file's lines in a tool's
+output (``secrecy.SecretIndex``, in memory only). Opening sweeps temporary files a killed write
+left in the root (``fsio.sweep_temp_files``, at most once a minute per store).
 
 Counts on the read path are ``tokens.fast_estimate``-s unless ``Settings.exact_counts``: then
 the BPE vocabulary is loaded on the first count and exact counts are cached in the store.
@@ -45,7 +49,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import xxhash
 
-from filecache.core.hashing import version_of
+from filecache.core.hashing import KEYED, keyed_digest, keyed_version, version_of
 from filecache.core.results import ReadResult, Source, WriteResult, content_text
 from filecache.core.text import content_header, join_lines, split_lines
 from filecache.core.tokens import ESTIMATE_MARGIN, TokenCounter, fast_estimate, fast_estimate_text
@@ -58,6 +62,7 @@ from filecache.errors import (
     StoreError,
 )
 from filecache.fsio import STALE_AFTER, Located, locate, read_bytes, sweep_temp_files
+from filecache.secrecy import SecretIndex, secret_key
 from filecache.session import Session
 from filecache.settings import Settings, is_denied, load_settings
 from filecache.store.blob_writer import BlobWriter
@@ -115,6 +120,10 @@ class FileCache:
         self._stored: set[str] = set()
         self._pending: set[str] = set()
         self._secret: set[str] = set()  # versions of denied files (see ``denied``)
+        self._secret_plain: set[str] = set()  # their xxh3 versions: in memory, never stored
+        self._secrets = SecretIndex(root_path, self.settings.deny)
+        self._key: bytes | None = None
+        self._ref_seal: str | None = None
         self._deny_memo: dict[str, bool] = {}  # names matched against settings.deny
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._path_locks: Path | None = None
@@ -228,7 +237,7 @@ class FileCache:
                         data = None
                     except FileCacheError:
                         data = None
-                    if data is not None and version_of(data) == intent.after:
+                    if data is not None and self._recovered(intent.path, data) == intent.after:
                         head = events[-1].seq if events else 0
                         self.store.commit(
                             intent.session_id,
@@ -250,6 +259,12 @@ class FileCache:
                 self.store.drop_intent(intent.session_id, intent.call_id)
                 resolved += 1
         return resolved
+
+    def _recovered(self, rel: str, data: bytes) -> str | None:
+        try:
+            return self.version_for(self.locate(rel), data)
+        except FileCacheError:
+            return None
 
     # -- conversations and decorators (filecache/conversations.py, adapters/decorators.py) ----
 
@@ -306,16 +321,22 @@ class FileCache:
                 session.note_external_change(change.path)
 
     def close(self) -> None:
-        """Stop the watcher, flush pending blobs and close the store."""
+        """Stop the watcher, flush pending blobs and close the store.
+
+        A blob that cannot be stored now (a full disk, a file-size limit, a store gone away) is
+        a warning, never an error: every answer and edit was committed before, and a lost blob
+        only means content instead of a diff later. So a call that succeeded never turns into a
+        failure at the end (the CLI would exit non-zero after an edit it applied)."""
         if self.watcher is not None:
             self.watcher.stop()
         try:
-            self.flush()
+            for step in (self.flush, self._writer.close):
+                try:
+                    step()
+                except StoreError as exc:
+                    _warn(f"some content was not kept for later diffs ({exc})")
         finally:
-            try:
-                self._writer.close()
-            finally:
-                self.store.close()
+            self.store.close()
 
     @property
     def tokens(self) -> TokenCounter:
@@ -349,18 +370,80 @@ class FileCache:
         """Whether ``path`` matches the deny-list: its content is hashed but never stored.
 
         Matched case-insensitively on the name and the relative path, of the resolved file and
-        of every alias of a ``Located`` (the path as asked, the links on the way). A denied
-        ``version`` is remembered as secret: no blob, outline, token count, archive or
-        projection of it is stored, whatever path it is read by later (``settings.is_denied``).
+        of every alias of a ``Located`` (the path as asked, the links on the way); a ``Located``
+        is also denied by its file's identity (device and inode: a hard link to a denied file,
+        ``SecretIndex.denied_identity``). A denied ``version`` is remembered as secret: no
+        blob, outline, token count, archive or projection of it is stored, whatever path it is
+        read by later (``settings.is_denied``).
         """
         names = [path] if isinstance(path, str) else [path.rel, *path.aliases]
-        if not any(map(self._denied_name, names)):
-            return version is not None and version in self._secret
+        if not any(map(self._denied_name, names)) and not self._denied_identity(path):
+            return version is not None and self.secret(version)
         if version is not None:
             with self._lock:
                 self._secret.add(version)
                 self._pending.discard(version)
         return True
+
+    def _denied_identity(self, path: str | Located) -> bool:
+        if isinstance(path, str):
+            return False
+        try:
+            st = os.stat(path.real, follow_symlinks=False)
+        except OSError:
+            return False
+        return self._secrets.denied_identity(st)
+
+    @property
+    def key(self) -> bytes:
+        """The key of denied files' versions (``secrecy.secret_key``), loaded on first use."""
+        if self._key is None:
+            self._key = secret_key(self.settings.key_file, self.root)
+        return self._key
+
+    def version_for(self, loc: Located, data: bytes) -> str:
+        """The version of ``data`` read at ``loc``: ``version_of``, or for a denied file (by
+        name or identity) or bytes equal to one's, a keyed version, remembered as secret.
+        Every version of a file the session compares with goes through here."""
+        plain = version_of(data)
+        with self._lock:
+            copied = plain in self._secret_plain
+        if not copied and not self.denied(loc):
+            return plain
+        version = keyed_version(data, self.key)
+        with contextlib.suppress(OSError):
+            st = os.stat(loc.real, follow_symlinks=False)
+            self._secrets.learn(loc.rel, (st.st_dev, st.st_ino), None)
+        self._secrets.learn(loc.rel, None, data.decode("utf-8", "replace"))
+        with self._lock:
+            self._secret_plain.add(plain)
+            self._secret.add(version)
+            self._pending.discard(version)
+        return version
+
+    @property
+    def ref_seal(self) -> str:
+        """6 hex digits a file cannot know: a keyed hash of the root, on filecache's own lines
+        in raw and shell answers (``render.render_sealed``); the same in every process on this
+        machine (the key file's)."""
+        if self._ref_seal is None:
+            self._ref_seal = keyed_digest(f"filecache seal\0{self.root}", self.key)[6:12]
+        return self._ref_seal
+
+    def mark_secret(self, version: str) -> None:
+        """Remember ``version`` as secret (a tool's output that printed a denied file)."""
+        with self._lock:
+            self._secret.add(version)
+            self._pending.discard(version)
+
+    def digest(self, text: str, keyed: bool) -> str:
+        """The hash the ledger keeps of an answer or argument: keyed for a denied file's."""
+        return keyed_digest(text, self.key) if keyed else version_of(text.encode("utf-8"))
+
+    def reveals(self, text: str) -> str | None:
+        """The denied file whose lines ``text`` holds (a tool's output that printed it under
+        another name: ``cat .e*``), or None; such text is never stored (``SecretIndex``)."""
+        return self._secrets.reveals(text)
 
     def _denied_name(self, name: str) -> bool:
         """``is_denied`` for the settings' deny-list, remembered per name (a glob match per
@@ -373,8 +456,9 @@ class FileCache:
         return found
 
     def secret(self, version: str) -> bool:
-        """Whether ``version`` was read from a denied path (nothing derived from it is stored)."""
-        return version in self._secret
+        """Whether ``version`` was read from a denied path (nothing derived from it is stored):
+        one this object marked, or any keyed version (another process's, from the store)."""
+        return version.startswith(KEYED) or version in self._secret
 
     def _collect_garbage(self) -> None:
         now = time.time()
@@ -617,3 +701,9 @@ def _store_files(store: Store) -> frozenset[Path]:
     base = path.resolve()
     suffixes = ("-wal", "-shm", "-journal", ".lock")
     return frozenset([base, *(base.with_name(base.name + s) for s in suffixes)])
+
+
+def _warn(message: str) -> None:
+    import logging  # on first use
+
+    logging.getLogger("filecache").warning("filecache: warning: %s", message)

@@ -326,7 +326,7 @@ def prune(
     from filecache.prune.pruner import prune_messages
     from filecache.prune.pruning import PrunePolicy
     from filecache.settings import load_settings
-    from filecache.store.store import default_store_path
+    from filecache.store.opening import store_location
 
     name = getattr(source, "name", "-")
     data = load_json(source.read(), name if isinstance(name, str) else "-")  # one-line errors
@@ -336,8 +336,8 @@ def prune(
         with FileCache(root, store=store) as cache:  # what the plan clears (ref safety)
             result = prune_messages(data, session=cache.session(session), policy=policy, format=fmt)
     else:
-        path = store or str(default_store_path(root.resolve()))
         resolved = root.resolve()
+        path = store_location(resolved, store)
         deny = load_settings(resolved).deny
         with open_store(root, path) as opened:
             result = prune_messages(
@@ -463,6 +463,45 @@ def watch(
             pass
 
 
+_HOSTS = (
+    "claude-code",
+    "codex",
+    "opencode",
+)  # filecache.adapters.hosts.HOSTS, without importing it
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("host", type=click.Choice(_HOSTS))
+@click.option("--user", "scope", flag_value="user", help="For every project of this user (~/...).")
+@click.option(
+    "--project", "scope", flag_value="project", help="For the project in the current directory."
+)
+@click.option("--uninstall", is_flag=True, help="Remove filecache's hooks (and only them).")
+def install(host: str, scope: str | None, uninstall: bool) -> None:
+    """Put filecache inside HOST's own tools (Claude Code: the project by default; Codex and
+    opencode: the user by default). Idempotent; merges with the settings already there."""
+    from filecache.adapters.hosts import registry
+
+    line: str = registry.host_module(host).install(scope=scope, uninstall=uninstall, cwd=Path.cwd())
+    click.echo(line)
+
+
+@main.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
+@click.argument("host", type=click.Choice(_HOSTS))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def hook(host: str, args: tuple[str, ...]) -> None:
+    """The hook HOST runs for each tool call: the payload on stdin, the answer on stdout.
+
+    It never fails: on any internal error it logs one line and prints nothing, so HOST keeps
+    its own output. ``filecache install HOST`` writes the faster
+    ``python -m filecache.adapters.hosts HOST`` form of the same command."""
+    from filecache.adapters.hosts import registry
+
+    out: bytes = registry.run_hook(host, list(args), sys.stdin.buffer.read())
+    sys.stdout.buffer.write(out)
+    sys.stdout.buffer.flush()
+
+
 @main.group(context_settings=CONTEXT)
 def archive() -> None:
     """Originals of tool results that pruning changed."""
@@ -475,9 +514,9 @@ def archive() -> None:
 def archive_show(call_id: str, session: str | None, store: str | None) -> None:
     """Print the original text of CALL_ID's result."""
     from filecache.prune.pruner import NOT_ARCHIVED
-    from filecache.store.store import default_store_path
+    from filecache.store.opening import store_location
 
-    with open_store(Path("."), store or str(default_store_path(Path(".").resolve()))) as opened:
+    with open_store(Path("."), store_location(Path(".").resolve(), store)) as opened:
         text = opened.archive_get(call_id, session)
     if text is None:
         raise RequestError(f"no archived result for {call_id}; check the id and --store")

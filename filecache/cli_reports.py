@@ -225,9 +225,9 @@ def _compare(
 
 
 def _store_path(store: str | None) -> str:
-    from filecache.store.store import default_store_path
+    from filecache.store.opening import store_location
 
-    return store or str(default_store_path(Path(".").resolve()))
+    return store_location(Path(".").resolve(), store)
 
 
 def _open(store: str | None) -> Any:

@@ -26,6 +26,8 @@ CLI uses for it (as click's ``ClickException.exit_code``)::
     ├── ConfigError                     exit 2   a bad setting
     ├── StoreError                      exit 4   the store failed
     │   └── StoreConflictError                   another writer moved the session on first
+    ├── CallAbandonedError              exit 1   the caller gave up on the call (cancelled):
+    │                                            nothing was recorded
     └── ConflictError                   exit 5   the file changed under a write/edit
 """
 
@@ -134,3 +136,8 @@ class ConflictError(FileCacheError):
     """
 
     exit_code = 5
+
+
+class CallAbandonedError(FileCacheError):
+    """The call's caller gave up on it (``Session.abandon``: a cancelled task, an MCP
+    ``notifications/cancelled``) before its answer was recorded: nothing was recorded."""

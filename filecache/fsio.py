@@ -376,8 +376,10 @@ def read_window(
     *,
     budget: int,
     line_chars: int = MAX_LINE_CHARS,
+    key: bytes | None = None,
 ) -> Window:
-    """Lines ``offset..offset+limit-1`` of a file of any size, in bounded memory.
+    """Lines ``offset..offset+limit-1`` of a file of any size, in bounded memory (``key``: a
+    denied file's, whose version is keyed; see ``text.scan_window``).
 
     One open; the whole file is streamed in ``CHUNK``-byte reads and hashed (the version is
     that of every byte of this one read) and checked as text (``text.scan_window``), but only
@@ -407,7 +409,9 @@ def read_window(
                     return
                 yield chunk
 
-        window = scan_window(chunks(), loc.rel, start, stop, line_chars=line_chars, budget=budget)
+        window = scan_window(
+            chunks(), loc.rel, start, stop, line_chars=line_chars, budget=budget, key=key
+        )
     line_range(loc.rel, len(window.lines), offset, limit)  # an offset past the end
     return window
 

@@ -21,7 +21,6 @@ Invariants:
 
 from __future__ import annotations
 
-from filecache.core.hashing import version_of
 from filecache.core.planner import ReadRequest, plan_read
 from filecache.core.render import render_outside_change
 from filecache.core.results import Kind
@@ -69,7 +68,7 @@ class OutsideChanges:
             data = None
         except FileCacheError:
             return ""  # unreadable now (too large, gone outside the root): the next read says why
-        version = None if data is None else version_of(data)
+        version = None if data is None else cache.version_for(loc, data)
         if version == held:
             return ""  # the session's own write, or changed back
         turn.record_change(call_id, path, version, held)

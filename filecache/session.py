@@ -43,7 +43,7 @@ from filecache.core.edits import (
     landings,
     line_range,
 )
-from filecache.core.hashing import args_hash, version_of
+from filecache.core.hashing import KEYED, args_hash
 from filecache.core.planner import (
     ReadDecision,
     ReadRequest,
@@ -52,11 +52,12 @@ from filecache.core.planner import (
     plan_read,
     wants_outline,
 )
-from filecache.core.render import render_write
+from filecache.core.render import RETRIED_DETAIL, render_sealed, render_write
 from filecache.core.results import Kind, ReadResult, Source, WriteResult
-from filecache.core.text import decode_text, encode_text, split_lines
+from filecache.core.text import decode_text, encode_text, join_lines, split_lines
 from filecache.core.views import Facts, Span, map_through_edit
 from filecache.errors import (
+    CallAbandonedError,
     ConflictError,
     ContentError,
     EditError,
@@ -78,7 +79,7 @@ from filecache.turns import SessionState, Turn
 if TYPE_CHECKING:
     from filecache.prune.transcript import Transcript
 
-__all__ = ["MODES", "Session"]
+__all__ = ["MODES", "Session", "check_session_id"]
 
 
 MODES = ("auto", "full", "outline")
@@ -93,6 +94,7 @@ class Session:
     """
 
     def __init__(self, cache: CacheHost, session_id: str) -> None:
+        check_session_id(session_id)
         self.cache = cache
         self.id = session_id
         self._lock = threading.RLock()
@@ -137,11 +139,14 @@ class Session:
         if symbol is not None and (ranged or mode == "outline"):
             raise RequestError("pass symbol alone, without offset/limit or mode='outline'")
         cid = self._call_id(call_id)
+        self._state.claim(cid)
 
         def read_at(loc: Located) -> ReadResult:
             for attempt in range(3):
                 try:
                     with self._turn(optimistic=attempt == 0) as turn:
+                        if cid in self._state.call_seq:  # a retry: its first answer was lost
+                            self._forget_in(turn, {cid})  # answered again, from scratch
                         return self._read(
                             turn, loc, offset, limit, mode, symbol, fresh, numbered, cid, ranged
                         )
@@ -173,7 +178,8 @@ class Session:
                 raise
             # A range of a file over the limit: streamed, hashed whole, only the range kept
             # (lines cut at text.MAX_LINE_CHARS); always content, never stored (fsio.read_window).
-            window = read_window(loc, offset, limit, budget=limit_bytes)
+            key = self.cache.key if self.cache.denied(loc) else None  # keyed if denied
+            window = read_window(loc, offset, limit, budget=limit_bytes, key=key)
             self.cache.denied(loc, window.version)  # its lines are never stored in any case
             src = Source(loc.rel, loc.rel, window.version, window.lines, numbered)
             first, count = window.lines.start, len(window.lines.kept)
@@ -290,15 +296,33 @@ class Session:
 
     def forget(self, call_ids: Iterable[str]) -> None:
         """The model no longer has these results: drop every fact that relies on them."""
-        ids = frozenset(call_ids)
         with self._turn() as turn:
-            dropped = False
-            for key in list(self._state.views):
-                view = turn.view(key)
-                if view is not None:
-                    dropped |= view.forget(ids)
-            if dropped:  # an event moves the store's head: other objects of the session catch up
-                turn.log(self._call_id(None), "forget", "", kind="forgot", deps=tuple(sorted(ids)))
+            self._forget_in(turn, frozenset(call_ids))
+
+    def _forget_in(self, turn: Turn, ids: Iterable[str]) -> None:
+        ids = frozenset(ids)
+        dropped = False
+        for key in list(self._state.views):
+            view = turn.view(key)
+            if view is not None:
+                dropped |= view.forget(ids)
+        if dropped:  # an event moves the store's head: other objects of the session catch up
+            turn.log(self._call_id(None), "forget", "", kind="forgot", deps=tuple(sorted(ids)))
+
+    def abandon(self, call_ids: str | Iterable[str]) -> None:
+        """The caller gave up on these calls (a cancelled task, a timeout, an MCP
+        ``notifications/cancelled``): their answers never reached the model, so they leave no
+        fact. Never blocks. A call still running is rolled back at its commit (a write or edit
+        that already replaced its file is recorded as a change the model did not see); one
+        already committed is forgotten by this session object's next call, in that call's
+        commit (``settle`` does it at once). A later call with the same id is a retry: it is
+        answered, and no longer abandoned."""
+        self._state.abandon([call_ids] if isinstance(call_ids, str) else call_ids)
+
+    def settle(self) -> None:
+        """Record now what ``abandon`` left for the next call (blocks for the session's turn)."""
+        with self._turn():
+            pass
 
     def holds_version(self, version: str) -> bool:
         """Whether the model holds lines of ``version`` of some path (a diff may start there)."""
@@ -330,12 +354,14 @@ class Session:
                 if text is None:
                     gone.add(cid)
                 elif record is not None and record.text_hash is not None:
-                    if version_of(text.encode("utf-8")) != record.text_hash:
+                    keyed = record.text_hash.startswith(KEYED)
+                    if self.cache.digest(text, keyed) != record.text_hash:
                         gone.add(cid)
                 if record is not None and record.args:  # a write/edit: its arguments must remain
                     call = calls.get(cid)
                     carried = _strings(call.arguments) if call is not None else set()
-                    if not set(record.args) <= {args_hash(v) for v in carried}:
+                    secret = record.args[0].startswith(KEYED)
+                    if not set(record.args) <= {self._args_hash(v, secret) for v in carried}:
                         gone.add(cid)
             if gone:
                 self.forget(gone)
@@ -358,8 +384,9 @@ class Session:
             }  # a decorated tool's output is not a file: its next call is hashed
             for key, held in newest.items():
                 try:
-                    data = read_bytes(self.cache.locate(key), self.cache.settings.max_file_bytes)
-                    version: str | None = version_of(data)
+                    loc = self.cache.locate(key)
+                    data = read_bytes(loc, self.cache.settings.max_file_bytes)
+                    version: str | None = self.cache.version_for(loc, data)
                 except MissingFileError:
                     version = None  # deleted: a change too
                 except FileCacheError:
@@ -415,17 +442,39 @@ class Session:
 
     # -- async face (adapters/decorators, frameworks): the blocking work runs in a thread -----
 
+    # A cancelled task (``asyncio.wait_for``, ``task.cancel()``) abandons its call: the thread
+    # runs on, but its answer never reaches the caller, so it leaves no fact (``abandon``).
+
     async def aread(self, path: str | Path, **options: Any) -> ReadResult:
-        """``read`` off the event loop (``asyncio.to_thread``)."""
-        return await _in_thread(functools.partial(self.read, path, **options))
+        """``read`` off the event loop (``asyncio.to_thread``); cancelling it abandons it."""
+        return await self._off_loop(self.read, (path,), options)
 
     async def awrite(self, path: str | Path, content: str, **options: Any) -> WriteResult:
-        """``write`` off the event loop (``asyncio.to_thread``)."""
-        return await _in_thread(functools.partial(self.write, path, content, **options))
+        """``write`` off the event loop; cancelled before the file was replaced, it changes
+        nothing; after, the change is recorded as one the model did not see."""
+        return await self._off_loop(self.write, (path, content), options)
 
     async def aedit(self, path: str | Path, *args: Any, **options: Any) -> WriteResult:
-        """``edit`` off the event loop (``asyncio.to_thread``)."""
-        return await _in_thread(functools.partial(self.edit, path, *args, **options))
+        """``edit`` off the event loop; cancelling it abandons it (as ``awrite``)."""
+        return await self._off_loop(self.edit, (path, *args), options)
+
+    async def _off_loop(
+        self, method: Callable[..., _T], args: tuple[Any, ...], options: dict[str, Any]
+    ) -> _T:
+        import asyncio  # on first use: 19 ms of every CLI call's start otherwise
+
+        cid = self._call_id(options.pop("call_id", None))
+        try:
+            return await asyncio.to_thread(functools.partial(method, *args, call_id=cid, **options))
+        except asyncio.CancelledError:
+            self.abandon(cid)
+            with contextlib.suppress(RuntimeError):  # a loop shutting down: the next call does it
+                asyncio.get_running_loop().run_in_executor(None, self._settle_quietly)
+            raise
+
+    def _settle_quietly(self) -> None:
+        with contextlib.suppress(FileCacheError):
+            self.settle()
 
     # -- answering --------------------------------------------------------------------------
 
@@ -443,9 +492,15 @@ class Session:
 
         ``lines=(start, end)`` answers only those lines of ``output`` (1-based, inclusive): the
         content is then their raw text, ``render_lines(numbered=False)``."""
-        version = version_of(output.encode("utf-8"))
+        # A denied path's output, or one that prints a denied file's lines, is keyed and kept
+        # out of the store like a denied file's read.
+        secret = self.cache.denied(path) or self.cache.reveals(output) is not None
+        version = self.cache.digest(output, secret)
+        if secret:
+            self.cache.denied(path, version)  # marks it when the path is denied
+            self.cache.mark_secret(version)
         split = split_lines(output)
-        self.cache.remember(version, split, not self.cache.denied(path, version))
+        self.cache.remember(version, split, not secret)
         start, end = lines or (1, len(split))
         whole = start == 1 and end == len(split)
         src = Source(key, path, version, split, False, output if whole else None)
@@ -460,6 +515,81 @@ class Session:
         with self._turn() as turn:
             turn.log(cid, tool, path, kind=tool + "ed")
         return cid
+
+    def adopt_change(
+        self,
+        path: str | Path,
+        *,
+        call_id: str,
+        content: str | None = None,
+        edits: Sequence[tuple[str, str]] | None = None,
+        replace_all: bool = False,
+        deleted: bool = False,
+    ) -> str:
+        """Record a change that a host's own tool already made (Claude Code's Edit, Codex's
+        apply_patch...): the model knows what it wrote, so the lines it held stay held.
+
+        Exactly one of ``content`` (the whole file written), ``edits`` ((old, new) pairs applied
+        in order to the version the model holds) or ``deleted``. Under the path's lock the file
+        is read once: when its bytes are exactly what the change makes of the version the model
+        holds (or ``content``), the model's facts map through the change as for ``edit`` and
+        ``write``; otherwise (the model held nothing to apply the edits to, or something else
+        changed the file too) it is recorded as a change, so the next read is a diff or the
+        content. Nothing on disk is written. Returns ``Kind.EDITED``/``WRITTEN`` when adopted,
+        ``Kind.CHANGED`` otherwise.
+
+        Raises:
+            PathError, StoreError: as for ``read``; nothing was recorded.
+        """
+        if sum((content is not None, edits is not None, deleted)) != 1:
+            raise RequestError("adopt_change needs exactly one of content, edits or deleted")
+
+        def adopt_at(loc: Located) -> str:
+            with self._turn() as turn, self.cache.path_lock(loc.rel):
+                data = self._current_bytes(loc)
+                view = turn.view(loc.rel)
+                held = (
+                    self._state.last_seen(loc.rel, view)
+                    if view is not None and view.versions
+                    else self._state.seen.get(loc.rel)
+                )
+                planned = None if deleted or data is None else self._adopted(
+                    loc, call_id, held, content, edits, replace_all)  # fmt: skip
+                if planned is not None and data is not None:
+                    text, spans, kind = planned
+                    if encode_text(text, loc.rel) == data:
+                        self._record_written(
+                            turn, loc, call_id, kind, data, text, held, spans, "", ()
+                        )
+                        return kind
+                version = None if data is None else self.cache.version_for(loc, data)
+                turn.record_change(call_id, loc.rel, version, held)
+                return Kind.CHANGED
+
+        return self._locations.retry(path, adopt_at)
+
+    def _adopted(
+        self,
+        loc: Located,
+        cid: str,
+        held: str | None,
+        content: str | None,
+        edits: Sequence[tuple[str, str]] | None,
+        replace_all: bool,
+    ) -> tuple[str, list[Span], str] | None:
+        """What the host's change makes of the version the model holds (text, the spans the
+        model then holds, kind), or None when it cannot be placed."""
+        if content is not None:
+            count = len(split_lines(content))
+            return content, ([(1, count, (frozenset([cid]),))] if count else []), Kind.WRITTEN
+        old = self.cache.lines_of(held) if held is not None else None
+        if old is None or not edits:
+            return None  # the model holds no version to apply them to: a plain change
+        try:
+            text, spans, _ = self._edit_plan(loc, cid, edits, replace_all)(join_lines(old), held)
+        except FileCacheError:
+            return None  # the edits do not apply to what the model holds
+        return text, spans, Kind.EDITED
 
     def _answer(
         self,
@@ -502,6 +632,14 @@ class Session:
         turn.views[src.key] = decision.view
         turn.seen[src.key] = src.version
         text, tokens = decision.text, decision.tokens
+        if not src.numbered:
+            # Raw and shell answers show a file byte for byte: filecache's own lines carry
+            # the seal a file cannot know (render.render_sealed); content is never touched.
+            if decision.kind in (Kind.UNCHANGED, Kind.DIFF, Kind.OUTLINE):
+                text = render_sealed(text, self.cache.ref_seal)
+                tokens += self.cache.count(text) - self.cache.count(decision.text)
+            if notice:
+                notice = render_sealed(notice, self.cache.ref_seal)
         if notice:
             text, tokens = notice + text, tokens + self.cache.count(notice)
         start, end = (1, len(src.lines)) if decision.kind == Kind.OUTLINE else (
@@ -510,7 +648,8 @@ class Session:
             request.call_id, "read", src.path, start=start, end=end, version=src.version,
             base_version=decision.base_version, kind=str(decision.kind),
             base_call_id=decision.base_call_id, tokens=tokens, tokens_full=request.plain,
-            text_hash=version_of(text.encode("utf-8")), deps=tuple(sorted(decision.relied)),
+            text_hash=self.cache.digest(text, self.cache.secret(src.version)),
+            deps=tuple(sorted(decision.relied)),
         )  # fmt: skip
         return ReadResult(
             str(decision.kind), text, src.path, src.version, request.call_id,
@@ -560,7 +699,11 @@ class Session:
         ``sync`` checks later.
         """
         cache = self.cache
+        self._state.claim(cid)
         with self._turn() as turn, cache.path_lock(loc.rel):
+            done = self._done_before(turn, loc, cid, kind)
+            if done is not None:
+                return done
             for _attempt in range(5):
                 old_data = self._current_bytes(loc)
                 if old_data is None and must_exist:
@@ -575,7 +718,9 @@ class Session:
                     f"{loc.rel}: kept changing while being {kind} (another program writes it "
                     "without filecache's lock); nothing was written; read it again and retry"
                 )
-            version = version_of(data)
+            version = cache.version_for(loc, data)  # keyed for a denied file
+            if self._state.is_abandoned(cid):
+                raise CallAbandonedError(f"{loc.rel}: the call {cid} was abandoned; not {kind}")
             intent = Intent(self.id, cid, str(cache.root), loc.rel, before, version)
             cache.store.put_intent(intent)
             try:
@@ -584,6 +729,7 @@ class Session:
                 with contextlib.suppress(FileCacheError):
                     cache.store.drop_intent(self.id, cid)
                 raise
+            turn.replaced = True
             try:
                 result = self._record_written(turn, loc, cid, kind, data, text, before, spans,
                                               detail, written)  # fmt: skip
@@ -596,6 +742,64 @@ class Session:
             with contextlib.suppress(FileCacheError):  # left behind: recovery drops it
                 cache.store.drop_intent(self.id, cid)
             return result
+
+    def _done_before(self, turn: Turn, loc: Located, cid: str, kind: str) -> WriteResult | None:
+        """A retried write or edit (the same call id, in any process or replica): the answer
+        from the ledger when an earlier attempt was applied, never a second application.
+
+        Applied means: committed under ``cid``; or replaced but never committed (its process
+        died), which leaves an intent, or the ``change`` that ``FileCache.recover`` made of it.
+        The confirmation is recorded under ``cid`` then, without facts: the model learns that
+        the file changed, and its next read is content or a diff."""
+        state, store = self._state, self.cache.store
+        seq = state.call_seq.get(cid)
+        if seq is not None:
+            event = next((e for e in store.events(self.id, seq - 1) if e.seq == seq), None)
+            if event is not None and event.tool in ("write", "edit") and event.version:
+                return self._retried(loc, event.kind, event.version, event.base_version, cid, None)
+        recovered = state.call_seq.get(cid + "~recovered")
+        if recovered is not None:
+            event = next((e for e in store.events(self.id, recovered - 1)), None)
+            if event is not None and event.version:
+                return self._retried(loc, kind, event.version, event.base_version, cid, turn)
+        root = str(self.cache.root)
+        for intent in store.intents(root):
+            if (intent.session_id, intent.call_id, intent.path) != (self.id, cid, loc.rel):
+                continue
+            # we hold the path's lock: its writer is not between replace and commit (it died)
+            data = self._current_bytes(loc)
+            if data is not None and self.cache.version_for(loc, data) == intent.after:
+                result = self._retried(loc, kind, intent.after, intent.before, cid, turn)
+                turn.on_commit(lambda: store.drop_intent(self.id, cid))
+                return result
+            store.drop_intent(self.id, cid)  # never replaced: the retry applies it
+        return None
+
+    def _retried(
+        self,
+        loc: Located,
+        kind: str,
+        version: str,
+        before: str | None,
+        cid: str,
+        turn: Turn | None,
+    ) -> WriteResult:
+        """The confirmation of a write or edit applied by an earlier attempt of ``cid``;
+        ``turn``: record it there (it was never confirmed before)."""
+        lines = self.cache.lines_of(version)
+        if lines is None:
+            data = self._current_bytes(loc)
+            lines = split_lines(decode_text(data, loc.rel)) if data is not None else []
+        message = render_write(loc.rel, kind, version, len(lines), RETRIED_DETAIL)
+        tokens = self.cache.count(message)
+        if turn is not None:
+            turn.seen[loc.rel] = version
+            turn.log(
+                cid, "write" if kind == "written" else "edit", loc.rel, version=version,
+                base_version=before, kind=kind, tokens=tokens, tokens_full=tokens,
+                text_hash=self.cache.digest(message, False),
+            )  # fmt: skip
+        return WriteResult(kind, message, loc.rel, version, before, cid, tokens)
 
     def _record_written(
         self,
@@ -611,12 +815,11 @@ class Session:
         written: Sequence[str],
     ) -> WriteResult:
         notice = self._outside.notices(self._state, turn, cid, loc.rel)
-        version = version_of(data)
+        version = self.cache.version_for(loc, data)
         lines = split_lines(text)
         # as for reads: denied files and files over max_file_bytes are never stored
-        storable = (
-            not self.cache.denied(loc, version) and len(data) <= self.cache.settings.max_file_bytes
-        )
+        secret = self.cache.denied(loc, version)
+        storable = not secret and len(data) <= self.cache.settings.max_file_bytes
         self.cache.remember(version, lines, storable)
         message = notice + render_write(loc.rel, kind, version, len(lines), detail)
         tokens = self.cache.count(message)
@@ -628,8 +831,8 @@ class Session:
         turn.log(
             cid, "write" if kind == "written" else "edit", loc.rel, version=version,
             base_version=before, kind=kind, tokens=tokens, tokens_full=tokens,
-            text_hash=version_of(message.encode("utf-8")),
-            args=tuple(args_hash(w) for w in written),
+            text_hash=self.cache.digest(message, False),
+            args=tuple(self._args_hash(w, secret) for w in written),
         )  # fmt: skip
         return WriteResult(kind, message, loc.rel, version, before, cid, tokens)
 
@@ -655,7 +858,7 @@ class Session:
         replaced; (None, None) for a new file."""
         if data is None:
             return None, None
-        version = version_of(data)
+        version = self.cache.version_for(loc, data)
         if len(data) > self.cache.settings.max_file_bytes:
             return None, version
         try:
@@ -683,6 +886,9 @@ class Session:
             turn = Turn(self._state)
             self._current = turn
             try:
+                gone = self._state.take_committed_abandoned()
+                if gone:  # answers that never reached their caller: forgotten in this commit
+                    self._forget_in(turn, gone)
                 yield turn
                 turn.commit()
             finally:
@@ -690,16 +896,30 @@ class Session:
 
     _current: Turn | None = None
 
+    def _args_hash(self, text: str, secret: bool) -> str:
+        """The ledger's tag of what a write/edit carried: keyed for a denied file's."""
+        return self.cache.digest(text, True) if secret else args_hash(text)
+
     def _call_id(self, call_id: str | None) -> str:
         # os.urandom is what secrets.token_hex reads; secrets itself (hmac) costs ~10 ms import.
         # 12 decimal digits (~40 bits): always 4 o200k tokens, where 10 hex digits cost 4-10.
         return call_id if call_id else f"fc-{int.from_bytes(os.urandom(5)) % 10**12:012d}"
 
 
-async def _in_thread(call: Callable[[], _T]) -> _T:
-    import asyncio  # on first use: 19 ms of every CLI call's start otherwise
+def check_session_id(session_id: str) -> None:
+    """Refuse a session id with a control or format character (a newline, a tab, a zero-width
+    or bidirectional mark): it would break every line that names it (``sessions list``, logs)
+    and can pass for another id on screen.
 
-    return await asyncio.to_thread(call)
+    Raises:
+        RequestError: saying which character, and what ids may hold.
+    """
+    for ch in session_id:
+        if not ch.isprintable():  # Unicode's Other and Separator classes, but for " "
+            raise RequestError(
+                f"session id {session_id[:40]!r} contains the unprintable character "
+                f"U+{ord(ch):04X}; use letters, digits and punctuation (e.g. agent-1)"
+            )
 
 
 _Plan = Callable[[str | None, str | None], tuple[str, list[Span], str]]

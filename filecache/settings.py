@@ -11,7 +11,13 @@ Precedence, lowest first: the defaults below; a ``[tool.filecache]`` table in th
 - ``deny`` (``.env*``, ``*.pem``, ``*.key``, ``id_rsa*``, ``*.p12``): files hashed but whose
   content is never stored in any form (globs matched case-insensitively on the name and on the
   relative path, of the path asked for and of a symbolic link's target; comma-separated in
-  env). The model is still shown what it reads; see ``FileCache.denied``.
+  env). The model is still shown what it reads; see ``FileCache.denied``. Denied too: a file
+  that is a denied file under another name (a hard link: same device and inode), and a version
+  or a tool's output that holds a denied file's lines (``filecache.secrecy``).
+- ``key_file`` (None: ``$XDG_CONFIG_HOME/filecache/key``): the key of denied files'
+  versions (a keyed BLAKE2b, so no stored hash gives a low-entropy secret back); made on first
+  use, mode 0600; refused inside the root. ``FILECACHE_KEY`` (a value a fleet sets on every
+  machine) takes its place when set.
 - ``retention_days`` (30): sessions unused this long are garbage-collected.
 - ``max_file_bytes`` (4 MiB): whole reads of larger files are refused (use offset/limit).
 - ``diff_max_ratio`` (0.6): a diff is sent only if its tokens are at most this fraction of the
@@ -61,6 +67,7 @@ class Settings:
     store: str | None = None
     session: str | None = None
     deny: tuple[str, ...] = DEFAULT_DENY
+    key_file: str | None = None
     retention_days: float = 30.0
     max_file_bytes: int = 4 * 1024 * 1024
     diff_max_ratio: float = 0.6

@@ -2,13 +2,12 @@
 
 ``source_of`` decodes a version once per process (the cache keeps its lines in memory, and
 stores them when allowed); ``diff_base_lines`` gathers the lines of the held versions a diff to
-a new version may start from. Both go through the cache's deny-list: a denied version is marked
-secret on every read and never stored.
+a new version may start from. Both go through the cache's deny-list: a denied version is keyed,
+marked secret on every read and never stored.
 """
 
 from __future__ import annotations
 
-from filecache.core.hashing import version_of
 from filecache.core.planner import diff_bases
 from filecache.core.results import Source
 from filecache.core.text import decode_text, split_lines
@@ -21,8 +20,8 @@ __all__ = ["diff_base_lines", "source_of"]
 
 def source_of(cache: CacheHost, loc: Located, data: bytes, numbered: bool) -> Source:
     """The ``Source`` of the bytes ``data`` read at ``loc`` (decoded once per version)."""
-    version = version_of(data)
-    secret = cache.denied(loc, version)  # on every read: the version is marked secret
+    version = cache.version_for(loc, data)  # keyed for a denied file (name, identity, bytes)
+    secret = cache.secret(version)
     lines = cache.held_lines(version)
     if lines is None:  # decoded once per version (in memory): only then is it kept
         lines = split_lines(decode_text(data, loc.rel))

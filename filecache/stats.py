@@ -225,7 +225,18 @@ def collect_stats(store: Store, session_id: str | None = None, *, top: int = 10)
 
 
 def _row(cells: Sequence[object]) -> str:
-    return "| " + " | ".join(str(c) for c in cells) + " |"
+    return "| " + " | ".join(_cell(c) for c in cells) + " |"
+
+
+def _cell(value: object) -> str:
+    """A table cell on one line: control characters (a session id or path a store holds from
+    before they were refused) are escaped, and ``|`` is quoted."""
+    text = str(value)
+    if text.isprintable() and "|" not in text:
+        return text
+    return "".join(
+        "\\|" if ch == "|" else ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text
+    )
 
 
 def _reads(reads: Mapping[str, int]) -> str:

@@ -12,19 +12,30 @@ Invariants:
   (``StoreConflictError``) when the head moved on meanwhile, and nothing is written.
 - A view whose facts a turn did not change is neither stored nor replaced (an unchanged re-read
   moves only a version's stamp, which nothing decides from).
+- Only what the caller received is a fact. A turn that logs an abandoned call id (its caller
+  gave up: a cancelled task, an MCP ``notifications/cancelled``) is rolled back, or, if it
+  already replaced a file, committed without the facts that rely on that call; one abandoned
+  after its commit is forgotten by the session's next turn, in that turn's commit.
+- Exactly once: a commit whose reply was lost is resolved from the store (``Turn._landed``):
+  landed, and the call returns its answer; not landed, and it raises with nothing recorded;
+  unknown, and it raises with its calls abandoned (forgotten if they turn out to have landed).
 
 The caller (``Session._turn``) holds the session's thread lock and store lock around a turn.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from filecache.core.views import PathView
+from filecache.errors import CallAbandonedError, StoreConflictError, StoreError
 from filecache.store.store import Event, Store
 
 __all__ = ["SessionState", "Turn"]
+
+_MAX_ABANDONED = 4096  # abandoned call ids remembered (one never committed stays until evicted)
 
 
 class SessionState:
@@ -40,6 +51,12 @@ class SessionState:
         self.seen: dict[str, str | None] = {}  # last version observed per path
         self.tool_keys: set[str] = set()  # views of decorated tools' outputs (not files)
         self.loaded = False  # the first turn loads the views from the store
+        # Call ids whose answer never reached the caller (``Session.abandon``, a commit whose
+        # outcome was unknown): a turn that logs one is not committed (or, if it already
+        # replaced a file, commits without the facts relying on it), and a committed one is
+        # forgotten by the next turn. Insertion-ordered, bounded; its own lock (any thread).
+        self.abandoned: dict[str, None] = {}
+        self.abandoned_lock = threading.Lock()
 
     def catch_up(self) -> None:
         """Bring the state up to date when the store is ahead (another object, thread or
@@ -68,6 +85,32 @@ class SessionState:
         self.seq = head
         self.loaded = True
 
+    def abandon(self, call_ids: Iterable[str]) -> None:
+        """The answers of ``call_ids`` never reached the caller (see ``abandoned``)."""
+        with self.abandoned_lock:
+            for cid in call_ids:
+                self.abandoned[cid] = None
+            while len(self.abandoned) > _MAX_ABANDONED:
+                del self.abandoned[next(iter(self.abandoned))]
+
+    def is_abandoned(self, call_id: str) -> bool:
+        with self.abandoned_lock:
+            return call_id in self.abandoned
+
+    def claim(self, call_id: str) -> None:
+        """A call with ``call_id`` begins (a retry, maybe): it is not abandoned."""
+        with self.abandoned_lock:
+            self.abandoned.pop(call_id, None)
+
+    def take_committed_abandoned(self) -> set[str]:
+        """The abandoned call ids that were committed: to be forgotten now (and no longer
+        abandoned: their facts are gone once the caller's turn commits)."""
+        with self.abandoned_lock:
+            found = {cid for cid in self.abandoned if cid in self.call_seq}
+            for cid in found:
+                del self.abandoned[cid]
+            return found
+
     def last_seen(self, key: str, view: PathView) -> str | None:
         """The version of ``key`` this session last saw (read, wrote or noticed), else the
         newest its model holds."""
@@ -88,6 +131,7 @@ class Turn:
         self.views: dict[str, PathView] = {}
         self.seen: dict[str, str | None] = {}
         self.committed = False
+        self.replaced = False  # a write/edit of this turn has replaced its file (no way back)
         self._after: list[Callable[[], None]] = []
 
     def on_commit(self, action: Callable[[], None]) -> None:
@@ -138,8 +182,23 @@ class Turn:
         if not self.events and not changed:
             self._run_after()
             return  # read-only turn
+        gone = {e.call_id for e in self.events if state.is_abandoned(e.call_id)}
+        if gone:
+            if not self.replaced:  # nothing outside memory happened: roll back
+                raise CallAbandonedError(
+                    f"call {sorted(gone)[0]} was abandoned by its caller; nothing was recorded"
+                )
+            for view in changed.values():  # applied: recorded, but the model holds none of it
+                view.forget(frozenset(gone))
         states = {key: None if v.empty() else v.to_json() for key, v in changed.items()}
-        state.seq = state.store.commit(state.id, self.base, self.events, states)
+        try:
+            state.seq = state.store.commit(state.id, self.base, self.events, states)
+        except StoreConflictError:
+            raise
+        except StoreError:
+            if not self._landed():  # raises if it cannot tell
+                raise
+            state.seq = self.base + len(self.events)
         for event in self.events:
             state.call_seq[event.call_id] = event.seq
         state.seen.update(self.seen)
@@ -149,6 +208,36 @@ class Turn:
             else:
                 state.views[key] = view
         self._run_after()
+
+    def _landed(self) -> bool:
+        """After a commit that failed without saying whether it happened (a reply lost with
+        its connection): whether this turn's events are in the store. A turn is known by its
+        first event, (seq, call id, creation time to the microsecond): its turn id. The store
+        answers once no commit of the session is in flight (``Store.settled_events``). When
+        the store cannot tell (still down), the turn's calls are abandoned: if it did land, the
+        next turn forgets what it recorded, so the caller, who saw an error, is never answered
+        from it.
+
+        A turn without events (views only) is never taken as landed: the state reloads its
+        views from the store at the next catch-up instead."""
+        state = self.state
+        state.loaded = False
+        if not self.events:
+            return False
+        first = self.events[0]
+        try:
+            stored = state.store.settled_events(state.id, self.base)
+        except StoreError:
+            state.abandon(e.call_id for e in self.events)
+            raise
+        if not stored or (stored[0].seq, stored[0].call_id, stored[0].created) != (
+            first.seq,
+            first.call_id,
+            first.created,
+        ):
+            return False
+        state.loaded = True
+        return True
 
     def _run_after(self) -> None:
         for action in self._after:

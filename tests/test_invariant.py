@@ -212,7 +212,8 @@ def absorb_diff(model: Model, result, disk: list[str]) -> None:
 
 
 def absorb_unchanged(model: Model, result, disk: list[str]) -> None:
-    h = re.search(r", ([0-9a-f]{8})\)\n", result.text).group(1)  # the FileRef's hash
+    # the FileRef's hash (a raw or shell FileRef carries the seal after it)
+    h = re.search(r", ([0-9a-f]{8})(?:; seal [0-9a-f]{6})?\)\n", result.text).group(1)
     assert h == short(result.version)
     assert result.base_call_id not in model.forgotten
     for n in range(result.start, result.end + 1):

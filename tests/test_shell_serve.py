@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from filecache import FileCache
-from filecache.core.render import render_file_ref
+from filecache.core.render import render_file_ref, render_sealed
 from filecache.shell.bash_reads import answer_shell_read, serve_bash
 from filecache.shell.shell_parse import parse_shell_read
 
@@ -35,7 +35,9 @@ def test_a_reread_of_held_lines_is_the_one_line_fileref(tmp_path: Path) -> None:
         again = serve_bash(session, "sed -n '20,30p' a.py", run, "c2")
         version = session.ledger().calls["c1"].version
         assert version is not None
-        assert again == render_file_ref("a.py", version, 20, 30, 60, "c1")
+        assert again == render_sealed(
+            render_file_ref("a.py", version, 20, 30, 60, "c1"), cache.ref_seal
+        )
         # Lines the model never saw are content again, byte for byte the shell's.
         assert serve_bash(session, "cat -n a.py | sed -n '35,50p'", run, "c3") == run(
             "cat -n a.py | sed -n '35,50p'"

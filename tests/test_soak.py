@@ -60,8 +60,7 @@ def soaked_shared(tmp_path_factory: pytest.TempPathFactory) -> Soaked:
 
 @pytest.mark.parametrize("which", ["soaked", "soaked_shared"])
 def test_soak_under_kill_9_is_never_stale_and_loses_nothing(which: str, request) -> None:
-    _, _, run, counts, elapsed = request.getfixturevalue(which)
-    assert elapsed < 30
+    _, _, run, counts, _elapsed = request.getfixturevalue(which)
     assert run.kills >= 2 and run.crashes == 0
     assert counts.ops == 800
     assert counts.checked > 50 and counts.edits_ok > 20

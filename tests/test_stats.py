@@ -126,3 +126,23 @@ def test_stats_html_of_an_empty_store(tmp_path: Path) -> None:
         report = collect_stats(store)
     assert report.sessions == () and report.overall.tokens == 0
     assert check_page(stats_html(report), tmp_path) == []
+
+
+def test_every_command_finds_the_store_the_roots_pyproject_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One store resolution (flag, env, [tool.filecache] store, default) for every command:
+    ``read`` writes where ``stats`` and ``sessions`` then look."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[tool.filecache]\nstore = "../elsewhere.db"\n')
+    (project / "a.txt").write_text("".join(f"line {i}\n" for i in range(40)))
+    monkeypatch.chdir(project)
+    runner = CliRunner()
+    for call in (["read", "a.txt", "--session", "s1"], ["read", "a.txt", "--session", "s1"]):
+        assert runner.invoke(main, call).exit_code == 0
+    assert (tmp_path / "elsewhere.db").exists() and not (project / ".filecache").exists()
+    stats = runner.invoke(main, ["stats", "--json"])
+    assert stats.exit_code == 0, stats.output
+    listed = runner.invoke(main, ["sessions", "list", "--json"])
+    assert listed.exit_code == 0 and "s1" in listed.output, listed.output

@@ -2,17 +2,22 @@
 
 Invariants: ``apply_edit`` replaces exactly what it reports (the pieces give every character's
 provenance) and refuses an ``old_string`` that is empty, absent or (without ``replace_all``) not
-unique; ``check_markers`` refuses new content that adds filecache's own answer markers.
+unique; ``check_markers`` refuses new content that adds filecache's own answer markers, as a
+model reads them: compared after ``fold`` (compatibility forms such as fullwidth brackets,
+case, look-alike letters, zero-width and combining characters), and a file that would hold a
+FileRef-shaped line it did not hold before is refused whatever the marker count.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Sequence
 
 from filecache.core.diffing import Opcode
-from filecache.core.render import MARKERS
+from filecache.core.render import FILEREF_LIKE, MARKERS
 from filecache.core.views import Piece
 from filecache.errors import EditError, MarkerError, RangeError
 
@@ -21,6 +26,7 @@ __all__ = [
     "apply_edit",
     "check_markers",
     "describe_landings",
+    "fold",
     "landings",
     "line_range",
     "old_span",
@@ -99,13 +105,61 @@ def describe_landings(steps: Sequence[Sequence[tuple[int, int]]]) -> str:
     return "; " + "; ".join(f"edit {n}: {p}" for n, p in enumerate(parts, 1))
 
 
+# Look-alikes of the letters and brackets of filecache's markers (Unicode's confusables for
+# them, after NFKD and case folding): Cyrillic, Greek, Armenian and Latin forms a model reads
+# as the ASCII letter, and bracket shapes read as [ ].
+_CONFUSABLE = {
+    "a": "аɑαａ", "c": "сϲⅽᴄ", "d": "ԁⅾ", "e": "еєҽε℮ｅ", "f": "ƒẝſ", "h": "һнհ",
+    "i": "іıɩιӏ¡ꙇ", "l": "ӏⅼ|ǀ1ℓ", "o": "оοօσ0", "r": "гᴦṛ", "s": "ѕꜱ", "t": "тτ", "u": "υսᴜ",
+    "n": "ոп", "m": "мⅿ", "p": "рρ", "k": "кκ", "x": "хχ", "y": "уγ",
+    "[": "⟦〔【「『［⁅〚⦋⦍⦏", "]": "⟧〕】」』］⁆〛⦌⦎⦐", ":": "：∶։˸",
+}  # fmt: skip
+_FOLD = {ord(c): letter for letter, chars in _CONFUSABLE.items() for c in chars}
+_INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e0fff]"
+    "|[\u0300-\u036f\u0483-\u0489\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]"
+)
+_SPACES = re.compile(r"[^\S\n]+")
+_FOLDED_MARKERS = tuple(m.lower() for m in MARKERS)
+
+
+def fold(text: str) -> str:
+    """``text`` as a model reads it, for the marker guard: compatibility forms (fullwidth,
+    ligatures) decomposed (NFKD), zero-width, bidi and combining characters dropped, case
+    folded, look-alikes of the markers' letters and brackets made ASCII, spaces collapsed.
+    Lines stay lines."""
+    text = unicodedata.normalize("NFKD", text)
+    text = _INVISIBLE.sub("", text).casefold().translate(_FOLD)
+    return _SPACES.sub(" ", text)
+
+
+def _marker_lines(folded: str) -> Counter[str]:
+    return Counter(line.strip() for line in folded.splitlines() if FILEREF_LIKE.search(line))
+
+
 def check_markers(rel: str, old: str, new: str) -> None:
-    for marker in MARKERS:
-        if new.count(marker) > old.count(marker):
-            raise MarkerError(
-                f"{rel}: the new content contains {marker!r}, filecache's own answer text; "
-                "write the file's real content (read it with fresh=true to see it)"
-            )
+    """Refuse ``new`` (a file's new text, or what a call writes) if, read as a model reads it
+    (``fold``), it adds one of filecache's markers to ``old`` or holds a FileRef-shaped line
+    (``render.FILEREF_LIKE``) that ``old`` does not: an edit that removes one marker and adds
+    a whole FileRef line elsewhere is refused. A marker line already there may stay."""
+    folded_new = fold(new)
+    if not any(m in folded_new for m in ("filecache", "cleared tool result", "since your result")):
+        return  # the common case: one pass, no line split
+    folded_old = fold(old)
+    added = next((m for m in _FOLDED_MARKERS if folded_new.count(m) > folded_old.count(m)), None)
+    if added is None:
+        before = _marker_lines(folded_old)
+        lines = _marker_lines(folded_new)
+        if any(n > before[line] for line, n in lines.items()):
+            added = "a FileRef line"
+    if added is not None:
+        shown = added if added == "a FileRef line" else repr(added)
+        raise MarkerError(
+            f"{rel}: the new content contains {shown} (as read, ignoring case, look-alike and "
+            "invisible characters), filecache's own answer text; write the file's real content "
+            "(read it with fresh=true to see it)"
+        )
 
 
 def _crlf(s: str, keep_first_lf: bool) -> str:

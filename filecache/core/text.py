@@ -16,14 +16,15 @@ Invariants:
 from __future__ import annotations
 
 import codecs
+import hashlib
 import operator
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import overload
+from typing import Any, overload
 
 import xxhash
 
-from filecache.core.hashing import PREFIX, short_version
+from filecache.core.hashing import KEYED, PREFIX, short_version
 from filecache.errors import BinaryFileError, EncodingError, FileTooLargeError, InvalidContentError
 
 __all__ = [
@@ -185,15 +186,17 @@ def scan_window(
     *,
     line_chars: int = MAX_LINE_CHARS,
     budget: int,
+    key: bytes | None = None,
 ) -> Window:
     """Stream ``chunks`` (a file's bytes in order), keeping lines ``start..stop`` (1-based;
-    ``stop=None``: to the end), each cut at ``line_chars`` characters.
+    ``stop=None``: to the end), each cut at ``line_chars`` characters. With ``key`` (a denied
+    file) the version is keyed (``hashing.keyed_version`` of the same bytes).
 
     Raises:
         BinaryFileError, EncodingError: as ``decode_text`` would on the whole.
         FileTooLargeError: the kept lines pass ``budget`` characters (ask for fewer lines).
     """
-    hasher = xxhash.xxh3_128()
+    hasher: Any = xxhash.xxh3_128() if key is None else hashlib.blake2b(key=key, digest_size=16)
     decoder = codecs.getincrementaldecoder("utf-8")()
     size = 0
     line = 1  # the line the next character belongs to
@@ -280,7 +283,8 @@ def scan_window(
     total = line - 1 if last in ("\n", "") else line
     if last not in ("\n", "") and (stop is None or line <= stop) and line >= start:
         finish(True)
-    return Window(PREFIX + hasher.hexdigest(), size, LineWindow(total, start, kept))
+    tag = PREFIX if key is None else KEYED
+    return Window(tag + hasher.hexdigest(), size, LineWindow(total, start, kept))
 
 
 def _refuse_signature(head: bytes, path: str) -> None:

@@ -16,13 +16,20 @@ for every file tool call what the recorded run showed or did (``FileCall``). ``w
    output.
 3. writes ``transcript.json``.
 
+A denied file (``settings.deny``: by name, and from ``repo`` also by identity, a hard link to
+one; rebuilt, also a text holding a line of one the log shows) never goes into ``files/``: its
+reads do not reproduce, so they go into ``unknown.calls`` and replay keeps their recorded
+output (which the log itself holds).
+
 Invariant: every read that replay runs (those not in ``unknown.calls``) shows, on the files
 replay starts from, the lines the log shows for it, so replay measures what the agent saw.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -39,7 +46,9 @@ from filecache.importers.logs import content_text
 from filecache.replay.replay import run_file_tool
 from filecache.replay.replay_shell import prepare_shell_read
 from filecache.replay.trace_format import PLACEHOLDER, TRACE_FORMAT
+from filecache.secrecy import MIN_LINE, SecretIndex
 from filecache.session import Session
+from filecache.settings import DEFAULT_DENY, is_denied, load_settings
 from filecache.shell.shell_edit import EditStep, apply_edit
 
 __all__ = [
@@ -466,13 +475,21 @@ def _prepare(directory: Path) -> None:
 
 def _copy_from_repo(recorded: Recorded, repo: Path, files: Path) -> list[str]:
     copied: list[str] = []
+    deny = load_settings(repo).deny
+    index = SecretIndex(repo, deny)
     for path in sorted({c.path for c in recorded.calls.values()}):
         try:
-            src = locate(repo, path).real
+            loc = locate(repo, path)
+            src = loc.real
             dst = locate(files, path).real
         except FileCacheError:
             continue
-        if src.is_file():
+        if any(is_denied(name, deny) for name in (loc.rel, *loc.aliases)):
+            continue
+        with contextlib.suppress(OSError):
+            if index.denied_identity(os.stat(src)):
+                continue  # a hard link to a denied file
+        if src.is_file() and index.reveals(src.read_text("utf-8", "replace")) is None:
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dst)
             copied.append(path)
@@ -493,7 +510,13 @@ def write_trace(recorded: Recorded, out_dir: Path, *, repo: Path | None = None) 
         written = _copy_from_repo(recorded, Path(repo).resolve(), files)
     else:
         written = []
-        for path, (text, unknown) in sorted(rebuild_files(recorded).items()):
+        rebuilt = rebuild_files(recorded)
+        secret = [text for path, (text, _) in rebuilt.items() if is_denied(path, DEFAULT_DENY)]
+        lines = {line.strip() for text in secret for line in text.splitlines()}
+        lines = {line for line in lines if len(line) >= MIN_LINE and PLACEHOLDER not in line}
+        for path, (text, unknown) in sorted(rebuilt.items()):
+            if is_denied(path, DEFAULT_DENY) or any(line in text for line in lines):
+                continue  # never copied out of the log into files/
             try:
                 target = locate(files, path).real
             except FileCacheError:

@@ -11,23 +11,29 @@ Invariants:
   recorded, so the next pass renders the same bytes; then ``Session.forget`` drops every fact
   that relied on it, so no FileRef or diff can point at content the model no longer has.
 - A result of a denied file (``settings.deny``: a file tool's path, its resolved target in the
-  ledger, a version the session read as secret, or a word of another tool's arguments such as
-  ``cat .env``) is never stored: the planner clears it instead of outlining or truncating it
-  (the placeholder has no content), and the archive keeps ``NOT_ARCHIVED`` with the text's
-  hash instead of the text, so ``filecache archive show`` says it was not stored.
+  ledger, a version the session read as secret, a word of another tool's arguments such as
+  ``cat .env``, or a text that holds a line of a denied file: one of the root's, found by
+  ``SecretIndex.reveals``, or one of the transcript's denied results, so ``cat .e*`` and a
+  link's name are caught) is never stored: the planner clears it instead of outlining or
+  truncating it (the placeholder has no content), and the archive keeps ``NOT_ARCHIVED`` with
+  the text's keyed hash (``hashing.keyed_digest``) instead of the text, so ``filecache archive
+  show`` says it was not stored.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from filecache.core.hashing import short_version, version_of
+from filecache.core.hashing import keyed_digest, short_version, version_of
 from filecache.core.json_input import check_json
+from filecache.core.render import MARKERS
 from filecache.core.tokens import TokenCounter
 from filecache.errors import FileCacheError
 from filecache.fsio import locate
@@ -37,6 +43,7 @@ from filecache.prune.file_tools import file_access
 from filecache.prune.pruning import PrunePlan, PrunePolicy, ResultInfo, apply_plan, plan_prune
 from filecache.prune.sdk_messages import convert
 from filecache.prune.transcript import Transcript, parse_transcript, unwrap
+from filecache.secrecy import MIN_LINE, SecretIndex, secret_key
 from filecache.settings import DEFAULT_DENY, is_denied
 from filecache.store.seal import default_seal
 from filecache.store.store import Store
@@ -54,6 +61,7 @@ __all__ = [
 ]
 
 _NUMBERED = ("\t", "→")  # cat -n style prefixes: filecache/SWE-agent (TAB), Claude Code (→)
+_NUMBER = re.compile(r"^\s*\d+(?:\t|→)")  # a numbered read's line prefix
 _WORDS = re.compile(r"[^\s'\"`;|&<>()]+")  # the words of a command line, for the deny-list
 
 NOT_ARCHIVED = "[filecache: not archived: "
@@ -158,11 +166,14 @@ def denied_results(
     deny: tuple[str, ...],
     secret: Callable[[str], bool] = lambda version: False,
     root: Path | None = None,
+    reveals: Callable[[str], str | None] | None = None,
 ) -> dict[str, str]:
     """call id -> the denied path, for every result whose content must never be stored.
 
     With ``root``, a file tool's path is also resolved there, so a link to a denied file
-    (``config.txt -> .env``) counts as denied.
+    (``config.txt -> .env``) counts as denied. ``reveals`` (``FileCache.reveals``) names the
+    denied file whose lines a text holds; the lines of the results found denied by name are
+    looked for in the others too (``secrecy.MIN_LINE`` characters or more).
     """
 
     def denied(path: str) -> bool:
@@ -193,16 +204,32 @@ def denied_results(
         word = next((w for w in _WORDS.findall(call.raw_arguments) if is_denied(w, deny)), None)
         if word is not None:  # e.g. bash `cat .env`: its output may be the secret
             found[cid] = word
+    texts = {r.call_id: r.text for r in transcript.results()}
+    learned: dict[str, str] = {}
+    for cid, path in found.items():
+        for line in texts[cid].splitlines():
+            line = _NUMBER.sub("", line, count=1).strip()
+            if len(line) >= MIN_LINE and not line.startswith(MARKERS):
+                learned.setdefault(line, path)
+    for cid, text in texts.items():
+        if cid in found:
+            continue
+        hit = reveals(text) if reveals is not None else None
+        if hit is None:
+            hit = next((path for line, path in learned.items() if line in text), None)
+        if hit is not None:  # printed a denied file without naming it (`cat .e*`, a link)
+            found[cid] = hit
     return found
 
 
-def _archived(text: str, denied_path: str | None) -> str:
-    """What the archive keeps of a result: its text, or for a denied file a marker."""
+def _archived(text: str, denied_path: str | None, key: Callable[[], bytes]) -> str:
+    """What the archive keeps of a result: its text, or for a denied file a marker (with the
+    text's keyed hash: an xxh3 of a short ``.env`` gives it back by guessing)."""
     if denied_path is None:
         return text
     return (
         f"{NOT_ARCHIVED}{denied_path} is on the deny-list, so this result was not stored; "
-        f"read the file again (text xxh3 {short_version(version_of(text.encode('utf-8')))})]"
+        f"read the file again (text {short_version(keyed_digest(text, key()))})]"
     )
 
 
@@ -263,10 +290,15 @@ def prune_messages(
         if session is not None:
             cache = session.cache
             secret = denied_results(
-                transcript, ledger, cache.settings.deny, cache.secret, cache.root
+                transcript, ledger, cache.settings.deny, cache.secret, cache.root, cache.reveals
             )
+            key: Callable[[], bytes] = functools.partial(getattr, cache, "key")
         else:
-            secret = denied_results(transcript, None, deny, root=root)
+            index = SecretIndex(root, deny) if root is not None else None
+            secret = denied_results(
+                transcript, None, deny, root=root, reveals=index.reveals if index else None
+            )
+            key = functools.partial(secret_key, os.environ.get("FILECACHE_KEY_FILE"), root)
         prior = store.projections(sid) if store is not None else {}
         seal = default_seal()  # the key every FileCache of this process seals with
         if store is not None and prior:
@@ -280,7 +312,7 @@ def prune_messages(
                 if cid in texts
                 and (
                     texts[cid] == text
-                    or store.archive_get(cid, sid) == _archived(texts[cid], secret.get(cid))
+                    or store.archive_get(cid, sid) == _archived(texts[cid], secret.get(cid), key)
                 )
                 and seal.check_tag(store, "projection", f"{sid}\0{cid}", tier, text)
             }
@@ -290,7 +322,7 @@ def prune_messages(
         )  # fmt: skip
         for action in plan.actions:
             if store is not None:
-                archived = _archived(texts[action.call_id], secret.get(action.call_id))
+                archived = _archived(texts[action.call_id], secret.get(action.call_id), key)
                 store.archive_put(sid, action.call_id, archived)
                 store.projection_put(
                     sid, action.call_id, action.tier, action.text,

@@ -14,7 +14,7 @@ from filecache.errors import StoreError
 from filecache.store.store import MemoryStore, Store, default_store_path
 from filecache.store.store_url import is_store_url, open_url_store, refuse_url_path
 
-__all__ = ["open_store"]
+__all__ = ["open_store", "store_location"]
 
 
 def open_store(root: Path, store: str | os.PathLike[str] | Store | None) -> Store:
@@ -39,3 +39,15 @@ def open_store(root: Path, store: str | os.PathLike[str] | Store | None) -> Stor
     raise StoreError(
         f"store must be a path, ':memory:' or a Store object, not {type(store).__name__}"
     )
+
+
+def store_location(root: Path, given: str | None = None) -> str:
+    """Where every command's store is, in one order: ``given`` (a ``--store`` flag), then
+    ``FILECACHE_STORE``, then ``[tool.filecache] store`` in the root's pyproject.toml, then
+    ``<root>/.filecache/cache.db`` (or its user-cache fallback: ``default_store_path``)."""
+    if given:
+        return given
+    from filecache.settings import load_settings  # on first use: tomllib
+
+    configured = load_settings(root).store
+    return configured or str(default_store_path(root))

@@ -16,7 +16,10 @@ Invariants:
 - ``lock(name)`` is ``pg_advisory_lock`` on a hash of the name, on a connection of a second pool
   that the thread holds while it holds any lock: exclusive across threads, processes and
   machines, reentrant within a thread (a hold count per name). A lock whose connection dies
-  (server restart) is gone with it; its release then only discards the connection.
+  (server restart, ``pg_terminate_backend``) is gone with it, and so is every other lock the
+  thread held on it: their releases then do nothing (they never raise), and what ran under them
+  stays correct through the compare-and-swaps that do not rely on the lock (the session's head
+  in ``commit``, the file's bytes in ``Session._change`` under the root's local path lock).
 - Blobs (``compress``-ed, content-addressed), outlines and token counts (the ``cache`` table) are
   shared by every session of the database: a version parsed once serves the fleet.
 - Serialization failures and deadlocks are retried inside the store (bounded, with backoff);
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import random
 import select
 import threading
@@ -71,6 +75,12 @@ from filecache.store.store import (
 )
 
 __all__ = ["PostgresStore", "describe_url"]
+
+# psycopg_pool logs a warning for every failed connection attempt (several per outage, a
+# traceback's worth each); filecache reports an outage once, as a StoreError. A handler of our
+# own keeps Python's last-resort handler from printing them to stderr, while an application that
+# configures logging still receives them (propagation is left on).
+logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
 T = TypeVar("T")
 
@@ -175,6 +185,11 @@ class PostgresStore(ClosesOnExit):
         except (psycopg.Error, PoolTimeout) as exc:
             self._pool.close()
             self._lock_pool.close()
+            if isinstance(exc, PoolTimeout):  # the pool does not say why: one attempt does
+                try:
+                    psycopg.connect(url, **kwargs).close()
+                except psycopg.Error as reason:
+                    exc = reason
             raise _store_error(exc, self.where, opening=True) from exc
 
     def __repr__(self) -> str:
@@ -260,6 +275,18 @@ class PostgresStore(ClosesOnExit):
         """The session's newest ``seq``, 0 when it has no events."""
         row = self._one(lambda c: c.execute(HEAD, (session_id,)).fetchone())
         return 0 if row is None else int(row[0])
+
+    def settled_events(self, session_id: str, after: int) -> list[Event]:
+        """The session's events after ``after`` once no commit of it is in flight: the
+        session's row is locked first (``FOR UPDATE``), which waits for a commit still running
+        on a connection whose reply was lost (``filecache_commit`` holds that row's lock)."""
+
+        def work(conn: Conn) -> list[Event]:
+            conn.execute("SELECT 1 FROM sessions WHERE session_id = %s FOR UPDATE", (session_id,))
+            rows = conn.execute(SELECT_EVENTS, (session_id, after)).fetchall()
+            return [event_of_row(row) for row in rows]
+
+        return self._transaction(work)
 
     def commit(
         self,
@@ -447,7 +474,8 @@ class PostgresStore(ClosesOnExit):
             try:
                 yield
             finally:
-                held.counts[name] -= 1
+                if name in held.counts:  # else the connection died, and the lock with it
+                    held.counts[name] -= 1
             return
         self._acquire(name)
         try:
@@ -481,7 +509,8 @@ class PostgresStore(ClosesOnExit):
 
     def _release(self, name: str) -> None:
         held = self._held
-        del held.counts[name]
+        if held.counts.pop(name, None) is None:
+            return  # its connection died while it was held (``_drop_lock_conn``): nothing to do
         conn = held.conn
         if conn is None:
             return

@@ -379,6 +379,10 @@ class SqliteStore(ClosesOnExit):
         with self._guard as conn:
             return int(conn.execute(_HEAD, (session_id,)).fetchone()[0])
 
+    def settled_events(self, session_id: str, after: int) -> list[Event]:
+        """``events``: a commit on this file is over when its call returns or raises."""
+        return self.events(session_id, after)
+
     def commit(
         self,
         session_id: str,

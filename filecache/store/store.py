@@ -15,6 +15,9 @@ Invariants:
   around every replace of a file.
 - An ``Intent`` is recorded before a write replaces a file and dropped after its event is
   committed: one left behind marks a call that died in between (``FileCache`` recovers it).
+- ``settled_events(session, after)`` is ``events`` once no commit of the session is in flight
+  (one whose reply was lost may still be running on a server): what a caller whose commit
+  failed reads to find out whether it landed (``turns.Turn``).
 - Every implementation is thread-safe; storage errors surface as ``StoreError`` only.
 - A session's last use (``SessionInfo.last_used``) is the time it was touched or the time of its
   newest committed event, to within ``LAST_USED_SLACK`` seconds: a commit may leave it when it
@@ -173,6 +176,7 @@ class Store(Protocol):
     def add_event(self, event: Event) -> None: ...
     def events(self, session_id: str, after: int | None = None) -> list[Event]: ...
     def head(self, session_id: str) -> int: ...
+    def settled_events(self, session_id: str, after: int) -> list[Event]: ...
     def commit(
         self,
         session_id: str,
@@ -299,6 +303,9 @@ class MemoryStore(ClosesOnExit):
     def head(self, session_id: str) -> int:
         with self._lock:
             return max(self._events.get(session_id, {0: None}))
+
+    def settled_events(self, session_id: str, after: int) -> list[Event]:
+        return self.events(session_id, after)  # a commit here is never in flight unseen
 
     def commit(
         self,

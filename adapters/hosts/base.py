@@ -1,0 +1,306 @@
+"""What every host integration shares: one host model context as a filecache ``Session``.
+
+A *host* (Claude Code, Codex CLI, opencode) owns the model's context and runs its own file
+tools; its hook or plugin hands filecache each tool call after the host ran it. ``HostSession``
+turns those calls into the session's reads, shell reads, adopted edits and forgettings; the
+host modules beside it (``claude_code``, ``codex``, ``opencode``) speak the host's protocol and
+shape the answer as the host's tool result.
+
+Invariants (DESIGN "Inside the agents people run"):
+- One filecache session per (host, host session id, root): the stored id is derived from all
+  three, so a shared store never mixes projects, hosts or contexts.
+- The host's answer is the fallback: ``read`` and ``shell`` return None for anything filecache
+  does not serve exactly (outside the root, a denied file, binary, missing, too large, a range
+  the host clipped differently), and then the host's output stands. A denied file is never
+  read through the session, so nothing of it (not even a version) is stored.
+- A content answer that differs from what the host showed (the file changed between the host's
+  read and ours, or the host clipped lines) backs no FileRef: its call is forgotten at once, so
+  the model is never told it holds text it was not shown.
+- What the model holds is the host's business: ``keep_only`` forgets every result the host's
+  own record of the context no longer has; ``reset`` forgets all (compaction, clear).
+
+Concurrency: a hook runs as one process per tool call, several at once for parallel calls; the
+session's store lock and turns (``filecache.session``) make them safe. Nothing here keeps state
+across calls but the store.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from filecache.cache import FileCache
+from filecache.core.hashing import version_of
+from filecache.core.results import Kind, ReadResult
+from filecache.core.text import render_lines
+from filecache.errors import FileCacheError
+from filecache.session import Session
+
+__all__ = ["HostRead", "HostSession", "host_session_id", "log_failure", "log_path"]
+
+_SAFE_ID = re.compile(r"[A-Za-z0-9._-]{1,80}")
+
+
+@dataclass(frozen=True)
+class HostRead:
+    """filecache's answer to a host's read of lines ``start..end`` of ``path``.
+
+    ``kind`` is ``full``/``partial`` (``text``: the raw lines, no numbers, no header),
+    ``unchanged`` (a one-line FileRef) or ``diff``; ``same_as_host``: the content equals what
+    the host showed, so the host's own output may stand unchanged.
+    """
+
+    kind: str
+    text: str
+    path: str
+    abs_path: str
+    start: int
+    end: int
+    total: int
+    version: str
+    base_call_id: str | None
+    tokens: int
+    tokens_full: int
+    same_as_host: bool
+
+    @property
+    def is_content(self) -> bool:
+        return self.kind in (Kind.FULL, Kind.PARTIAL)
+
+
+def host_session_id(host: str, host_session_id: str, root: Path) -> str:
+    """The stored session id of one host context on one root: readable, and unique per
+    (host, id, root) — a shared store never mixes them."""
+    sid = host_session_id if _SAFE_ID.fullmatch(host_session_id) else _digest(host_session_id)
+    return f"{host}:{sid}@{_digest(str(root))[:8]}"
+
+
+class HostSession:
+    """One model context of a host, on one root (see the module docstring)."""
+
+    def __init__(self, host: str, cache: FileCache, session: Session) -> None:
+        self.host = host
+        self.cache = cache
+        self.session = session
+
+    @classmethod
+    def open(
+        cls,
+        host: str,
+        host_session_id_: str,
+        cwd: str | Path,
+        *,
+        root: str | Path | None = None,
+        store: str | None = None,
+    ) -> HostSession:
+        """The session of host context ``host_session_id_`` on ``root`` (default: ``cwd``).
+
+        ``store`` as ``FileCache``'s (default: the root's settings, ``FILECACHE_STORE``, then
+        ``<root>/.filecache/cache.db``).
+        """
+        cache = FileCache(Path(root if root is not None else cwd), store=store)
+        try:
+            session = cache.session(host_session_id(host, host_session_id_, cache.root))
+        except BaseException:
+            cache.close()
+            raise
+        return cls(host, cache, session)
+
+    def close(self) -> None:
+        self.cache.close()
+
+    def __enter__(self) -> HostSession:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- what the model still holds ---------------------------------------------------------
+
+    def keep_only(self, present: Iterable[str]) -> set[str]:
+        """The host's context holds exactly the results of ``present`` (plus the calls of the
+        turn in progress, which the caller includes): forget every fact relying on another id.
+        Returns the ids forgotten."""
+        keep = set(present)
+        with self.session.lock:
+            gone = self.session.held_call_ids() - keep
+            if gone:
+                self.session.forget(gone)
+        return gone
+
+    def reset(self) -> None:
+        """The host dropped the model's context (compaction, clear): forget everything."""
+        with self.session.lock:
+            held = self.session.held_call_ids()
+            if held:
+                self.session.forget(held)
+
+    # -- the host's tools, after the host ran them -----------------------------------------
+
+    def read(
+        self,
+        path: str,
+        call_id: str,
+        *,
+        start: int | None = None,
+        end: int | None = None,
+        host_text: str | None = None,
+        mode: str = "full",
+    ) -> HostRead | None:
+        """The model's read of lines ``start..end`` (1-based, inclusive; None: the whole file)
+        as filecache answers it, or None when the host's output should stand."""
+        loc = self._served(path)
+        if loc is None:
+            return None
+        offset = start
+        limit = None if end is None else end - (start or 1) + 1
+        if limit is not None and limit < 1:
+            return None
+        try:
+            result = self.session.read(
+                loc, offset=offset, limit=limit, mode=mode, numbered=False, call_id=call_id
+            )
+        except FileCacheError:
+            return None  # the host says what went wrong, in its own words
+        content = result.kind in (Kind.FULL, Kind.PARTIAL)
+        text = self._content(result) if content else result.text
+        same = content and text == host_text
+        if content and host_text is not None and not same:
+            # The host showed other text (it clipped lines, or the file changed in between):
+            # the model holds what the host showed, so nothing may rely on this call.
+            self.session.forget([call_id])
+            return None
+        return HostRead(
+            result.kind, text, result.path, str(self.cache.root / result.path),
+            result.start, result.end, result.line_count, result.version, result.base_call_id,
+            result.tokens, result.tokens_full, same,
+        )  # fmt: skip
+
+    def shell(self, command: str, call_id: str, *, output: str | None = None) -> str | None:
+        """What the model should see for the shell ``command`` instead of ``output``, or None
+        when the host's output should stand (a first read equal to it, not a read, not
+        servable). A command that is not a served read re-hashes the files in the view, so a
+        change it made makes the next read a diff."""
+        from filecache.shell.bash_reads import answer_shell_read
+        from filecache.shell.shell_parse import NotServable, parse_shell_read
+
+        read = parse_shell_read(command)
+        if read is None or any(self._served(p) is None for p in read.paths):
+            self.session.rehash(call_id)
+            return None
+        try:
+            answer = answer_shell_read(self.session, read, call_id)
+        except (FileCacheError, NotServable):
+            self.session.rehash(call_id)
+            return None
+        if answer.kind in (Kind.UNCHANGED, Kind.DIFF):
+            return answer.text
+        if output is not None and answer.text != output:
+            self.session.forget([call_id])  # the host printed other bytes: rely on nothing
+        return None
+
+    def edited(
+        self,
+        path: str,
+        call_id: str,
+        edits: Sequence[tuple[str, str]],
+        *,
+        replace_all: bool = False,
+    ) -> str | None:
+        """The host applied ``edits`` ((old, new) in order) to ``path``: adopted when disk is
+        what they make of the version the model holds (``Session.adopt_change``). Returns the
+        kind recorded, or None for a path filecache does not serve."""
+        return self._adopt(path, call_id, edits=list(edits), replace_all=replace_all)
+
+    def wrote(self, path: str, call_id: str, content: str) -> str | None:
+        """The host wrote ``content`` to ``path`` (a Write tool, a file a patch adds)."""
+        return self._adopt(path, call_id, content=content)
+
+    def deleted(self, path: str, call_id: str) -> str | None:
+        """The host deleted ``path``."""
+        return self._adopt(path, call_id, deleted=True)
+
+    def changed(self, call_id: str) -> list[str]:
+        """Something the host ran may have changed files: re-hash the view (``rehash``)."""
+        return self.session.rehash(call_id)
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _content(self, result: ReadResult) -> str:
+        """The raw lines a content answer sent, without a notice before them (an outside
+        change, an edit of the model's undone): the host shows the lines, not the notice."""
+        lines = self.cache.lines_of(result.version)
+        if lines is None:  # a streamed range of a file too large to keep: its text is the lines
+            return result.text
+        return render_lines(result.path, lines, result.start, result.end, numbered=False)
+
+    def _served(self, path: str) -> str | None:
+        """``path`` relative to the root when filecache serves it (inside the root, not
+        denied), else None."""
+        try:
+            loc = self.cache.locate(path)
+        except FileCacheError:
+            return None
+        if self.cache.denied(loc):  # by name, alias, link target and identity (hard links)
+            return None
+        return loc.rel
+
+    def _adopt(
+        self,
+        path: str,
+        call_id: str,
+        *,
+        content: str | None = None,
+        edits: list[tuple[str, str]] | None = None,
+        replace_all: bool = False,
+        deleted: bool = False,
+    ) -> str | None:
+        rel = self._served(path) if not deleted else self._inside(path)
+        if rel is None:
+            return None
+        try:
+            return self.session.adopt_change(
+                rel, call_id=call_id, content=content, edits=edits, replace_all=replace_all,
+                deleted=deleted,
+            )  # fmt: skip
+        except FileCacheError:
+            self.session.rehash(call_id)
+            return None
+
+    def _inside(self, path: str) -> str | None:
+        try:
+            return self.cache.locate(path).rel
+        except FileCacheError:
+            return None
+
+
+def _digest(text: str) -> str:
+    return version_of(text.encode("utf-8", "surrogatepass")).split(":", 1)[1][:16]
+
+
+def log_path() -> Path:
+    """Where hooks log their failures: ``$XDG_CACHE_HOME/filecache/hooks.log``."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "filecache" / "hooks.log"
+
+
+def log_failure(host: str, message: str) -> None:
+    """One line to ``log_path()`` (never stdout, never raises): a hook that fails internally
+    logs this and returns nothing, so the host's own output stands."""
+    line = " ".join(message.split())[:500]
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+    try:
+        path = log_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(f"{stamp} {host} pid={os.getpid()}: {line}\n")
+    except OSError:
+        print(f"filecache hook ({host}): {line}", file=sys.stderr)

@@ -1,0 +1,52 @@
+"""Which hosts filecache installs into, and the one entry every hook command goes through.
+
+Each host module (``claude_code``, ``codex``, ``opencode``) provides ``HOST_NAME``,
+``DISPLAY_NAME``, ``install(*, scope, uninstall, cwd) -> str`` (the one line to print) and
+``run_hook(args, payload) -> bytes`` (what to print on stdout; ``b""`` leaves the host's own
+output). ``run_hook`` here never raises: a hook must never break the host's session, so any
+failure is one line in the hook log and an empty answer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+from typing import Protocol, cast
+
+__all__ = ["HOSTS", "HostModule", "host_module", "run_hook"]
+
+HOSTS = ("claude-code", "codex", "opencode")
+
+
+class HostModule(Protocol):
+    HOST_NAME: str
+    DISPLAY_NAME: str
+
+    def install(self, *, scope: str | None, uninstall: bool, cwd: Path) -> str: ...
+
+    def run_hook(self, args: list[str], payload: bytes) -> bytes: ...
+
+
+def host_module(name: str) -> HostModule:
+    """The module of host ``name`` (one of ``HOSTS``), imported on first use."""
+    module: ModuleType
+    if name == "claude-code":
+        from filecache.adapters.hosts import claude_code as module
+    elif name == "codex":
+        from filecache.adapters.hosts import codex as module
+    elif name == "opencode":
+        from filecache.adapters.hosts import opencode as module
+    else:
+        raise ValueError(f"unknown host {name!r}; use one of {', '.join(HOSTS)}")
+    return cast(HostModule, module)
+
+
+def run_hook(name: str, args: list[str], payload: bytes) -> bytes:
+    """Run host ``name``'s hook on ``payload``; on any failure log one line, answer nothing."""
+    try:
+        return host_module(name).run_hook(args, payload)
+    except Exception as exc:  # a hook never breaks the host's session
+        from filecache.adapters.hosts.base import log_failure
+
+        log_failure(name, f"{type(exc).__name__}: {exc}")
+        return b""

@@ -1,0 +1,273 @@
+"""Secrets by identity and by content: what filecache knows of a root's denied files.
+
+The deny-list (``settings.deny``) names files whose content is never stored in any form. Names
+alone are not enough: a hard link to ``.env`` under another name is the same file, and a shell
+command prints it without naming it (``cat .e*``, ``cat "$(ls -a | grep en)"``). A
+``SecretIndex`` holds, in this process's memory only (never in a store):
+
+- the identities ``(st_dev, st_ino)`` of the root's denied files: every file read by a denied
+  name (its own, an alias, a link's target) and every file the walk finds under a denied name
+  (a link with a denied name counts for its target);
+- the lines of their content (every version this process read, and what the walk read), for
+  ``reveals``: a text that holds one of those lines (stripped, at least ``MIN_LINE`` characters)
+  is a secret's output. Substring matching, so ``cat -n``'s numbers and ``grep``'s ``path:``
+  prefixes do not hide a line.
+
+Limits (said in the README's Secrets section): a line shorter than ``MIN_LINE`` characters is
+not looked for; output that transforms the content (``base64``, ``tr``, a part of a line)
+is not recognised; content a denied file held before this process and never seen by it since
+is unknown; the walk skips VCS folders, ``node_modules``, virtual environments (a vendored
+``cacert.pem`` is no secret, and its 3,500 lines would be searched for in every output) and the
+store, and stops after ``fsio.SWEEP_MAX_ENTRIES`` names. A false match only costs what is not
+stored. ``reveals`` remembers its answer per text (by xxh3) until the lines change, so a
+transcript's results are searched once, not on every pruning pass.
+
+When the walk runs: for ``reveals``, at most once per ``REWALK_AFTER`` seconds, or 10 times
+the last walk's time if longer (a walk stops after 100,000 names: about 2 s on 2 busy cores
+for a root holding ``/usr``, 10 ms for this repository); for a read of a
+file with more than one hard link that is not known, when the file's ``st_ctime`` (which a new
+link or rename sets) is not older than the last walk.
+
+``secret_key`` is the key of keyed versions (``core.hashing.keyed_version``): derived from
+``FILECACHE_KEY`` when set (a fleet sets the same value on every machine, so a denied file's
+version is the same on all of them), else 32 random bytes in a file outside the root
+(``settings.key_file``, default ``$XDG_CONFIG_HOME/filecache/key``), made on first use
+with mode 0600; where it cannot be kept, a key for this process only (denied files then get
+content, never a FileRef, in other processes).
+
+Concurrency: ``SecretIndex._lock`` guards its maps; a walk runs under it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import xxhash
+
+from filecache.errors import ConfigError
+from filecache.fsio import STORE_DIR, SWEEP_MAX_ENTRIES
+from filecache.settings import is_denied
+
+__all__ = ["MIN_LINE", "REWALK_AFTER", "SecretIndex", "secret_key"]
+
+MIN_LINE = 6
+"""Characters (stripped) a denied file's line needs to be looked for in output: shorter lines
+(``}``, ``fi``, empty ones) are everywhere."""
+
+REWALK_AFTER = 2.0
+"""Seconds a walk of the root for denied names stays fresh for ``reveals``."""
+
+_READ_MAX = 1 << 20  # bytes of one denied file the walk reads for its lines
+_LINES_MAX = 20_000  # lines remembered in all (a root full of keys must not fill memory)
+_SKIP = frozenset(
+    {".git", ".hg", ".svn", STORE_DIR, "node_modules", ".venv", "venv", ".tox", ".nox",
+     "site-packages", "__pycache__"}
+)  # fmt: skip
+_MEMO_MAX = 4096  # texts whose answer ``reveals`` remembers
+_CTIME_SLACK_NS = 1_000_000_000  # file-system clocks lag the wall clock by a tick
+
+
+def default_key_file() -> Path | None:
+    """The user's key file (whether or not it exists yet), or None without a home folder."""
+    return _default_key_file()
+
+
+def _default_key_file() -> Path | None:
+    try:
+        base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    except (RuntimeError, KeyError):
+        return None  # no home folder: a key for this process
+    return Path(base) / "filecache" / "key"
+
+
+_process_key: bytes | None = None
+_keys: dict[str, bytes] = {}
+_keys_lock = threading.Lock()
+
+
+def secret_key(key_file: str | None, root: Path | None) -> bytes:
+    """The machine's key for keyed versions (see the module docstring); cached per file.
+
+    Raises:
+        ConfigError: ``key_file`` is inside ``root`` (a key that ships with the repository
+            protects nothing).
+    """
+    global _process_key
+    given = os.environ.get("FILECACHE_KEY")
+    if given:
+        return hashlib.blake2b(given.encode("utf-8"), person=b"fc-denied", digest_size=32).digest()
+    path = Path(key_file).expanduser() if key_file else _default_key_file()
+    if path is None:
+        with _keys_lock:
+            if _process_key is None:
+                _process_key = os.urandom(32)
+            return _process_key
+    if root is not None:
+        with contextlib.suppress(OSError, ValueError):
+            resolved = path.resolve()
+            if resolved == root or root in resolved.parents:
+                raise ConfigError(
+                    f"key_file {path} is inside the root {root}; keep the key outside the "
+                    "repository (set FILECACHE_KEY_FILE to a path in your home folder)"
+                )
+    with _keys_lock:
+        found = _keys.get(str(path))
+        if found is not None:
+            return found
+        key = _load_or_make(path)
+        if key is None:
+            if _process_key is None:
+                _process_key = os.urandom(32)
+            return _process_key
+        _keys[str(path)] = key
+        return key
+
+
+def _load_or_make(path: Path) -> bytes | None:
+    """The key in ``path``, made there (mode 0600, atomically) if absent; None if neither."""
+    for _attempt in range(3):
+        with contextlib.suppress(FileNotFoundError):
+            data = path.read_bytes()
+            if len(data) >= 32:
+                return data[:32]
+            return None  # a key file we did not make and cannot use: a key for this process
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.write(fd, os.urandom(32))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.link(tmp, path)  # fails if another process made it first: read theirs
+            except FileExistsError:
+                pass
+            finally:
+                tmp.unlink()
+        except OSError:
+            return None
+    return None
+
+
+def _lines(text: str) -> Iterable[str]:
+    for line in text.splitlines():
+        line = line.strip()
+        if len(line) >= MIN_LINE:
+            yield line
+
+
+class SecretIndex:
+    """The denied files of one root: identities and content lines (module docstring)."""
+
+    def __init__(self, root: Path, deny: tuple[str, ...]) -> None:
+        self.root = root
+        self.deny = deny
+        self._lock = threading.Lock()
+        self._ids: set[tuple[int, int]] = set()
+        self._lines: dict[str, str] = {}  # line -> the denied path it came from
+        self._read: dict[tuple[int, int], tuple[int, int]] = {}  # id -> (size, mtime) read
+        self._walked_ns: int | None = None  # when the last walk started (time.time_ns)
+        self._rewalk_ns = 0  # no walk for ``reveals`` before then
+        self._memo: dict[tuple[int, str], tuple[int, str | None]] = {}  # text -> (lines, hit)
+
+    def learn(self, rel: str, ident: tuple[int, int] | None, text: str | None) -> None:
+        """A denied file was read (or found): remember its identity and its lines."""
+        with self._lock:
+            if ident is not None:
+                self._ids.add(ident)
+            if text is not None:
+                self._add_lines(rel, text)
+
+    def _add_lines(self, rel: str, text: str) -> None:
+        for line in _lines(text):
+            if len(self._lines) >= _LINES_MAX:
+                return
+            self._lines.setdefault(line, rel)
+
+    def denied_identity(self, st: os.stat_result) -> bool:
+        """Whether the file of ``st`` is a denied file under another name (a hard link)."""
+        ident = (st.st_dev, st.st_ino)
+        with self._lock:
+            if ident in self._ids:
+                return True
+            if st.st_nlink < 2 or not stat.S_ISREG(st.st_mode):
+                return False  # its only name is the one being checked
+            walked = self._walked_ns
+            if walked is None or st.st_ctime_ns >= walked - _CTIME_SLACK_NS:
+                self._walk()
+            return ident in self._ids
+
+    def reveals(self, text: str) -> str | None:
+        """The denied path one of whose lines ``text`` holds, or None (module docstring)."""
+        if not text:
+            return None
+        key = (len(text), xxhash.xxh3_64_hexdigest(text.encode("utf-8", "surrogatepass")))
+        with self._lock:
+            if self._walked_ns is None or time.time_ns() >= self._rewalk_ns:
+                self._walk()
+            known = self._memo.get(key)
+            if known is not None and known[0] == len(self._lines):
+                return known[1]  # lines are only ever added: the same count, the same lines
+            lines = list(self._lines.items())
+        hit = next((rel for line, rel in lines if line in text), None)
+        with self._lock:
+            if len(self._memo) >= _MEMO_MAX:
+                self._memo.clear()
+            self._memo[key] = (len(lines), hit)
+        return hit
+
+    def _walk(self) -> None:
+        """Find the root's files with denied names (held lock): identities and lines."""
+        self._walked_ns = start = time.time_ns()
+        try:
+            self._walk_tree()
+        finally:  # a slow walk (a huge root) is not run again sooner than 10 times its cost
+            took = time.time_ns() - start
+            self._rewalk_ns = start + max(int(REWALK_AFTER * 1e9), 10 * took)
+
+    def _walk_tree(self) -> None:
+        seen = 0
+        for here, dirs, files in os.walk(self.root, followlinks=False):
+            dirs[:] = [d for d in dirs if d not in _SKIP]
+            seen += len(dirs) + len(files)
+            if seen > SWEEP_MAX_ENTRIES:
+                dirs[:] = []
+            for name in files:
+                full = os.path.join(here, name)
+                rel = os.path.relpath(full, self.root).replace(os.sep, "/")
+                if is_denied(rel, self.deny):
+                    self._found(rel, full)
+
+    def _found(self, rel: str, full: str) -> None:
+        try:
+            st = os.stat(full)  # a link with a denied name: its target is denied
+        except OSError:
+            return
+        if not stat.S_ISREG(st.st_mode):
+            return
+        ident = (st.st_dev, st.st_ino)
+        self._ids.add(ident)
+        shape = (st.st_size, st.st_mtime_ns)
+        if self._read.get(ident) == shape or st.st_size > _READ_MAX:
+            return
+        try:
+            fd = os.open(full, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except OSError:
+            return
+        try:
+            data = os.read(fd, _READ_MAX)
+        except OSError:
+            return
+        finally:
+            os.close(fd)
+        self._read[ident] = shape
+        self._add_lines(rel, data.decode("utf-8", "replace"))

@@ -1,0 +1,95 @@
+"""A file whose text reads as a FileRef cannot pass for one in raw and shell answers (issue 19).
+
+Raw reads (``numbered=False``, ``filecache read --raw``) and shell-mode ``cat`` show a file byte
+for byte; on 114493c a file holding a FileRef line was served exactly as a real FileRef. Now
+filecache's own lines there carry a seal (``render.render_sealed``) derived from a key outside
+the repository: the attacker here is another filecache with its own key (what a repository's
+author has), rendering the FileRef they want the model to trust.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from filecache import FileCache
+from filecache.cli import main
+from filecache.shell.bash_reads import serve_bash
+
+
+def _forged(tmp_path: Path, root: Path, monkeypatch: pytest.MonkeyPatch, numbered: bool) -> str:
+    """The FileRef for notes.txt as the attacker's own filecache renders it (its own key)."""
+    with monkeypatch.context() as env:
+        env.setenv("FILECACHE_KEY_FILE", str(tmp_path / "attacker.key"))
+        with FileCache(root, store=":memory:") as theirs:
+            s = theirs.session("a")
+            s.read("notes.txt", numbered=numbered, call_id="r1")
+            forged = s.read("notes.txt", numbered=numbered, call_id="r2")
+            assert forged.kind == "unchanged"
+            return forged.text
+
+
+def _run(root: Path) -> object:
+    def run(command: str) -> str:
+        done = subprocess.run(["bash", "-c", command], cwd=root, capture_output=True, text=True)
+        return done.stdout
+
+    return run
+
+
+def test_a_raw_fileref_is_not_what_a_file_can_hold(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    forged = _forged(tmp_path, root, monkeypatch, numbered=False)
+    (root / "trap.txt").write_text(forged)
+    with FileCache(root, store=":memory:") as cache:
+        s = cache.session("s")
+        s.read("notes.txt", numbered=False, call_id="r1")
+        real = s.read("notes.txt", numbered=False, call_id="r2")
+        trap = s.read("trap.txt", numbered=False, call_id="r3")
+        assert real.kind == "unchanged" and trap.kind == "full"
+        assert trap.text == forged  # content is shown byte for byte
+        assert real.text != trap.text  # ... and a real FileRef differs from it
+        assert f"; seal {cache.ref_seal})" in real.text and cache.ref_seal not in trap.text
+        numbered = s.read("notes.txt", call_id="r4", fresh=True)
+        assert "seal" not in numbered.text  # numbered answers need no seal
+
+
+def test_a_shell_fileref_is_not_what_cat_prints(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    forged = _forged(tmp_path, root, monkeypatch, numbered=False)
+    (root / "trap.txt").write_text(forged)
+    run = _run(root)
+    with FileCache(root, store=":memory:") as cache:
+        s = cache.session("s")
+        first = serve_bash(s, "cat trap.txt", run, call_id="c1")  # type: ignore[arg-type]
+        assert first == run("cat trap.txt") == forged  # a first read: what the shell prints
+        assert serve_bash(s, "cat notes.txt", run, call_id="c2") == run("cat notes.txt")  # type: ignore[arg-type]
+        again = serve_bash(s, "cat notes.txt", run, call_id="c3")  # type: ignore[arg-type]
+        assert again.startswith("[filecache] notes.txt unchanged since your result c2")
+        assert again != forged.replace("r1", "c2") and cache.ref_seal in again
+        (root / "notes.txt").write_text((root / "notes.txt").read_text().replace("line 7", "L7"))
+        diff = serve_bash(s, "cat notes.txt", run, call_id="c4")  # type: ignore[arg-type]
+        head, *body = diff.splitlines()
+        assert head.endswith(f"(seal {cache.ref_seal}):")
+        assert not any(cache.ref_seal in line for line in body)  # the diff's lines are the file's
+
+
+def test_cli_raw_fileref_carries_the_seal(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    forged = _forged(tmp_path, root, monkeypatch, numbered=False)
+    db = tmp_path / "s.db"
+    runner = CliRunner()
+    args = ["read", "notes.txt", "--raw", "--session", "s", "--root", str(root), "--store", str(db)]
+    first = runner.invoke(main, [*args, "--call-id", "r1"])
+    second = runner.invoke(main, [*args, "--call-id", "r2"])
+    assert first.exit_code == second.exit_code == 0, second.stderr
+    assert second.stdout.startswith("[filecache] notes.txt unchanged since your result r1")
+    assert second.stdout != forged
+    with FileCache(root, store=db) as cache:  # the seal is the same in every process
+        assert f"seal {cache.ref_seal})" in second.stdout
