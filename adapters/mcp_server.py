@@ -22,8 +22,14 @@ Invariants:
   keeps answering.
 - One filecache session per client connection (``mcp_sessions.connection_key``), the session a
   client names in its ``filecache-session`` header (the same on every replica of one store), or
-  the fixed ``--session``. With several roots a connection has one session per root (``ID``,
-  ``ID.1``, ...) so that equal relative paths under different roots never share a view.
+  the fixed ``--session``. With several roots a connection has one session per root, under one
+  id that each root's cache stores apart (``FileCache.session``: ``ID#<root hash>`` off the
+  root that claimed it), so equal relative paths under different roots never share a view.
+- A session several connections can reach (named or fixed) is leased to one live connection at
+  a time (``_leased``: a sealed row in the store, checked with the call under a store lock): a
+  connection that takes it from another, or finds it used without a lease, forgets every result
+  first, so it never gets a FileRef to a result its client did not receive; ``cache_stats``
+  counts only the answers since its view began.
 - A result backs FileRefs only within the connection's ``RefWindow`` (N calls, T minutes): an MCP
   server cannot see when the client compacts its context.
 - Stores open in the server's lifespan and are closed (blobs flushed) when it ends.

@@ -7,7 +7,8 @@ Invariants:
   request with neither (stateless HTTP) gets a session of its own, so it is always sent content.
 - A client that names its filecache session with the ``filecache-session`` header (HTTP) gets
   that session, on any replica serving the same store: an ``mcp-session-id`` is one replica's
-  connection, a ``filecache-session`` is the model context, and it outlives the connection.
+  connection, a ``filecache-session`` is the model context, and its ledger outlives the
+  connection; its view is leased to one live connection at a time (``mcp_server``).
 - An MCP server cannot see the client's transcript, so it cannot know when a result it answered
   was compacted away. ``RefWindow`` bounds that risk: a result backs FileRefs and diffs only for
   ``max_calls`` later calls and ``max_minutes`` (settings ``mcp_ref_calls``/``mcp_ref_minutes``);

@@ -127,7 +127,7 @@ class FileCache:
         self._deny_memo: dict[str, bool] = {}  # names matched against settings.deny
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._path_locks: Path | None = None
-        self._home: bool | None = None  # whether this root is its store's home root
+        self._stored_ids: dict[str, str] = {}  # session id given -> stored (a claim holds)
         self.watcher: Watcher | None = None
         self._collect_garbage()
         self.recover()
@@ -147,8 +147,9 @@ class FileCache:
 
         The same id gives the same object while it is alive; another cache or process with the
         same id, root and store shares the session (each call catches up with the store first).
-        On a root other than the store's home root the session is stored as ``ID#<root hash>``
-        (``session.id``): one id on two roots of one store names two sessions.
+        On a root other than the one that first used the id in this store, the session is
+        stored as ``ID#<root hash>`` (``session.id``): one id on two roots of one store names
+        two sessions.
         """
         given = session_id or self.settings.session or "s-" + os.urandom(6).hex()
         sid = self._stored_session_id(given)
@@ -161,31 +162,39 @@ class FileCache:
             return self._sessions.setdefault(sid, made)
 
     def _stored_session_id(self, given: str) -> str:
-        """The id a session of this root is stored under: ``given`` on the store's home root
-        (the first root that opened it), ``given#<hash of the root>`` on any other, so that one
-        id used on two roots sharing a store never shares views of equal relative paths.
+        """The id a session of this root is stored under: ``given`` on the root that first used
+        it in this store (its claim, a row in the store), ``given#<hash of the root>`` on any
+        other, so that one id used on two roots sharing a store never shares views of equal
+        relative paths. A session of an older store (no claim) is claimed by the first root
+        that continues it.
 
         Raises:
             RequestError: ``given`` holds ``#`` (reserved for the other roots' form), unless it
                 is already this root's form.
         """
-        if self._home is None:
-            with self.store.lock("meta:home_root"):
-                home = self.store.cache_get("meta", "home_root")
-                if home is None:
-                    home = str(self.root)
-                    self.store.cache_put("meta", "home_root", home)
-            self._home = home == str(self.root)
+        known = self._stored_ids.get(given)
+        if known is not None:
+            return known
         suffix = ROOT_SEPARATOR + xxhash.xxh3_64_hexdigest(str(self.root).encode())[:8]
         bare = given.removesuffix(suffix)
-        if not self._home and bare != given and ROOT_SEPARATOR not in bare:
+        if bare != given and ROOT_SEPARATOR not in bare:
             return given
         if ROOT_SEPARATOR in given:
             raise RequestError(
                 f"session id {given[:60]!r}: '{ROOT_SEPARATOR}' is reserved (it marks a "
                 "session's form on another root of a shared store); choose an id without it"
             )
-        return given if self._home else given + suffix
+        with self.store.lock(f"claim:{given}"):
+            owner = self.store.cache_get("session-root", given)
+            if owner is None:
+                owner = str(self.root)
+                self.store.cache_put("session-root", given, owner)
+        stored = given if owner == str(self.root) else given + suffix
+        with self._lock:
+            if len(self._stored_ids) >= 4096:
+                self._stored_ids.clear()
+            self._stored_ids[given] = stored
+        return stored
 
     @contextlib.contextmanager
     def path_lock(self, rel: str) -> Iterator[None]:

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from filecache.core.kinds import Tool
 
-__all__ = ["FILE_TOOLS", "Call", "FileAccess", "FileTool", "file_access"]
+__all__ = ["FILE_TOOLS", "Call", "FileAccess", "FileTool", "file_access", "tool_name"]
 
 
 class Call(Protocol):
@@ -145,9 +145,22 @@ def _int(value: object) -> int | None:
     return None
 
 
+def tool_name(name: str) -> str:
+    """The file tool a call's name stands for: an MCP tool as a host names it
+    (``mcp__SERVER__TOOL``: Claude Code, Codex; ``filecache_TOOL``: opencode) is its ``TOOL``."""
+    if name.startswith("mcp__"):  # a server name may hold "__"; no file tool's name does
+        server, sep, tool = name[5:].rpartition("__")
+        if sep and server and tool:
+            return tool
+    if name.startswith("filecache_") and len(name) > 10:
+        return name[10:]
+    return name
+
+
 def _row(call: Call) -> tuple[FileTool, str] | None:
+    tool = tool_name(call.name)
     for row in FILE_TOOLS:
-        if row.name != call.name:
+        if row.name != tool:
             continue
         for name in row.paths:
             path = call.arguments.get(name)
@@ -178,7 +191,8 @@ def _range(row: FileTool, args: Mapping[str, Any]) -> tuple[int, int | None]:
 
 
 def file_access(call: Call) -> FileAccess | None:
-    """What ``call`` does to a file per ``FILE_TOOLS``, or ``None`` if it is no file access."""
+    """What ``call`` does to a file per ``FILE_TOOLS`` (also under an MCP host's name for the
+    tool, ``tool_name``), or ``None`` if it is no file access."""
     found = _row(call)
     if found is None:
         return None

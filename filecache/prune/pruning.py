@@ -269,8 +269,10 @@ def collect(
             version = None
             answer, base = (Kind.ERROR, None) if result.is_error else answer_of(result.text)
         else:
-            kind, path, start, end = Tool.OTHER, None, 1, None
-            version, answer, base = None, "", None
+            kind, path, start, end, version = Tool.OTHER, None, 1, None, None
+            # Another tool's result may still be filecache's answer (a shell read served by
+            # ``filecache.shell``): a FileRef or diff in it relies on the result it names.
+            answer, base = ("", None) if result.is_error else answer_of(result.text)
         tool = call.name if call is not None else "?"
         command = _short_command(call.arguments, call.raw_arguments) if call is not None else ""
         infos.append(
@@ -407,20 +409,33 @@ def _relied_on(infos: Sequence[ResultInfo], cleared: set[str]) -> set[str]:
     answer names only its base, the newest; its lines may also rely on older results (lines
     read before an edit, parts read apart, the base of a diff), so from the base the walk goes
     back through the results of the same path until a write (the model holds all it wrote) or
-    a content read of the whole file or of the answer's lines.
+    a content read of the whole file or of the answer's lines. The result named stays whatever
+    tool answered it (a shell read served by filecache is a bash result). A base the transcript
+    does not hold under that id (an MCP server names its results by its own ``fc-…`` ids) may
+    be any earlier result of the path: all of them stay.
     """
     by_name = _by_name(infos)
     position = {info.call_id: n for n, info in enumerate(infos)}
     alive: set[str] = set()
     for info in infos:
-        base = position.get(info.base_call_id or "")
-        if base is None or info.path is None or info.call_id in cleared or info.tier == Tier.CLEAR:
+        if not info.base_call_id or info.call_id in cleared or info.tier == Tier.CLEAR:
             continue
-        if info.deps:  # the ledger says exactly which results the answer's lines rely on
-            alive.update(d for d in info.deps if d in position)
+        base = position.get(info.base_call_id)
+        if base is not None and base < position[info.call_id] and infos[base].tier != Tier.CLEAR:
+            alive.add(info.base_call_id)  # the result named, whatever tool answered it (bash)
+        if info.path is None:
             continue
+        named = [d for d in (info.deps or (info.base_call_id,)) if d in position]
+        if info.deps and len(named) == len(info.deps):
+            alive.update(named)  # the ledger says exactly which results the lines rely on
+            continue
+        # A base the transcript does not carry under that id (an MCP server's own ``fc-…``
+        # ids, which the client's transcript never shows): any earlier result of the path may
+        # be the one named, so every one stays, back to the start.
+        unknown = base is None
+        start = position[info.call_id] - 1 if base is None else base
         same = by_name.get(_file_name(info.path), [])
-        for n in reversed(same[: bisect_right(same, base)]):
+        for n in reversed(same[: bisect_right(same, start)]):
             earlier = infos[n]
             if (
                 earlier.kind not in (Tool.READ, Tool.WRITE, Tool.EDIT)
@@ -429,6 +444,8 @@ def _relied_on(infos: Sequence[ResultInfo], cleared: set[str]) -> set[str]:
             ):
                 continue
             alive.add(earlier.call_id)
+            if unknown:
+                continue
             if earlier.kind == Tool.WRITE or (
                 earlier.kind == Tool.READ
                 and earlier.answer in _CONTENT
