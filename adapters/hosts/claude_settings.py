@@ -18,15 +18,15 @@ never reads half a file. A file that is not a JSON object is not touched: the er
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from filecache.adapters.hosts.config_files import load_json_object, write_atomically
 
 from filecache.errors import ConfigError
 
@@ -107,40 +107,8 @@ def merged(settings: dict[str, Any], *, uninstall: bool, command: str) -> dict[s
     return out
 
 
-def _load(path: Path) -> dict[str, Any] | None:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise ConfigError(
-            f"{path}: cannot read it ({exc.strerror}); fix it, then install again"
-        ) from None
-    if not text.strip():
-        return {}
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(
-            f"{path}: not valid JSON ({exc}); fix it by hand, then install again"
-        ) from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: not a JSON object; fix it by hand, then install again")
-    return data
-
-
-def _write(path: Path, settings: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".settings.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(json.dumps(settings, indent=2, ensure_ascii=False) + "\n")
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def _dumped(settings: dict[str, Any]) -> str:
+    return json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
 
 
 def claude_version(executable: str | None = None) -> tuple[int, ...] | None:
@@ -178,7 +146,7 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
     if scope not in ("project", "user"):
         raise ConfigError(f"unknown scope {scope!r}; use --project or --user")
     path = settings_path(scope, cwd)
-    current = _load(path)
+    current = load_json_object(path)
     if uninstall:
         if current is None:
             return f"no filecache hooks for Claude Code in {path} (no such file)"
@@ -186,14 +154,14 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
         if after == current:
             return f"no filecache hooks for Claude Code in {path}; nothing changed"
         if after:
-            _write(path, after)
+            write_atomically(path, _dumped(after))
         else:
             path.unlink()
         return f"removed filecache hooks for Claude Code from {path}"
     after = merged(current or {}, uninstall=False, command=hook_command())
     again = current is not None and after == current
     if not again:
-        _write(path, after)
+        write_atomically(path, _dumped(after))
     verb = "filecache hooks for Claude Code already in" if again else "installed filecache hooks"
     where = f"{verb} {path}" if again else f"{verb} for Claude Code in {path}"
     return where + _version_note()

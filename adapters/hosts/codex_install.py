@@ -33,11 +33,12 @@ import os
 import re
 import shlex
 import sys
-import tempfile
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from filecache.adapters.hosts.config_files import load_json_object, write_atomically
 
 from filecache.errors import ConfigError
 
@@ -135,17 +136,8 @@ def hook_key(hooks_file: Path, event: str, group: int, handler: int) -> str:
 
 
 def _load_json(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read it ({exc.strerror}); fix its permissions") from exc
-    try:
-        data = json.loads(text) if text.strip() else {}
-    except ValueError as exc:
-        raise ConfigError(f"{path} is not valid JSON ({exc}); fix it, then run again") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("hooks", {}), dict):
+    data: dict[str, Any] = load_json_object(path, missing={})
+    if not isinstance(data.get("hooks", {}), dict):
         raise ConfigError(f'{path}: expected {{"hooks": {{EVENT: [GROUP...]}}}}; fix it')
     return data
 
@@ -306,20 +298,6 @@ def _parse_toml(path: Path, text: str) -> dict[str, Any]:
         raise ConfigError(f"{path} is not valid TOML ({exc}); fix it, then run again") from exc
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _trusted_project(config: dict[str, Any], project: Path) -> bool:
     projects = config.get("projects")
     if not isinstance(projects, dict):
@@ -359,9 +337,9 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
     unchanged = new_hooks == data and new_text == config_text
     if not unchanged:
         if new_hooks.get("hooks") or hooks_file.exists():
-            _write(hooks_file, json.dumps(new_hooks, indent=2) + "\n")
+            write_atomically(hooks_file, json.dumps(new_hooks, indent=2) + "\n")
         if new_text != config_text:
-            _write(config_file, new_text)
+            write_atomically(config_file, new_text)
     if uninstall:
         did = "removed" if old_keys else "found no"
         return f"{did} filecache hooks for Codex CLI in {hooks_file} (trust in {config_file})"

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from filecache.adapters.hosts.base import HostSession, log_failure
+from filecache.adapters.hosts.config_files import load_json_object, write_atomically
 
 from filecache.errors import ConfigError
 
@@ -329,32 +330,14 @@ def _config_home() -> Path:
 
 
 def _load(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read it ({exc.strerror}); fix its permissions") from exc
-    try:
-        config = json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{path} is not valid JSON (line {exc.lineno}: {exc.msg}); fix it, then run "
-            f"filecache install {HOST_NAME} again"
-        ) from exc
-    if not isinstance(config, dict) or not isinstance(config.get("plugin", []), list):
+    config: dict[str, Any] = load_json_object(path, missing={})
+    if not isinstance(config.get("plugin", []), list):
         raise ConfigError(f'{path}: expected an object with a "plugin" list; fix it first')
     return config
 
 
 def _save(path: Path, config: dict[str, Any]) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.filecache-{os.getpid()}")
-        tmp.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot write it ({exc.strerror})") from exc
+    write_atomically(path, json.dumps(config, indent=2) + "\n")
 
 
 def _main(argv: Iterable[str]) -> int:

@@ -1,0 +1,69 @@
+"""Reading and writing a host's own configuration files, for ``filecache install``.
+
+Every installer reads a JSON object (Claude Code's settings.json, Codex's hooks.json,
+opencode.json) and writes a file back without ever leaving half of one: ``load_json_object``
+refuses what it cannot merge with (the user fixes it by hand, nothing is written), and
+``write_atomically`` replaces the file in one rename, keeping its mode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from filecache.errors import ConfigError
+
+__all__ = ["load_json_object", "write_atomically"]
+
+
+def load_json_object(path: Path, *, missing: Any = None) -> Any:
+    """The JSON object in ``path``; ``missing`` when there is no file, ``{}`` when it is empty.
+
+    Raises:
+        ConfigError: unreadable, not JSON, or not an object (one line that says to fix it).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return missing
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror}); fix its permissions") from None
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{path}: not valid JSON ({exc}); fix it by hand, then install again"
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: not a JSON object; fix it by hand, then install again")
+    return data
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` in one rename (its mode kept; its folder made).
+
+    Raises:
+        ConfigError: the folder or the file cannot be written.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".filecache", dir=path.parent)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot write it ({exc.strerror})") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise ConfigError(f"{path}: cannot write it ({exc.strerror})") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
