@@ -33,6 +33,9 @@ Invariants:
 - A result backs FileRefs only within the connection's ``RefWindow`` (N calls, T minutes): an MCP
   server cannot see when the client compacts its context.
 - Stores open in the server's lifespan and are closed (blobs flushed) when it ends.
+- Only what the client received is a fact: a call whose request the client cancels
+  (``notifications/cancelled``) is abandoned (``Session.abandon``), while it runs (its commit
+  is rolled back) or after it was answered (its facts are forgotten before the next call).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ import logging
 import os
 import sys
 import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -55,6 +59,7 @@ from urllib.parse import unquote, urlparse
 from filecache import FileCache, ReadResult, Session, WriteResult
 from filecache.core.render import mcp_instructions
 from filecache.errors import ConfigError, FileCacheError, OutsideRootError, PathError
+from filecache.session import check_session_id, new_call_id
 from filecache.tools import call_session, check_arguments, schemas, tool_spec
 
 from .mcp_compat import (
@@ -85,6 +90,7 @@ __all__ = ["FileCacheServer", "ServeOptions", "build_server", "serve"]
 log = logging.getLogger("filecache.mcp")
 
 _ROOTS_TIMEOUT = 5.0  # seconds to wait for the client's roots/list answer
+_CALLS_KEPT = 256  # per connection: the request ids a notifications/cancelled may name
 
 
 @dataclass(frozen=True)
@@ -126,6 +132,21 @@ class _Connection:
         self.held = False  # whether it has held its lease (then it has a context of its own)
         self.client_roots: tuple[Path, ...] | None = None
         self.roots_known = False
+        # JSON-RPC request id -> the filecache call id it runs as: a notifications/cancelled
+        # for the request abandons the call (bounded: a cancel refers to a recent request)
+        self.calls: OrderedDict[str, str] = OrderedDict()
+
+    def started(self, request_id: object, call_id: str) -> None:
+        if request_id is None:
+            return
+        self.calls[str(request_id)] = call_id
+        while len(self.calls) > _CALLS_KEPT:
+            self.calls.popitem(last=False)
+
+    def abandon(self, call_id: str) -> None:
+        """The client gave up on ``call_id``: no session keeps a fact of it."""
+        for session in self.sessions:
+            session.abandon(call_id)
 
 
 class FileCacheServer:
@@ -134,6 +155,8 @@ class FileCacheServer:
     def __init__(self, options: ServeOptions, *, inline: bool = False) -> None:
         if not options.roots:
             raise ConfigError("serve needs at least one --root directory")
+        if options.session is not None:
+            check_session_id(options.session)
         roots = []
         for root in options.roots:
             real = Path(root).resolve()
@@ -328,6 +351,8 @@ class FileCacheServer:
             return wire_result(
                 ctx, await self.call(ctx, params.get("name"), params.get("arguments"))
             )
+        if ctx.method == "notifications/cancelled":
+            await self._cancelled(ctx)
         if ctx.method == "notifications/roots/list_changed":
             try:
                 conn = self.connections.peek(self._key(ctx)[0])
@@ -339,9 +364,34 @@ class FileCacheServer:
                 each.roots_known = False
         return await call_next(ctx)
 
+    async def _cancelled(self, ctx: Any) -> None:
+        """``notifications/cancelled``: the client will not use the request's answer, whether
+        it is still running (its commit is rolled back) or was answered already (the client
+        drops a late answer: its facts are forgotten, in the store too, before the next call
+        is answered). A cancel that names no call of ours is ignored."""
+        raw = (ctx.params or {}).get("requestId")
+        if raw is None:
+            return
+        try:
+            conns = [self.connections.peek(self._key(ctx)[0])]
+        except FileCacheError:
+            conns = []
+        if conns == [None]:  # not tied to its connection (mcp 1.x over HTTP): every one's
+            conns = list(self.connections.values())
+        for conn in conns:
+            cid = conn.calls.pop(str(raw), None) if conn is not None else None
+            if conn is not None and cid is not None:
+                conn.abandon(cid)
+                for session in conn.sessions:  # at once, for the other replicas of the store
+                    await anyio.to_thread.run_sync(_settle, session)
+
     async def call(self, ctx: Any, name: object, arguments: object) -> dict[str, Any]:
         """One tool call: arguments checked, then the op in a worker thread; every failure is
-        an ``isError`` result."""
+        an ``isError`` result. A call whose request is cancelled (the client's
+        ``notifications/cancelled``, which the SDK turns into a cancellation of this task)
+        is abandoned: it leaves no fact (``Session.abandon``)."""
+        cid: str | None = None
+        conn: _Connection | None = None
         try:
             spec = tool_spec(name if isinstance(name, str) else repr(name))
             args = check_arguments(spec, arguments if arguments is not None else {})
@@ -349,11 +399,19 @@ class FileCacheServer:
             if spec.name == "cache_stats":
                 payload = await anyio.to_thread.run_sync(self._stats, conn)
                 return _result(json.dumps(payload), payload)
+            cid = new_call_id()
+            conn.started(getattr(ctx, "request_id", None), cid)
             await self._client_roots(ctx, conn)
             if self.inline:
-                result = self._run(conn, args["path"], _op(args))
-            else:
-                result = await anyio.to_thread.run_sync(self._run, conn, args["path"], _op(args))
+                result = self._run(conn, args["path"], _op(args, cid))
+            else:  # a cancel does not wait for the thread: the call is abandoned at once
+                result = await anyio.to_thread.run_sync(
+                    self._run, conn, args["path"], _op(args, cid), abandon_on_cancel=True
+                )
+        except anyio.get_cancelled_exc_class():
+            if conn is not None and cid is not None:
+                conn.abandon(cid)
+            raise
         except FileCacheError as exc:
             return _error(str(exc))
         except Exception as exc:  # never crash the server on one bad call
@@ -463,9 +521,16 @@ def _path_of_uri(uri: str) -> Path | None:
     return Path(unquote(parsed.path)).resolve()
 
 
-def _op(args: dict[str, Any]) -> Callable[[Session], ReadResult | WriteResult]:
+def _op(args: dict[str, Any], cid: str) -> Callable[[Session], ReadResult | WriteResult]:
     """The ``Session`` call for checked arguments of read_file, write_file or edit_file."""
-    return lambda session: call_session(session, args)
+    return lambda session: call_session(session, args, cid)
+
+
+def _settle(session: Session) -> None:
+    try:
+        session.settle()
+    except FileCacheError as exc:  # the next call of the session records it
+        log.warning("could not record a cancelled call yet (%s)", exc)
 
 
 def _result(text: str, meta: dict[str, Any]) -> dict[str, Any]:

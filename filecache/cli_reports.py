@@ -6,10 +6,11 @@ code through the main group.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,9 +23,10 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def preset_option(help: str) -> Callable[[_F], _F]:
-    """``--preset cost|context`` (``PrunePolicy.preset``), for ``prune`` and ``replay``."""
+    """``--preset cost|context|seeds`` (``PrunePolicy.preset``), for ``prune`` and ``replay``."""
     return click.option(
-        "--preset", type=click.Choice(["cost", "context"]), default="cost", show_default=True,
+        "--preset", type=click.Choice(["cost", "context", "seeds"]), default="cost",
+        show_default=True,
         help=help,
     )  # fmt: skip
 
@@ -38,8 +40,28 @@ def cache_aware_option(lead: str) -> Callable[[_F], _F]:
     )  # fmt: skip
 
 
-def _progress_hidden() -> bool:
-    return not sys.stderr.isatty()
+@contextlib.contextmanager
+def _progress(dirs: Sequence[Path], quiet: bool) -> Iterator[Iterable[Path]]:
+    """The sessions to replay, with progress on stderr: a bar on a terminal, one line per
+    session replayed otherwise (a log, CI), nothing when ``quiet`` (``--json``)."""
+    if quiet:
+        yield dirs
+    elif sys.stderr.isatty():
+        with click.progressbar(
+            dirs, label="replaying", file=sys.stderr,
+            item_show_func=lambda d: d.name if d is not None else None,
+        ) as bar:  # fmt: skip
+            yield bar
+    else:
+        yield _lines(dirs)
+
+
+def _lines(dirs: Sequence[Path]) -> Iterator[Path]:
+    started = time.monotonic()
+    for n, d in enumerate(dirs, 1):
+        yield d  # the caller replays it before asking for the next
+        elapsed = time.monotonic() - started
+        click.echo(f"replayed {n}/{len(dirs)}: {d.name} ({elapsed:.1f} s)", err=True)
 
 
 def _write_html(path: Path, page: str) -> None:
@@ -98,6 +120,13 @@ def _write_html(path: Path, page: str) -> None:
     show_default=True,
     help="How prompt tokens are counted.",
 )
+@click.option(
+    "--cap/--no-cap",
+    default=True,
+    show_default=True,
+    help="A read answer larger than the agent's own recorded one is sent as recorded (as a "
+    "host integration falls back to the host's output); --no-cap: filecache's answers as is.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print totals and sessions as JSON.")
 @click.option(
     "--html",
@@ -119,6 +148,7 @@ def replay(
     trigger: int | None,
     read_mode: str,
     tokenizer: str,
+    cap: bool,
     as_json: bool,
     html_out: Path | None,
     store: str | None,
@@ -127,24 +157,18 @@ def replay(
     from filecache.prune.pruning import PrunePolicy
     from filecache.replay.replay import replay_session
     from filecache.replay.replay_metrics import combine
-    from filecache.replay.replay_report import format_replay, replay_html
+    from filecache.replay.replay_report import format_replay, replay_html, worse_than_recorded
 
     if compare or policy != "filecache":
         _compare(dirs, window, cache_aware, policy, compare, trigger, read_mode, tokenizer,
-                 as_json, html_out, store)  # fmt: skip
+                 as_json, html_out, store, cap)  # fmt: skip
         return
     aware = {} if cache_aware is None else {"cache_aware": cache_aware}
     rules = PrunePolicy.preset(preset, context_window=window, **aware) if window else None
-    with click.progressbar(
-        dirs,
-        label="replaying",
-        file=sys.stderr,
-        hidden=_progress_hidden(),
-        item_show_func=lambda d: d.name if d is not None else None,
-    ) as bar:
+    with _progress(dirs, as_json) as bar:
         replays = [
             replay_session(
-                d, tokenizer=tokenizer, policy=rules, read_mode=read_mode, store=store,
+                d, tokenizer=tokenizer, policy=rules, read_mode=read_mode, store=store, cap=cap,
             )
             for d in bar
         ]  # fmt: skip
@@ -153,7 +177,8 @@ def replay(
         _write_html(html_out, replay_html(replays, totals))
     if as_json:
         payload = {
-            "totals": totals.to_json(detail=False),
+            "totals": totals.to_json(detail=False)
+            | {"worse_than_recorded": [r.name for r in worse_than_recorded(replays)]},
             "sessions": [r.to_json() for r in replays],
         }
         click.echo(json.dumps(payload, indent=2))
@@ -183,6 +208,7 @@ def _compare(
     as_json: bool,
     html_out: Path | None,
     store: str | None,
+    cap: bool,
 ) -> None:
     from filecache.prune.peer_policies import PEER_POLICIES, parse_policy
     from filecache.replay.replay import replay_session
@@ -201,17 +227,11 @@ def _compare(
         except ValueError as exc:
             raise RequestError(str(exc)) from exc
         peers, presets = ("none", policy), ()
-    with click.progressbar(
-        dirs,
-        label="replaying",
-        file=sys.stderr,
-        hidden=_progress_hidden(),
-        item_show_func=lambda d: d.name if d is not None else None,
-    ) as bar:
+    with _progress(dirs, as_json) as bar:
         result = compare(
             bar, replay=replay_session, window=window, peers=peers, presets=presets,
             cache_aware=cache_aware, trigger=trigger, tokenizer=tokenizer, read_mode=read_mode,
-            store=store,
+            store=store, cap=cap,
         )  # fmt: skip
     if html_out is not None:
         _write_html(html_out, comparison_html(result))

@@ -28,12 +28,12 @@ for a root holding ``/usr``, 10 ms for this repository); for a read of a
 file with more than one hard link that is not known, when the file's ``st_ctime`` (which a new
 link or rename sets) is not older than the last walk.
 
-``secret_key`` is the key of keyed versions (``core.hashing.keyed_version``): derived from
-``FILECACHE_KEY`` when set (a fleet sets the same value on every machine, so a denied file's
-version is the same on all of them), else 32 random bytes in a file outside the root
-(``settings.key_file``, default ``$XDG_CONFIG_HOME/filecache/key``), made on first use
-with mode 0600; where it cannot be kept, a key for this process only (denied files then get
-content, never a FileRef, in other processes).
+``secret_key`` is the key of keyed versions (``core.hashing.keyed_version``): derived from the
+key of sealed store rows (``store.seal``: ``FILECACHE_KEY``, which a fleet sets to one value on
+every machine, else ``$XDG_CONFIG_HOME/filecache/key``), so one key file serves both; or, with
+``settings.key_file`` set and no ``FILECACHE_KEY``, 32 random bytes in that file, made on first
+use with mode 0600 and refused inside the root. Where no key file can be kept, a key for this
+process only (denied files then get content, never a FileRef, in other processes).
 
 Concurrency: ``SecretIndex._lock`` guards its maps; a walk runs under it.
 """
@@ -41,7 +41,6 @@ Concurrency: ``SecretIndex._lock`` guards its maps; a walk runs under it.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import stat
 import threading
@@ -54,6 +53,7 @@ import xxhash
 from filecache.errors import ConfigError
 from filecache.fsio import STORE_DIR, SWEEP_MAX_ENTRIES
 from filecache.settings import is_denied
+from filecache.store.seal import KEY_ENV, default_seal
 
 __all__ = ["MIN_LINE", "REWALK_AFTER", "SecretIndex", "secret_key"]
 
@@ -74,41 +74,22 @@ _MEMO_MAX = 4096  # texts whose answer ``reveals`` remembers
 _CTIME_SLACK_NS = 1_000_000_000  # file-system clocks lag the wall clock by a tick
 
 
-def default_key_file() -> Path | None:
-    """The user's key file (whether or not it exists yet), or None without a home folder."""
-    return _default_key_file()
-
-
-def _default_key_file() -> Path | None:
-    try:
-        base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    except (RuntimeError, KeyError):
-        return None  # no home folder: a key for this process
-    return Path(base) / "filecache" / "key"
-
-
 _process_key: bytes | None = None
 _keys: dict[str, bytes] = {}
 _keys_lock = threading.Lock()
 
 
 def secret_key(key_file: str | None, root: Path | None) -> bytes:
-    """The machine's key for keyed versions (see the module docstring); cached per file.
+    """The key of keyed versions (see the module docstring); a key file's is cached per file.
 
     Raises:
         ConfigError: ``key_file`` is inside ``root`` (a key that ships with the repository
             protects nothing).
     """
     global _process_key
-    given = os.environ.get("FILECACHE_KEY")
-    if given:
-        return hashlib.blake2b(given.encode("utf-8"), person=b"fc-denied", digest_size=32).digest()
-    path = Path(key_file).expanduser() if key_file else _default_key_file()
-    if path is None:
-        with _keys_lock:
-            if _process_key is None:
-                _process_key = os.urandom(32)
-            return _process_key
+    if os.environ.get(KEY_ENV) or not key_file:
+        return bytes.fromhex(default_seal().tag(b"filecache: the key of denied versions"))
+    path = Path(key_file).expanduser()
     if root is not None:
         with contextlib.suppress(OSError, ValueError):
             resolved = path.resolve()

@@ -79,7 +79,7 @@ from filecache.turns import SessionState, Turn
 if TYPE_CHECKING:
     from filecache.prune.transcript import Transcript
 
-__all__ = ["MODES", "Session", "check_session_id"]
+__all__ = ["MODES", "Session", "check_session_id", "new_call_id"]
 
 
 MODES = ("auto", "full", "outline")
@@ -139,7 +139,7 @@ class Session:
         if symbol is not None and (ranged or mode == "outline"):
             raise RequestError("pass symbol alone, without offset/limit or mode='outline'")
         cid = self._call_id(call_id)
-        self._state.claim(cid)
+        self._state.ended(cid, failed=False)
 
         def read_at(loc: Located) -> ReadResult:
             for attempt in range(3):
@@ -155,7 +155,16 @@ class Session:
                         raise
             raise AssertionError("unreachable")  # pragma: no cover
 
-        return self._locations.retry(path, read_at)
+        return self._attempt(cid, lambda: self._locations.retry(path, read_at))
+
+    def _attempt(self, cid: str, call: Callable[[], _T]) -> _T:
+        """Run one attempt of the call ``cid``; one that raised recorded nothing of itself, so
+        an abandonment of it is spent (``SessionState.ended``)."""
+        try:
+            return call()
+        except BaseException:
+            self._state.ended(cid, failed=True)
+            raise
 
     def _read(
         self,
@@ -224,7 +233,7 @@ class Session:
 
             return self._change(loc, cid, "written", plan, [content], must_exist=False)
 
-        return self._locations.retry(path, write_at)
+        return self._attempt(cid, lambda: self._locations.retry(path, write_at))
 
     def edit(
         self,
@@ -255,10 +264,10 @@ class Session:
         else:
             pairs = list(edits)
         cid = self._call_id(call_id)
-        return self._locations.retry(path, lambda loc: self._change(
+        return self._attempt(cid, lambda: self._locations.retry(path, lambda loc: self._change(
             loc, cid, "edited", self._edit_plan(loc, cid, pairs, replace_all),
             [new for _, new in pairs], must_exist=True,
-        ))  # fmt: skip
+        )))  # fmt: skip
 
     def _edit_plan(
         self,
@@ -312,11 +321,11 @@ class Session:
     def abandon(self, call_ids: str | Iterable[str]) -> None:
         """The caller gave up on these calls (a cancelled task, a timeout, an MCP
         ``notifications/cancelled``): their answers never reached the model, so they leave no
-        fact. Never blocks. A call still running is rolled back at its commit (a write or edit
-        that already replaced its file is recorded as a change the model did not see); one
-        already committed is forgotten by this session object's next call, in that call's
-        commit (``settle`` does it at once). A later call with the same id is a retry: it is
-        answered, and no longer abandoned."""
+        fact. Never blocks. A call still running (or not yet started) is rolled back at its
+        commit (a write or edit that already replaced its file is recorded as an edit the model
+        did not see); one already committed is forgotten by this session object's next call,
+        in that call's commit (``settle`` does it at once). Once the abandoned attempt ended, a
+        call with the same id is a retry: answered as ``read``/``edit`` say."""
         self._state.abandon([call_ids] if isinstance(call_ids, str) else call_ids)
 
     def settle(self) -> None:
@@ -699,7 +708,7 @@ class Session:
         ``sync`` checks later.
         """
         cache = self.cache
-        self._state.claim(cid)
+        self._state.ended(cid, failed=False)
         with self._turn() as turn, cache.path_lock(loc.rel):
             done = self._done_before(turn, loc, cid, kind)
             if done is not None:
@@ -885,12 +894,16 @@ class Session:
                 self._state.catch_up()
             turn = Turn(self._state)
             self._current = turn
+            gone = self._state.take_committed_abandoned()
             try:
-                gone = self._state.take_committed_abandoned()
                 if gone:  # answers that never reached their caller: forgotten in this commit
                     self._forget_in(turn, gone)
                 yield turn
                 turn.commit()
+            except BaseException:
+                if gone:
+                    self._state.give_back(gone)
+                raise
             finally:
                 self._current = None
 
@@ -901,9 +914,14 @@ class Session:
         return self.cache.digest(text, True) if secret else args_hash(text)
 
     def _call_id(self, call_id: str | None) -> str:
-        # os.urandom is what secrets.token_hex reads; secrets itself (hmac) costs ~10 ms import.
-        # 12 decimal digits (~40 bits): always 4 o200k tokens, where 10 hex digits cost 4-10.
-        return call_id if call_id else f"fc-{int.from_bytes(os.urandom(5)) % 10**12:012d}"
+        return call_id if call_id else new_call_id()
+
+
+def new_call_id() -> str:
+    """A generated call id, ``fc-`` and 12 digits."""
+    # os.urandom is what secrets.token_hex reads; secrets itself (hmac) costs ~10 ms import.
+    # 12 decimal digits (~40 bits): always 4 o200k tokens, where 10 hex digits cost 4-10.
+    return f"fc-{int.from_bytes(os.urandom(5)) % 10**12:012d}"
 
 
 def check_session_id(session_id: str) -> None:

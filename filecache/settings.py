@@ -14,10 +14,11 @@ Precedence, lowest first: the defaults below; a ``[tool.filecache]`` table in th
   env). The model is still shown what it reads; see ``FileCache.denied``. Denied too: a file
   that is a denied file under another name (a hard link: same device and inode), and a version
   or a tool's output that holds a denied file's lines (``filecache.secrecy``).
-- ``key_file`` (None: ``$XDG_CONFIG_HOME/filecache/key``): the key of denied files'
-  versions (a keyed BLAKE2b, so no stored hash gives a low-entropy secret back); made on first
-  use, mode 0600; refused inside the root. ``FILECACHE_KEY`` (a value a fleet sets on every
-  machine) takes its place when set.
+- ``key_file`` (None): a file for the key of denied files' versions (a keyed BLAKE2b, so no
+  stored hash gives a low-entropy secret back) and of the raw-answer seal; None (the default)
+  derives it from the key of sealed store rows (``FILECACHE_KEY``, else
+  ``$XDG_CONFIG_HOME/filecache/key``), as does a set ``FILECACHE_KEY``. Made on first use, mode
+  0600; refused inside the root.
 - ``retention_days`` (30): sessions unused this long are garbage-collected.
 - ``max_file_bytes`` (4 MiB): whole reads of larger files are refused (use offset/limit).
 - ``diff_max_ratio`` (0.6): a diff is sent only if its tokens are at most this fraction of the

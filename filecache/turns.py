@@ -18,7 +18,8 @@ Invariants:
   after its commit is forgotten by the session's next turn, in that turn's commit.
 - Exactly once: a commit whose reply was lost is resolved from the store (``Turn._landed``):
   landed, and the call returns its answer; not landed, and it raises with nothing recorded;
-  unknown, and it raises with its calls abandoned (forgotten if they turn out to have landed).
+  unknown, and it raises with its calls marked unsure (forgotten if they turn out to have
+  landed, unless a retry of the same call id answered them first).
 
 The caller (``Session._turn``) holds the session's thread lock and store lock around a turn.
 """
@@ -51,11 +52,14 @@ class SessionState:
         self.seen: dict[str, str | None] = {}  # last version observed per path
         self.tool_keys: set[str] = set()  # views of decorated tools' outputs (not files)
         self.loaded = False  # the first turn loads the views from the store
-        # Call ids whose answer never reached the caller (``Session.abandon``, a commit whose
-        # outcome was unknown): a turn that logs one is not committed (or, if it already
-        # replaced a file, commits without the facts relying on it), and a committed one is
-        # forgotten by the next turn. Insertion-ordered, bounded; its own lock (any thread).
+        # Call ids whose answer never reached the caller (``Session.abandon``): a turn that
+        # logs one is not committed (or, if it already replaced a file, commits without the
+        # facts relying on it), and a committed one is forgotten by the next turn. ``unsure``:
+        # calls whose commit failed without telling whether it landed: forgotten by the next
+        # turn if they did (never refused: a retry of one is welcome). Insertion-ordered,
+        # bounded, under their own lock (any thread may abandon).
         self.abandoned: dict[str, None] = {}
+        self.unsure: dict[str, None] = {}
         self.abandoned_lock = threading.Lock()
 
     def catch_up(self) -> None:
@@ -85,31 +89,41 @@ class SessionState:
         self.seq = head
         self.loaded = True
 
-    def abandon(self, call_ids: Iterable[str]) -> None:
-        """The answers of ``call_ids`` never reached the caller (see ``abandoned``)."""
+    def abandon(self, call_ids: Iterable[str], *, unsure: bool = False) -> None:
+        """The answers of ``call_ids`` never reached the caller (``unsure``: may not have;
+        see ``abandoned``)."""
+        into = self.unsure if unsure else self.abandoned
         with self.abandoned_lock:
             for cid in call_ids:
-                self.abandoned[cid] = None
-            while len(self.abandoned) > _MAX_ABANDONED:
-                del self.abandoned[next(iter(self.abandoned))]
+                into[cid] = None
+            while len(into) > _MAX_ABANDONED:
+                del into[next(iter(into))]
 
     def is_abandoned(self, call_id: str) -> bool:
         with self.abandoned_lock:
             return call_id in self.abandoned
 
-    def claim(self, call_id: str) -> None:
-        """A call with ``call_id`` begins (a retry, maybe): it is not abandoned."""
+    def ended(self, call_id: str, *, failed: bool) -> None:
+        """A call of ``call_id`` begins (``failed=False``: a retry of an unsure one is answered
+        now) or raised (``failed=True``: nothing of it was committed, so its abandonment is
+        spent and a retry with the same id is a new call)."""
         with self.abandoned_lock:
-            self.abandoned.pop(call_id, None)
+            (self.abandoned if failed else self.unsure).pop(call_id, None)
 
     def take_committed_abandoned(self) -> set[str]:
-        """The abandoned call ids that were committed: to be forgotten now (and no longer
-        abandoned: their facts are gone once the caller's turn commits)."""
+        """The abandoned (or unsure) call ids that were committed: to be forgotten now, and no
+        longer kept (``give_back`` if the turn that forgets them fails)."""
         with self.abandoned_lock:
-            found = {cid for cid in self.abandoned if cid in self.call_seq}
-            for cid in found:
-                del self.abandoned[cid]
+            found = set()
+            for into in (self.abandoned, self.unsure):
+                for cid in [c for c in into if c in self.call_seq]:
+                    del into[cid]
+                    found.add(cid)
             return found
+
+    def give_back(self, call_ids: Iterable[str]) -> None:
+        """Call ids ``take_committed_abandoned`` gave to a turn that then failed."""
+        self.abandon(call_ids, unsure=True)
 
     def last_seen(self, key: str, view: PathView) -> str | None:
         """The version of ``key`` this session last saw (read, wrote or noticed), else the
@@ -228,7 +242,7 @@ class Turn:
         try:
             stored = state.store.settled_events(state.id, self.base)
         except StoreError:
-            state.abandon(e.call_id for e in self.events)
+            state.abandon((e.call_id for e in self.events), unsure=True)
             raise
         if not stored or (stored[0].seq, stored[0].call_id, stored[0].created) != (
             first.seq,

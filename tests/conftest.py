@@ -19,22 +19,15 @@ NOTES = "".join(f"line {i}: the quick brown fox jumps over the lazy dog\n" for i
 """60 lines: large enough that a FileRef or a one-line diff is clearly smaller than the content."""
 
 
-@pytest.fixture(scope="session")
-def _key_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The secret key of keyed versions for this run: never the developer's own."""
-    return tmp_path_factory.mktemp("key") / "secret.key"
-
-
 @pytest.fixture(autouse=True)
 def _no_filecache_environment(
-    monkeypatch: pytest.MonkeyPatch, _key_file: Path, tmp_path_factory: pytest.TempPathFactory
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """Tests do not see the developer's ``FILECACHE_*`` settings (session, store, limits), nor
     their keys: the run's own key file and config folder, under the run's temp folder
     (subprocesses and servers the tests start inherit them)."""
     for name in [n for n in os.environ if n.startswith("FILECACHE_")]:
         monkeypatch.delenv(name)
-    monkeypatch.setenv("FILECACHE_KEY_FILE", str(_key_file))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.getbasetemp() / "config"))
 
 

@@ -17,7 +17,7 @@ import threading
 from types import TracebackType
 from typing import Self
 
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import conninfo_to_dict
 
 __all__ = ["Proxy"]
 
@@ -32,19 +32,33 @@ class Proxy:
         self._target = (str(parts.get("host") or "127.0.0.1"), int(parts.get("port") or 5432))
         self._listener = socket.create_server(("127.0.0.1", 0))
         port = self._listener.getsockname()[1]
-        self.url = make_conninfo(url, host="127.0.0.1", port=port)
+        scheme, _, rest = url.partition("://")
+        userinfo, _, location = rest.rpartition("@")
+        path = location.partition("/")[2]
+        self.url = f"{scheme}://{userinfo + '@' if userinfo else ''}127.0.0.1:{port}/{path}"
         self._lock = threading.Lock()
         self._needle: bytes | None = None
         self.lost = threading.Event()  # set once a reply was lost
         self._closed = False
+        self._then_down = False
+        self._down = False
+        self._pairs: list[_Pair] = []
         self._sockets: list[socket.socket] = []
         threading.Thread(target=self._accept, name="pg-proxy", daemon=True).start()
 
-    def lose_reply_to(self, needle: bytes) -> None:
-        """Lose the reply to the next client message that contains ``needle``."""
+    def lose_reply_to(self, needle: bytes, *, then_down: bool = False) -> None:
+        """Lose the reply to the next client message that contains ``needle``; ``then_down``:
+        then cut every other connection too and refuse new ones until ``up()`` (the server
+        is unreachable: nobody can tell whether the work was done)."""
         with self._lock:
             self._needle = needle
+            self._then_down = then_down
             self.lost.clear()
+
+    def up(self) -> None:
+        """Accept connections again (after ``lose_reply_to(..., then_down=True)``)."""
+        with self._lock:
+            self._down = False
 
     def close(self) -> None:
         self._closed = True
@@ -70,10 +84,16 @@ class Proxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            with self._lock:
+                down = self._down
+            if down:
+                _close(client)
+                continue
             server = socket.create_connection(self._target)
+            pair = _Pair(client, server)
             with self._lock:
                 self._sockets += [client, server]
-            pair = _Pair(client, server)
+                self._pairs.append(pair)
             threading.Thread(target=self._upstream, args=(pair,), daemon=True).start()
             threading.Thread(target=self._downstream, args=(pair,), daemon=True).start()
 
@@ -111,6 +131,11 @@ class Proxy:
             if pair.swallow:
                 swallowed += data
                 if _READY_FOR_QUERY in swallowed:
+                    with self._lock:
+                        if self._then_down:
+                            self._down = True
+                            for other in self._pairs:
+                                other.close()
                     pair.close()
                     self.lost.set()
                     return

@@ -96,3 +96,15 @@ def test_any_mix_of_forms_of_the_marker_is_refused(root: Path, forms: list, pad:
         with pytest.raises(MarkerError):
             cache.session("s").write("new.txt", f"{pad.replace(chr(0), '')}\n{line}\n")
     assert not (root / "new.txt").exists()
+
+
+def test_hostile_lines_are_checked_in_linear_time(root: Path) -> None:
+    """Lines built to make a backtracking FileRef pattern cubic (``filecache`` and ``changed``
+    repeated, no ``since your result``) are checked by string searches: this returns (a
+    regex with two ``.*`` would not finish); one real FileRef at the end is still found."""
+    hostile = "[filecache changed " * 40_000
+    with FileCache(root, store=":memory:") as cache:
+        session = cache.session("s")
+        session.write("big.txt", hostile.replace("[", "") + "\n")  # no marker: allowed
+        with pytest.raises(MarkerError):
+            session.write("big.txt", hostile.replace("[", "") + "\n" + FILEREF + "\n")

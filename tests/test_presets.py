@@ -3,6 +3,7 @@ cost gate's model of the requests after a cut (``prune_cost``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -37,9 +38,12 @@ def total(messages: list[Any]) -> int:
 # -- presets --------------------------------------------------------------------------------
 
 
-def test_the_cost_preset_is_the_defaults() -> None:
-    assert PrunePolicy.preset("cost") == PrunePolicy()
-    assert PrunePolicy.preset("cost", context_window=64_000) == PrunePolicy(context_window=64_000)
+def test_the_cost_preset_is_the_context_rules_with_the_cost_gate() -> None:
+    cost = PrunePolicy.preset("cost", context_window=64_000)
+    context = PrunePolicy.preset("context", context_window=64_000)
+    assert cost.cache_aware and not context.cache_aware
+    assert cost == dataclasses.replace(context, cache_aware=True, min_turns_left=20)
+    assert PrunePolicy().prune_at == 0.65 and PrunePolicy().cache_aware  # the seeds' defaults
 
 
 def test_the_context_preset_prunes_early_and_without_the_cost_gate() -> None:
@@ -49,11 +53,14 @@ def test_the_context_preset_prunes_early_and_without_the_cost_gate() -> None:
     assert (context.in_use_turns, context.keep_edited, context.output_first) == (25, True, True)
     assert not context.degrade and PrunePolicy().degrade
     assert PrunePolicy.preset("context", cache_aware=True).cache_aware  # overrides win
-    assert set(PRESETS) == {"cost", "context"}
+    assert set(PRESETS) == {"cost", "context", "seeds"}
+    assert PrunePolicy.preset("seeds") == PrunePolicy()
 
 
 def test_an_unknown_preset_says_which_exist() -> None:
-    with pytest.raises(ConfigError, match="unknown preset 'small'; choose one of cost, context"):
+    with pytest.raises(
+        ConfigError, match="unknown preset 'small'; choose one of cost, context, seeds"
+    ):
         PrunePolicy.preset("small")
 
 
@@ -213,12 +220,24 @@ def test_the_gate_takes_a_deep_cut_only_when_it_would_be_forced_soon(
 # -- in a replay and on the command line ----------------------------------------------------
 
 
-def test_the_context_preset_sends_fewer_tokens_in_a_replay_and_stays_correct() -> None:
-    window = 8_000
+def test_the_presets_in_a_replay_the_gate_decides_and_both_stay_correct() -> None:
+    window = 32_000
     cost = replay_session(PYTEST, policy=PrunePolicy.preset("cost", context_window=window))
     context = replay_session(PYTEST, policy=PrunePolicy.preset("context", context_window=window))
+    seeds = replay_session(PYTEST, policy=PrunePolicy(context_window=window))
+    gate_early = dataclasses.replace(
+        PrunePolicy.preset("cost", context_window=window), min_turns_left=1
+    )  # "as many requests again as so far": early cuts look as if they could not pay
+    early = replay_session(PYTEST, policy=gate_early)
     assert context.prompt_tokens.filecache < cost.prompt_tokens.filecache
-    assert (context.stale_views, context.dangling_refs, context.files_identical) == (0, 0, True)
+    # the gate decides: it declines cuts, and bills less than cutting everything (context),
+    # than the seeds' late trigger, and than the gate that expects too few requests to come
+    assert cost.pruning.dropped_by_gate > 0 == context.pruning.dropped_by_gate
+    assert cost.billed.filecache < min(
+        context.billed.filecache, seeds.billed.filecache, early.billed.filecache
+    )  # fmt: skip
+    for r in (cost, context):
+        assert (r.stale_views, r.dangling_refs, r.files_identical) == (0, 0, True)
     assert context.pruning.passes > cost.pruning.passes
 
 
@@ -228,7 +247,7 @@ def test_preset_on_the_command_line(tmp_path: Path) -> None:
     runner = CliRunner()
     runs = {}
     for preset in ("cost", "context"):
-        args = ["replay", str(trace), "--window", "8000", "--preset", preset, "--json"]
+        args = ["replay", str(trace), "--window", "32000", "--preset", preset, "--json"]
         result = runner.invoke(main, args, catch_exceptions=False)
         assert result.exit_code == 0, result.stderr
         runs[preset] = json.loads(result.stdout)["totals"]
@@ -248,10 +267,10 @@ def test_preset_on_the_command_line(tmp_path: Path) -> None:
         result = runner.invoke(main, [*args, "--store", str(tmp_path / f"{preset}.db")])
         assert result.exit_code == 0, result.stderr
         out[preset] = json.loads(result.stdout)
-    assert out["cost"] == chat.messages  # far under 65% of the window
-    assert out["context"] != chat.messages
+    # both clear the old output: a cut right before the protected tail pays at once
+    assert out["cost"] != chat.messages and out["context"] != chat.messages
     bad = runner.invoke(main, ["prune", str(source), "--preset", "small"])
-    assert bad.exit_code == 2 and "'small' is not one of 'cost', 'context'" in bad.stderr
+    assert bad.exit_code == 2 and "'small' is not one of 'cost', 'context', 'seeds'" in bad.stderr
 
 
 def test_a_read_whose_lines_later_reads_show_between_them_is_superseded() -> None:

@@ -175,7 +175,7 @@ def test_prune_writes_the_output_file_and_reports_as_json(
     out, store = tmp_path / "out.json", tmp_path / "store.db"
     window = int(prompt_tokens(messages) / 0.8)
     args = ["prune", source, "-o", out, "--window", window, "--store", store, "--json"]
-    result = run(runner, *args, "--no-cache-aware")
+    result = run(runner, *args, "--no-cache-aware", "--preset", "seeds")
     assert result.exit_code == 0, result.stderr
     expected = prune_messages(
         messages, store=MemoryStore(), policy=PrunePolicy(context_window=window, cache_aware=False)
@@ -201,10 +201,12 @@ def test_prune_to_stdout_with_the_window_and_format_given(
 ) -> None:
     source, messages = transcript
     store = tmp_path / "store.db"
-    calm = run(runner, "prune", source, "--store", store, "--format", "openai")
+    calm = run(runner, "prune", source, "--store", store, "--format", "openai", "--preset", "seeds")
     assert calm.exit_code == 0 and json.loads(calm.stdout) == messages  # 128k: no pressure
     window = str(prompt_tokens(messages) // 2)
-    pressed = run(runner, "prune", source, "--window", window, "--store", store)
+    pressed = run(
+        runner, "prune", source, "--window", window, "--store", store, "--preset", "seeds"
+    )
     out = json.loads(pressed.stdout)
     assert tier(bodies(out)["r1"]) == "clear" and bodies(out)["b2"] == LISTING
     wrong = run(runner, "prune", source, "--window", window, "--format", "anthropic")
@@ -216,7 +218,10 @@ def test_prune_json_without_output_keeps_messages_on_stdout(
 ) -> None:
     source, messages = transcript
     window = str(prompt_tokens(messages) // 2)
-    both = run(runner, "prune", source, "--window", window, "--store", tmp_path / "s.db", "--json")
+    both = run(
+        runner, "prune", source, "--window", window, "--store", tmp_path / "s.db", "--json",
+        "--preset", "seeds",
+    )  # fmt: skip
     assert both.exit_code == 0
     assert tier(bodies(json.loads(both.stdout))["r1"]) == "clear"  # the messages: stdout
     assert json.loads(both.stderr)["reclaimed"] > 0  # the report: stderr
@@ -241,7 +246,7 @@ def test_cache_awareness_decides_whether_a_deep_cut_is_made(
     source, messages = transcript
     window = str(int(prompt_tokens(messages) / 0.8))
     args = ["prune", source, "--window", window, "--store", tmp_path / "s.db", flag, "--json"]
-    result = run(runner, *args, "-o", tmp_path / "out.json")
+    result = run(runner, *args, "-o", tmp_path / "out.json", "--preset", "seeds")
     report = json.loads(result.stdout)
     assert json.loads((tmp_path / "out.json").read_text()) != messages
     assert report["actions"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -86,8 +87,12 @@ def test_fixture_replay_saves_tokens_and_ends_identical() -> None:
 
 
 def test_full_read_mode_sends_file_refs() -> None:
-    r = replay_session(FIXTURE, read_mode="full")
-    assert r.reads["outline"] == 0 and r.reads["unchanged"] >= 4
+    r = replay_session(FIXTURE, read_mode="full", cap=False)
+    assert r.reads["outline"] == 0 and r.reads["unchanged"] >= 4 and r.capped == 0
+    # capped, the whole 9,000-token file goes as SWE-agent's own abbreviated view instead
+    capped = replay_session(FIXTURE, read_mode="full")
+    assert capped.capped >= 1 and (capped.stale_views, capped.dangling_refs) == (0, 0)
+    assert capped.prompt_tokens.filecache < r.prompt_tokens.filecache
     assert (r.stale_views, r.dangling_refs) == (0, 0)
 
 
@@ -217,7 +222,7 @@ def test_replayed_edits_match_a_plain_application(tmp_path: Path) -> None:
         ],
         {"notes.txt": text},
     )
-    r = replay_session(session)
+    r = replay_session(session, cap=False)  # the recorded results are placeholders
     assert r.files_identical
     # A FileRef is never larger than the content: the one-line file is sent again.
     assert [c["kind"] for c in r.calls] == ["full", "edited", "written", "unchanged", "full"]
@@ -289,9 +294,10 @@ def test_cli_json_schema() -> None:
         assert s["sessions"] == 1
         assert set(s["series"]) == {"recorded", "plain", "filecache"}
         assert all(len(v) == s["requests"] for v in s["series"].values())
-        assert {"call_id", "tool", "path", "kind", "plain_tokens", "filecache_tokens", "error"} == (
-            set(s["calls"][0])
-        )
+        assert {
+            "call_id", "tool", "path", "kind", "plain_tokens", "filecache_tokens",
+            "recorded_tokens", "error", "capped",
+        } == set(s["calls"][0])  # fmt: skip
     assert sessions[0]["name"] == FIXTURE.name and sessions[0]["files_identical"] is True
 
 
@@ -325,3 +331,50 @@ def test_cli_html_page(tmp_path: Path) -> None:
     assert len(lines) == 3  # recorded, plain, filecache
     assert "<script" not in page.lower()
     assert SCRIPTED.name in page
+
+
+def test_html_opens_with_a_sortable_table_of_the_sessions(tmp_path: Path) -> None:
+    """The page starts with the per-session table: the totals first, regressions first (a
+    session that costs more than recorded leads, highlighted), other orders one link away
+    (CSS :target, no script), each name a link to that session's chart."""
+    import re
+
+    from html_check import check_page
+
+    from filecache.replay.replay_report import replay_html
+
+    good, worse = replay_session(FIXTURE), replay_session(SCRIPTED, read_mode="full")
+    cost = {"prompt_tokens": dataclasses.replace(worse.prompt_tokens, filecache=10**7)}
+    worse = dataclasses.replace(worse, **cost)  # a regression, whatever the code does
+    page = replay_html([good, worse], combine([good, worse]))
+    check_page(page, tmp_path)
+    tables = re.findall(r'<div class="sort" id="by-(\w+)">(.*?)</div>', page, flags=re.S)
+    assert [t for t, _ in tables] == ["regressions", "billed", "recall", "session"]
+    assert page.index('id="by-regressions"') < page.index("<svg")  # the table opens the page
+    for order, table in tables:
+        names = re.findall(r'<tr[^>]*><td>(?:<a href="#([^"]+)">)?([^<]+)', table)
+        assert names[0][1] == "total", order  # the totals row stays first
+        for anchor, _ in names[1:]:
+            assert f'<h2 id="{anchor}">' in page  # every name links to its chart
+    first = re.findall(r'<tr class="worse"><td><a href="#[^"]+">([^<]+)', tables[0][1])
+    assert first == [SCRIPTED.name]
+    rows = re.findall(r'<tr(?: class="worse")?><td><a href="#[^"]+">([^<]+)', tables[0][1])
+    assert rows == [SCRIPTED.name, FIXTURE.name]  # regressions first
+    rows = re.findall(r'<tr(?: class="worse")?><td><a href="#[^"]+">([^<]+)', tables[3][1])
+    assert rows == sorted([SCRIPTED.name, FIXTURE.name])
+
+
+def test_progress_a_line_per_session_off_a_terminal_and_nothing_under_json() -> None:
+    result = _invoke(str(FIXTURE), str(SCRIPTED))
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("replayed ")]
+    assert [line.split(" (")[0] for line in lines] == [
+        f"replayed 1/2: {FIXTURE.name}", f"replayed 2/2: {SCRIPTED.name}"
+    ]  # fmt: skip
+    quiet = _invoke(str(FIXTURE), str(SCRIPTED), "--json")
+    assert quiet.exit_code == 0 and "replayed" not in quiet.stderr
+    json.loads(quiet.stdout)
+    compared = _invoke(str(FIXTURE), "--window", "16000", "--compare")
+    assert f"replayed 1/1: {FIXTURE.name}" in compared.stderr
+    quiet = _invoke(str(FIXTURE), "--compare", "--window", "16000", "--json")
+    assert quiet.exit_code == 0 and "replayed" not in quiet.stderr

@@ -225,3 +225,38 @@ def test_an_edit_with_several_replacements_is_replayed_in_order(tmp_path: Path) 
     view = ModelView(rec.calls)
     for cid, text in rec.results:
         assert view.feed(cid, text) is None
+
+
+def test_an_intact_edit_confirmation_places_the_new_lines_when_the_read_was_pruned(
+    tmp_path: Path,
+) -> None:
+    """The read the edit was made from is pruned (forgotten), its confirmation is intact: the
+    confirmation says where the new text landed, so a FileRef to those lines rebuilds; lines
+    the model held only through the pruned read do not."""
+    root = _root(tmp_path)
+    new = "line 9: rewritten by the model, a whole line of new text\n"
+    with FileCache(root, store=":memory:") as cache:
+        rec = Recorder(root, cache)
+        first = rec.call("read_file", path="a.py")
+        edit = rec.call("edit_file", path="a.py", old_string=LINES[9], new_string=new)
+        rec.session.forget([first.call_id])  # pruned from every later request
+        ref = rec.call("read_file", path="a.py", offset=10, limit=1)
+        other = rec.call("read_file", path="a.py", offset=20, limit=2)
+    assert "changed: line 10" in edit.text
+    assert (ref.kind, other.kind) == ("unchanged", "partial")
+    view = ModelView(rec.calls)
+    view.feed(first.call_id, "[cleared tool result: read a.py]")
+    assert view.feed(edit.call_id, edit.text) is None
+    assert view.feed(ref.call_id, ref.text) is None  # line 10 is the edit's own text
+    assert view.feed(other.call_id, other.text) is None
+    # without the confirmation the model cannot tell where the edit landed
+    blind = ModelView(rec.calls)
+    blind.feed(first.call_id, "[cleared]")
+    blind.feed(edit.call_id, "[cleared]")
+    assert "cannot be rebuilt" in (blind.feed(ref.call_id, ref.text) or "")
+    # nor from a confirmation that does not say where (too many places to list)
+    unplaced = FileCall(**{**edit.__dict__, "text": edit.text.split("; changed")[0] + ".\n"})
+    vague = ModelView({**rec.calls, edit.call_id: unplaced})
+    vague.feed(first.call_id, "[cleared]")
+    vague.feed(edit.call_id, unplaced.text)
+    assert "cannot be rebuilt" in (vague.feed(ref.call_id, ref.text) or "")

@@ -87,3 +87,54 @@ def test_replay_serves_reads_redoes_sed_i_and_keeps_what_it_cannot_show(tmp_path
     assert all(plain[m["tool_call_id"]] == m["content"] for m in recorded if m["role"] == "tool")
     tokens = replay.prompt_tokens
     assert tokens.filecache < tokens.plain == tokens.recorded
+
+
+def test_served_shell_reads_are_in_every_peers_history(tmp_path: Path) -> None:
+    """A peer's run is the recording with its policy applied: a policy that changes nothing
+    sends exactly the recorded requests, shell reads included (they were left out, giving peers
+    savings they never made)."""
+    lines = TEXT.splitlines(keepends=True)
+    part = "".join(lines[4:25])
+    trace = _trace(
+        tmp_path,
+        [
+            ("sed -n '5,25p' m.py", part),
+            ("ls", "m.py\n"),
+            ("sed -n '5,25p' m.py", part),
+            ("ls", "m.py\n"),
+        ],  # fmt: skip
+    )
+    peers = ("anthropic-clear-tool-uses", "claude-code-dedup", "opencode")
+    replay = replay_session(trace, peers=peers, trigger=10**9)
+    assert {c["call_id"] for c in replay.calls if c.get("shell")} == {"c1", "c3"}
+    for name in peers:  # none fires here (the trigger, no Read tool, no user turn ends)
+        run = replay.policies[name]
+        assert run.prompt_tokens == replay.prompt_tokens.recorded, name
+        assert run.billed == replay.billed.recorded, name
+        assert (run.results, run.stale, run.dangling) == (0, 0, 0), name
+    cleared = replay_session(trace, peers=("anthropic-clear-tool-uses",), trigger=1)
+    run = cleared.policies["anthropic-clear-tool-uses"]  # keeps 3: clears the first read
+    assert run.results == 1 and run.prompt_tokens < replay.prompt_tokens.recorded
+
+
+def test_recall_counts_the_files_shell_reads_use() -> None:
+    """A shell agent's files are in use too: both recalls have pairs, and the recording's
+    lines come from its own output (numbered or from the read's first line)."""
+    import tempfile
+
+    lines = TEXT.splitlines(keepends=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = _trace(
+            Path(tmp),
+            [
+                ("sed -n '5,25p' m.py", "".join(lines[4:25])),
+                ("nl -ba m.py | sed -n '1,10p'", "".join(
+                    f"{n:6d}\t{t}" for n, t in enumerate(lines[:10], 1)
+                )),
+                ("sed -n '5,25p' m.py", "".join(lines[4:25])),
+            ],
+        )  # fmt: skip
+        replay = replay_session(trace)
+    assert replay.recall_pairs == 2 and replay.recall == 1.0
+    assert replay.recall_all_pairs == 2 and replay.recall_all == 1.0
+    assert replay.lines_in_use == (80, 21 + 25, 21 + 25)

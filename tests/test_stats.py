@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from filecache import FileCache
 from filecache.cli import main
 from filecache.replay.replay import replay_session
-from filecache.stats import collect_stats, format_stats, stats_html
+from filecache.stats import collect_stats, format_stats, session_rows, stats_html
 from filecache.store.sqlite_store import SqliteStore
 
 SESSIONS = Path(__file__).parent.parent / "fixtures" / "sessions"
@@ -47,9 +47,11 @@ def test_collect_stats_from_replayed_sessions(replayed: Path) -> None:
     assert o.tokens == sum(s.tokens for s in report.sessions)
     assert o.tokens_full == sum(s.tokens_full for s in report.sessions)
     assert o.saved == o.tokens_full - o.tokens > 0
-    assert set(o.saved_by_kind) >= {"FileRef", "diff", "outline", "pruning"}
-    # the real session's large file was outlined; the scripted one re-read files it held
-    assert by_id[FIXTURE.name].saved_by_kind["outline"] > 0
+    assert set(o.saved_by_kind) >= {"FileRef", "diff", "pruning"}
+    # the real session's large file was outlined: counted as what it showed, not as saved
+    real = by_id[FIXTURE.name]
+    assert "outline" not in real.saved_by_kind and real.outlines == real.reads["outline"] == 1
+    assert 0 < real.outline_tokens < real.outlined_whole
     assert by_id[SCRIPTED.name].saved_by_kind["FileRef"] > 0
     pruned = by_id[SCRIPTED.name]
     assert sum(pruned.pruned.values()) > 0 and pruned.reclaimed > 0
@@ -58,7 +60,7 @@ def test_collect_stats_from_replayed_sessions(replayed: Path) -> None:
     for sid, s in by_id.items():
         reads = [e for e in events[sid] if e.tool == "read"]
         assert sum(s.reads.values()) == len(reads)
-        assert s.saved == sum(e.tokens_full - e.tokens for e in reads)
+        assert s.saved == sum(e.tokens_full - e.tokens for e in reads if e.kind != "outline")
         assert len(s.series["plain"]) == len(reads) and s.series["plain"][-1] == s.tokens_full
     savings = [f.saved for f in o.top_files]
     assert savings == sorted(savings, reverse=True) and all(x > 0 for x in savings)
@@ -146,3 +148,44 @@ def test_every_command_finds_the_store_the_roots_pyproject_names(
     assert stats.exit_code == 0, stats.output
     listed = runner.invoke(main, ["sessions", "list", "--json"])
     assert listed.exit_code == 0 and "s1" in listed.output, listed.output
+
+
+def test_stats_and_replay_agree_on_the_same_sessions(tmp_path: Path) -> None:
+    """One truth: ``stats`` on a store a replay wrote reports what the replay's ledger line
+    says, against the baseline both name; an outline is not credited with the whole file."""
+    from filecache.replay.replay_metrics import combine
+    from filecache.replay.replay_report import format_replay, replay_html
+    from filecache.stats import BASELINE
+
+    store = tmp_path / "cache.db"
+    replays = [replay_session(FIXTURE, store=store), replay_session(SCRIPTED, store=store)]
+    totals = combine(replays)
+    with SqliteStore(store) as opened:
+        report = collect_stats(opened)
+        rows = {r["session_id"]: r for r in session_rows(opened)}
+    assert (report.overall.tokens, report.overall.tokens_full) == totals.ledger_reads
+    for r in replays:
+        one = next(s for s in report.sessions if s.session_id == r.name)
+        assert (one.tokens, one.tokens_full) == r.ledger_reads
+        assert rows[r.name]["saved"] == one.saved  # 'sessions list' counts alike
+    real = next(r for r in replays if r.name == FIXTURE.name)
+    outline = next(c for c in real.calls if c["kind"] == "outline")
+    assert outline["plain_tokens"] > 5 * outline["filecache_tokens"]  # what it was credited
+    assert real.ledger_saved_pct < 50 < 100 * (1 - real.ledger_reads[0] / (
+        real.ledger_reads[1] + outline["plain_tokens"] - outline["filecache_tokens"]
+    ))  # fmt: skip
+    text = format_replay(replays, totals)
+    assert BASELINE in text and f"{totals.ledger_saved_pct:.1f}% saved" in text
+    assert f"{report.overall.saved_pct:.1f}%" in text.split("read answers")[1]
+    stats_text = format_stats(report)
+    assert f"baseline: {BASELINE}" in stats_text
+    # the overall row first, in the text, the JSON and the HTML of both reports
+    table = [line for line in stats_text.splitlines() if line.startswith("| ")]
+    assert table[2].startswith("| **overall**") and FIXTURE.name in "".join(table[3:])
+    replay_rows = [line for line in text.splitlines() if line.startswith("| ")]
+    assert replay_rows[2].startswith("| **total**")
+    assert list(report.to_json()) == ["overall", "sessions"]
+    html = stats_html(report)
+    assert html.index("<td>overall</td>") < html.index(f"<td>{FIXTURE.name}</td>")
+    page = replay_html(replays, totals)
+    assert page.index(">total<") < page.index(f">{FIXTURE.name}<")

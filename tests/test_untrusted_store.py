@@ -199,7 +199,6 @@ def test_the_key_file_is_created_private_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.delenv("FILECACHE_KEY_FILE")  # the run's own key file (conftest): the default
     first = default_seal()
     path = key_path()
     assert path == tmp_path / "config" / "filecache" / "key"

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from filecache.core.diffing import Opcode
-from filecache.core.render import FILEREF_LIKE, MARKERS
+from filecache.core.render import MARKERS, fileref_like
 from filecache.core.views import Piece
 from filecache.errors import EditError, MarkerError, RangeError
 
@@ -121,7 +121,9 @@ _INVISIBLE = re.compile(
     "|[\u0300-\u036f\u0483-\u0489\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]"
 )
 _SPACES = re.compile(r"[^\S\n]+")
-_FOLDED_MARKERS = tuple(m.lower() for m in MARKERS)
+_FOLDED_MARKERS = {
+    m.lower(): re.compile(re.escape(m.lower()).replace("\\ ", "[^\\S\n]+")) for m in MARKERS
+}  # each marker, any run of spaces inside it
 
 
 def fold(text: str) -> str:
@@ -129,25 +131,52 @@ def fold(text: str) -> str:
     ligatures) decomposed (NFKD), zero-width, bidi and combining characters dropped, case
     folded, look-alikes of the markers' letters and brackets made ASCII, spaces collapsed.
     Lines stay lines."""
-    text = unicodedata.normalize("NFKD", text)
-    text = _INVISIBLE.sub("", text).casefold().translate(_FOLD)
-    return _SPACES.sub(" ", text)
+    return _SPACES.sub(" ", _fold_letters(text))
+
+
+def _fold_letters(text: str) -> str:
+    if not text.isascii():  # O(1); ASCII text has nothing to decompose or drop
+        text = _INVISIBLE.sub("", unicodedata.normalize("NFKD", text))
+    return text.casefold().translate(_FOLD)
 
 
 def _marker_lines(folded: str) -> Counter[str]:
-    return Counter(line.strip() for line in folded.splitlines() if FILEREF_LIKE.search(line))
+    """The FileRef-shaped lines of a folded text; only lines holding ``filecache`` or
+    ``cleared`` are looked at (a large file with one mention costs a few searches)."""
+    found: Counter[str] = Counter()
+    starts: set[int] = set()
+    for word in ("filecache", "cleared"):
+        at = folded.find(word)
+        while at >= 0:
+            start = folded.rfind("\n", 0, at) + 1
+            end = folded.find("\n", at)
+            end = len(folded) if end < 0 else end
+            if start not in starts:
+                starts.add(start)
+                line = _SPACES.sub(" ", folded[start:end]).strip()
+                if fileref_like(line):
+                    found[line] += 1
+            at = folded.find(word, end)
+    return found
 
 
 def check_markers(rel: str, old: str, new: str) -> None:
     """Refuse ``new`` (a file's new text, or what a call writes) if, read as a model reads it
     (``fold``), it adds one of filecache's markers to ``old`` or holds a FileRef-shaped line
-    (``render.FILEREF_LIKE``) that ``old`` does not: an edit that removes one marker and adds
+    (``render.fileref_like``) that ``old`` does not: an edit that removes one marker and adds
     a whole FileRef line elsewhere is refused. A marker line already there may stay."""
-    folded_new = fold(new)
-    if not any(m in folded_new for m in ("filecache", "cleared tool result", "since your result")):
-        return  # the common case: one pass, no line split
-    folded_old = fold(old)
-    added = next((m for m in _FOLDED_MARKERS if folded_new.count(m) > folded_old.count(m)), None)
+    letters = _fold_letters(new)
+    if "filecache" not in letters and "cleared" not in letters:
+        return  # the common case: no marker and no FileRef-shaped line can be there
+    folded_new, folded_old = letters, _fold_letters(old)
+    added = next(
+        (
+            marker
+            for marker, pattern in _FOLDED_MARKERS.items()
+            if len(pattern.findall(folded_new)) > len(pattern.findall(folded_old))
+        ),
+        None,
+    )
     if added is None:
         before = _marker_lines(folded_old)
         lines = _marker_lines(folded_new)

@@ -26,9 +26,9 @@ from filecache.core.hashing import short_version
 
 __all__ = [
     "MARKER",
-    "FILEREF_LIKE",
     "MARKERS",
     "answer_of",
+    "fileref_like",
     "instructions",
     "mcp_instructions",
     "render_diff",
@@ -51,12 +51,22 @@ PLACEHOLDER_MARKER = "[cleared tool result"
 TRUNCATION_MARKER = "[filecache: "
 OUTLINE_TAG = f"{MARKER} old result "
 MARKERS = (MARKER, PLACEHOLDER_MARKER, TRUNCATION_MARKER)
-FILEREF_LIKE = re.compile(
-    r"filecache\W*\s.*\b(?:unchanged|changed)\b.*\bsince your results?\b|"
-    r"^\W*cleared tool result\b"
-)
-"""A line a model would read as a FileRef, diff head or placeholder, once folded
-(``edits.fold``: lower case, look-alikes made ASCII): the marker guard refuses new ones."""
+_NOT_WORD = re.compile(r"\W*")
+
+
+def fileref_like(line: str) -> bool:
+    """Whether a line, once folded (``edits.fold``: lower case, look-alikes made ASCII), reads
+    as a FileRef, a diff's head or a placeholder: ``filecache`` then ``changed`` (or
+    ``unchanged``) then ``since your result`` on the line, or a line opening with ``cleared tool
+    result``. String searches, linear in the line (a regex with two ``.*`` backtracks cubically
+    on hostile lines); the marker guard refuses new ones."""
+    at = line.find("filecache")
+    if at >= 0:
+        since = line.find("since your result", at)
+        if since >= 0 and line.find("changed", at, since) >= 0:
+            return True
+    return line.startswith("cleared tool result", _NOT_WORD.match(line).end())  # type: ignore[union-attr]
+
 
 OUTSIDE = "changed outside the agent"
 HINT_DIFF = (

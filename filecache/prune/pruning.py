@@ -25,8 +25,10 @@ Invariants:
 - The cost gate (on by default) keeps only the actions whose saving, over the turns expected to
   remain, pays for the cached prefix they invalidate (``prune_cost``); one cut per pass.
 
-Presets (``PrunePolicy.preset``): ``cost``, the defaults, prunes least under prompt caching;
-``context`` keeps the prompt small (small windows, providers without prompt caching).
+Presets (``PrunePolicy.preset``): ``cost`` bills least under prompt caching (it considers a
+cut before every request and the cost gate keeps those that pay); ``context`` makes the same
+cuts without the gate, for the smallest prompt (small windows, providers without prompt
+caching). ``PrunePolicy()`` is the seeds' defaults (65% trigger, degrade before clearing).
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ class PrunePolicy:
         turns_left: requests expected after this one; None: the gate simulates the requests
             to come (``prune_cost``: as many again as so far, growing as they have, with the
             cut forced once the prompt passes ``hard_at``).
+        min_turns_left: with ``turns_left`` None, the gate expects at least this many requests
+            to come (early in a session, "as many again as so far" is too few).
         output_first: degrade other output (bash, ...) before file reads.
         in_use_turns: reads of files named in the last this many assistant turns stay intact
             (0: only those the protected tail names).
@@ -106,6 +110,7 @@ class PrunePolicy:
     cache_read: float = 0.1
     cache_write: float = 1.25
     turns_left: int | None = None
+    min_turns_left: int = 1
     output_first: bool = False
     in_use_turns: int = 0
     keep_edited: bool = False
@@ -124,25 +129,34 @@ class PrunePolicy:
         return cls(**{**PRESETS[name], **overrides})  # type: ignore[arg-type]
 
 
+_SMALL: dict[str, object] = {
+    # prune from 5% of the window down to nothing but what is protected or in use (reads of
+    # files the last 25 turns name, reads the model's edits build on); the rest clears
+    # without an outline or head-and-tail stage
+    "prune_at": 0.05,
+    "target": 0.0,
+    "protect_recent": 500,
+    "min_reclaim": 300,
+    "small_result": 500,
+    "output_first": True,
+    "in_use_turns": 25,
+    "keep_edited": True,
+    "degrade": False,
+}
 PRESETS: dict[str, dict[str, object]] = {
-    # least billed under prompt caching: the seeds' trigger, the cost gate on
-    "cost": {},
-    # the prompt small: prune from 5% of the window down to nothing but what is protected or
-    # in use (reads of files the last 25 turns name, reads the model's edits build on); the
-    # rest clears without an outline or head-and-tail stage, and there is no cost gate; for
-    # small windows and for providers without prompt caching
-    "context": {
-        "prune_at": 0.05,
-        "target": 0.0,
-        "protect_recent": 500,
-        "min_reclaim": 300,
-        "small_result": 500,
-        "cache_aware": False,
-        "output_first": True,
-        "in_use_turns": 25,
-        "keep_edited": True,
-        "degrade": False,
-    },
+    # least billed under prompt caching: every request is a chance to prune, and the cost
+    # gate takes only the cuts that pay for the cache they invalidate (with the seeds'
+    # trigger, 65% of the window, it was asked too late: every cut it saw paid, so it never
+    # declined one, and on and off billed the same)
+    # the requests to come: at least 20 (the dev sessions run 15 to 75; "as many again as so
+    # far" made early cuts, the cheapest, look as if they could not pay)
+    "cost": {**_SMALL, "cache_aware": True, "min_turns_left": 20},
+    # the prompt small: the same rules without the cost gate; for small windows and for
+    # providers without prompt caching
+    "context": {**_SMALL, "cache_aware": False},
+    # PrunePolicy()'s defaults, the seeds' (a 65% trigger, outlines and head-and-tail before
+    # clearing, the gate with "as many requests again as so far"): the cost preset before
+    "seeds": {},
 }
 
 
@@ -634,7 +648,11 @@ def _cost_gate(
     to come from the session's growth.
     """
     growth = session_growth([m.role for m in transcript.messages], msg_tokens)
-    turns = policy.turns_left if policy.turns_left is not None else growth.turns_left
+    turns = (
+        policy.turns_left
+        if policy.turns_left is not None
+        else max(growth.turns_left, policy.min_turns_left)
+    )
     total = sum(msg_tokens)
     suffix = [0] * (len(msg_tokens) + 1)
     for k in range(len(msg_tokens) - 1, -1, -1):

@@ -36,6 +36,8 @@ class PolicyRun:
         dangling: stubs or refs whose base is missing or pruned in some request.
         recall: mean over (request, file in use) pairs of the lines shown and still present.
         recall_pairs: the number of such pairs.
+        recall_all: recall over every line the recording showed (outlined lines hidden), the
+            mean over its ``recall_all_pairs`` (``SessionReplay.recall_all``).
         problems: one line per stale view or dangling stub.
         series: prompt tokens of every request.
     """
@@ -53,6 +55,8 @@ class PolicyRun:
     recall_pairs: int
     problems: tuple[str, ...] = ()
     series: tuple[int, ...] = field(default=(), repr=False)
+    recall_all: float = 1.0
+    recall_all_pairs: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,6 +71,8 @@ class PolicyRun:
             "dangling": self.dangling,
             "recall": round(self.recall, 4),
             "recall_pairs": self.recall_pairs,
+            "recall_all": round(self.recall_all, 4),
+            "recall_all_pairs": self.recall_all_pairs,
         }
 
 
@@ -78,6 +84,8 @@ def combine_runs(runs: Sequence[Mapping[str, PolicyRun]]) -> dict[str, PolicyRun
         parts = [r[name] for r in runs if name in r]
         pairs = sum(p.recall_pairs for p in parts)
         recall = sum(p.recall * p.recall_pairs for p in parts) / pairs if pairs else 1.0
+        all_pairs = sum(p.recall_all_pairs for p in parts)
+        every = sum(p.recall_all * p.recall_all_pairs for p in parts)
         out[name] = PolicyRun(
             name=name,
             requests=sum(p.requests for p in parts),
@@ -91,5 +99,7 @@ def combine_runs(runs: Sequence[Mapping[str, PolicyRun]]) -> dict[str, PolicyRun
             recall=recall,
             recall_pairs=pairs,
             problems=tuple(q for p in parts for q in p.problems),
+            recall_all=every / all_pairs if all_pairs else 1.0,
+            recall_all_pairs=all_pairs,
         )
     return out

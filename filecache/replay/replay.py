@@ -8,8 +8,13 @@ read of a large file, as SWE-agent abbreviates one). Other tools keep their reco
 after each, ``Session.rehash`` looks for files it changed (bash-aware). A ``bash`` read that
 ``replay_shell`` can answer (its recorded result holds what the command prints on the files)
 is answered by ``bash_reads`` in the filecache run and keeps its recorded result in the plain
-run (the shell's own output); a ``bash`` command made only of edits replay can redo is redone
-on both copies. The recorded transcript itself is the third run.
+run and in every peer's (the shell's own output); a ``bash`` command made only of edits replay
+can redo is redone on both copies. The recorded transcript itself is the third run.
+
+With ``cap`` (the default), a read answer larger than the recorded one (the agent's own tool's;
+a content answer may exceed it by ``HEADER_SLACK``) is sent as recorded instead and the session
+forgets it, as a host integration falls back to the host's output: never worse than the
+recording, answer by answer.
 
 With a ``window``, the filecache run is pruned before every request: the full history is kept
 and passed to ``prune_messages`` each time, and the session's sticky projections (in its store)
@@ -44,7 +49,16 @@ from filecache.errors import FileCacheError, RequestError, TranscriptError
 from filecache.fsio import STORE_DIR, locate
 from filecache.prune.pruner import TokenMemo, prune_messages
 from filecache.prune.pruning import PrunePolicy
-from filecache.replay.replay_check import FileCall, ModelView, dangling_refs, disk_lines, tag_of
+from filecache.replay.replay_check import (
+    AGENT_VIEW,
+    FileCall,
+    ModelView,
+    RecordedView,
+    dangling_refs,
+    disk_lines,
+    tag_of,
+    verified_lines,
+)
 from filecache.replay.replay_metrics import (
     MESSAGE_OVERHEAD,
     READ_KINDS,
@@ -55,9 +69,15 @@ from filecache.replay.replay_metrics import (
     SessionReplay,
     message_text,
 )
-from filecache.replay.replay_peers import PeerRun
-from filecache.replay.replay_shell import redo_shell_edit, serve_shell_step, shell_commands
+from filecache.replay.replay_peers import Dangling, PeerRun
+from filecache.replay.replay_shell import (
+    redo_shell_edit,
+    serve_shell_step,
+    shell_commands,
+    shell_read_paths,
+)
 from filecache.replay.trace_format import TRACE_FORMAT, edit_pairs, unknown_calls
+from filecache.stats import read_baseline
 from filecache.store.store import Store
 
 __all__ = ["FILE_TOOLS", "READ_MODES", "TRACE_FORMAT", "replay_session", "run_file_tool"]
@@ -214,6 +234,10 @@ class _Checker:
         self.current: dict[str, tuple[str, tuple[str, ...]] | None] = {}
         self.recall_sum = 0.0
         self.recall_pairs = 0
+        self.recorded: RecordedView | None = None  # what the recording showed, when given
+        self.all_sum = 0.0  # recall over every line the recording showed (outlines: hidden)
+        self.all_pairs = 0
+        self.all_lines = [0, 0, 0]  # summed over pairs: the file's lines, recorded, held
 
     def request(
         self, index: int, history: Sequence[Message], sent: Sequence[Message], pruned: set[str]
@@ -255,18 +279,31 @@ class _Checker:
                 continue
             tag, lines = state
             shown = self.unpruned.held(path, tag, lines)
+            held = shown
+            if as_sent is not None and path in affected:
+                held = as_sent.held(path, tag, lines)
+            if self.recorded is not None:
+                recorded = self.recorded.current(path, lines)
+                view = as_sent if as_sent is not None and path in affected else self.unpruned
+                known = view.held_any(path, lines)  # by content, as the recording's lines are
+                if recorded:
+                    self.all_sum += len(known & recorded) / len(recorded)
+                    self.all_pairs += 1
+                    self.all_lines[0] += len(lines)
+                    self.all_lines[1] += len(recorded)
+                    self.all_lines[2] += len(known & recorded)
             if not shown:
                 continue
-            kept = shown
-            if as_sent is not None and path in affected:
-                kept = as_sent.held(path, tag, lines) & shown
-            self.recall_sum += len(kept) / len(shown)
+            self.recall_sum += len(held & shown) / len(shown)
             self.recall_pairs += 1
 
 
 def _later_paths(
-    messages: Sequence[Mapping[str, Any]], calls: Mapping[str, tuple[str, dict[str, Any]]]
+    messages: Sequence[Mapping[str, Any]],
+    calls: Mapping[str, tuple[str, dict[str, Any]]],
+    shell_paths: Mapping[str, str],
 ) -> list[set[str]]:
+    """By message index: the paths a file tool call or a shell read touches at or after it."""
     out: list[set[str]] = [set() for _ in range(len(messages) + 1)]
     for i in range(len(messages) - 1, -1, -1):
         out[i] = set(out[i + 1])
@@ -274,6 +311,8 @@ def _later_paths(
             found = calls.get(str(call.get("id")))
             if found is not None and isinstance(found[1].get("path"), str):
                 out[i].add(found[1]["path"])
+            if str(call.get("id")) in shell_paths:
+                out[i].add(shell_paths[str(call.get("id"))])
     return out
 
 
@@ -288,6 +327,7 @@ def replay_session(
     policy: PrunePolicy | None = None,
     peers: Sequence[str] = (),
     trigger: int | None = None,
+    cap: bool = True,
 ) -> SessionReplay:
     """Replay the trace in ``trace_dir``; see the module docstring.
 
@@ -304,6 +344,10 @@ def replay_session(
             (``peer_policies.POLICIES`` but ``filecache``); their results are in ``policies``.
         trigger: Anthropic's clear_tool_uses trigger in tokens (default: 30% of the window,
             or 100,000 without one).
+        cap: a read answer (outline, content, diff, FileRef) larger than the agent's own
+            tool's recorded answer is replaced by that answer, and the session forgets it (as
+            a host integration falls back to the host's output): never worse than the
+            recording, answer by answer. False: filecache's answers as they are.
 
     Raises:
         TranscriptError: the directory is not a readable ``filecache-trace/1`` session.
@@ -332,24 +376,41 @@ def replay_session(
             FileCache(plain_root, store=":memory:", tokenizer=tokenizer) as plain_cache,
         ):
             cache.store.delete_session(name)
+            shell_paths = shell_read_paths(shell, fc_root, trace.get("cwd"))
+            later = _later_paths(messages, calls, shell_paths)
             run = _Run(
-                cache.session(name), plain_cache.session("plain"), calls, policy,
-                _later_paths(messages, calls), read_mode,
+                cache.session(name), plain_cache.session("plain"), calls, policy, later, read_mode,
             )  # fmt: skip
             peer_window = policy.context_window if policy is not None else window
             run.add_peers(peers, peer_window, trigger)
+            run.cap = cap
             run.shell, run.cwd = shell, trace.get("cwd")
             run.originals = trace_dir / "files"
             for message in messages:
                 run.step(message, fc_root, plain_root)
             tokenizer_used = cache.tokens.encoding
+            reads = [e for e in cache.store.events(name) if e.tool == "read"]
+            ledger = (
+                sum(e.tokens for e in reads),
+                sum(read_baseline(e.kind, e.tokens, e.tokens_full) for e in reads),
+            )
             plain_tree, fc_tree = _tree(plain_root), _tree(fc_root)
     for rel in sorted(plain_tree.keys() | fc_tree.keys()):
         if plain_tree.get(rel) != fc_tree.get(rel):
             run.mismatches.append(f"end: {rel} differs between the runs")
     result = run.result(name, str(trace.get("source", "")), tokenizer_used, len(messages))
     skipped |= run.shell_kept
-    return dataclasses.replace(result, skipped=skipped) if skipped else result
+    return dataclasses.replace(result, skipped=skipped, ledger_reads=ledger)
+
+
+HEADER_SLACK = 32  # tokens a content answer may exceed the agent's own view by (its header)
+
+
+def _slack(kind: str) -> int:
+    """How much larger than the agent's own view an answer may be before the cap sends that
+    view instead: a content answer the size of its header (the version tag later FileRefs
+    and diffs build on: capping it to save a few tokens would cost them), any other none."""
+    return HEADER_SLACK if kind in ("full", "partial") else 0
 
 
 class _Run:
@@ -380,18 +441,22 @@ class _Run:
         self.tool_tokens = {run: 0 for run in RUNS}
         self.file_tokens = {run: 0 for run in RUNS}
         self.checker = _Checker(self.file_calls, later_paths)
+        self.recorded_view = RecordedView()  # one for every run: what the recording showed
+        self.checker.recorded = self.recorded_view
         self.passes = self.dropped = 0
         self.final_tiers: dict[str, str] = {}
         self.reclaimed_final = 0
         self.later_paths = later_paths
         self.peers: list[PeerRun] = []
+        self.cap = True  # an answer larger than the recorded one is replaced by it
+        self.capped: list[str] = []
 
     def add_peers(self, names: Sequence[str], window: int | None, trigger: int | None) -> None:
         for name in names:
             self.peers.append(
                 PeerRun(
                     name, window=window, trigger=trigger, count=self.memo, keyed=self.keys.keyed,
-                    checker=lambda calls, dangling: _Checker(calls, self.later_paths, dangling),
+                    checker=self._peer_checker,
                 )
             )  # fmt: skip
         self.shell: Mapping[str, str] = {}  # bash calls by id (replay_shell answers the reads)
@@ -399,6 +464,11 @@ class _Run:
         self.shell_kept: dict[str, str] = {}
         self.shell_edits = 0
         self.originals: Path | None = None  # the trace's files/ (git checkout FILE)
+
+    def _peer_checker(self, calls: Mapping[str, FileCall], dangling: Dangling) -> _Checker:
+        checker = _Checker(calls, self.later_paths, dangling)
+        checker.recorded = self.recorded_view
+        return checker
 
     def step(self, message: Message, fc_root: Path, plain_root: Path) -> None:
         if message.get("role") == "assistant":
@@ -430,7 +500,22 @@ class _Run:
         plain_text, plain_kind, plain_error = _attempt(self.plain, name, args, cid, None)
         fc_text, kind, fc_error = _attempt(self.session, name, args, cid, self.read_mode)
         after = _snapshot(fc_root, path)
-        self.file_calls[cid] = FileCall(cid, name, path, args, kind, fc_text, before, after)
+        recorded_text = str(message.get("content") or "")
+        call = FileCall(cid, name, path, args, kind, fc_text, before, after)
+        capped = (
+            self.cap and name == "read_file" and fc_error is None and after is not None
+            and recorded_text.strip() != ""  # an empty recording shows no view to fall back to
+            and self.memo(fc_text) > self.recorded[-1][1] - MESSAGE_OVERHEAD + _slack(kind)
+        )  # fmt: skip
+        if capped and after is not None:  # the agent's own view is smaller: it stands
+            self.session.forget([cid])  # no later answer relies on what was not sent
+            inner = verified_lines(recorded_text, after[1])
+            call = FileCall(cid, name, path, args, AGENT_VIEW, recorded_text, None, after, inner)
+            fc_text = recorded_text
+            self.capped.append(cid)
+        self.file_calls[cid] = call
+        self.recorded_view.feed(FileCall(cid, name, path, args, kind, "", before, after),
+                                recorded_text)  # fmt: skip
         plain_msg, fc_msg = {**message, "content": plain_text}, {**message, "content": fc_text}
         self.plain_keyed.append(self.keys.keyed(plain_msg))
         self.history.append(fc_msg)
@@ -449,7 +534,7 @@ class _Run:
         self.records.append(
             {"call_id": cid, "tool": name, "path": path, "kind": kind,
              "plain_tokens": tokens["plain"], "filecache_tokens": tokens["filecache"],
-             "error": fc_error}
+             "recorded_tokens": tokens["recorded"], "error": fc_error, "capped": bool(capped)}
         )  # fmt: skip
         if (fc_error is None) != (plain_error is None):
             self.mismatches.append(f"{cid}: failed in one run only")
@@ -458,7 +543,10 @@ class _Run:
         self.index += 1
 
     def _shell_read(self, message: Message, cid: str) -> bool:
-        """A bash read answered through the cache (``replay_shell``); False: not one."""
+        """A bash read answered through the cache (``replay_shell``); False: not one.
+
+        The recorded result is the plain run's (it is the shell's output) and every peer's:
+        their models see it as recorded, and their simulators learn its lines (``inner``)."""
         recorded = str(message.get("content") or "")
         root = self.session.cache.root
         served = serve_shell_step(self.session, self.shell[cid], recorded, root, self.cwd, cid)
@@ -466,16 +554,29 @@ class _Run:
             if served is not None:
                 self.shell_kept[cid] = served
             return False
-        read_args, answer, fc_text = served
+        answer, fc_text = served.answer, served.text
         after = _snapshot(root, answer.path)
+        plain_kind = "full" if served.whole else "partial"
+        plain_call = FileCall(
+            cid, "read_file", answer.path, served.args, plain_kind, recorded, None, after,
+            inner=served.output,
+        )  # fmt: skip
         self.file_calls[cid] = FileCall(
-            cid, "read_file", answer.path, read_args, answer.kind, fc_text, None, after,
+            cid, "read_file", answer.path, served.args, answer.kind, fc_text, None, after,
             inner=answer.text,
         )  # fmt: skip
+        recorded_tokens = self.recorded[-1][1] - MESSAGE_OVERHEAD
+        if self.cap and self.memo(fc_text) > recorded_tokens + _slack(answer.kind):
+            self.session.forget([cid])  # the shell's own output is smaller: it stands
+            self.file_calls[cid], fc_text = plain_call, recorded
+            self.capped.append(cid)
         fc_msg = {**message, "content": fc_text}
         self.plain_keyed.append(self.recorded[-1])
         self.history.append(fc_msg)
         self.plain_history.append(message)
+        self.recorded_view.feed(plain_call, recorded)
+        for peer in self.peers:
+            peer.add(message, message, plain_call, shell=True)
         recorded_tokens = self.recorded[-1][1] - MESSAGE_OVERHEAD
         tokens = {"recorded": recorded_tokens, "plain": recorded_tokens,
                   "filecache": self.memo(fc_text)}  # fmt: skip
@@ -485,7 +586,8 @@ class _Run:
         self.records.append(
             {"call_id": cid, "tool": "read_file", "path": answer.path, "kind": answer.kind,
              "plain_tokens": tokens["plain"], "filecache_tokens": tokens["filecache"],
-             "error": None, "shell": self.shell[cid]}
+             "recorded_tokens": tokens["recorded"], "error": None, "shell": self.shell[cid],
+             "capped": bool(self.capped and self.capped[-1] == cid)}
         )  # fmt: skip
         return True
 
@@ -558,6 +660,9 @@ class _Run:
             dangling_refs=len(checker.dangling),
             recall=checker.recall_sum / checker.recall_pairs if checker.recall_pairs else 1.0,
             recall_pairs=checker.recall_pairs,
+            recall_all=checker.all_sum / checker.all_pairs if checker.all_pairs else 1.0,
+            recall_all_pairs=checker.all_pairs,
+            lines_in_use=(checker.all_lines[0], checker.all_lines[1], checker.all_lines[2]),
             problems=tuple(problems),
             files_identical=not self.mismatches,
             mismatches=tuple(self.mismatches),
@@ -566,4 +671,5 @@ class _Run:
             plain_messages=tuple(self.plain_history),
             filecache_messages=tuple(self.history),
             policies={peer.name: peer.result() for peer in self.peers},
+            capped=len(self.capped),
         )

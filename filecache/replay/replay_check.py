@@ -7,7 +7,11 @@ names; a FileRef says the lines of the copy of the named version are current; th
 writes give the whole file and its own edits are replayed on its copy of the file as it was. A
 read whose text in the request is not the text filecache answered (pruned: cleared, outlined,
 truncated) gives nothing; a write or an edit counts as long as its call is there (its
-arguments say what the model wrote; pruning never touches them).
+arguments say what the model wrote; pruning never touches them). An answer replay sent as the
+agent's own tool recorded it (``AGENT_VIEW``: filecache's was larger) gives the lines of that
+view that equal disk, and is never checked for a span. ``RecordedView`` reads the recording the
+same literal way: the lines the agent's own tools showed, the denominator of recall over every
+line.
 
 Invariants:
 - Only what is in the messages is used, plus the bytes on disk to compare with; a version tag
@@ -28,7 +32,12 @@ import xxhash
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchSet
 
-__all__ = ["FileCall", "ModelView", "dangling_refs", "disk_lines", "tag_of"]
+__all__ = [
+    "AGENT_VIEW", "FileCall", "ModelView", "RecordedView", "dangling_refs", "disk_lines",
+    "tag_of", "verified_lines",
+]  # fmt: skip
+
+AGENT_VIEW = "agent"  # a FileCall's kind: the recorded answer of the agent's own tool was sent
 
 _HEADER = re.compile(
     r"^\[(?P<path>.+?): (?:(?P<label>[^\[\]]+?), )?(?:lines (?P<a>\d+)-(?P<b>\d+) of (?P<n>\d+)"
@@ -44,6 +53,7 @@ _SPAN = re.compile(
 )
 _OLD_SPAN = re.compile(r"\(lines (?P<x>\d+)-(?P<y>\d+) of your version\)")
 _NO_NEWLINE = "\\ No newline at end of file"
+_LANDED = re.compile(r"; (?:changed|edit 1): ")  # an edit confirmation that places the edit
 _BASE = re.compile(r"since your results? (\S+?(?: and \S+?)*) \(")
 
 Lines = dict[int, str]  # line number -> text with its "\n" (none on an unterminated last line)
@@ -137,10 +147,19 @@ class ModelView:
             if call.before is not None and call.after is not None:
                 base = copies.get(call.before[0])
                 # The confirmation says where the edit landed ("changed: line N"); without it
-                # the model can place its edit only inside lines it holds.
+                # the model can place its edit only inside lines it holds. With it, the lines
+                # made only of the new text are known even when no line before it is (the
+                # read the edit was made from was pruned).
                 seen = call.before[1] if text == call.text else None
+                if base is None and seen is not None and _LANDED.search(text):
+                    base = _Copy()
                 copies[call.after[0]] = _edited(base, call.args, len(call.after[1]), seen)
             return None
+        if call.kind == AGENT_VIEW:  # the agent's own view, sent in place of a larger answer
+            if call.after is not None:
+                copy = copies.setdefault(call.after[0], _Copy(len(call.after[1])))
+                copy.lines.update(_shell_lines(call))
+            return None  # it shows what it shows: no span to check
         if call.kind == "outline":
             return None
         problem = self._read(call, copies)
@@ -171,7 +190,8 @@ class ModelView:
 
     def check(self, call: FileCall) -> str | None:
         """Whether the lines ``call`` (a read) answered are rebuilt as they are on disk."""
-        if call.tool != "read_file" or call.kind in ("error", "outline") or call.after is None:
+        skip = ("error", "outline", AGENT_VIEW)
+        if call.tool != "read_file" or call.kind in skip or call.after is None:
             return None
         span = call.span()
         if span is None:
@@ -187,12 +207,78 @@ class ModelView:
                 return f"{call.call_id}: {call.path} line {n} ({call.kind}) differs from disk"
         return None
 
+    def held_any(self, path: str, lines: Sequence[str]) -> set[int]:
+        """Line numbers that some copy of ``path`` (any version) holds equal to ``lines``:
+        counted as ``RecordedView.current`` counts the recording's, by content."""
+        out: set[int] = set()
+        for copy in self.copies.get(path, {}).values():
+            out |= {n for n, t in copy.lines.items() if n <= len(lines) and lines[n - 1] == t}
+        return out
+
     def held(self, path: str, tag: str, lines: Sequence[str]) -> set[int]:
         """Line numbers of version ``tag`` of ``path`` held and equal to ``lines`` (disk)."""
         copy = self.copies.get(path, {}).get(tag)
         if copy is None:
             return set()
         return {n for n, text in copy.lines.items() if n <= len(lines) and lines[n - 1] == text}
+
+
+_SHOWN = re.compile(r"^ *(\d+)\t(.*)$", re.M)  # cat -n, nl -ba, filecache's content lines
+_ABRIDGED = re.compile(r"^ *(\d+) (.*)$", re.M)  # SWE-agent's abbreviated view (kept lines)
+
+
+class RecordedView:
+    """The lines the recording showed the model, per path: the denominator of the recall over
+    every line (``replay._Checker``).
+
+    Fed with every recorded file tool result (and served shell read) in order: a numbered line
+    (``cat -n``, ``nl -ba``, filecache's content, SWE-agent's edit snippets and abbreviated
+    views) shows that line; a write shows its whole content; a shell read without numbers shows
+    its lines from its offset. The newest showing of a line number wins; ``current`` keeps only
+    the lines equal to disk now (tabs expanded, as SWE-agent shows them), so a line the
+    recording showed before an edit moved or changed it does not count.
+    """
+
+    def __init__(self) -> None:
+        self.lines: dict[str, dict[int, str]] = {}
+
+    def feed(self, call: FileCall, recorded: str) -> None:
+        if call.kind == "error":
+            return
+        shown = self.lines.setdefault(call.path, {})
+        if call.tool == "write_file":
+            shown.clear()
+            content = str(call.args.get("content", ""))
+            shown.update(enumerate((t.rstrip("\n") for t in disk_lines(content.encode())), 1))
+            return
+        if call.inner is not None and call.tool == "read_file":
+            shown.update((n, t.rstrip("\n")) for n, t in _shell_lines(call).items())
+            return
+        for match in _SHOWN.finditer(recorded):
+            shown[int(match.group(1))] = match.group(2)
+        if "eliding lines" in recorded:
+            for match in _ABRIDGED.finditer(recorded):
+                shown.setdefault(int(match.group(1)), match.group(2))
+
+    def current(self, path: str, lines: Sequence[str]) -> set[int]:
+        """Line numbers the recording showed that equal ``lines`` (disk now)."""
+        out = set()
+        for n, text in self.lines.get(path, {}).items():
+            if n <= len(lines):
+                disk = lines[n - 1].rstrip("\n")
+                if text in (disk, disk.expandtabs(), disk.rstrip("\r")):
+                    out.add(n)
+        return out
+
+
+def verified_lines(recorded: str, lines: Sequence[str]) -> str:
+    """The lines of an agent's own view (``RecordedView``'s reading of it) that equal
+    ``lines`` (disk), as ``N<TAB>text`` rows: what the model learns from it, for sure."""
+    view = RecordedView()
+    view.feed(FileCall("", "read_file", "", {}, "", "", None, None), recorded)
+    shown = view.lines.get("", {})
+    held = sorted(view.current("", lines))
+    return "".join(f"{n}\t{lines[n - 1]}" for n in held if shown.get(n) is not None)
 
 
 def _shell_lines(call: FileCall) -> Lines:

@@ -73,6 +73,8 @@ def _filecache_run(name: str, r: SessionReplay) -> PolicyRun:
         recall_pairs=r.recall_pairs,
         problems=tuple(f"{name}: {p}" for p in r.problems),
         series=tuple(r.series.get("filecache", ())),
+        recall_all=r.recall_all,
+        recall_all_pairs=r.recall_all_pairs,
     )
 
 
@@ -90,6 +92,8 @@ def _recorded_run(r: SessionReplay) -> PolicyRun:
         recall=1.0,
         recall_pairs=0,
         series=tuple(r.series.get("recorded", ())),
+        recall_all=1.0,  # the recording holds all it showed
+        recall_all_pairs=r.recall_all_pairs,
     )
 
 
@@ -147,7 +151,7 @@ def _change(base: float, value: float) -> str:
 
 HEAD = [
     "policy", "prompt tokens", "vs recorded", "billed", "vs recorded", "peak request",
-    "results changed", "stale", "dangling", "recall",
+    "results changed", "stale", "dangling", "recall", "recall (all lines)",
 ]  # fmt: skip
 
 
@@ -161,7 +165,7 @@ def _rows(c: Comparison) -> list[list[str]]:
                 name, f"{run.prompt_tokens:,}", _change(rp, run.prompt_tokens),
                 f"{run.billed:,.0f}", _change(rb, run.billed), f"{run.peak:,}",
                 f"{run.results:,}", f"{run.stale:,}", f"{run.dangling:,}",
-                f"{100 * run.recall:.1f}%",
+                f"{100 * run.recall:.1f}%", f"{100 * run.recall_all:.1f}%",
             ]
         )  # fmt: skip
     return rows

@@ -218,6 +218,12 @@ class SessionReplay:
         dangling_refs: FileRefs/diffs whose base was missing or pruned in a request as sent.
         recall: mean over (request, file in use) pairs of the lines shown and still present.
         recall_pairs: the number of such pairs.
+        recall_all: recall over every line: the mean over (request, file in use) pairs of the
+            lines the recording showed (``replay_check.RecordedView``, current on disk) that
+            the request as sent holds; lines only outlined count as hidden.
+        recall_all_pairs: the number of such pairs (those where the recording showed lines).
+        lines_in_use: summed over those pairs: the files' lines, the lines the recording
+            showed, the lines the request as sent holds of them.
         problems: one line per stale view or dangling ref.
         files_identical: the plain and filecache copies matched after every write and at the end.
         mismatches: what differed between the copies.
@@ -226,6 +232,11 @@ class SessionReplay:
         series: prompt tokens of every request, per run (``recorded``/``plain``/``filecache``).
         calls: every file tool call (``call_id``, ``tool``, ``path``, ``kind``, tokens, error).
         policies: other tools' policies run beside filecache (``replay_peers``), by name.
+        ledger_reads: (tokens served, baseline) of the filecache run's read answers as its
+            ledger records them, counted as ``filecache stats`` counts them
+            (``stats.read_baseline``): what ``stats`` reports on a store this replay wrote.
+        capped: read answers larger than the recorded ones, sent as recorded instead
+            (``replay_session(cap=True)``).
     """
 
     name: str
@@ -247,6 +258,9 @@ class SessionReplay:
     dangling_refs: int
     recall: float
     recall_pairs: int
+    recall_all: float = 1.0
+    recall_all_pairs: int = 0
+    lines_in_use: tuple[int, int, int] = (0, 0, 0)
     problems: tuple[str, ...] = ()
     files_identical: bool = True
     mismatches: tuple[str, ...] = ()
@@ -256,6 +270,14 @@ class SessionReplay:
     plain_messages: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
     filecache_messages: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
     policies: Mapping[str, PolicyRun] = field(default_factory=dict, repr=False)
+    ledger_reads: tuple[int, int] = (0, 0)
+    capped: int = 0
+
+    @property
+    def ledger_saved_pct(self) -> float:
+        """Read answers saved against ``stats.BASELINE``, as ``filecache stats`` reports."""
+        served, baseline = self.ledger_reads
+        return _pct(baseline, served)
 
     @property
     def saved_pct(self) -> float:
@@ -281,6 +303,10 @@ class SessionReplay:
             "dangling_refs": self.dangling_refs,
             "recall": round(self.recall, 4),
             "recall_pairs": self.recall_pairs,
+            "recall_all": round(self.recall_all, 4),
+            "recall_all_pairs": self.recall_all_pairs,
+            "capped": self.capped,
+            "lines_in_use": dict(zip(("file", "recorded", "held"), self.lines_in_use, strict=True)),
         }
         for name in (
             "prompt_tokens", "billed", "peak_request", "final_request", "tool_output_tokens",
@@ -294,6 +320,11 @@ class SessionReplay:
         out["files_identical"] = self.files_identical
         out["mismatches"] = list(self.mismatches)
         out["skipped"] = dict(self.skipped)
+        served, baseline = self.ledger_reads
+        out["ledger_reads"] = {
+            "served": served, "baseline": baseline,
+            "saved_pct": round(self.ledger_saved_pct, 2),
+        }  # fmt: skip
         if self.policies:
             out["policies"] = {name: run.to_json() for name, run in self.policies.items()}
         if detail:
@@ -324,6 +355,10 @@ def combine(replays: Sequence[SessionReplay], name: str = "total") -> SessionRep
         tiers.update(r.pruning.results)
     pairs = sum(r.recall_pairs for r in replays)
     recall = sum(r.recall * r.recall_pairs for r in replays) / pairs if pairs else 1.0
+    all_pairs = sum(r.recall_all_pairs for r in replays)
+    recall_all = (
+        sum(r.recall_all * r.recall_all_pairs for r in replays) / all_pairs if all_pairs else 1.0
+    )
     first = replays[0].pruning if replays else PruneSummary(None, True)
     return SessionReplay(
         name=name,
@@ -352,9 +387,21 @@ def combine(replays: Sequence[SessionReplay], name: str = "total") -> SessionRep
         dangling_refs=sum(r.dangling_refs for r in replays),
         recall=recall,
         recall_pairs=pairs,
+        recall_all=recall_all,
+        recall_all_pairs=all_pairs,
+        lines_in_use=(
+            sum(r.lines_in_use[0] for r in replays),
+            sum(r.lines_in_use[1] for r in replays),
+            sum(r.lines_in_use[2] for r in replays),
+        ),  # fmt: skip
         problems=tuple(f"{r.name}: {p}" for r in replays for p in r.problems),
         files_identical=all(r.files_identical for r in replays),
         mismatches=tuple(f"{r.name}: {m}" for r in replays for m in r.mismatches),
         skipped={f"{r.name}: {k}": v for r in replays for k, v in r.skipped.items()},
         policies=combine_runs([r.policies for r in replays]),
+        ledger_reads=(
+            sum(r.ledger_reads[0] for r in replays),
+            sum(r.ledger_reads[1] for r in replays),
+        ),
+        capped=sum(r.capped for r in replays),
     )

@@ -9,9 +9,11 @@ The recorded reads are in the agent's own format, which the model simulator cann
 lines from, so stale views, dangling stubs and recall are counted on a shadow of the same
 run: every recorded file tool result replaced by the plain run's answer to the same call
 (the same lines, in filecache's content format), with the same results cleared, trimmed or
-stubbed as in the request as sent. Where the recording showed an abbreviated view of a large
-file, the shadow shows all of it: generous to the peer. The simulator is ``replay._Checker``,
-the one filecache's run is checked with, given by ``replay.py``.
+stubbed as in the request as sent. A bash read that replay serves (``replay_shell``) is in
+both as recorded: the shell's output, whose lines the simulator learns as in the filecache
+run (the peers' Read dedup does not apply to it). Where the recording showed an abbreviated
+view of a large file, the shadow shows all of it: generous to the peer. The simulator is
+``replay._Checker``, the one filecache's run is checked with, given by ``replay.py``.
 
 Invariants:
 - A run never changes the messages it is given; what it sends is built per request from its
@@ -49,6 +51,8 @@ class Checker(Protocol):
     dangling: dict[str, str]
     recall_sum: float
     recall_pairs: int
+    all_sum: float
+    all_pairs: int
 
     def request(
         self, index: int, history: Sequence[Message], sent: Sequence[Message], pruned: set[str]
@@ -97,10 +101,13 @@ class PeerRun:
         self.shown_changed = 0
         self._replaced: dict[tuple[str, str], Message] = {}
 
-    def add(self, message: Message, plain: Message, call: FileCall | None) -> None:
+    def add(
+        self, message: Message, plain: Message, call: FileCall | None, *, shell: bool = False
+    ) -> None:
         """The next recorded message; ``plain``: the plain run's (the same but for a file tool
-        result); ``call``: the plain run's file tool call, if it is one."""
-        if call is not None and self.dedup is not None and call.tool == "read_file":
+        result); ``call``: the plain run's file tool call, if it is one; ``shell``: the call is
+        a bash read (recorded output; no Read tool of the peer's, so no dedup stub)."""
+        if call is not None and self.dedup is not None and call.tool == "read_file" and not shell:
             version = call.after[0] if call.after is not None and call.kind != "error" else None
             text, base = self.dedup.answer(call.call_id, call.args, version, call.text)
             if base is not None:
@@ -174,4 +181,6 @@ class PeerRun:
             recall_pairs=pairs,
             problems=tuple(f"{self.name}: {p}" for p in problems),
             series=cost.sizes,
+            recall_all=checker.all_sum / checker.all_pairs if checker.all_pairs else 1.0,
+            recall_all_pairs=checker.all_pairs,
         )

@@ -5,13 +5,18 @@ Pure: ``SessionReplay`` records in, text out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from html import escape
 
 from filecache.replay.replay_metrics import READ_KINDS, Measure, SessionReplay
 from filecache.replay.report_html import html_page, html_table, line_chart
+from filecache.stats import BASELINE
 
-__all__ = ["format_replay", "format_table", "format_totals", "replay_html"]
+__all__ = [
+    "format_replay", "format_table", "format_totals", "ledger_line", "replay_html",
+    "session_anchor", "worse_line", "worse_than_recorded",
+]  # fmt: skip
 
 
 def _pct(x: float) -> str:
@@ -33,15 +38,15 @@ def _measure_row(label: str, m: Measure) -> list[str]:
 
 
 def format_table(replays: Sequence[SessionReplay], totals: SessionReplay | None = None) -> str:
-    """One row per session, then the totals row. ``change``: the headline, the smaller saving
-    of the two baselines (recorded, plain), as a change (negative: filecache saved)."""
+    """The totals row first, then one row per session. ``change``: the headline, the smaller
+    saving of the two baselines (recorded, plain), as a change (negative: filecache saved)."""
     head = [
         "session", "requests", "prompt recorded", "prompt plain", "prompt filecache",
         "change", "billed change", "reads f/p/u/d/o/err", "pruned", "stale", "dangling",
-        "recall", "files",
+        "recall", "recall all", "files",
     ]  # fmt: skip
     lines = [_row(head), _row(["---", *("---:" for _ in head[1:-1]), ":---:"])]
-    for r in [*replays, *([totals] if totals is not None else [])]:
+    for r in [*([totals] if totals is not None else []), *replays]:
         bold = "**" if r is totals else ""
         pruned = sum(r.pruning.results.values())
         lines.append(
@@ -59,6 +64,7 @@ def format_table(replays: Sequence[SessionReplay], totals: SessionReplay | None 
                     f"{r.stale_views:,}",
                     f"{r.dangling_refs:,}",
                     f"{100 * r.recall:.1f}%",
+                    f"{100 * r.recall_all:.1f}%",
                     "same" if r.files_identical else "DIFFER",
                 ]
             )
@@ -97,7 +103,52 @@ def format_replay(replays: Sequence[SessionReplay], totals: SessionReplay) -> st
         f"stale views {totals.stale_views}, dangling refs {totals.dangling_refs}, "
         f"recall {100 * totals.recall:.1f}%; {pruning}."
     )
-    return format_table(replays, totals) + "\n" + format_totals(totals) + "\n" + verdict + "\n"
+    file, recorded, held = totals.lines_in_use
+    verdict += (
+        f"\nrecall over every line: {100 * totals.recall_all:.1f}% of the lines the recording "
+        f"showed of the files in use are held by the requests as sent (outlined lines count as "
+        f"hidden; {totals.recall_all_pairs:,} (request, file) pairs, {held:,} of {recorded:,} "
+        f"lines, of {file:,} in those files)."
+    )
+    return (
+        format_table(replays, totals) + "\n" + format_totals(totals) + "\n" + verdict + "\n"
+        + ledger_line(totals) + "\n" + worse_line(replays, totals) + "\n"
+    )  # fmt: skip
+
+
+def worse_than_recorded(replays: Sequence[SessionReplay]) -> list[SessionReplay]:
+    """Every session whose prompt tokens or billed equivalents exceed the recording's."""
+    return [
+        r for r in replays
+        if r.prompt_tokens.filecache > r.prompt_tokens.recorded
+        or r.billed.filecache > r.billed.recorded
+    ]  # fmt: skip
+
+
+def worse_line(replays: Sequence[SessionReplay], totals: SessionReplay) -> str:
+    """The sessions that cost more than recorded, named with their changes (or none)."""
+    capped = f"{totals.capped:,} answers larger than the agent's own sent as recorded"
+    worse = worse_than_recorded(replays)
+    if not worse:
+        return f"no session costs more than recorded ({capped})."
+    named = ", ".join(
+        f"{r.name} (prompt {_pct(r.prompt_tokens.saved_vs_recorded_pct)}, billed "
+        f"{_pct(r.billed.saved_vs_recorded_pct)})"
+        for r in worse
+    )
+    plural = "s" if len(worse) != 1 else ""
+    return f"{len(worse)} session{plural} cost more than recorded: {named} ({capped})."
+
+
+def ledger_line(totals: SessionReplay) -> str:
+    """What ``filecache stats`` reports on a store this replay wrote, with its baseline named."""
+    served, baseline = totals.ledger_reads
+    return (
+        f"read answers as the ledger records them (what 'filecache stats' reports; baseline: "
+        f"{BASELINE}): {served:,} tokens served against {baseline:,}, "
+        f"{totals.ledger_saved_pct:.1f}% saved per answer (the change above counts every "
+        "request they stay in)."
+    )
 
 
 def _measure_rows(r: SessionReplay) -> list[list[str]]:
@@ -113,9 +164,93 @@ def _measure_rows(r: SessionReplay) -> list[list[str]]:
     ]
 
 
+def _by_prompt(r: SessionReplay) -> tuple[float, str]:
+    return r.prompt_tokens.saved_vs_recorded_pct, r.name  # the least saved first
+
+
+def _by_billed(r: SessionReplay) -> tuple[float, str]:
+    return r.billed.saved_vs_recorded_pct, r.name
+
+
+def _by_recall(r: SessionReplay) -> tuple[float, str]:
+    return r.recall, r.name
+
+
+def _by_name(r: SessionReplay) -> tuple[float, str]:
+    return 0.0, r.name
+
+
+_SORTS: tuple[tuple[str, str, Callable[[SessionReplay], tuple[float, str]]], ...] = (
+    ("regressions", "regressions first", _by_prompt),  # every order the sessions table has
+    ("billed", "billed, worst first", _by_billed),
+    ("recall", "recall, lowest first", _by_recall),
+    ("session", "by name", _by_name),
+)
+_SESSION_HEAD = (
+    "session", "requests", "prompt recorded", "prompt filecache", "prompt vs recorded",
+    "billed vs recorded", "recall", "recall all", "stale", "dangling",
+)  # fmt: skip
+
+
+def session_anchor(n: int, name: str) -> str:
+    """The id of the ``n``-th session's section (unique, readable)."""
+    return f"s{n}-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", name)
+
+
+def _session_cells(r: SessionReplay) -> list[str]:
+    return [
+        f"{r.requests:,}", f"{r.prompt_tokens.recorded:,.0f}", f"{r.prompt_tokens.filecache:,.0f}",
+        _pct(r.prompt_tokens.saved_vs_recorded_pct), _pct(r.billed.saved_vs_recorded_pct),
+        f"{100 * r.recall:.1f}%", f"{100 * r.recall_all:.1f}%", f"{r.stale_views:,}",
+        f"{r.dangling_refs:,}",
+    ]  # fmt: skip
+
+
+def _sessions_tables(replays: Sequence[SessionReplay], totals: SessionReplay) -> list[str]:
+    """The per-session table once per order in ``_SORTS``; the first is shown, a link in
+    the header shows another (CSS ``:target``, no script). The totals row stays first."""
+    anchors = {id(r): session_anchor(n, r.name) for n, r in enumerate(replays, 1)}
+    out = []
+    for sort_id, _, key in _SORTS:
+        links = " · ".join(
+            f"<strong>{escape(text)}</strong>" if other == sort_id
+            else f'<a href="#by-{other}">{escape(text)}</a>'
+            for other, text, _ in _SORTS
+        )  # fmt: skip
+        rows = [
+            "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in _SESSION_HEAD) + "</tr>",
+            '<tr class="total"><td>total</td>'
+            + "".join(f"<td>{escape(c)}</td>" for c in _session_cells(totals))
+            + "</tr>",
+        ]
+        for r in sorted(replays, key=key):
+            worse = r.prompt_tokens.saved_vs_recorded_pct < 0 or r.billed.saved_vs_recorded_pct < 0
+            cls = ' class="worse"' if worse else ""
+            name = f'<a href="#{anchors[id(r)]}">{escape(r.name)}</a>'
+            rows.append(
+                f"<tr{cls}><td>{name}</td>"
+                + "".join(f"<td>{escape(c)}</td>" for c in _session_cells(r)) + "</tr>"
+            )  # fmt: skip
+        out.append(
+            f'<div class="sort" id="by-{sort_id}"><p class="note">Sessions, {links}. '
+            "Highlighted: costs more than recorded (prompt or billed).</p>\n<table>\n"
+            + "\n".join(rows) + "\n</table></div>"
+        )  # fmt: skip
+    return out
+
+
+_SORT_CSS = (
+    ".sort { display: none; } .sort:target { display: block; } "
+    "body:not(:has(.sort:target)) #by-regressions { display: block; } "
+    "tr.total td { font-weight: bold; } tr.worse td { background: #fde8e4; }"
+)
+
+
 def replay_html(replays: Sequence[SessionReplay], totals: SessionReplay) -> str:
-    """One page: the totals, then per session its measures and a chart of every request's
-    prompt tokens (recorded, plain, filecache)."""
+    """One page: what was replayed and the totals, then the per-session table (the totals
+    first, regressions first, sortable by prompt, billed, recall or name; each name links to
+    its session), then per session its measures and a chart of every request's prompt tokens
+    (recorded, plain, filecache)."""
     counters = (
         f"Stale views {totals.stale_views}, dangling refs {totals.dangling_refs}, "
         f"recall {100 * totals.recall:.1f}% over {totals.recall_pairs:,} (request, file) pairs."
@@ -128,14 +263,18 @@ def replay_html(replays: Sequence[SessionReplay], totals: SessionReplay) -> str:
         else "Pruning off: delta reads (FileRef, diff, outline) only."
     )
     body = [
+        f"<style>{_SORT_CSS}</style>",
         f"<p>{totals.sessions} replayed session{'s' if totals.sessions != 1 else ''}, "
         f"{totals.requests:,} requests. {pruning} {counters}</p>",
+        *_sessions_tables(replays, totals),
         html_table(_MEASURE_HEAD, _measure_rows(totals)),
         '<p class="note">Billed: the prefix a request shares with the previous one at 0.1x, '
         "the rest at 1.25x. Changes are against each baseline; negative is a saving.</p>",
+        f'<p class="note">{escape(ledger_line(totals))}</p>',
+        f'<p class="note">{escape(worse_line(replays, totals))}</p>',
     ]
-    for r in replays:
-        body.append(f"<h2>{escape(r.name)}</h2>")
+    for n, r in enumerate(replays, 1):
+        body.append(f'<h2 id="{session_anchor(n, r.name)}">{escape(r.name)}</h2>')
         if r.source:
             body.append(f'<p class="note">{escape(r.source)}</p>')
         body.append(html_table(_MEASURE_HEAD, _measure_rows(r)))

@@ -41,8 +41,10 @@ if TYPE_CHECKING:
     from filecache.session import Session
 
 __all__ = [
+    "ServedShellRead",
     "ShellFrame",
     "shell_edit_steps",
+    "shell_read_paths",
     "find_frame",
     "prepare_shell_read",
     "redo_shell_edit",
@@ -194,24 +196,59 @@ def prepare_shell_read(
     return read, frame
 
 
+@dataclass(frozen=True)
+class ServedShellRead:
+    """A recorded bash read answered through the cache.
+
+    Attributes:
+        args: ``read_file``-style arguments of the lines answered (path, offset, limit).
+        answer: filecache's answer (its text is the command's output, a FileRef or a diff).
+        text: the answer inside the harness's frame (what the filecache run's model sees).
+        output: the command's own output on the files (inside ``recorded``'s frame: what the
+            plain run and every peer's run show).
+        whole: whether the lines answered are the whole file.
+    """
+
+    args: dict[str, Any]
+    answer: ShellAnswer
+    text: str
+    output: str
+    whole: bool
+
+
 def serve_shell_step(
     session: Session, command: str, recorded: str, root: Path, cwd: str | None, call_id: str
-) -> tuple[dict[str, Any], ShellAnswer, str] | str | None:
+) -> ServedShellRead | str | None:
     """Answer a recorded bash call through ``session`` when it is a read replay can serve.
 
-    Returns ``(read_file-style arguments of the lines answered, the answer, the framed text)``;
-    a reason (str) when it is a read kept as recorded; None when it is not a read.
+    Returns the served read; a reason (str) when it is a read kept as recorded; None when it
+    is not a read.
     """
     found = prepare_shell_read(command, recorded, root, cwd)
     if found is None or isinstance(found, str):
         return found
     read, frame = found
+    lines = _lines(root, read.path) or []
+    output = render_output(read, [lines])  # prepare_shell_read rendered it: it renders
     try:
         answer = answer_shell_read(session, read, call_id)
     except (FileCacheError, NotServable) as exc:
         return f"{read.path}: {exc}"
     args = {"path": answer.path, "offset": answer.start, "limit": answer.end - answer.start + 1}
-    return args, answer, frame.wrap(answer.text)
+    whole = answer.start == 1 and answer.end == len(lines)
+    return ServedShellRead(args, answer, frame.wrap(answer.text), output, whole)
+
+
+def shell_read_paths(commands: Mapping[str, str], root: Path, cwd: str | None) -> dict[str, str]:
+    """Call id -> the path under ``root`` of every command that reads one file."""
+    out: dict[str, str] = {}
+    for cid, command in commands.items():
+        read = parse_shell_read(command)
+        if read is not None and len(read.paths) == 1:
+            rel = trace_path(read.path, root, cwd)
+            if rel is not None:
+                out[cid] = rel
+    return out
 
 
 def shell_edit_steps(command: str, root: Path, cwd: str | None) -> tuple[EditStep, ...] | None:

@@ -6,7 +6,9 @@ Chosen by a ``postgresql://`` (or ``postgres://``) URL wherever a store is named
 Invariants:
 - Connections come from a ``psycopg_pool.ConnectionPool`` (autocommit; each is checked before it
   is handed out, with a round trip only when its socket shows the server closed it, so a server
-  that restarted costs a reconnect, not an error). A statement that
+  that restarted costs a reconnect, not an error; a pool that failed to connect retries for
+  ``timeout`` seconds, not psycopg_pool's five minutes of growing back-offs, so a store that
+  comes back is used again within seconds). A statement that
   stands alone commits on its own; work of several statements runs in one transaction.
 - The schema is built only by ``pg_schema``'s named migrations, applied on open.
 - ``commit`` is a compare-and-swap on the session's head, in one round trip (the server-side
@@ -163,6 +165,7 @@ class PostgresStore(ClosesOnExit):
             open=False,
             check=_check_connection,
             timeout=timeout,
+            reconnect_timeout=timeout,
             name="filecache",
         )
         self._lock_pool: ConnectionPool[Conn] = ConnectionPool(
@@ -173,6 +176,7 @@ class PostgresStore(ClosesOnExit):
             open=False,
             check=_check_connection,
             timeout=timeout,
+            reconnect_timeout=timeout,
             name="filecache-locks",
             configure=_configure_lock_conn,
         )

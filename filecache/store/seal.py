@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import secrets
 import threading
 from pathlib import Path
 
@@ -39,24 +40,51 @@ _VERIFIED_MAX = 65_536  # tags verified per process, remembered (a bounded set)
 
 
 def key_path() -> Path:
-    """Where the user's key file lives (whether or not it exists yet): the one key of
-    ``filecache.secrecy`` (keyed versions of denied files), from which the seal's is derived."""
-    from filecache.secrecy import default_key_file
-
-    path = default_key_file()
-    return path if path is not None else Path.home() / ".config" / "filecache" / "key"
+    """Where the user's key file lives (whether or not it exists yet)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "filecache" / "key"
 
 
 def _load_key() -> bytes:
-    """The seal's key, derived from the machine's one key (``FILECACHE_KEY``, else
-    ``FILECACHE_KEY_FILE``, else the user's key file, made 0600 on first use)."""
-    from filecache.secrecy import secret_key
-
     given = os.environ.get(KEY_ENV)
     if given:
         return hashlib.sha256(b"filecache key\0" + given.encode("utf-8")).digest()
-    base = secret_key(os.environ.get("FILECACHE_KEY_FILE"), None)
-    return hashlib.sha256(b"filecache seal\0" + base).digest()
+    path = key_path()
+    try:
+        return _read_key(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return secrets.token_bytes(32)  # unreadable: a key of this process only
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        temp = path.with_name(f".key-{os.getpid()}-{secrets.token_hex(4)}")
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, secrets.token_hex(32).encode("ascii") + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(temp, path)  # never replaces a key another process made meanwhile
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(temp)
+        return _read_key(path)
+    except OSError:
+        return secrets.token_bytes(32)
+
+
+def _read_key(path: Path) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        data = os.read(fd, 4096).strip()
+    finally:
+        os.close(fd)
+    if len(data) < 32:
+        raise OSError(f"{path}: too short to be a key")
+    return hashlib.sha256(b"filecache key file\0" + data).digest()
 
 
 class Seal:
@@ -116,7 +144,7 @@ class Seal:
 
 
 _default: Seal | None = None
-_default_source: tuple[str | None, str | None, Path] | None = None
+_default_source: tuple[str | None, Path] | None = None
 _default_lock = threading.Lock()
 
 
@@ -124,7 +152,7 @@ def default_seal() -> Seal:
     """The process's seal: its key from ``FILECACHE_KEY`` or the user's key file (read again
     when either changes, as tests do)."""
     global _default, _default_source
-    source = (os.environ.get(KEY_ENV), os.environ.get("FILECACHE_KEY_FILE"), key_path())
+    source = (os.environ.get(KEY_ENV), key_path())
     with _default_lock:
         if _default is None or _default_source != source:
             _default, _default_source = Seal(_load_key()), source
