@@ -46,6 +46,7 @@ import functools
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 from collections import OrderedDict
@@ -572,4 +573,23 @@ def serve(
             "reach it can read and write under the roots",
             file=sys.stderr,
         )
+    if transport == "stdio":
+        _end_on_stdin_after_sigterm()
     run(server, "stdio" if transport == "stdio" else "streamable-http", host=host, port=port)
+
+
+def _end_on_stdin_after_sigterm(grace: float = 5.0) -> None:
+    """A client that stops the server with SIGTERM (mcp 1.x's stdio client sends it just before
+    it closes the server's stdin) gets the same clean end as one that only closes stdin: the
+    server ends when stdin does, releasing its session's lease (so the next process continues
+    the session) and flushing its stores. One whose stdin never ends exits after ``grace``
+    seconds. Not a handler that closes stores itself: with stdio the tools run on the main
+    thread, which the signal interrupts, possibly inside a call."""
+
+    def on_term(signum: int, _frame: object) -> None:
+        timer = threading.Timer(grace, os._exit, (128 + signum,))
+        timer.daemon = True
+        timer.start()
+
+    with contextlib.suppress(ValueError):  # not the main thread: leave the default
+        signal.signal(signal.SIGTERM, on_term)
