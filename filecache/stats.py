@@ -29,7 +29,7 @@ from typing import Any
 
 from filecache.core.kinds import CHANGES, Tool
 from filecache.errors import RequestError
-from filecache.replay.report_html import html_page, html_table, line_chart
+from filecache.report_html import html_page, html_table, line_chart
 from filecache.store.store import Event, Projection, Store
 
 __all__ = [

@@ -25,18 +25,19 @@ SOURCES = {"filecache": REPO / "filecache", "filecache.adapters": REPO / "adapte
 # README.md's Layout section draws the same list.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "extras"),
-    ("core", "settings"),
+    ("core", "settings", "report_html"),
     ("fsio", "outline"),
-    ("watch", "locations", "secrecy"),
+    ("watch", "locations"),
     ("store",),
-    ("ledger", "turns"),
+    ("ledger", "turns", "secrecy"),
     ("prune", "hosts"),
     ("sources", "conversations"),
     ("outside",),
     ("session",),
     ("cache", "tools", "shell"),
+    ("stats",),
     ("replay",),
-    ("importers", "stats"),
+    ("importers",),
     ("filecache", "cli_reports"),  # "filecache": the package's __init__ (lazy re-exports)
     ("adapters",),  # adapters/, installed as filecache.adapters (hosts/ included)
     ("cli",),

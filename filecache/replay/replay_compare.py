@@ -20,7 +20,7 @@ from typing import Any
 from filecache.prune.pruning import PrunePolicy
 from filecache.replay.policy_runs import PolicyRun, combine_runs
 from filecache.replay.replay_metrics import SessionReplay
-from filecache.replay.report_html import html_page, html_table, line_chart
+from filecache.report_html import html_page, html_table, line_chart
 
 __all__ = ["Comparison", "compare", "comparison_html", "format_comparison"]
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from html import escape
 
 from filecache.replay.replay_metrics import READ_KINDS, Measure, SessionReplay
-from filecache.replay.report_html import html_page, html_table, line_chart
+from filecache.report_html import html_page, html_table, line_chart
 from filecache.stats import BASELINE
 
 __all__ = [
