@@ -47,6 +47,14 @@ def contents(wheel: str) -> int:
     return 1 if missing else 0
 
 
+# Codecs of a framework's own message objects (pruning LangChain or pydantic-ai histories):
+# they import that framework, which the [frameworks] extra brings.
+FRAMEWORK_CODECS = {
+    "filecache.prune.codecs.langchain_messages",
+    "filecache.prune.codecs.pydantic_ai_messages",
+}
+
+
 def imports() -> int:
     import filecache
 
@@ -62,8 +70,10 @@ def imports() -> int:
             # An adapter, or the PostgreSQL store, may need an extra (tests/test_packaging.py
             # checks that one declares it); the core may not, and a filecache module missing
             # from the wheel never may.
-            optional = name.startswith("filecache.adapters.") or (
-                name.startswith("filecache.store.pg_") and missing.startswith("psycopg")
+            optional = (
+                name.startswith("filecache.adapters.")
+                or (name.startswith("filecache.store.pg_") and missing.startswith("psycopg"))
+                or name in FRAMEWORK_CODECS  # another framework's own message objects
             )  # the PostgreSQL store needs the [postgres] extra
             if optional and not missing.startswith("filecache"):
                 needs_extra.append(f"{name} ({missing.split('.')[0]})")
