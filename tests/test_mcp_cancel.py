@@ -12,11 +12,11 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import anyio
 import pytest
+from listening import wait_until_listening
 from mcp_client import MCP_MAJOR, http_session, meta_of, serve_args, stdio_session, text_of
 
 from filecache import FileCache
@@ -82,14 +82,7 @@ async def test_a_cancelled_http_read_is_no_fact(root: Path, tmp_path: Path) -> N
     with errlog.open("w") as log:
         proc = subprocess.Popen([sys.executable, *args], stdout=log, stderr=log)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, errlog.read_text()
-                await anyio.sleep(0.05)
+        wait_until_listening(proc, port, errlog)
         with anyio.fail_after(TEST_TIMEOUT):
             async with http_session(f"http://127.0.0.1:{port}/mcp") as session:
                 await cancel_a_blocked_read(session, store, inline=False)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
+from listening import wait_until_listening
 from mcp_client import http_session, meta_of, serve_args, stdio_session, text_of
 
 pytestmark = pytest.mark.anyio
@@ -44,14 +44,7 @@ def _http_server(log: Path, *args: str | Path) -> Iterator[str]:
             stderr=out,
         )
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-                time.sleep(0.05)
+        wait_until_listening(proc, port, log)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         proc.terminate()

@@ -6,7 +6,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 from filecache.adapters.mcp_compat import ServerRequestContext
 from filecache.adapters.mcp_server import FileCacheServer, ServeOptions
 from filecache.adapters.mcp_sessions import RefWindow, connection_key
+from listening import wait_until_listening
 from mcp_client import (
     as_json,
     http_session,
@@ -247,14 +247,7 @@ async def test_http_connections_have_separate_views(
         proc = subprocess.Popen([sys.executable, *args], stdout=log, stderr=log)
     try:
         url = f"http://127.0.0.1:{port}/mcp"
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, errlog.read_text()
-                await anyio.sleep(0.05)
+        wait_until_listening(proc, port, errlog)
         with anyio.fail_after(TEST_TIMEOUT):
             async with http_session(url) as a, http_session(url) as b:
                 a1 = await a.call_tool("read_file", {"path": "notes.txt"})

@@ -23,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from listening import wait_until_listening
 from pg_server import Cluster
 from test_concurrency import KILLED_WRITER, _run_workers
 from test_invariant import OPS, PATHS, contents, run_ops
@@ -437,15 +438,8 @@ def start_replicas(pg_url: str, root: Path, tmp_path: Path) -> Iterator[Any]:
                     "--transport", "http", "--port", str(port), *extra]  # fmt: skip
             with log.open("w") as out:
                 procs.append(subprocess.Popen([sys.executable, *args], stdout=out, stderr=out))
-        deadline = time.monotonic() + 30
         for port, proc, log in zip(ports, procs, logs, strict=True):
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-                    time.sleep(0.05)
+            wait_until_listening(proc, port, log)
         return [f"http://127.0.0.1:{port}/mcp" for port in ports]
 
     try:
