@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from pg_proxy import Proxy
 
 from filecache import FileCache
 from filecache.errors import FileCacheError, StoreError
 
 psycopg = pytest.importorskip("psycopg", reason="the [postgres] extra is not installed")
+
+from pg_proxy import Proxy  # noqa: E402  (it needs psycopg: after the skip)
 
 REPO = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
