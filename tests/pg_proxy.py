@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import socket
 import threading
-from types import TracebackType
-from typing import Self
 
 from psycopg.conninfo import conninfo_to_dict
+
+from filecache.store.store import ClosesOnExit
 
 __all__ = ["Proxy"]
 
 _READY_FOR_QUERY = b"Z\x00\x00\x00\x05"  # 'Z', length 5, then the status byte
 
 
-class Proxy:
+class Proxy(ClosesOnExit):
     """See the module docstring."""
 
     def __init__(self, url: str) -> None:
@@ -66,17 +66,6 @@ class Proxy:
         with self._lock:
             for sock in self._sockets:
                 _close(sock)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _accept(self) -> None:
         while not self._closed:

@@ -33,7 +33,6 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from filecache.cache import FileCache
 from filecache.core.hashing import version_of
@@ -41,6 +40,7 @@ from filecache.core.results import Kind, ReadResult
 from filecache.core.text import render_lines
 from filecache.errors import FileCacheError
 from filecache.session import Session
+from filecache.store.store import ClosesOnExit
 
 __all__ = ["HostRead", "HostSession", "host_session_id", "log_failure", "log_path"]
 
@@ -81,7 +81,7 @@ def host_session_id(host: str, host_session_id: str, root: Path) -> str:
     return f"{host}:{sid}@{_digest(str(root))[:8]}"
 
 
-class HostSession:
+class HostSession(ClosesOnExit):
     """One model context of a host, on one root (see the module docstring)."""
 
     def __init__(self, host: str, cache: FileCache, session: Session) -> None:
@@ -114,14 +114,6 @@ class HostSession:
 
     def close(self) -> None:
         self.cache.close()
-
-    def __enter__(self) -> HostSession:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     # -- what the model still holds ---------------------------------------------------------
 
