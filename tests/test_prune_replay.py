@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from prune_chat import Chat, filler, tier, words
 
 from filecache import FileCache, Session
+from filecache.core.render import INPUT_MARKER
 from filecache.prune.pruner import prune_messages
 from filecache.prune.pruning import PrunePolicy
 from filecache.prune.transcript import parse_transcript
@@ -141,7 +142,10 @@ class Loop:
         """``call_id``'s result is in ``sent`` as answered (or, for a write/edit, its call)."""
         transcript = parse_transcript(sent)
         if self.tools.get(call_id) in ("edit", "write"):
-            assert call_id in transcript.calls_by_id(), f"{who}: the call {call_id} is gone"
+            call = transcript.calls_by_id().get(call_id)
+            assert call is not None, f"{who}: the call {call_id} is gone"
+            # what the model wrote is in its call's arguments: they must be sent as written
+            assert INPUT_MARKER not in call.raw_arguments, f"{who}: {call_id}'s input is cleared"
             return
         result = transcript.results_by_id().get(call_id)
         assert result is not None, f"{who} relies on {call_id}, which is not in the request"
@@ -156,8 +160,11 @@ class Loop:
                     self.check_intact(sent, need, f"the live answer {cid}")
 
 
-def run_loop(ops: list[tuple[Any, ...]], policy: PrunePolicy, forward: bool) -> int:
-    """Returns how many results were pruned along the way."""
+def run_loop(
+    ops: list[tuple[Any, ...]], policy: PrunePolicy, forward: bool, inputs: list[str] | None = None
+) -> int:
+    """Returns how many results (and inputs) were pruned along the way; ``inputs`` collects
+    the calls whose input was cleared."""
     pruned = 0
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -175,6 +182,8 @@ def run_loop(ops: list[tuple[Any, ...]], policy: PrunePolicy, forward: bool) -> 
                     count=words,
                 )
                 pruned += len(result.plan.actions)
+                if inputs is not None:
+                    inputs += [a.call_id for a in result.plan.actions if a.target == "input"]
                 sent = result.messages
                 loop.check_sent(sent)
                 before = len(loop.chat.messages)

@@ -25,6 +25,7 @@ from filecache.core.diffing import Hunk, render_hunks
 from filecache.core.hashing import short_version
 
 __all__ = [
+    "INPUT_MARKER",
     "MARKER",
     "MARKERS",
     "answer_of",
@@ -36,6 +37,7 @@ __all__ = [
     "render_diff",
     "render_file_ref",
     "render_cleared",
+    "render_cleared_input",
     "render_cleared_ref",
     "render_outline_answer",
     "render_outline_ref",
@@ -251,6 +253,19 @@ def render_cleared(description: str, original: str, reason: str) -> str:
     lines = original.count("\n") + (0 if original.endswith("\n") or not original else 1)
     size = f"{lines:,} line{'s' if lines != 1 else ''}, {len(original):,} chars"
     return f"{PLACEHOLDER_MARKER}: {description} ({size}): {reason}; {_how_back(description)}]"
+
+
+INPUT_MARKER = f"{TRUNCATION_MARKER}input cleared"
+"""Starts a cleared tool input (a superseded write's content, an edit's strings)."""
+
+
+def render_cleared_input(path: str, original: str, reason: str) -> str:
+    """What replaces one argument of a superseded write or edit in the model's own call: its
+    size, why, and where the content is now (a ``TRUNCATION_MARKER`` text, so no write takes
+    it for content)."""
+    lines = original.count("\n") + (0 if original.endswith("\n") or not original else 1)
+    size = f"{lines:,} line{'s' if lines != 1 else ''}, {len(original):,} chars"
+    return f"{INPUT_MARKER} ({size}): {reason}; read {path} for what it holds now]"
 
 
 def render_cleared_ref(reason: str) -> str:

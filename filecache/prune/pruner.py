@@ -39,7 +39,9 @@ from filecache.errors import FileCacheError
 from filecache.fsio import locate
 from filecache.ledger import Ledger
 from filecache.outline.outline import build_outline, language_for_path, render_outline
+from filecache.prune.codecs.base import renders_inputs
 from filecache.prune.file_tools import file_access
+from filecache.prune.input_pruning import INPUT_SUFFIX
 from filecache.prune.pruning import PrunePlan, PrunePolicy, ResultInfo, apply_plan, plan_prune
 from filecache.prune.sdk_messages import convert
 from filecache.prune.transcript import Transcript, parse_transcript, unwrap
@@ -310,6 +312,8 @@ def prune_messages(
         out = inner.messages
         if converted.back is not None:
             out = converted.back(inner.plan.replacements, out)
+            if inner.plan.inputs:
+                out = converted.back_inputs(inner.plan.inputs, out)
         return PruneResult(envelope.wrap(out), inner.plan, inner.format)
     transcript = parse_transcript(envelope.messages, format)
     policy = policy or PrunePolicy()
@@ -318,6 +322,7 @@ def prune_messages(
     if count is None:
         count = TokenMemo(session.cache.tokens if session else TokenCounter())
     texts = {r.call_id: r.text for r in transcript.results()}
+    arguments = {c.id: c.raw_arguments for c in transcript.calls()}
     # The session's answers wait while a pass plans and forgets: no FileRef can be answered
     # from a result between the snapshot that decides to clear it and the forget.
     with session.lock if session is not None else contextlib.nullcontext():
@@ -335,6 +340,11 @@ def prune_messages(
             )
             key = functools.partial(secret_key, os.environ.get("FILECACHE_KEY_FILE"), root)
         prior = store.projections(sid) if store is not None else {}
+        prior_inputs = {
+            cid.removesuffix(INPUT_SUFFIX): value
+            for cid, value in prior.items()
+            if cid.endswith(INPUT_SUFFIX)
+        }
         seal = default_seal()  # the key every FileCache of this process seals with
         if store is not None and prior:
             # Only this conversation's: a derived (or reused) session id can be shared by
@@ -351,24 +361,37 @@ def prune_messages(
                 )
                 and seal.check_tag(store, "projection", f"{sid}\0{cid}", tier, text)
             }
+            # The same for the inputs replaced before: the call's arguments as archived.
+            prior_inputs = {
+                cid: (tier, text)
+                for cid, (tier, text) in prior_inputs.items()
+                if cid in arguments
+                and (
+                    arguments[cid] == text
+                    or store.archive_get(cid + INPUT_SUFFIX, sid) == arguments[cid]
+                )
+                and seal.check_tag(store, "projection", f"{sid}\0{cid}{INPUT_SUFFIX}", tier, text)
+            }
         plan = plan_prune(
             transcript, ledger, policy, count, outline_for=outline_callback(session), prior=prior,
-            secret=frozenset(secret),
+            secret=frozenset(secret), prior_inputs=prior_inputs,
+            inputs=store is not None and renders_inputs(transcript.format),
         )  # fmt: skip
         for action in plan.actions:
             if store is not None:
-                archived = _archived(texts[action.call_id], secret.get(action.call_id), key)
-                store.archive_put(sid, action.call_id, archived)
+                key_id = action.call_id + (INPUT_SUFFIX if action.target == "input" else "")
+                original = arguments if action.target == "input" else texts
+                archived = _archived(original[action.call_id], secret.get(action.call_id), key)
+                store.archive_put(sid, key_id, archived)
                 store.projection_put(
-                    sid, action.call_id, action.tier, action.text,
+                    sid, key_id, action.tier, action.text,
                     action.tokens_before, action.tokens_after,
                 )  # fmt: skip
-                seal.put_tag(
-                    store, "projection", f"{sid}\0{action.call_id}", action.tier, action.text
-                )
-        if session is not None and plan.replacements:
+                seal.put_tag(store, "projection", f"{sid}\0{key_id}", action.tier, action.text)
+        if session is not None and (plan.replacements or plan.inputs):
             # Every result the request shows changed, new or sticky (a projection from an earlier
             # pass or process), and writes/edits too: the arguments say what the model wrote, but
             # where an edit landed may only be in its confirmation. Without them: content again.
-            session.forget(plan.replacements)
+            # A write or edit whose input was replaced: the model no longer holds what it wrote.
+            session.forget({*plan.replacements, *plan.inputs})
     return PruneResult(envelope.wrap(apply_plan(transcript, plan)), plan, transcript.format)

@@ -50,6 +50,8 @@ from filecache.core.render import (
 )
 from filecache.errors import ConfigError
 from filecache.ledger import Ledger
+from filecache.prune.codecs.base import ToolCall, render_inputs
+from filecache.prune.input_pruning import cleared_arguments, is_cleared_input, superseded_inputs
 from filecache.prune.prune_cost import cut_net, session_growth
 from filecache.prune.transcript import Transcript, file_access
 
@@ -96,6 +98,9 @@ class PrunePolicy:
             confirmations of edits to files in use stay too (they say where an edit landed).
         degrade: a large old result first becomes its outline or its head and tail; False:
             every old result that is not kept clears at once.
+        inputs: the payload of a write or edit the model holds elsewhere (the file written
+            again, or shown in full by a later read still in the transcript) is replaced in the
+            model's own call by a short reference (``input_pruning``).
     """
 
     context_window: int = 128_000
@@ -116,6 +121,7 @@ class PrunePolicy:
     in_use_turns: int = 0
     keep_edited: bool = False
     degrade: bool = True
+    inputs: bool = True
 
     @classmethod
     def preset(cls, name: str, **overrides: object) -> PrunePolicy:
@@ -195,11 +201,13 @@ class PruneAction:
     tokens_before: int
     tokens_after: int
     kind: str = Tool.OTHER  # the call's kind: read / write / edit / change / other
+    target: str = "result"  # "input": ``text`` is the call's new arguments (``input_pruning``)
 
 
 @dataclass(frozen=True)
 class PrunePlan:
-    """What a pass decided. ``replacements`` holds every body to render (new and sticky)."""
+    """What a pass decided. ``replacements`` holds every body to render (new and sticky);
+    ``inputs`` every call's new arguments (JSON object text), new and sticky."""
 
     actions: tuple[PruneAction, ...]
     replacements: Mapping[str, str]
@@ -208,10 +216,11 @@ class PrunePlan:
     triggered: bool
     gate: str = ""
     dropped_by_gate: tuple[str, ...] = field(default=())
+    inputs: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
-        return bool(self.replacements)
+        return bool(self.replacements) or bool(self.inputs)
 
 
 def _tier_of(text: str) -> str:
@@ -504,21 +513,27 @@ def plan_prune(
     outline_for: Callable[[ResultInfo], str | None] | None = None,
     prior: Mapping[str, tuple[str, str]] | None = None,
     secret: frozenset[str] = frozenset(),
+    prior_inputs: Mapping[str, tuple[str, str]] | None = None,
+    inputs: bool = True,
 ) -> PrunePlan:
     """Decide this pass (see the module docstring). ``prior``: call id -> (tier, text).
 
     ``secret``: results of denied files; they clear instead of degrading, so no outline or
-    head and tail of their content becomes a (stored) projection.
+    head and tail of their content becomes a (stored) projection. ``prior_inputs``: call id ->
+    (tier, arguments) of the inputs replaced before; ``inputs``: whether the format can render
+    new ones (``codecs.base.renders_inputs``; ``policy.inputs`` too).
     """
     prior = prior or {}
     infos = collect(transcript, ledger, count, prior)
     present = {i.call_id for i in infos}
     sticky = {cid: text for cid, (_, text) in prior.items() if cid in present}
-    msg_tokens = _message_tokens(transcript, count, infos)
+    calls = transcript.calls_by_id()
+    sticky_inputs = {cid: text for cid, (_, text) in (prior_inputs or {}).items() if cid in calls}
+    msg_tokens = _message_tokens(transcript, count, infos, sticky_inputs)
     total = sum(msg_tokens)
     window = policy.context_window
     if total <= policy.prune_at * window:
-        return PrunePlan((), sticky, total, 0, False)
+        return PrunePlan((), sticky, total, 0, False, inputs=sticky_inputs)
 
     protected = _protected(infos, policy.protect_recent)
     superseded = _superseded(infos, ledger, through_edits=policy.keep_edited)
@@ -605,29 +620,110 @@ def plan_prune(
             why = "cleared under context pressure"
             act(info, Tier.CLEAR, _cleared(info, why), why)
 
+    found: dict[str, tuple[str, str | None]] = {}
+    if inputs and policy.inputs:
+        found = _superseded_inputs(infos, actions, relied, protected, secret, sticky_inputs)
     chosen = sorted(actions.values(), key=lambda a: a.message_index)
+    chosen += _input_actions(found, infos, calls, count)
+    chosen.sort(key=lambda a: a.message_index)
     reclaimed = sum(a.tokens_before - a.tokens_after for a in chosen)
     if reclaimed < policy.min_reclaim:
-        return PrunePlan((), sticky, total, 0, True, "under min_reclaim")
+        return PrunePlan((), sticky, total, 0, True, "under min_reclaim", inputs=sticky_inputs)
     gate: str = ""
     dropped: tuple[str, ...] = ()
     if policy.cache_aware and total <= policy.hard_at * window:
         chosen, gate, dropped = _cost_gate(chosen, msg_tokens, policy, transcript)
+    chosen = _inputs_still_held(chosen, found, infos)
     reclaimed = sum(a.tokens_before - a.tokens_after for a in chosen)
     if chosen and reclaimed < policy.min_reclaim:  # what the gate kept is not worth a cut
-        return PrunePlan((), sticky, total, 0, True, f"{gate}: under min_reclaim", dropped)
+        return PrunePlan(
+            (), sticky, total, 0, True, f"{gate}: under min_reclaim", dropped, sticky_inputs
+        )
     replacements = dict(sticky)
-    replacements.update({a.call_id: a.text for a in chosen})
-    return PrunePlan(tuple(chosen), replacements, total, reclaimed, True, gate, dropped)
+    replacements.update({a.call_id: a.text for a in chosen if a.target == "result"})
+    new_inputs = dict(sticky_inputs)
+    new_inputs.update({a.call_id: a.text for a in chosen if a.target == "input"})
+    return PrunePlan(tuple(chosen), replacements, total, reclaimed, True, gate, dropped, new_inputs)
+
+
+def _superseded_inputs(
+    infos: Sequence[ResultInfo],
+    actions: Mapping[str, PruneAction],
+    relied: set[str],
+    protected: set[str],
+    secret: frozenset[str],
+    done: Mapping[str, str],
+) -> dict[str, tuple[str, str | None]]:
+    """The writes and edits whose input this pass may replace (``input_pruning``): the read
+    that shows the file must stay verbatim in this pass, and no live FileRef or diff relies on
+    the call (``relied`` as the result passes left it)."""
+    return superseded_inputs(
+        infos,
+        kept=lambda read: read.tier == Tier.KEEP and read.call_id not in actions,
+        relied=relied | _relied_on(infos, set(actions)),
+        protected=protected,
+        secret=secret,
+        same_path=_same_path,
+        done=done,
+    )
+
+
+def _input_actions(
+    found: Mapping[str, tuple[str, str | None]],
+    infos: Sequence[ResultInfo],
+    calls: Mapping[str, ToolCall],
+    count: Callable[[str], int],
+) -> list[PruneAction]:
+    out = []
+    by_id = {i.call_id: i for i in infos}
+    for cid, (reason, _) in found.items():
+        call, info = calls.get(cid), by_id[cid]
+        if call is None or not call.arguments_valid or is_cleared_input(call.raw_arguments):
+            continue
+        text = cleared_arguments(call.arguments, info.path or "", reason)
+        if text is None:
+            continue
+        before, after = count(call.raw_arguments), count(text)
+        if after < before:
+            out.append(
+                PruneAction(
+                    cid, call.message_index, Tier.CLEAR, text, reason, before, after, info.kind,
+                    "input",
+                )
+            )  # fmt: skip
+    return out
+
+
+def _inputs_still_held(
+    chosen: list[PruneAction],
+    found: Mapping[str, tuple[str, str | None]],
+    infos: Sequence[ResultInfo],
+) -> list[PruneAction]:
+    """``chosen`` without the input actions that what the gate kept makes unsafe: the read that
+    shows the file is cut in this pass after all, or a FileRef or diff the gate left live relies
+    on the call (the gate may keep any subset of the actions)."""
+    if not any(a.target == "input" for a in chosen):
+        return chosen
+    cut = {a.call_id for a in chosen if a.target == "result"}
+    relied = _relied_on(infos, cut)
+    return [
+        a
+        for a in chosen
+        if a.target != "input" or (a.call_id not in relied and found[a.call_id][1] not in cut)
+    ]
 
 
 def _message_tokens(
-    transcript: Transcript, count: Callable[[str], int], infos: Sequence[ResultInfo]
+    transcript: Transcript,
+    count: Callable[[str], int],
+    infos: Sequence[ResultInfo],
+    inputs: Mapping[str, str],
 ) -> list[int]:
-    """Each message's tokens as sent: its text, its calls and its results (``infos``' counts)."""
+    """Each message's tokens as sent: its text, its calls (``inputs``: the arguments of those
+    replaced before) and its results (``infos``' counts)."""
     sizes = [
         (count(m.text) if m.text else 0)
-        + sum(count(c.raw_arguments) + count(c.name) for c in m.tool_calls)
+        + sum(count(inputs.get(c.id, c.raw_arguments)) + count(c.name) for c in m.tool_calls)
         for m in transcript.messages
     ]
     for info in infos:
@@ -688,6 +784,9 @@ def _cost_gate(
 
 def apply_plan(transcript: Transcript, plan: PrunePlan) -> list[object]:
     """The new message list (the input is never mutated)."""
-    if not plan.replacements:
-        return list(transcript.raw)
-    return transcript.with_results_replaced(plan.replacements)
+    out = transcript.with_results_replaced(plan.replacements) if plan.replacements else None
+    if plan.inputs:
+        return render_inputs(
+            transcript, out if out is not None else list(transcript.raw), plan.inputs
+        )
+    return out if out is not None else list(transcript.raw)

@@ -38,6 +38,8 @@ class Converted:
     messages: list[Any]
     format: str | None
     back: Callable[[Mapping[str, str], list[Any]], list[Any]] | None  # None: keep the dicts
+    # a superseded call's new arguments (call id -> JSON object text) put back in its kind
+    back_inputs: Callable[[Mapping[str, str], list[Any]], list[Any]] = lambda _, out: out
 
 
 class SdkCodec(Protocol):
@@ -46,6 +48,8 @@ class SdkCodec(Protocol):
     def to_chat(self, messages: list[Any], /) -> list[dict[str, Any]]: ...
 
     def replaced(self, messages: list[Any], texts: Mapping[str, str], /) -> list[Any]: ...
+
+    def replaced_inputs(self, messages: list[Any], inputs: Mapping[str, str], /) -> list[Any]: ...
 
 
 def _langchain() -> SdkCodec:
@@ -121,4 +125,7 @@ def _via(codec: SdkCodec, messages: list[Any]) -> Converted:
     def back(replacements: Mapping[str, str], _: list[Any]) -> list[Any]:
         return codec.replaced(messages, replacements)
 
-    return Converted(chat, "openai", back)
+    def back_inputs(inputs: Mapping[str, str], out: list[Any]) -> list[Any]:
+        return codec.replaced_inputs(out, inputs)
+
+    return Converted(chat, "openai", back, back_inputs)

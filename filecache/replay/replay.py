@@ -79,7 +79,7 @@ from filecache.replay.replay_shell import (
 from filecache.replay.trace_format import TRACE_FORMAT, edit_pairs, unknown_calls
 from filecache.stats import read_baseline
 from filecache.store.store import Store
-from filecache.tools import EDIT_FILE, READ_FILE
+from filecache.tools import EDIT_FILE, READ_FILE, WRITE_FILE
 
 __all__ = ["FILE_TOOLS", "READ_MODES", "TRACE_FORMAT", "replay_session", "run_file_tool"]
 
@@ -249,6 +249,10 @@ class _Checker:
             for c in pruned
             if c in self.calls and self.calls[c].tool in (READ_FILE.name, EDIT_FILE.name)
         }
+        # A write or edit whose arguments, as sent, are not what the model wrote (its input
+        # was cleared): the model no longer knows what it wrote.
+        inputs_gone = _changed_inputs(sent, self.calls)
+        affected |= {self.calls[c].path for c in inputs_gone}
         new: dict[str, str | None] = {}
         for message in history[self.fed : index]:
             cid = str(message.get("tool_call_id") or "")
@@ -266,7 +270,7 @@ class _Checker:
         if affected:
             as_sent = ModelView(self.calls, affected)
             for cid, text in results:
-                problem = as_sent.feed(cid, text)
+                problem = as_sent.feed(cid, text, input_intact=cid not in inputs_gone)
                 if cid in new and self.calls[cid].path in affected:
                     new[cid] = problem
         for cid, problem in new.items():
@@ -297,6 +301,25 @@ class _Checker:
                 continue
             self.recall_sum += len(held & shown) / len(shown)
             self.recall_pairs += 1
+
+
+def _changed_inputs(sent: Sequence[Message], calls: Mapping[str, FileCall]) -> set[str]:
+    """Write and edit calls whose arguments in the request as sent differ from the call's."""
+    out: set[str] = set()
+    for message in sent:
+        for call in message.get("tool_calls") or ():
+            cid = str(call.get("id"))
+            known = calls.get(cid)
+            if known is None or known.tool not in (WRITE_FILE.name, EDIT_FILE.name):
+                continue
+            raw = (call.get("function") or {}).get("arguments")
+            try:
+                given = json.loads(raw) if isinstance(raw, str) else raw
+            except ValueError:
+                given = None
+            if given != dict(known.args):
+                out.add(cid)
+    return out
 
 
 def _later_paths(
@@ -447,6 +470,7 @@ class _Run:
         self.checker.recorded = self.recorded_view
         self.passes = self.dropped = 0
         self.final_tiers: dict[str, str] = {}
+        self.inputs_cleared: set[str] = set()  # writes and edits whose input was cleared
         self.reclaimed_final = 0
         self.later_paths = later_paths
         self.peers: list[PeerRun] = []
@@ -609,7 +633,10 @@ class _Run:
             self.passes += bool(plan.actions)
             self.dropped += len(plan.dropped_by_gate)
             for action in plan.actions:
-                self.final_tiers[action.call_id] = action.tier
+                if action.target == "input":
+                    self.inputs_cleared.add(action.call_id)
+                else:
+                    self.final_tiers[action.call_id] = action.tier
         self.meters["filecache"].add([self.keys.keyed(m) for m in sent])
         for peer in self.peers:
             peer.request(self.index)
@@ -657,6 +684,7 @@ class _Run:
                 dict(Counter(self.final_tiers.values())),
                 self.reclaimed_final,
                 self.dropped,
+                len(self.inputs_cleared),
             ),  # fmt: skip
             stale_views=len(checker.problems),
             dangling_refs=len(checker.dangling),

@@ -1,17 +1,16 @@
 """Correctness counters of a replay: a model that rebuilds files only from the request as sent.
 
-``ModelView`` reads filecache's answers the way the instructions tell a model to: content
-answers give lines of the version named in their header; a diff is applied (parsed with
-``unidiff`` and applied here, never with filecache's diff code) to the copy of the version it
-names; a FileRef says the lines of the copy of the named version are current; the model's own
-writes give the whole file and its own edits are replayed on its copy of the file as it was. A
-read whose text in the request is not the text filecache answered (pruned: cleared, outlined,
-truncated) gives nothing; a write or an edit counts as long as its call is there (its
-arguments say what the model wrote; pruning never touches them). An answer replay sent as the
-agent's own tool recorded it (``AGENT_VIEW``: filecache's was larger) gives the lines of that
-view that equal disk, and is never checked for a span. ``RecordedView`` reads the recording the
-same literal way: the lines the agent's own tools showed, the denominator of recall over every
-line.
+``ModelView`` reads filecache's answers the way the instructions tell a model to: content answers
+give lines of the version named in their header; a diff is applied (parsed with ``unidiff`` and
+applied here, never with filecache's diff code) to the copy of the version it names; a FileRef says
+the lines of the copy of the named version are current; the model's own writes give the whole file
+and its own edits are replayed on its copy of the file as it was. A read whose text in the request
+is not the text filecache answered (pruned: cleared, outlined, truncated) gives nothing; a write or
+an edit counts as long as its call is there with the arguments the model wrote (a call whose input
+pruning cleared gives nothing). An answer replay sent as the agent's own tool recorded it
+(``AGENT_VIEW``: filecache's was larger) gives the lines of that view that equal disk, and is never
+checked for a span. ``RecordedView`` reads the recording the same literal way: the lines the agent's
+own tools showed, the denominator of recall over every line.
 
 Invariants:
 - Only what is in the messages is used, plus the bytes on disk to compare with; a version tag
@@ -128,9 +127,11 @@ class ModelView:
         self.paths = None if paths is None else set(paths)
         self.copies: dict[str, dict[str, _Copy]] = {}
 
-    def feed(self, call_id: str, text: str) -> str | None:
+    def feed(self, call_id: str, text: str, input_intact: bool = True) -> str | None:
         """Take in one tool result as the model sees it. Returns a problem (str) when the
-        result is a read whose answer cannot be rebuilt or differs from disk, else None."""
+        result is a read whose answer cannot be rebuilt or differs from disk, else None.
+        ``input_intact`` False: the call's arguments as sent are not what the model wrote (a
+        write's or an edit's input was cleared), so it learns nothing from them."""
         call = self.calls.get(call_id)
         if call is None or (self.paths is not None and call.path not in self.paths):
             return None
@@ -140,7 +141,11 @@ class ModelView:
         if call.tool == READ_FILE.name and text != call.text:
             return None  # pruned: what it showed is gone
         # The model's own writes and edits count even when their confirmation was pruned: the
-        # call's arguments, which pruning never touches, say what it wrote.
+        # call's arguments say what it wrote, as long as they are sent as the model wrote them.
+        if call.tool in (WRITE_FILE.name, EDIT_FILE.name) and not input_intact:
+            if call.after is not None:
+                copies.setdefault(call.after[0], _Copy(len(call.after[1])))
+            return None
         if call.tool == WRITE_FILE.name:
             if call.after is not None:
                 lines = disk_lines(str(call.args.get("content", "")).encode("utf-8"))

@@ -174,6 +174,8 @@ class PruneSummary:
             ``clear``).
         reclaimed_final: tokens the pruned results no longer take in the last request.
         dropped_by_gate: actions the cost gate declined (summed over passes).
+        inputs: writes and edits whose input (the payload in the model's own call) was
+            cleared by the end (``input_pruning``).
     """
 
     window: int | None
@@ -182,6 +184,7 @@ class PruneSummary:
     results: Mapping[str, int] = field(default_factory=dict)
     reclaimed_final: int = 0
     dropped_by_gate: int = 0
+    inputs: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -191,6 +194,7 @@ class PruneSummary:
             "results": dict(self.results),
             "reclaimed_final": self.reclaimed_final,
             "dropped_by_gate": self.dropped_by_gate,
+            "inputs": self.inputs,
         }
 
 
@@ -382,6 +386,7 @@ def combine(replays: Sequence[SessionReplay], name: str = "total") -> SessionRep
             dict(tiers),
             sum(r.pruning.reclaimed_final for r in replays),
             sum(r.pruning.dropped_by_gate for r in replays),
+            sum(r.pruning.inputs for r in replays),
         ),
         stale_views=sum(r.stale_views for r in replays),
         dangling_refs=sum(r.dangling_refs for r in replays),

@@ -30,7 +30,7 @@ from filecache.prune.codecs.base import (
 )
 from filecache.prune.message_blocks import body_text, expect_string, type_name
 
-__all__ = ["CODEC", "FORMAT", "parse", "render"]
+__all__ = ["CODEC", "FORMAT", "parse", "render", "set_input"]
 
 FORMAT = Format.ANTHROPIC
 
@@ -113,4 +113,9 @@ def render(transcript: Transcript, replacements: Mapping[str, str]) -> list[Any]
     return render_replaced(transcript, FORMAT, replacements, "content", "text")
 
 
-CODEC = register_format(FORMAT, parse, render)
+def set_input(message: Any, call: ToolCall, arguments: dict[str, Any]) -> None:
+    """A ``tool_use`` block's new ``input`` (an object, as the API requires)."""
+    message["content"][call.block_index]["input"] = arguments
+
+
+CODEC = register_format(FORMAT, parse, render, set_input)

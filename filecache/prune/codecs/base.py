@@ -44,7 +44,7 @@ from typing import Any
 
 from filecache.errors import TranscriptError
 from filecache.prune.file_tools import FileAccess, file_access
-from filecache.prune.message_blocks import replaced_body, type_name
+from filecache.prune.message_blocks import json_object, replaced_body, type_name
 
 __all__ = [
     "Codec",
@@ -57,8 +57,10 @@ __all__ = [
     "parse_list",
     "register_format",
     "registered_formats",
+    "render_inputs",
     "render_replaced",
     "render_transcript",
+    "renders_inputs",
     "replacements_by_message",
 ]
 
@@ -184,27 +186,35 @@ class Transcript:
 
 Parse = Callable[[object], Transcript]
 Render = Callable[[Transcript, Mapping[str, str]], list[Any]]
+SetInput = Callable[[Any, ToolCall, dict[str, Any]], None]
+"""Puts a call's new arguments into (a deep copy of) the message that makes it."""
 
 
 @dataclass(frozen=True)
 class Codec:
-    """One message format: ``parse`` a list into a ``Transcript``, ``render`` one back."""
+    """One message format: ``parse`` a list into a ``Transcript``, ``render`` one back, and
+    (when the format supports it) ``set_input``: a call's new arguments into its message."""
 
     format: str
     parse: Parse
     render: Render
+    set_input: SetInput | None = None
 
 
 _CODECS: dict[str, Codec] = {}
 
 
-def register_format(format: str, parse: Parse, render: Render) -> Codec:
+def register_format(
+    format: str, parse: Parse, render: Render, set_input: SetInput | None = None
+) -> Codec:
     """Make ``format`` known to ``parse_transcript``/``render_transcript`` (adapters may add one).
 
+    ``set_input`` (optional) lets pruning replace a superseded call's arguments
+    (``render_inputs``); without it the calls of this format are never changed.
     Registering the same functions again is a no-op; other functions under a taken name are
     refused (``ValueError``): two codecs for one name would render each other's transcripts.
     """
-    codec = Codec(format, parse, render)
+    codec = Codec(format, parse, render, set_input)
     known = _CODECS.setdefault(format, codec)
     if known != codec:
         raise ValueError(f"message format {format!r} is already registered ({known.parse!r})")
@@ -229,6 +239,45 @@ def codec_for(format: str) -> Codec:
 def render_transcript(transcript: Transcript, replacements: Mapping[str, str]) -> list[Any]:
     """``transcript.raw`` with result bodies replaced, in the transcript's own format."""
     return codec_for(transcript.format).render(transcript, replacements)
+
+
+def renders_inputs(format: str) -> bool:
+    """Whether calls of ``format`` can have their arguments replaced (``render_inputs``)."""
+    found = _CODECS.get(format)
+    return found is not None and found.set_input is not None
+
+
+def render_inputs(
+    transcript: Transcript, messages: Sequence[Any], inputs: Mapping[str, str]
+) -> list[Any]:
+    """``messages`` (``transcript.raw``, or what ``render_transcript`` made of it) with the
+    arguments of each call in ``inputs`` (call id -> a JSON object's text) replaced.
+
+    A message that makes no such call is the given object; one that does is a deep copy with
+    only those calls' arguments changed (the call keeps its id, name and position).
+
+    Raises:
+        TranscriptError: a call id that is not a call here, arguments that are not a JSON
+            object, or a format that cannot replace them.
+    """
+    codec = codec_for(transcript.format)
+    if codec.set_input is None:
+        raise TranscriptError(f"the {transcript.format} format cannot replace a call's arguments")
+    calls = transcript.calls_by_id()
+    out = list(messages)
+    copied: set[int] = set()
+    for call_id, text in inputs.items():
+        call = calls.get(call_id)
+        if call is None:
+            raise TranscriptError(f"cannot replace the input of {call_id}: there is no such call")
+        parsed = json_object(text) if isinstance(text, str) else None
+        if parsed is None:
+            raise TranscriptError(f"the new input of {call_id} must be a JSON object's text")
+        if call.message_index not in copied:
+            out[call.message_index] = copy.deepcopy(out[call.message_index])
+            copied.add(call.message_index)
+        codec.set_input(out[call.message_index], call, parsed)
+    return out
 
 
 # -- linking and rendering, for the codecs --------------------------------------------------

@@ -5,6 +5,9 @@ dicts) to OpenAI chat dicts, which ``openai_chat`` parses; ``replaced`` puts pru
 back: the list with only the pruned ``ToolMessage`` contents replaced (``model_copy``, or a new
 dict for a dump).
 
+``replaced_inputs`` puts a superseded call's new arguments back (the ``args`` of that entry of an
+``AIMessage``'s ``tool_calls``).
+
 Invariant: a replaced ``ToolMessage`` keeps its ``tool_call_id``, ``name``, ``id`` and position;
 every other message is the input's own object.
 
@@ -23,7 +26,7 @@ from filecache.extras import requires
 with requires("langchain_core", "langchain-core", "pruning LangChain messages"):
     from langchain_core.messages import BaseMessage
 
-__all__ = ["replaced", "to_chat"]
+__all__ = ["replaced", "replaced_inputs", "to_chat"]
 
 _ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
 
@@ -90,5 +93,25 @@ def replaced(messages: list[Any], texts: Mapping[str, str]) -> list[Any]:
                 message = message.model_copy(update={"content": texts[cid]})
             else:
                 message = {**message, "content": texts[cid]}
+        out.append(message)
+    return out
+
+
+def replaced_inputs(messages: list[Any], inputs: Mapping[str, str]) -> list[Any]:
+    """``messages`` with the ``args`` of each tool call whose id is in ``inputs`` replaced
+    (``inputs``: call id -> the new arguments as a JSON object's text)."""
+    out: list[Any] = []
+    for message in messages:
+        fields = _fields(message)
+        calls = fields.get("tool_calls") or []
+        if fields.get("type") == "ai" and any(c.get("id") in inputs for c in calls):
+            new = [
+                {**c, "args": json.loads(inputs[c["id"]])} if c.get("id") in inputs else c
+                for c in calls
+            ]
+            if isinstance(message, BaseMessage):
+                message = message.model_copy(update={"tool_calls": new})
+            else:
+                message = {**message, "tool_calls": new}
         out.append(message)
     return out

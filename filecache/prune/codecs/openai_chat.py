@@ -28,7 +28,7 @@ from filecache.prune.codecs.base import (
 )
 from filecache.prune.message_blocks import body_text, expect_string, json_object, type_name
 
-__all__ = ["CODEC", "FORMAT", "parse", "render"]
+__all__ = ["CODEC", "FORMAT", "parse", "render", "set_input"]
 
 FORMAT = Format.OPENAI
 
@@ -115,4 +115,13 @@ def render(transcript: Transcript, replacements: Mapping[str, str]) -> list[Any]
     return render_replaced(transcript, FORMAT, replacements, "content", "text")
 
 
-CODEC = register_format(FORMAT, parse, render)
+def set_input(message: Any, call: ToolCall, arguments: dict[str, Any]) -> None:
+    """A function call's new ``arguments``: a JSON string (an object where it was one)."""
+    function = message["tool_calls"][call.block_index]["function"]
+    given = function.get("arguments")
+    function["arguments"] = (
+        arguments if isinstance(given, dict) else json.dumps(arguments, ensure_ascii=False)
+    )
+
+
+CODEC = register_format(FORMAT, parse, render, set_input)

@@ -14,6 +14,7 @@ output items; every other item is the input's own object.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,7 +31,7 @@ from filecache.prune.codecs.base import (
 )
 from filecache.prune.message_blocks import body_text, expect_string, json_object, type_name
 
-__all__ = ["CODEC", "FORMAT", "parse", "render"]
+__all__ = ["CODEC", "FORMAT", "parse", "render", "set_input"]
 
 FORMAT = Format.RESPONSES
 _CALLS = ("function_call", "custom_tool_call")
@@ -103,4 +104,11 @@ def render(transcript: Transcript, replacements: Mapping[str, str]) -> list[Any]
     return render_replaced(transcript, FORMAT, replacements, "output", "input_text")
 
 
-CODEC = register_format(FORMAT, parse, render)
+def set_input(item: Any, call: ToolCall, arguments: dict[str, Any]) -> None:
+    """A ``function_call`` item's new ``arguments`` (a JSON string)."""
+    if item.get("type") != "function_call":
+        raise TranscriptError(f"message {call.message_index}: only a function_call's input")
+    item["arguments"] = json.dumps(arguments, ensure_ascii=False)
+
+
+CODEC = register_format(FORMAT, parse, render, set_input)

@@ -4,6 +4,9 @@
 which ``openai_chat`` parses; ``replaced`` puts pruned result texts back: the list with only
 the pruned ``ToolReturnPart`` contents replaced (every other part is the input's own object).
 
+``replaced_inputs`` puts a superseded call's new arguments back (a ``ToolCallPart``'s ``args``,
+a dict or a JSON string as it was).
+
 Invariant: a replaced result keeps its ``tool_call_id``, ``tool_name`` and position; a subclass
 of ``ToolReturnPart`` (tool search, capability loading: structured content pydantic-ai reads
 back) is never rewritten.
@@ -15,6 +18,7 @@ holds pydantic-ai messages); pure otherwise.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,7 +38,7 @@ with requires("pydantic_ai", "pydantic-ai-slim", "pruning pydantic-ai messages")
         UserPromptPart,
     )
 
-__all__ = ["replaced", "to_chat"]
+__all__ = ["replaced", "replaced_inputs", "to_chat"]
 
 
 def to_chat(messages: list[ModelMessage]) -> list[dict[str, Any]]:
@@ -96,5 +100,29 @@ def replaced(messages: list[ModelMessage], texts: Mapping[str, str]) -> list[Mod
         ):
             parts = [_replaced_part(p, texts) for p in message.parts]
             message = dataclasses.replace(message, parts=parts)
+        out.append(message)
+    return out
+
+
+def _replaced_call(part: Any, inputs: Mapping[str, str]) -> Any:
+    if isinstance(part, ToolCallPart) and part.tool_call_id in inputs:
+        text = inputs[part.tool_call_id]
+        return dataclasses.replace(
+            part, args=text if isinstance(part.args, str) else json.loads(text)
+        )
+    return part
+
+
+def replaced_inputs(messages: list[ModelMessage], inputs: Mapping[str, str]) -> list[ModelMessage]:
+    """``messages`` with the ``args`` of each ``ToolCallPart`` whose id is in ``inputs``
+    replaced (``inputs``: call id -> the new arguments as a JSON object's text)."""
+    out: list[ModelMessage] = []
+    for message in messages:
+        if isinstance(message, ModelResponse) and any(
+            isinstance(p, ToolCallPart) and p.tool_call_id in inputs for p in message.parts
+        ):
+            message = dataclasses.replace(
+                message, parts=[_replaced_call(p, inputs) for p in message.parts]
+            )
         out.append(message)
     return out
