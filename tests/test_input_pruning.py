@@ -25,6 +25,7 @@ from filecache.prune.input_pruning import INPUT_SUFFIX, MIN_PAYLOAD
 from filecache.prune.pruner import prune_messages
 from filecache.prune.pruning import PrunePolicy
 from filecache.prune.transcript import parse_transcript
+from filecache.store.store import MemoryStore
 
 FIRST = "".join(f"print('first version, line {i}')\n" for i in range(40))
 SECOND = "".join(f"print('second version, line {i}')\n" for i in range(40))
@@ -435,3 +436,27 @@ def test_the_model_view_learns_nothing_from_a_cleared_input(tmp_path: Path) -> N
     cleared = ModelView(calls)
     cleared.feed("w1", write.text, input_intact=False)
     assert "cannot be rebuilt" in (cleared.feed("r1", read.text) or "")
+
+
+# -- shell agents: heredoc writes are the model's own inputs too ---------------------------
+
+
+def test_a_heredoc_rewritten_later_loses_its_body_and_keeps_its_shape(tmp_path: Path) -> None:
+    body = "".join(f"print('check {i}')\n" for i in range(30))
+    first = f"cat <<'EOF' > repro.py\n{body}EOF\npython repro.py"
+    append = f"cat >> repro.py <<'EOF'\n{body}EOF"
+    chat = Chat()
+    chat.bash(first, filler(300, "out"), call_id="b1")
+    chat.bash(append, "", call_id="b2")  # an append is not a rewrite: b1 still holds
+    chat.bash("python repro.py", filler(300, "out"), call_id="b3")
+    keep = prune_messages(chat.messages, policy=policy(), count=words, store=MemoryStore())
+    assert "b1" not in keep.plan.inputs
+    chat.bash(first.replace("check", "verify"), filler(300, "again"), call_id="b4")
+    with FileCache(tmp_path, store=":memory:") as cache:
+        result = prune_messages(chat.messages, policy=policy(), count=words, store=cache.store)
+    assert set(result.plan.inputs) == {"b1"}
+    command = arguments(result.messages)["b1"]["command"]
+    head, marker, rest = command.partition("\n")
+    assert head == "cat <<'EOF' > repro.py" and rest.startswith(INPUT_MARKER)
+    assert rest.endswith("]\nEOF\npython repro.py")  # the delimiter and what follows stay
+    assert arguments(result.messages)["b2"]["command"] == append

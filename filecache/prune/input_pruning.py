@@ -29,7 +29,9 @@ Invariants:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from filecache.core.kinds import Kind, Tool
@@ -39,14 +41,49 @@ if TYPE_CHECKING:
     from filecache.prune.pruning import ResultInfo
 
 __all__ = [
-    "INPUT_SUFFIX", "MIN_PAYLOAD", "cleared_arguments", "is_cleared_input", "superseded_inputs",
+    "INPUT_SUFFIX", "MIN_PAYLOAD", "Superseded", "cleared_arguments", "cleared_heredocs",
+    "heredoc_writes", "is_cleared_input", "superseded_inputs",
 ]  # fmt: skip
 
 MIN_PAYLOAD = 200
 """Strings shorter than this (characters) stay: a reference would not be much shorter."""
+_HEREDOC_LINE = re.compile(
+    r"^[ \t]*cat[ \t]+(?:<<[ \t]*(?P<q1>['\"]?)(?P<d1>\w+)(?P=q1)[ \t]*"
+    r">[ \t]*(?P<f1>[^\s'\"<>|&;$`]+)"
+    r"|>[ \t]*(?P<f2>[^\s'\"<>|&;$`]+)[ \t]+<<[ \t]*(?P<q2>['\"]?)(?P<d2>\w+)(?P=q2))[ \t]*$",
+    re.M,
+)
 INPUT_SUFFIX = "#input"
 """The store keys a call's archived input and its projection under ``call_id + INPUT_SUFFIX``
 (a result's are under ``call_id``)."""
+
+
+@dataclass(frozen=True)
+class Superseded:
+    """Why a call's input may go: ``reason``; ``read``: the later read that shows the file
+    (it must stay verbatim), or None when a later write superseded it; ``heredocs``: for a
+    shell command, the targets of the heredoc writes whose bodies go (others stay)."""
+
+    reason: str
+    read: str | None = None
+    heredocs: tuple[str, ...] = ()
+
+
+def heredoc_writes(command: str) -> list[tuple[str, int, int]]:
+    """``(target, start, end)`` of each heredoc that replaces a file (``cat <<'EOF' > F`` or
+    ``cat > F <<'EOF'`` on a line of its own, then the body up to the delimiter line): the body
+    is ``command[start:end]``. Appends (``>>``) and anything else are not writes of a file."""
+    out: list[tuple[str, int, int]] = []
+    for found in _HEREDOC_LINE.finditer(command):
+        delimiter = found["d1"] or found["d2"]
+        start = found.end() + 1
+        if start > len(command):
+            continue
+        close = re.compile(rf"^{re.escape(delimiter)}$", re.M).search(command, start)
+        if close is None:
+            continue
+        out.append((found["f1"] or found["f2"], start, close.start()))
+    return out
 
 
 def superseded_inputs(
@@ -58,35 +95,79 @@ def superseded_inputs(
     secret: Collection[str],
     same_path: Callable[[str, str], bool],
     done: Collection[str] = (),
-) -> dict[str, tuple[str, str | None]]:
-    """call id of a write or edit -> (why its input is superseded, the read that shows the file
-    now, or None when a later write superseded it). ``done``: inputs already replaced."""
-    why: dict[str, tuple[str, str | None]] = {}
+    commands: Mapping[str, str] | None = None,
+) -> dict[str, Superseded]:
+    """call id of a write or edit (or of a shell command with heredoc writes: ``commands``,
+    call id -> command) -> why its input is superseded. ``done``: inputs already replaced."""
+    commands = commands or {}
+    targets: list[list[str]] = []  # per result: the files its call's input wrote
+    for info in infos:
+        if info.kind in (Tool.WRITE, Tool.EDIT) and info.path is not None:
+            targets.append([info.path])
+        elif info.call_id in commands and info.answer != Kind.ERROR:
+            targets.append([t for t, _, _ in heredoc_writes(commands[info.call_id])])
+        else:
+            targets.append([])
+    why: dict[str, Superseded] = {}
     for i, info in enumerate(infos):
-        if info.kind not in (Tool.WRITE, Tool.EDIT) or info.path is None:
-            continue
         cid = info.call_id
-        if cid in done or cid in relied or cid in protected or cid in secret:
+        if not targets[i] or cid in done or cid in relied or cid in protected or cid in secret:
             continue
         if info.answer == Kind.ERROR:
             continue
-        for later in infos[i + 1 :]:
-            if later.path is None or not same_path(later.path, info.path):
-                continue
-            if later.answer == Kind.ERROR:
-                continue
-            if later.kind in (Tool.WRITE, Tool.CHANGE):  # the file is no longer what it wrote
-                verb = "write" if later.kind == Tool.WRITE else "a change seen outside"
-                why[cid] = (f"superseded by {verb} {later.call_id}", None)
-                break
-            if (
-                later.kind == Tool.READ
-                and later.answer == Kind.FULL  # the ledger's: the whole file, as content
-                and kept(later)
-            ):
-                why[cid] = (f"the file is shown in full by read {later.call_id}", later.call_id)
-                break
+        gone: dict[str, tuple[str, str | None]] = {}
+        for path in targets[i]:
+            for n in range(i + 1, len(infos)):
+                later = infos[n]
+                if later.answer == Kind.ERROR:
+                    continue
+                if any(same_path(t, path) for t in targets[n]) and later.kind != Tool.EDIT:
+                    gone[path] = (f"superseded by write {later.call_id}", None)
+                    break
+                if later.path is None or not same_path(later.path, path):
+                    continue
+                if later.kind in (Tool.WRITE, Tool.CHANGE):  # the file is no longer this
+                    verb = "write" if later.kind == Tool.WRITE else "a change seen outside"
+                    gone[path] = (f"superseded by {verb} {later.call_id}", None)
+                    break
+                if (
+                    later.kind == Tool.READ
+                    and later.answer == Kind.FULL  # the ledger's: the whole file, as content
+                    and kept(later)
+                ):
+                    gone[path] = (
+                        f"the file is shown in full by read {later.call_id}",
+                        later.call_id,
+                    )
+                    break
+        if not gone:
+            continue
+        if info.kind in (Tool.WRITE, Tool.EDIT):
+            reason, read = gone[targets[i][0]]
+            why[cid] = Superseded(reason, read)
+        else:  # a command's heredocs: each superseded one goes (a kept read: the first's)
+            reason, read = next(iter(gone.values()))
+            reads = {r for _, r in gone.values() if r is not None}
+            if len(reads) > 1:
+                continue  # one read to keep verbatim per call, so the check stays simple
+            why[cid] = Superseded(reason, next(iter(reads), None), tuple(gone))
     return why
+
+
+def cleared_heredocs(command: str, targets: Collection[str], reason: str) -> str | None:
+    """``command`` with the body of each heredoc write to one of ``targets`` replaced by a
+    reference line (the delimiters stay: it is still the same shell command's shape)."""
+    out, at, changed = [], 0, False
+    for target, start, end in heredoc_writes(command):
+        body = command[start:end]
+        if target not in targets or len(body) < MIN_PAYLOAD or body.startswith(MARKERS):
+            continue
+        out += [command[at:start], render_cleared_input(target, body, reason), "\n"]
+        at, changed = end, True
+    if not changed:
+        return None
+    out.append(command[at:])
+    return "".join(out)
 
 
 def _cleared(value: Any, path: str, reason: str) -> tuple[Any, bool]:

@@ -33,6 +33,7 @@ caching). ``PrunePolicy()`` is the seeds' defaults (65% trigger, degrade before 
 
 from __future__ import annotations
 
+import json
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,8 +52,15 @@ from filecache.core.render import (
 from filecache.errors import ConfigError
 from filecache.ledger import Ledger
 from filecache.prune.codecs.base import ToolCall, render_inputs
-from filecache.prune.input_pruning import cleared_arguments, is_cleared_input, superseded_inputs
+from filecache.prune.input_pruning import (
+    Superseded,
+    cleared_arguments,
+    cleared_heredocs,
+    is_cleared_input,
+    superseded_inputs,
+)
 from filecache.prune.prune_cost import cut_net, session_growth
+from filecache.prune.shell_outputs import superseded_outputs
 from filecache.prune.transcript import Transcript, file_access
 
 __all__ = [
@@ -101,6 +109,8 @@ class PrunePolicy:
         inputs: the payload of a write or edit the model holds elsewhere (the file written
             again, or shown in full by a later read still in the transcript) is replaced in the
             model's own call by a short reference (``input_pruning``).
+        rerun_outputs: the output of a command (bash, ...) that ran again later is superseded
+            (``shell_outputs``): cleared by the supersession pass, when the gate lets it.
     """
 
     context_window: int = 128_000
@@ -122,6 +132,7 @@ class PrunePolicy:
     keep_edited: bool = False
     degrade: bool = True
     inputs: bool = True
+    rerun_outputs: bool = True
 
     @classmethod
     def preset(cls, name: str, **overrides: object) -> PrunePolicy:
@@ -387,7 +398,11 @@ def _built_on(info: ResultInfo, reason: str) -> bool:
     """Whether ``keep_edited`` keeps a superseded read: the model's view of the file after its
     own edit is built on the lines the read showed, unless later reads showed them again. An
     outline shows no lines to build on (and its line numbers are old after the edit)."""
-    return not reason.startswith(_BY_READS) and info.answer not in (Kind.OUTLINE, "filecache")
+    return (
+        info.kind == Tool.READ  # a command's output superseded by its re-run builds nothing
+        and not reason.startswith(_BY_READS)
+        and info.answer not in (Kind.OUTLINE, "filecache")
+    )
 
 
 def _protected(infos: Sequence[ResultInfo], budget: int) -> set[str]:
@@ -537,6 +552,8 @@ def plan_prune(
 
     protected = _protected(infos, policy.protect_recent)
     superseded = _superseded(infos, ledger, through_edits=policy.keep_edited)
+    if policy.rerun_outputs:  # a command's output, once the same command ran again
+        superseded |= superseded_outputs(infos, calls)
     target = policy.target * window
     actions: dict[str, PruneAction] = {}
     excess = total - target
@@ -620,9 +637,9 @@ def plan_prune(
             why = "cleared under context pressure"
             act(info, Tier.CLEAR, _cleared(info, why), why)
 
-    found: dict[str, tuple[str, str | None]] = {}
+    found: dict[str, Superseded] = {}
     if inputs and policy.inputs:
-        found = _superseded_inputs(infos, actions, relied, protected, secret, sticky_inputs)
+        found = _superseded_inputs(infos, actions, relied, protected, secret, sticky_inputs, calls)
     chosen = sorted(actions.values(), key=lambda a: a.message_index)
     chosen += _input_actions(found, infos, calls, count)
     chosen.sort(key=lambda a: a.message_index)
@@ -653,7 +670,8 @@ def _superseded_inputs(
     protected: set[str],
     secret: frozenset[str],
     done: Mapping[str, str],
-) -> dict[str, tuple[str, str | None]]:
+    calls: Mapping[str, ToolCall],
+) -> dict[str, Superseded]:
     """The writes and edits whose input this pass may replace (``input_pruning``): the read
     that shows the file must stay verbatim in this pass, and no live FileRef or diff relies on
     the call (``relied`` as the result passes left it)."""
@@ -665,22 +683,34 @@ def _superseded_inputs(
         secret=secret,
         same_path=_same_path,
         done=done,
+        commands={
+            cid: command
+            for cid, call in calls.items()
+            if (command := call.arguments.get("command")) and isinstance(command, str)
+        },
     )
 
 
 def _input_actions(
-    found: Mapping[str, tuple[str, str | None]],
+    found: Mapping[str, Superseded],
     infos: Sequence[ResultInfo],
     calls: Mapping[str, ToolCall],
     count: Callable[[str], int],
 ) -> list[PruneAction]:
     out = []
     by_id = {i.call_id: i for i in infos}
-    for cid, (reason, _) in found.items():
+    for cid, why in found.items():
         call, info = calls.get(cid), by_id[cid]
         if call is None or not call.arguments_valid or is_cleared_input(call.raw_arguments):
             continue
-        text = cleared_arguments(call.arguments, info.path or "", reason)
+        reason = why.reason
+        if why.heredocs:
+            command = cleared_heredocs(str(call.arguments["command"]), why.heredocs, reason)
+            text = None
+            if command is not None:
+                text = json.dumps({**call.arguments, "command": command}, ensure_ascii=False)
+        else:
+            text = cleared_arguments(call.arguments, info.path or "", reason)
         if text is None:
             continue
         before, after = count(call.raw_arguments), count(text)
@@ -696,7 +726,7 @@ def _input_actions(
 
 def _inputs_still_held(
     chosen: list[PruneAction],
-    found: Mapping[str, tuple[str, str | None]],
+    found: Mapping[str, Superseded],
     infos: Sequence[ResultInfo],
 ) -> list[PruneAction]:
     """``chosen`` without the input actions that what the gate kept makes unsafe: the read that
@@ -709,7 +739,7 @@ def _inputs_still_held(
     return [
         a
         for a in chosen
-        if a.target != "input" or (a.call_id not in relied and found[a.call_id][1] not in cut)
+        if a.target != "input" or (a.call_id not in relied and found[a.call_id].read not in cut)
     ]
 
 
