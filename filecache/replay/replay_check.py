@@ -300,6 +300,19 @@ def _shell_lines(call: FileCall) -> Lines:
     start = offset if isinstance(offset, int) else 1
     numbered = all(_NUMBERED.match(row) for row in rows) and bool(rows)
     out: Lines = {}
+    # grep -n of one run of lines: each row is "N:" (a match) or "N-" (context), N counting up
+    # from the offset (a raw line that merely starts with digits does not count up so)
+    marks = [f"{start + k}" for k in range(len(rows))]
+    if (
+        rows
+        and not numbered
+        and all(
+            row.startswith(mark) and row[len(mark) : len(mark) + 1] in (":", "-")
+            for row, mark in zip(rows, marks, strict=True)
+        )
+    ):
+        pairs = enumerate(zip(rows, marks, strict=True))
+        return {start + k: row[len(mark) + 1 :] for k, (row, mark) in pairs}
     for k, row in enumerate(rows):
         match = _NUMBERED.match(row) if numbered else None
         if match is not None:

@@ -186,7 +186,7 @@ def prepare_shell_read(
         output = render_output(read, [lines])
     except NotServable as exc:
         return f"{rel}: {exc}"
-    if len(spans([n for _, n in selection(read, [len(lines)])])) != 1:
+    if len(spans([n for _, n in selection(read, [len(lines)], [lines])])) != 1:
         return f"{rel}: several runs of lines: kept as recorded"
     if PLACEHOLDER in output:
         return f"{rel}: lines this read shows are not in the log"

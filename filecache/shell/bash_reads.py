@@ -91,18 +91,20 @@ def answer_shell_read(session: Session, read: ShellRead, call_id: str | None) ->
     cid = call_id or "fc-" + os.urandom(5).hex()
     # Only to place the lines (tail, $, a range past the end): every answer below is rendered
     # from the version each session.read hashed, never from these bytes.
-    rels, totals = [], []
+    rels, placing = [], []
     for path in read.paths:
         loc = session.cache.locate(path)
         data = read_bytes(loc, session.cache.settings.max_file_bytes)
         rels.append(loc.rel)
-        totals.append(len(split_lines(decode_text(data, loc.rel))))
-    picked = selection(read, totals)
+        placing.append(split_lines(decode_text(data, loc.rel)))
+    picked = selection(read, [len(lines) for lines in placing], placing)
     if not picked:
         raise NotServable("the command prints nothing")
     numbers = [n for f, n in picked]
     runs = spans(numbers)
-    if len(read.paths) == 1 and len(runs) == 1:
+    # A grep's output says which lines match, besides what they hold: always content (a
+    # FileRef to the lines would not say that no other line matches).
+    if len(read.paths) == 1 and len(runs) == 1 and read.grep is None:
         start, end = runs[0]
         result = session.read(
             rels[0], offset=start, limit=end - start + 1, mode="full", numbered=False,
@@ -129,7 +131,11 @@ def answer_shell_read(session: Session, read: ShellRead, call_id: str | None) ->
             lo, hi = (result.start if not lo else lo), result.end
         versions.append(version)
         bounds.append((lo, hi))
-    text = _render(session, read, versions, picked, bounds)
+    try:
+        text = _render(session, read, versions, picked, bounds)
+    except NotServable:
+        session.forget([cid])  # the shell answers: the model sees its output, not these facts
+        raise
     return ShellAnswer(text, "partial", rels[0], bounds[0][0], bounds[0][1], versions[0], cid)
 
 
@@ -147,5 +153,9 @@ def _render(
             raise NotServable("the version read is no longer held")
         files.append(lines)
     # A file that changed since the placing read: show only lines the session recorded.
+    if read.grep is not None:  # which lines match is the version's, not the placing read's
+        picked = selection(read, [len(lines) for lines in files], files)
+        if any(not bounds[f][0] <= n <= bounds[f][1] for f, n in picked):
+            raise NotServable("the file changed while it was read")
     kept = [(f, n) for f, n in picked if bounds[f][0] <= n <= bounds[f][1] and n <= len(files[f])]
     return render_lines_at(read, files, kept)

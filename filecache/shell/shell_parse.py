@@ -3,17 +3,23 @@
 ``parse_shell_read(command)`` recognises ``cat [-n] FILE…``, ``nl -ba FILE``,
 ``sed -n SCRIPT FILE`` (scripts of ``A,Bp`` / ``A,+Np`` / ``Ap`` / ``$p`` commands, joined by
 ``;`` or given as several ``-e``), ``head [-n N|-N] FILE``, ``tail [-n N|-N|-n +N] FILE``, and
-one file's output piped through ``sed -n``, ``head`` or ``tail`` stages. Anything else — other
-flags, several files in a pipe, globs, quoting the parser does not take, variables,
-redirections, ``&&``, ``;``, ``cd`` — is ``None``: the caller runs it in the shell.
+one file's output piped through ``sed -n``, ``head`` or ``tail`` stages; and ``grep`` of one
+file (``grep [-n] [-A N] [-B N] [-C N] [-F|-E|-G] [-e] PATTERN FILE``) or as the last stage of
+such a pipe (``nl -ba F | grep -A 20 'def f'``), for a pattern that matches literally (no
+character that is special in the regular expression, or ``-F``; never ``-i``, ``-v``, ``-w``,
+``-o``, ``-c`` or other options). Anything else — other flags, several files in a pipe, globs,
+quoting the parser does not take, variables, redirections, ``&&``, ``;``, ``cd`` — is
+``None``: the caller runs it in the shell.
 
 ``render_output`` gives what the command prints for given file lines (``text.split_lines``
 form), byte for byte as GNU coreutils and GNU sed print it; ``selection`` the file line numbers
 it prints, in order (a line twice when a script prints it twice).
 
 Invariant: for a parsed command and a text file, ``render_output`` equals the command's stdout
-(checked against real subprocesses in ``tests/test_shell_parse.py``); a file ``nl`` would treat
-specially (a section delimiter line) raises ``NotServable``.
+(checked against real subprocesses in ``tests/test_shell_parse.py`` and
+``tests/test_shell_grep.py``); a file ``nl`` would treat specially (a section delimiter line)
+raises ``NotServable``. A grep that matches nothing prints nothing (and exits 1): the caller
+runs it.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from dataclasses import dataclass
 from filecache.core.text import EOF_MARK
 
 __all__ = [
+    "Grep",
     "NotServable",
     "ShellRead",
     "Stage",
@@ -39,6 +46,10 @@ __all__ = [
 _UNSAFE = set("`$*?[]{}~<>;&()!#\\\n\r\t")  # outside quotes these mean more than a word
 _SED_CMD = re.compile(r"^(\d+|\$)(?:,(\d+|\$|\+\d+))?p$")
 _NL_DELIMITERS = frozenset({"\\:", "\\:\\:", "\\:\\:\\:"})
+_BRE_SPECIAL = frozenset("\\.[]*^$")  # a pattern without these matches as a plain substring
+_ERE_SPECIAL = _BRE_SPECIAL | frozenset("+?(){}|")
+_GREP_FLAGS = frozenset("nFEG")  # short flags that may be combined (``-nF``)
+_CONTEXT = re.compile(r"^-([ABC])(\d*)$")
 
 
 class NotServable(Exception):
@@ -67,10 +78,69 @@ class ShellRead:
     paths: tuple[str, ...]
     numbering: str = ""
     stages: tuple[Stage, ...] = ()
+    grep: Grep | None = None  # the last filter: the lines of the stream that match
 
     @property
     def path(self) -> str:
         return self.paths[0]
+
+
+@dataclass(frozen=True)
+class Grep:
+    """``grep`` of the stream for a ``pattern`` that matches as a plain substring: ``number``
+    (``-n``: ``N:`` before a match, ``N-`` before a context line, N its stream line), ``before``
+    and ``after`` (``-B``/``-A``/``-C``: context lines; ``--`` between groups)."""
+
+    pattern: str
+    number: bool = False
+    before: int = 0
+    after: int = 0
+
+    def matches(self, line: str) -> bool:
+        return self.pattern in line
+
+
+def _grep(args: list[str]) -> tuple[Grep, list[str]] | None:
+    """``grep`` options, pattern and file operands (the caller checks how many files)."""
+    number = fixed = extended = False
+    context: dict[str, int] = {}
+    pattern: str | None = None
+    operands: list[str] = []
+    i = 0
+    while i < len(args):
+        word = args[i]
+        i += 1
+        if operands or not word.startswith("-") or word == "-":
+            operands.append(word)
+            continue
+        found = _CONTEXT.match(word)
+        if found is not None:
+            value = found[2]
+            if not value:
+                if i >= len(args) or not args[i].isdigit():
+                    return None
+                value, i = args[i], i + 1
+            context[found[1]] = int(value)
+        elif word == "-e":
+            if pattern is not None or i >= len(args):
+                return None
+            pattern, i = args[i], i + 1
+        elif len(word) > 1 and set(word[1:]) <= _GREP_FLAGS:
+            number |= "n" in word
+            fixed |= "F" in word
+            extended = (extended or "E" in word) and "G" not in word
+        else:
+            return None  # -i, -v, -w, -o, -c, -l, -r, long options...: not served
+    if pattern is None:
+        if not operands:
+            return None
+        pattern, operands = operands[0], operands[1:]
+    special = set() if fixed else (_ERE_SPECIAL if extended else _BRE_SPECIAL)
+    if not pattern or "\n" in pattern or any(ch in special for ch in pattern):
+        return None
+    before = context.get("B", context.get("C", 0))
+    after = context.get("A", context.get("C", 0))
+    return Grep(pattern, number, before, after), operands
 
 
 def _sed_script(script: str) -> list[tuple[int, int]] | None:
@@ -151,6 +221,11 @@ def _first(words: list[str]) -> tuple[ShellRead, bool] | None:
         if args[:1] != ["-ba"] or len(args) != 2 or args[1].startswith("-"):
             return None
         return ShellRead((args[1],), "nl"), False
+    if cmd == "grep":
+        found = _grep(args)
+        if found is None or len(found[1]) != 1:
+            return None
+        return ShellRead((found[1][0],), "", (), found[0]), False
     if not args or args[-1].startswith("-"):
         return None
     path, opts = args[-1], args[:-1]
@@ -223,12 +298,21 @@ def parse_shell_read(command: str) -> ShellRead | None:
     if any(not p or p.startswith("-") for p in read.paths):
         return None
     filters = []
-    for words in stages[1:]:
+    grep = read.grep
+    for k, words in enumerate(stages[1:], 2):
+        if grep is not None:
+            return None  # a filter after grep: not served
+        if words[0] == "grep" and k == len(stages):
+            found = _grep(words[1:])
+            if found is None or found[1]:
+                return None
+            grep = found[0]
+            continue
         stage = _filter(words)
         if stage is None:
             return None
         filters.append(stage)
-    return ShellRead(read.paths, read.numbering, read.stages + tuple(filters))
+    return ShellRead(read.paths, read.numbering, read.stages + tuple(filters), grep)
 
 
 # -- rendering ----------------------------------------------------------------------------------
@@ -266,8 +350,62 @@ def _sed_pick(stage: Stage, size: int) -> list[int]:
     return out
 
 
-def selection(read: ShellRead, totals: Sequence[int]) -> list[tuple[int, int]]:
-    """``(file index, line number)`` of each output line, in order."""
+def selection(
+    read: ShellRead, totals: Sequence[int], files: Sequence[Sequence[str]] | None = None
+) -> list[tuple[int, int]]:
+    """``(file index, line number)`` of each output line, in order (a ``grep`` needs the
+    ``files``' lines, ``split_lines`` form: without them it raises ``NotServable``)."""
+    stream = _stream(read, totals)
+    if read.grep is None:
+        return stream
+    if files is None:
+        raise NotServable("grep: the lines are needed to tell which match")
+    return [(f, n) for f, n, _, _ in _grep_rows(read, files, stream)]
+
+
+def _grep_rows(
+    read: ShellRead, files: Sequence[Sequence[str]], stream: Sequence[tuple[int, int]]
+) -> list[tuple[int, int, int, str]]:
+    """``(file, line, stream position (1-based), mark)`` of each line grep prints; ``mark`` is
+    ``:`` for a match, ``-`` for context, and a row that opens a new group after a gap (when
+    context is asked for) has its mark doubled (``"::"``/``"--"``): ``--`` comes before it."""
+    grep = read.grep
+    assert grep is not None
+    offsets = _offsets(files)
+    texts = [
+        _numbered(read, offsets[f] + n, files[f][n - 1].removesuffix(EOF_MARK)) for f, n in stream
+    ]
+    hits = [k for k, text in enumerate(texts) if grep.matches(text)]
+    shown: dict[int, str] = {}
+    for k in hits:
+        for j in range(max(0, k - grep.before), min(len(stream), k + grep.after + 1)):
+            shown.setdefault(j, "-")
+        shown[k] = ":"
+    rows: list[tuple[int, int, int, str]] = []
+    last = None
+    for j in sorted(shown):
+        mark = shown[j]
+        if last is not None and j != last + 1 and (grep.before or grep.after):
+            mark *= 2
+        rows.append((stream[j][0], stream[j][1], j + 1, mark))
+        last = j
+    return rows
+
+
+def _offsets(files: Sequence[Sequence[str]]) -> list[int]:
+    """Where each file's lines start in the stream the first command wrote (``cat -n``
+    numbers across its files)."""
+    offsets = [0]
+    for lines in files[:-1]:
+        offsets.append(offsets[-1] + len(lines))
+    return offsets
+
+
+def _numbered(read: ShellRead, number: int, body: str) -> str:
+    return f"{number:6d}\t{body}" if read.numbering else body
+
+
+def _stream(read: ShellRead, totals: Sequence[int]) -> list[tuple[int, int]]:
     stream = [(f, n) for f, total in enumerate(totals) for n in range(1, total + 1)]
     for stage in read.stages:
         if stage.op == "sed":
@@ -299,7 +437,7 @@ def render_output(read: ShellRead, files: Sequence[Sequence[str]]) -> str:
         NotServable: ``nl`` on a file with a section delimiter line (it renumbers there), or
             ``cat -n`` of several files where one before the last lacks its final newline.
     """
-    return render_lines_at(read, files, selection(read, [len(lines) for lines in files]))
+    return render_lines_at(read, files, selection(read, [len(lines) for lines in files], files))
 
 
 def render_lines_at(
@@ -318,10 +456,10 @@ def render_lines_at(
         lines and lines[-1].endswith(EOF_MARK) for lines in files[:-1]
     ):
         raise NotServable("cat -n joins an unterminated last line with the next file's first")
+    if read.grep is not None:
+        return _render_grep(read, files, picked)
     # Numbers count the stream the first command wrote (cat -n numbers across its files).
-    offsets = [0]
-    for lines in files[:-1]:
-        offsets.append(offsets[-1] + len(lines))
+    offsets = _offsets(files)
     parts: list[str] = []
     for k, (f, n) in enumerate(picked):
         line = files[f][n - 1]
@@ -334,4 +472,25 @@ def render_lines_at(
         if open_end and k + 1 < len(picked) and read.stages:
             open_end = False  # sed: the next output line starts on a new line
         parts.append(body if open_end else body + "\n")
+    return "".join(parts)
+
+
+def _render_grep(
+    read: ShellRead, files: Sequence[Sequence[str]], picked: Sequence[tuple[int, int]]
+) -> str:
+    """grep's output for the rows among ``picked`` (every line ends in a newline)."""
+    grep = read.grep
+    assert grep is not None
+    wanted = set(picked)
+    offsets = _offsets(files)
+    parts: list[str] = []
+    rows = _grep_rows(read, files, _stream(read, [len(lines) for lines in files]))
+    for f, n, position, mark in rows:
+        if (f, n) not in wanted:
+            continue
+        if len(mark) == 2 and parts:
+            parts.append("--\n")
+        body = _numbered(read, offsets[f] + n, files[f][n - 1].removesuffix(EOF_MARK))
+        prefix = f"{position}{mark[0]}" if grep.number else ""
+        parts.append(f"{prefix}{body}\n")
     return "".join(parts)
