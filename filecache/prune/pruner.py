@@ -23,6 +23,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import re
@@ -305,6 +306,8 @@ def prune_messages(
         check_json([m for m in envelope.messages if isinstance(m, (dict, list))], "messages")
     converted = convert(envelope.messages)  # SDK objects, LangChain, pydantic-ai (sdk_messages)
     if converted is not None:
+        if converted.back is not None and converted.back_inputs is None:
+            policy = dataclasses.replace(policy or PrunePolicy(), inputs=False)
         inner = prune_messages(
             converted.messages, session=session, store=store, policy=policy,
             format=format or converted.format, count=count, session_id=session_id,
@@ -312,7 +315,7 @@ def prune_messages(
         out = inner.messages
         if converted.back is not None:
             out = converted.back(inner.plan.replacements, out)
-            if inner.plan.inputs:
+            if inner.plan.inputs and converted.back_inputs is not None:
                 out = converted.back_inputs(inner.plan.inputs, out)
         return PruneResult(envelope.wrap(out), inner.plan, inner.format)
     transcript = parse_transcript(envelope.messages, format)

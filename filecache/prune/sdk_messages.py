@@ -38,18 +38,21 @@ class Converted:
     messages: list[Any]
     format: str | None
     back: Callable[[Mapping[str, str], list[Any]], list[Any]] | None  # None: keep the dicts
-    # a superseded call's new arguments (call id -> JSON object text) put back in its kind
-    back_inputs: Callable[[Mapping[str, str], list[Any]], list[Any]] = lambda _, out: out
+    # a superseded call's new arguments (call id -> JSON object text) put back in its kind;
+    # None (with ``back``): the codec cannot, so no input of the list is replaced
+    back_inputs: Callable[[Mapping[str, str], list[Any]], list[Any]] | None = None
 
 
 class SdkCodec(Protocol):
-    """A framework's messages as OpenAI chat dicts, and pruned texts put back in its kind."""
+    """A framework's messages as OpenAI chat dicts, and pruned texts put back in its kind.
+
+    A codec may also have ``replaced_inputs(messages, inputs)``: the messages with the arguments
+    of each call in ``inputs`` (call id -> a JSON object's text) replaced; without it, pruning
+    never replaces a superseded call's input in that framework's lists."""
 
     def to_chat(self, messages: list[Any], /) -> list[dict[str, Any]]: ...
 
     def replaced(self, messages: list[Any], texts: Mapping[str, str], /) -> list[Any]: ...
-
-    def replaced_inputs(self, messages: list[Any], inputs: Mapping[str, str], /) -> list[Any]: ...
 
 
 def _langchain() -> SdkCodec:
@@ -125,7 +128,14 @@ def _via(codec: SdkCodec, messages: list[Any]) -> Converted:
     def back(replacements: Mapping[str, str], _: list[Any]) -> list[Any]:
         return codec.replaced(messages, replacements)
 
+    put_inputs: Callable[[list[Any], Mapping[str, str]], list[Any]] | None = getattr(
+        codec, "replaced_inputs", None
+    )
+    if put_inputs is None:
+        return Converted(chat, "openai", back)
+
     def back_inputs(inputs: Mapping[str, str], out: list[Any]) -> list[Any]:
-        return codec.replaced_inputs(out, inputs)
+        assert put_inputs is not None
+        return put_inputs(out, inputs)
 
     return Converted(chat, "openai", back, back_inputs)
