@@ -22,6 +22,12 @@ with ``edits``); every other call keeps its name and input. What a ``Read`` show
 payload's ``file`` (exact text, ``startLine``, ``totalLines``) or else from the ``N→`` lines of
 its result (the ``<system-reminder>`` tail cut off); ``Edit``/``Write`` payloads'
 ``originalFile`` gives a file's whole text before the session changed it.
+
+For the replay through the hook (``filecache.adapters.hosts.claude_replay``), the trace also
+keeps, under ``claude_code.calls``, each ``Read``/``Edit``/``MultiEdit``/``Write``/
+``NotebookEdit``/``Bash`` call as Claude Code's hook would have received it: its tool name,
+input and payload (``tool_use_result``; ``originalFile`` left out, the hook does not read it),
+and whether it failed.
 """
 
 from __future__ import annotations
@@ -36,11 +42,13 @@ from filecache.errors import TranscriptError
 from filecache.importers.logs import changed_paths, read_log, relative_path, trace_name
 from filecache.importers.trace import FileCall, Recorded, Shown, tool_call
 
-__all__ = ["parse_claude_code"]
+__all__ = ["HOOK_TOOLS", "parse_claude_code"]
 
 _LINE = re.compile(r"^ *(\d+)(?:→|\t)(.*)$")
 _REMINDER = "<system-reminder>"
 _MAX_LINE = 2000  # Claude Code cuts longer lines in what Read shows
+HOOK_TOOLS = frozenset({"Read", "Edit", "MultiEdit", "Write", "NotebookEdit", "Bash"})
+_UNUSED_PAYLOAD = frozenset({"originalFile", "originalFileContents"})
 _READ_ONLY_TOOLS = frozenset(
     "Read Glob Grep LS WebFetch WebSearch TodoWrite TodoRead Skill BashOutput KillShell "
     "ExitPlanMode EnterPlanMode AskUserQuestion ToolSearch TaskOutput TaskStop".split()
@@ -169,6 +177,7 @@ class _Builder:
         self.uses: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {}
         self.last_id: str | None = None
         self.opaque: dict[str, tuple[str, Mapping[str, Any]]] = {}
+        self.hook_calls: dict[str, dict[str, Any]] = {}
 
     def assistant(self, message: Mapping[str, Any]) -> None:
         msgs = self.recorded.messages
@@ -196,6 +205,7 @@ class _Builder:
             msgs.append({"role": "user", "content": _result_text(content)})
             return
         texts = [_result_text([b]) for b in content]
+        results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
         for block in content:
             if not isinstance(block, dict) or block.get("type") != "tool_result":
                 continue
@@ -204,8 +214,23 @@ class _Builder:
             failed = bool(block.get("is_error")) or text.startswith("<tool_use_error>")
             msgs.append({"role": "tool", "tool_call_id": cid, "content": text})
             self._map(cid, {"text": text, "failed": failed, "payload": payload})
+            self._hook_call(cid, failed, payload if len(results) == 1 else None)
         if any(texts):
             msgs.append({"role": "user", "content": "\n\n".join(t for t in texts if t)})
+
+    def _hook_call(self, cid: str, failed: bool, payload: Any) -> None:
+        """The call as Claude Code's hook receives it (``claude_code.calls`` of the trace)."""
+        if cid not in self.uses or self.uses[cid][0] not in HOOK_TOOLS:
+            return
+        name, given, _ = self.uses[cid]
+        response = (
+            {k: v for k, v in payload.items() if k not in _UNUSED_PAYLOAD}
+            if isinstance(payload, Mapping)
+            else payload
+        )
+        self.hook_calls[cid] = {
+            "tool_name": name, "tool_input": given, "tool_response": response, "failed": failed,
+        }  # fmt: skip
 
     def _map(self, cid: str, result: Mapping[str, Any]) -> None:
         if cid not in self.uses:
@@ -269,6 +294,7 @@ def parse_claude_code(path: Path) -> list[Recorded]:
                 builder.user(message.get("content"), payload)
         recorded = builder.finish()
         recorded.extra["cwd"] = cwd
+        recorded.extra["claude_code"] = {"calls": builder.hook_calls}
         if project and len(chains) > 1:
             recorded.notes.append(f"conversation {n} of {len(chains)} (split at compactions)")
         out.append(recorded)
