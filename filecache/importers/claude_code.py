@@ -40,7 +40,10 @@ from typing import Any
 
 from filecache.errors import TranscriptError
 from filecache.importers.logs import changed_paths, read_log, relative_path, trace_name
+from filecache.importers.mini_swe_agent import _shown as shell_shown
+from filecache.importers.mini_swe_agent import shell_edit_steps
 from filecache.importers.trace import FileCall, Recorded, Shown, tool_call
+from filecache.shell.shell_parse import parse_shell_read
 
 __all__ = ["HOOK_TOOLS", "parse_claude_code"]
 
@@ -247,10 +250,43 @@ class _Builder:
         call["function"]["arguments"] = json.dumps(args, ensure_ascii=False)
         self.recorded.calls[cid] = file_call
 
+    def _shell(self, cid: str, command: str) -> bool:
+        """A Bash read (``cat``, ``sed -n``...) of one file under the working directory, or
+        a command made only of edits replay can redo: recorded as such; False: neither."""
+        hook = self.hook_calls.get(cid) or {}
+        response = hook.get("tool_response")
+        read = parse_shell_read(command)
+        rel = relative_path(read.path, self.cwd) if read and len(read.paths) == 1 else None
+        if read is not None and rel is not None:
+            if (
+                hook.get("failed")
+                or not isinstance(response, Mapping)
+                or not isinstance(response.get("stdout"), str)
+                or response.get("stderr")
+            ):
+                return False
+            stdout = str(response["stdout"])  # Claude Code strips the output's last newline
+            shown = shell_shown(read, stdout + "\n" if stdout else stdout, None)
+            if shown is None:
+                return False
+            self.recorded.calls[cid] = FileCall(
+                cid, "read_file", {"path": rel}, False, shown, command=command
+            )
+            return True
+        steps = shell_edit_steps(command, self.cwd)
+        if steps is None or hook.get("failed"):
+            return False
+        self.recorded.edits[cid] = steps  # replay redoes it, as the import's check does
+        return True
+
     def finish(self) -> Recorded:
+        for cid, (name, given) in self.opaque.items():
+            if name == "Bash" and isinstance(given.get("command"), str):
+                if self._shell(cid, str(given["command"])):
+                    self.opaque[cid] = ("", {})  # understood: neither opaque nor a change
         paths = {c.path for c in self.recorded.calls.values()}
         for cid, (name, given) in self.opaque.items():
-            if name in _READ_ONLY_TOOLS:
+            if name in _READ_ONLY_TOOLS or not name:
                 continue
             if name == "Bash" and isinstance(given.get("command"), str):
                 changed = changed_paths(str(given["command"]), paths)
