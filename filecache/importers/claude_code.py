@@ -73,12 +73,18 @@ def _events(path: Path) -> list[dict[str, Any]]:
 
 
 def _chains(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """The conversation of a project session file: its chains, oldest first."""
+    """The conversation of a project session file: its chains, oldest first.
+
+    The chain from the newest message back (through ``attachment`` entries, which Claude Code
+    2.1.x writes between messages); a result of a parallel call hangs under its own
+    ``tool_use`` entry, off that walk, so an entry whose parent is on the chain joins it."""
     talk = [
         e
         for e in events
-        if e.get("type") in ("user", "assistant", "system") and not e.get("isSidechain")
+        if e.get("type") in ("user", "assistant", "system", "attachment")
+        and not e.get("isSidechain")
     ]
+    position = {id(e): n for n, e in enumerate(talk)}
     by_uuid = {str(e["uuid"]): e for e in talk if e.get("uuid")}
     leaf = next((e for e in reversed(talk) if e.get("type") in ("user", "assistant")), None)
     chains: list[list[dict[str, Any]]] = []
@@ -92,9 +98,25 @@ def _chains(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
             chain.append(node)
             head = node
             node = by_uuid.get(str(node.get("parentUuid")))
-        chains.append(list(reversed(chain)))
+        on = {str(e.get("uuid")) for e in chain}
+        for e in talk:  # parallel results under their own tool_use (not rewound branches)
+            uid = str(e.get("uuid"))
+            if uid not in seen and str(e.get("parentUuid")) in on and _has_result(e):
+                seen.add(uid)
+                chain.append(e)
+        chains.append(sorted(chain, key=lambda e: position[id(e)]))
         leaf = by_uuid.get(str(head.get("logicalParentUuid")))
     return list(reversed(chains))
+
+
+def _has_result(entry: Mapping[str, Any]) -> bool:
+    message = entry.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return (
+        entry.get("type") == "user"
+        and isinstance(content, list)
+        and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    )
 
 
 def _result_text(content: Any) -> str:
