@@ -233,3 +233,43 @@ def test_a_trace_without_the_hooks_calls_is_refused_with_what_to_do(imported: Pa
     (old / "transcript.json").write_text(json.dumps(trace))
     with pytest.raises(Exception, match="import the log again"):
         replay_claude_code(old)
+
+
+STUB = (
+    "File unchanged since last read. The content from the earlier Read tool_result in this "
+    "conversation is still current \u2014 refer to that instead of re-reading."
+)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"type": "file_unchanged", "file": {"filePath": "/home/me/proj/a.py"}},
+        {
+            "type": "text",
+            "file": {
+                "filePath": "/home/me/proj/a.py",
+                "content": STUB,
+                "numLines": 1,
+                "startLine": 1,
+                "totalLines": 81,
+            },
+        },
+    ],  # fmt: skip
+)
+def test_claude_codes_own_unchanged_stub_is_left_alone_and_never_named(
+    tmp_path: Path, payload: dict[str, Any]
+) -> None:
+    cwd = "/home/me/proj"
+    a = _long_file()
+    log = _Log(cwd)
+    log.prompt("look at a.py")
+    _read(log, "toolu_r1", f"{cwd}/a.py", a)
+    log.call("toolu_r2", "Read", {"file_path": f"{cwd}/a.py"}, STUB, payload)
+    _read(log, "toolu_r3", f"{cwd}/a.py", a)
+    import_logs("claude-code", [log.write(tmp_path / "stub.jsonl")], tmp_path / "traces")
+    result = replay_claude_code(tmp_path / "traces" / "stub")
+    sent = {m.get("tool_call_id"): m["content"] for m in result.filecache_messages}
+    assert sent["toolu_r2"] == STUB  # Claude Code's own answer, not mangled
+    assert "unchanged since your result toolu_r1 " in sent["toolu_r3"]  # never the stub's id
+    assert (result.stale_views, result.dangling_refs) == (0, 0), result.problems
