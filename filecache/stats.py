@@ -34,7 +34,7 @@ from filecache.report_html import html_page, html_table, line_chart
 from filecache.store.store import Event, Projection, Store
 
 __all__ = [
-    "BASELINE", "HOST_LABELS", "FileSaving", "SessionStats", "StatsReport", "collect_stats",
+    "BASELINE", "FileSaving", "HOST_LABELS", "SessionStats", "StatsReport", "collect_stats",
     "format_events", "format_sessions", "format_stats", "host_of", "read_baseline",
     "session_label", "session_rows", "stats_html",
 ]  # fmt: skip

@@ -48,7 +48,7 @@ from typing import Any
 from filecache.adapters.hosts.claude_index import read_held
 from filecache.adapters.hosts.claude_transcript import Held, is_stub
 
-__all__ = ["DISPLAY_NAME", "HOST_NAME", "MIN_VERSION", "HookSite", "answer", "install", "run_hook"]
+__all__ = ["DISPLAY_NAME", "HOST_NAME", "HookSite", "MIN_VERSION", "answer", "install", "run_hook"]
 
 HOST_NAME = "claude-code"
 DISPLAY_NAME = "Claude Code"

@@ -43,7 +43,7 @@ from typing import Any
 from filecache.adapters.hosts.base import host_session_id
 from filecache.adapters.hosts.claude_code import HOST_NAME, HookSite, answer
 
-from filecache.cache import FileCache
+from filecache.cache import FileCache, Session
 from filecache.core.tokens import TokenCounter
 from filecache.errors import FileCacheError, TranscriptError
 from filecache.fsio import locate
@@ -166,7 +166,7 @@ class _Replayer:
             "transcript_path": str(self.transcript.path), **fields,
         }  # fmt: skip
 
-    def run(self, run: HostRun, plain: Any) -> None:
+    def run(self, run: HostRun, plain: Session) -> None:
         self.run_, self.plain = run, plain
         start = answer(self._event("SessionStart", source="startup"), self.site)
         context = (start or {}).get("hookSpecificOutput", {}).get("additionalContext")
