@@ -20,7 +20,9 @@ from filecache.adapters.hosts.claude_replay import render_read, replay_claude_co
 from filecache.adapters.hosts.registry import run_hook
 
 from filecache.cli import main
+from filecache.errors import TranscriptError
 from filecache.importers import import_logs
+from filecache.replay.replay_host import trace_host
 from filecache.stats import collect_stats, format_stats, host_of
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "imports" / "claude-code"
@@ -231,8 +233,12 @@ def test_a_trace_without_the_hooks_calls_is_refused_with_what_to_do(imported: Pa
     old = imported.parent / "old-trace"
     (old / "files").mkdir(parents=True, exist_ok=True)
     (old / "transcript.json").write_text(json.dumps(trace))
-    with pytest.raises(Exception, match="import the log again"):
+    with pytest.raises(TranscriptError, match="import the log again"):
         replay_claude_code(old)
+    assert trace_host(old) is None  # --host auto replays it as any trace
+    out = CliRunner().invoke(main, ["replay", str(old), "--json"])
+    assert out.exit_code == 0, out.output
+    assert trace_host(imported / "project-session.2") == "claude-code"
 
 
 STUB = (

@@ -59,8 +59,9 @@ HostReplay = Callable[..., SessionReplay]
 HOST_REPLAYS: dict[str, Callable[[], HostReplay]] = {}
 """Host name -> a loader of its replay function (imported on first use)."""
 
-HOST_SOURCES = {"claude-code": "claude-code "}
-"""Host name -> how the ``source`` of a trace its importer wrote starts."""
+HOST_SOURCES = {"claude-code": ("claude-code ", "claude_code")}
+"""Host name -> (how the ``source`` of a trace its importer wrote starts, the trace's key for
+the calls as the host's hook receives them)."""
 
 Message = dict[str, Any]
 
@@ -106,12 +107,22 @@ def load_trace(trace_dir: Path) -> dict[str, Any]:
 
 
 def trace_host(trace_dir: Path) -> str | None:
-    """The host whose log the trace was imported from (by its ``source``), or None."""
+    """The host whose log the trace was imported from (by its ``source``), when the trace
+    holds that host's hook calls (an older import does not: it replays as any trace); else
+    None."""
     try:
-        source = str(load_trace(trace_dir).get("source") or "")
+        trace = load_trace(trace_dir)
     except TranscriptError:
         return None
-    return next((host for host, start in HOST_SOURCES.items() if source.startswith(start)), None)
+    source = str(trace.get("source") or "")
+    return next(
+        (
+            host
+            for host, (start, key) in HOST_SOURCES.items()
+            if source.startswith(start) and isinstance(trace.get(key), dict)
+        ),
+        None,
+    )
 
 
 class HostRun:
