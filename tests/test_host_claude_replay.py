@@ -279,3 +279,61 @@ def test_claude_codes_own_unchanged_stub_is_left_alone_and_never_named(
     assert sent["toolu_r2"] == STUB  # Claude Code's own answer, not mangled
     assert "unchanged since your result toolu_r1 " in sent["toolu_r3"]  # never the stub's id
     assert (result.stale_views, result.dangling_refs) == (0, 0), result.problems
+
+
+@pytest.mark.parametrize("last", ["toolu_p1", "toolu_p2"])
+def test_parallel_reads_are_imported_whichever_result_the_next_message_hangs_under(
+    tmp_path: Path, last: str
+) -> None:
+    """Claude Code 2.1.x: one assistant entry per tool_use of a response, chained; each result
+    under its own tool_use entry; the next message under whichever result was written last."""
+    cwd = "/home/me/proj"
+    a, b = _long_file(), _long_file(50).replace("line", "row")
+    entries: list[dict[str, Any]] = []
+
+    def add(uid: str, parent: str | None, kind: str, message: dict[str, Any], **extra: Any) -> None:
+        entries.append({"uuid": uid, "parentUuid": parent, "type": kind, "isSidechain": False,
+                        "cwd": cwd, "sessionId": "s1", "message": message, **extra})  # fmt: skip
+
+    def use(cid: str, path: str) -> dict[str, Any]:
+        block = {"type": "tool_use", "id": cid, "name": "Read", "input": {"file_path": path}}
+        return {"id": "msg_1", "role": "assistant", "content": [block]}
+
+    def result(cid: str, path: str, text: str) -> dict[str, Any]:
+        rows = text.split("\n")
+        file = {"filePath": path, "content": text, "numLines": len(rows), "startLine": 1,
+                "totalLines": len(rows)}  # fmt: skip
+        numbered = "\n".join(f"{n:>6}→{row}" for n, row in enumerate(rows, 1))
+        block = {"type": "tool_result", "tool_use_id": cid, "content": numbered}
+        return {"message": {"role": "user", "content": [block]},
+                "toolUseResult": {"type": "text", "file": file}}  # fmt: skip
+
+    add("u0", None, "user", {"role": "user", "content": "read both"})
+    add("a1", "u0", "assistant", use("toolu_p1", f"{cwd}/a.py"))
+    add("a2", "a1", "assistant", use("toolu_p2", f"{cwd}/b.py"))
+    results = {
+        "toolu_p1": ("r1", "a1", f"{cwd}/a.py", a),
+        "toolu_p2": ("r2", "a2", f"{cwd}/b.py", b),
+    }
+    for cid in sorted(results, key=lambda c: c == last):  # ``last`` is written last
+        uid, parent, path, text = results[cid]
+        entry = result(cid, path, text)
+        add(uid, parent, "user", entry["message"], toolUseResult=entry["toolUseResult"])
+    again = {"type": "tool_use", "id": "toolu_p3", "name": "Read",
+             "input": {"file_path": f"{cwd}/a.py"}}  # fmt: skip
+    add(
+        "a3",
+        results[last][0],
+        "assistant",
+        {"id": "msg_2", "role": "assistant", "content": [again]},
+    )
+    entry = result("toolu_p3", f"{cwd}/a.py", a)
+    add("r3", "a3", "user", entry["message"], toolUseResult=entry["toolUseResult"])
+    log = tmp_path / "parallel.jsonl"
+    log.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
+    import_logs("claude-code", [log], tmp_path / "traces")
+    replay = replay_claude_code(tmp_path / "traces" / "parallel")
+    kinds = {c["call_id"]: c["kind"] for c in replay.calls}
+    assert set(kinds) == {"toolu_p1", "toolu_p2", "toolu_p3"}
+    assert kinds["toolu_p3"] == "unchanged"
+    assert (replay.stale_views, replay.dangling_refs) == (0, 0), replay.problems

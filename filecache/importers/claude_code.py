@@ -40,8 +40,7 @@ from typing import Any
 
 from filecache.errors import TranscriptError
 from filecache.importers.logs import changed_paths, read_log, relative_path, trace_name
-from filecache.importers.mini_swe_agent import _shown as shell_shown
-from filecache.importers.mini_swe_agent import shell_edit_steps
+from filecache.importers.mini_swe_agent import shell_edit_steps, shell_shown
 from filecache.importers.trace import FileCall, Recorded, Shown, tool_call
 from filecache.shell.shell_parse import parse_shell_read
 
@@ -76,8 +75,10 @@ def _chains(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """The conversation of a project session file: its chains, oldest first.
 
     The chain from the newest message back (through ``attachment`` entries, which Claude Code
-    2.1.x writes between messages); a result of a parallel call hangs under its own
-    ``tool_use`` entry, off that walk, so an entry whose parent is on the chain joins it."""
+    2.1.x writes between messages). Parallel calls of one response are one assistant entry per
+    ``tool_use``, chained, each result under its own ``tool_use`` entry, and the next message
+    hangs under whichever result came last: the siblings of a response on the chain and the
+    results under an entry on it join it (as ``claude_transcript`` reads a context)."""
     talk = [
         e
         for e in events
@@ -99,14 +100,29 @@ def _chains(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
             head = node
             node = by_uuid.get(str(node.get("parentUuid")))
         on = {str(e.get("uuid")) for e in chain}
-        for e in talk:  # parallel results under their own tool_use (not rewound branches)
-            uid = str(e.get("uuid"))
-            if uid not in seen and str(e.get("parentUuid")) in on and _has_result(e):
-                seen.add(uid)
-                chain.append(e)
+        responses = {_message_id(e) for e in chain if e.get("type") == "assistant"} - {None}
+        grown = True
+        while grown:  # parallel calls: siblings of one response, and results under each
+            grown = False
+            for e in talk:
+                uid = str(e.get("uuid"))
+                if uid in seen or str(e.get("parentUuid")) not in on:
+                    continue
+                sibling = e.get("type") == "assistant" and _message_id(e) in responses
+                if sibling or _has_result(e):
+                    seen.add(uid)
+                    on.add(uid)
+                    chain.append(e)
+                    grown = True
         chains.append(sorted(chain, key=lambda e: position[id(e)]))
         leaf = by_uuid.get(str(head.get("logicalParentUuid")))
     return list(reversed(chains))
+
+
+def _message_id(entry: Mapping[str, Any]) -> str | None:
+    message = entry.get("message")
+    value = message.get("id") if isinstance(message, dict) else None
+    return value if isinstance(value, str) and value else None
 
 
 def _has_result(entry: Mapping[str, Any]) -> bool:
@@ -288,7 +304,7 @@ class _Builder:
             ):
                 return False
             stdout = str(response["stdout"])  # Claude Code strips the output's last newline
-            shown = shell_shown(read, stdout + "\n" if stdout else stdout, None)
+            shown = shell_shown(read, stdout + "\n" if stdout else stdout)
             if shown is None:
                 return False
             self.recorded.calls[cid] = FileCall(
