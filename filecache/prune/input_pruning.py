@@ -32,13 +32,26 @@ import json
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from filecache.core.kinds import Kind, Tool
 from filecache.core.render import INPUT_MARKER, MARKERS, render_cleared_input
 
-if TYPE_CHECKING:
-    from filecache.prune.pruning import ResultInfo
+
+class ResultLike(Protocol):
+    """What is read here of ``pruning.ResultInfo`` (named here: pruning imports this module)."""
+
+    @property
+    def call_id(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def path(self) -> str | None: ...
+    @property
+    def answer(self) -> str: ...
+    @property
+    def tier(self) -> str: ...
+
 
 __all__ = [
     "INPUT_SUFFIX", "MIN_PAYLOAD", "Superseded", "cleared_arguments", "cleared_heredocs",
@@ -87,9 +100,9 @@ def heredoc_writes(command: str) -> list[tuple[str, int, int]]:
 
 
 def superseded_inputs(
-    infos: Sequence[ResultInfo],
+    infos: Sequence[ResultLike],
     *,
-    kept: Callable[[ResultInfo], bool],
+    kept: Callable[[ResultLike], bool],
     relied: Collection[str],
     protected: Collection[str],
     secret: Collection[str],

@@ -18,13 +18,26 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from filecache.core.kinds import Kind, Tool
 from filecache.prune.codecs.base import ToolCall
 
-if TYPE_CHECKING:
-    from filecache.prune.pruning import ResultInfo
+
+class ResultLike(Protocol):
+    """What is read here of ``pruning.ResultInfo`` (named here: pruning imports this module)."""
+
+    @property
+    def call_id(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def path(self) -> str | None: ...
+    @property
+    def answer(self) -> str: ...
+    @property
+    def tier(self) -> str: ...
+
 
 __all__ = ["command_of", "superseded_outputs"]
 
@@ -43,7 +56,7 @@ def command_of(call: ToolCall) -> str | None:
 
 
 def superseded_outputs(
-    infos: Sequence[ResultInfo], calls: Mapping[str, ToolCall]
+    infos: Sequence[ResultLike], calls: Mapping[str, ToolCall]
 ) -> dict[str, str]:
     """call id -> why its output is superseded: the same command ran again later."""
     latest: dict[tuple[str, str], str] = {}  # (tool, command) -> the newest run's call id
