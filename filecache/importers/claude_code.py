@@ -294,6 +294,8 @@ class _Builder:
         hook = self.hook_calls.get(cid) or {}
         response = hook.get("tool_response")
         read = parse_shell_read(command)
+        if read is not None and read.grep is not None:
+            read = None  # a grep's output places lines by what matches: not rebuilt from here
         rel = relative_path(read.path, self.cwd) if read and len(read.paths) == 1 else None
         if read is not None and rel is not None:
             if (
