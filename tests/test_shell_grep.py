@@ -100,6 +100,7 @@ def test_grep_reads_render_as_gnu_grep_prints(tmp_path: Path, command: str) -> N
         "grep '' m.py",
         "cat m.py other.py | grep def",
         "grep -e def -e x m.py",
+        "grep -n -- def m.py",  # end of options: not taken
     ],
 )
 def test_greps_that_print_otherwise_go_to_the_shell(command: str) -> None:
@@ -126,7 +127,7 @@ LINE = st.sampled_from(
 )
 GREP = st.sampled_from(
     ["grep def F", "grep -n def F", "grep -n -A 1 def F", "grep -B 2 def F", "grep -C 1 -n def F",
-     "grep -nF 'f(x' F", "grep -n -- F", "grep -e -- F", "cat F | grep -n def",
+     "grep -nF 'f(x' F", "grep -n -e '--' F", "grep -e -- F", "cat F | grep -n def",
      "nl -ba F | grep -A 2 def", "cat -n F | grep -C 1 1", "tail -n 5 F | grep -B 1 -n x",
      "sed -n '2,9p' F | grep -A 1 def"]
 )  # fmt: skip
