@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 from prune_chat import filler, numbered, tier, words
 from test_transcript_properties import BUILDERS, positions, strip_bodies
 
+from filecache.prune.codecs.base import render_inputs
+from filecache.prune.input_pruning import INPUT_SUFFIX
 from filecache.prune.pruner import PruneResult, prune_messages
 from filecache.prune.pruning import TIERS, PrunePolicy
 from filecache.prune.transcript import ToolResult, parse_transcript
@@ -74,7 +76,8 @@ def _call(draw: st.DrawFn, cid: str, reads: dict[str, list[str]]) -> tuple[str, 
         path = draw(st.sampled_from(PATHS))
         args = {"path": path, "old_string": "x = 1", "new_string": "x = 2"}
         if kind == "write":
-            args = {"path": path, "content": filler(draw(st.integers(0, 30)), "line")}
+            # up to 600 characters: a superseded one is long enough to be cleared (inputs)
+            args = {"path": path, "content": filler(draw(st.integers(0, 120)), "line")}
         return f"{kind}_file", args, f"[filecache] {kind} {path}: 3 lines (xxh3 0011aabb).\n"
     size = draw(st.integers(0, 400))
     if kind == "bash":
@@ -180,16 +183,30 @@ def test_only_result_bodies_change_and_every_call_keeps_its_result(
     result = prune(messages, policy, store)
     assert messages == before, "the input was mutated"
     originals = bodies(messages)
-    for action in result.plan.actions:  # every original is archived before it is replaced
-        assert store.archive_get(action.call_id, "s") == originals[action.call_id]
     transcript, out = parse_transcript(messages), parse_transcript(result.messages)
-    assert positions(out) == positions(transcript)
+    calls = transcript.calls_by_id()
+    for action in result.plan.actions:  # every original is archived before it is replaced
+        if action.target == "input":
+            raw = calls[action.call_id].raw_arguments
+            assert store.archive_get(action.call_id + INPUT_SUFFIX, "s") == raw
+        else:
+            assert store.archive_get(action.call_id, "s") == originals[action.call_id]
+    inputs = set(result.plan.inputs)
+    assert inputs == {a.call_id for a in result.plan.actions if a.target == "input"}
+    for cid in inputs:  # the same keys, the path, every value's JSON type: the schema holds
+        new, old = out.calls_by_id()[cid].arguments, calls[cid].arguments
+        assert new.keys() == old.keys() and new["path"] == old["path"]
+        assert all(type(new[k]) is type(old[k]) for k in old)
+        assert calls[cid].name in ("write_file", "edit_file")
+    # apart from the replaced inputs, only result bodies changed: put the inputs back, compare
+    restored = render_inputs(out, result.messages, {c: calls[c].raw_arguments for c in inputs})
+    assert positions(parse_transcript(restored)) == positions(transcript)
     ids = {r.call_id for r in transcript.results()}
-    assert dumps(strip_bodies(result.messages, fmt, ids)) == dumps(strip_bodies(messages, fmt, ids))
+    assert dumps(strip_bodies(restored, fmt, ids)) == dumps(strip_bodies(messages, fmt, ids))
     changed = {
         cid for cid, text in bodies(result.messages).items() if text != bodies(messages)[cid]
     }
-    assert changed == {a.call_id for a in result.plan.actions}
+    assert changed == {a.call_id for a in result.plan.actions if a.target == "result"}
     assert result.plan.reclaimed == sum(
         a.tokens_before - a.tokens_after for a in result.plan.actions
     )
@@ -259,18 +276,28 @@ def test_projections_stick_as_the_conversation_grows(
     policy = data.draw(policies(size(messages)))
     store = MemoryStore()
     first = prune(messages, policy, store)
-    projected = store.projections("s")
-    assert projected.keys() == {a.call_id for a in first.plan.actions}
+    every = store.projections("s")
+    projected = {c: v for c, v in every.items() if not c.endswith(INPUT_SUFFIX)}
+    cleared = {c.removesuffix(INPUT_SUFFIX): t for c, (_, t) in every.items() if c not in projected}
+    assert projected.keys() == {a.call_id for a in first.plan.actions if a.target == "result"}
+    assert cleared.keys() == {a.call_id for a in first.plan.actions if a.target == "input"}
     longer = BUILDERS[fmt](conversation + json.loads(json.dumps(more).replace("call_", "more_")))
     # no pressure: every projection renders the same bytes; pressure: they only escalate
-    calm = bodies(prune(longer, PrunePolicy(context_window=10**9), store).messages)
+    quiet = prune(longer, PrunePolicy(context_window=10**9), store)
+    calm = bodies(quiet.messages)
     assert {cid: calm[cid] for cid in projected} == {
         cid: text for cid, (_, text) in projected.items()
     }
-    pressed = bodies(prune(longer, policy, store).messages)
+    pressure = prune(longer, policy, store)
+    pressed = bodies(pressure.messages)
     for cid, (was, text) in projected.items():
         now = tier(pressed[cid])
         assert pressed[cid] == text or TIERS[now] > TIERS[was], cid
+    for run in (quiet, pressure):  # a cleared input stays cleared, as it was
+        sent = parse_transcript(run.messages).calls_by_id()
+        assert {c: dict(sent[c].arguments) for c in cleared} == {
+            c: json.loads(text) for c, text in cleared.items()
+        }
 
 
 def _turn(cid: str, name: str, args: dict[str, Any], body: str | None) -> dict[str, Any]:
