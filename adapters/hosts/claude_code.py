@@ -34,7 +34,6 @@ the store.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -238,8 +237,10 @@ class _Opened:
             raise ValueError("the hook payload has no session_id")
         agent = event.get("agent_id")
         context = f"{session_id}.agent-{agent}" if isinstance(agent, str) and agent else session_id
-        cwd = str(event.get("cwd") or os.getcwd())
-        root = os.environ.get("CLAUDE_PROJECT_DIR") or cwd
+        from filecache.adapters.hosts import call_env  # the calling process's, in the server
+
+        cwd = str(event.get("cwd") or call_env.getcwd())
+        root = call_env.getenv("CLAUDE_PROJECT_DIR") or cwd
         self.host = HostSession.open(HOST_NAME, context, cwd, root=root)
         if current is not None:
             try:
