@@ -291,7 +291,7 @@ def test_codex_lists_our_hooks_as_trusted(world: CodexWorld) -> None:
         "postToolUse", "preCompact", "postCompact", "sessionStart"
     }  # fmt: skip
     assert all(h["trustStatus"] == "trusted" and h["enabled"] for h in hooks), hooks
-    assert all(" -I -m filecache.adapters.hosts codex" in h["command"] for h in hooks)
+    assert all(h["command"].endswith("/hosts/hook_client.py codex") for h in hooks)
 
 
 @pytest.fixture
