@@ -1,14 +1,15 @@
 """The latency filecache's Claude Code hook adds to each Read, against ``python -c pass``.
 
 Claude Code runs the hook command (``filecache install claude-code`` writes
-``<python> -I -m filecache.adapters.hosts claude-code``) as one process per tool call and waits
-for it. That process is the thin client of the resident hook server (``hook_client``): a bare
+``<python> -I -S <.../hosts/hook_client.py> claude-code``) as one process per tool call and
+waits for it. That process is the thin client of the resident hook server (``hook_client``): a bare
 interpreter start and a round trip to the server, which reads the transcript and the store and
 answers. The floor is the same interpreter doing nothing (``python -c pass``), measured in the
 same run, interleaved call by call with the hook so that load from elsewhere on the machine hits
 both alike. Rows:
 
-- ``resident (warm)``: the server is running (the normal case);
+- ``resident (warm)``: the server is running (the normal case); ``resident, -m form``: the same
+  through ``python -I -m filecache.adapters.hosts`` (with ``site``: what earlier installs wrote);
 - ``in-process``: ``FILECACHE_HOOK_SERVER=0``, the whole hook in the process (the fallback, and
   what every call cost before the server);
 - ``cold start``: the first call after the server stopped (``--cold`` times, each after
@@ -41,7 +42,9 @@ from pathlib import Path
 from typing import Any
 
 FILE_BYTES = 10 * 1024
-HOOK = [sys.executable, "-I", "-m", "filecache.adapters.hosts", "claude-code"]
+CLIENT = Path(__file__).resolve().parent.parent / "adapters" / "hosts" / "hook_client.py"
+HOOK = [sys.executable, "-I", "-S", str(CLIENT), "claude-code"]  # as `filecache install` writes
+HOOK_M = [sys.executable, "-I", "-m", "filecache.adapters.hosts", "claude-code"]  # earlier installs
 FLOOR = [sys.executable, "-c", "pass"]
 IN_PROCESS = {"FILECACHE_HOOK_SERVER": "0"}
 
@@ -138,7 +141,7 @@ def main() -> None:
         transcript.out.close()
         size = transcript_path.stat().st_size
 
-        rows: dict[str, list[float]] = {"floor": [], "resident": [], "in-process": []}
+        rows: dict[str, list[float]] = {"floor": [], "resident": [], "m": [], "in-process": []}
         short = 0
         try:
             for n in range(args.calls):
@@ -149,6 +152,8 @@ def main() -> None:
                 payload = read_payload(session, transcript_path, project, path, f"toolu_m_{n:04d}")
                 floor, _ = timed(FLOOR, b"", env, project)
                 took, out = timed(HOOK, payload, env, project)
+                payload = read_payload(session, transcript_path, project, path, f"toolu_d_{n:04d}")
+                rows["m"].append(timed(HOOK_M, payload, env, project)[0])
                 payload = read_payload(session, transcript_path, project, path, f"toolu_i_{n:04d}")
                 alone, out_alone = timed(HOOK, payload, {**env, **IN_PROCESS}, project)
                 rows["floor"].append(floor)
@@ -160,11 +165,8 @@ def main() -> None:
             cold, cold_floor = [], []
             for n in range(args.cold):
                 stop_servers(env)
-                while os.listdir(os.path.join(env["XDG_RUNTIME_DIR"], "filecache")) != [
-                    n
-                    for n in os.listdir(os.path.join(env["XDG_RUNTIME_DIR"], "filecache"))
-                    if n.endswith(".lock")
-                ]:
+                folder = os.path.join(env["XDG_RUNTIME_DIR"], "filecache")
+                while any(name.endswith(".sock") for name in os.listdir(folder)):
                     time.sleep(0.01)  # the stopped server unlinks its socket as it ends
                 path = files[n % len(files)]
                 payload = read_payload(session, transcript_path, project, path, f"toolu_c_{n:04d}")
@@ -186,8 +188,10 @@ def main() -> None:
     table = [
         ("python -c pass (floor)", floor_times),
         ("hook, resident (warm)", rows["resident"]),
+        ("hook, resident, -m form", rows["m"]),
         ("hook, in-process", rows["in-process"]),
         ("resident - floor", [h - f for h, f in zip(rows["resident"], floor_times, strict=True)]),
+        ("resident -m form - floor", [h - f for h, f in zip(rows["m"], floor_times, strict=True)]),
         (
             "in-process - floor",
             [h - f for h, f in zip(rows["in-process"], floor_times, strict=True)],
