@@ -481,7 +481,13 @@ def install(host: str, scope: str | None, uninstall: bool) -> None:
     opencode: the user by default). Idempotent; merges with the settings already there."""
     from filecache.adapters.hosts import registry
 
-    line: str = registry.install(host, scope=scope, uninstall=uninstall, cwd=Path.cwd())
+    line: str = registry.host_module(host).install(scope=scope, uninstall=uninstall, cwd=Path.cwd())
+    if uninstall:  # the resident hook servers go too (a host still installed restarts one)
+        from filecache.adapters.hosts.hook_client import stop_servers
+
+        stopped = stop_servers()
+        if stopped:
+            line += f"; stopped {len(stopped)} resident hook server(s)"
     click.echo(line)
 
 

@@ -121,6 +121,13 @@ def pids(world: World, env: dict[str, str] | None = None) -> list[int]:
     return sorted(int(s["pid"]) for s in servers(env or world.env))
 
 
+def test_client_and_server_speak_the_same_frames() -> None:
+    from filecache.adapters.hosts import hook_client, hook_server
+
+    assert hook_server.MAGIC == hook_client.MAGIC
+    assert hook_server.MAX_FIELD == hook_client.MAX_FIELD
+
+
 def test_reads_through_the_server_answer_as_in_process(world: World) -> None:
     (world.project / "a.py").write_text(TEXT)
     assert world.read("a.py", "toolu_1") == b""  # content: Claude Code's own output stands

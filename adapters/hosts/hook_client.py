@@ -94,14 +94,10 @@ def identity(env: Mapping[str, str] | None = None) -> str:
 
 
 def _sha256_hex(data: bytes) -> str:
-    # The built-in sha256 (3.11: _sha256, 3.12+: _sha2), not hashlib, which loads OpenSSL.
-    try:
+    try:  # the built-in sha256 of 3.11 (hashlib loads OpenSSL: a millisecond more per hook)
         from _sha256 import sha256  # type: ignore[import-not-found]
     except ImportError:
-        try:
-            from _sha2 import sha256  # type: ignore[import-not-found]
-        except ImportError:
-            from hashlib import sha256
+        from hashlib import sha256
     return str(sha256(data).hexdigest())
 
 

@@ -38,11 +38,12 @@ import time
 from typing import Any
 
 from filecache.adapters.hosts import call_env
-from filecache.adapters.hosts.hook_client import MAGIC, MAX_FIELD, recv_exact
 from filecache.adapters.hosts.registry import HOSTS, host_module, run_hook
 
-__all__ = ["IDLE_SECONDS", "Server", "code_fingerprint", "main"]
+__all__ = ["IDLE_SECONDS", "MAGIC", "MAX_FIELD", "Server", "code_fingerprint", "main", "recv_exact"]
 
+MAGIC = b"FCH1"  # hook_client's (the client imports nothing of filecache; a test checks both)
+MAX_FIELD = 64 << 20
 IDLE_SECONDS = 600.0
 MAX_CALLS = 32  # calls in flight; more are answered "F" (run in the client's own process)
 _FIELDS = 7
@@ -316,6 +317,18 @@ def _read_request(conn: socket.socket) -> list[bytes] | None:
             return None
         fields.append(recv_exact(conn, size))
     return fields
+
+
+def recv_exact(conn: socket.socket, n: int) -> bytes:
+    """Exactly ``n`` bytes; raises ``EOFError`` when the peer closes first."""
+    chunks, got = [], 0
+    while got < n:
+        chunk = conn.recv(min(n - got, 1 << 20))
+        if not chunk:
+            raise EOFError("the connection closed")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
 def _peer_uid(conn: socket.socket) -> int | None:

@@ -3,9 +3,8 @@
 Each host module (``claude_code``, ``codex``, ``opencode``) provides ``HOST_NAME``,
 ``DISPLAY_NAME``, ``install(*, scope, uninstall, cwd) -> str`` (the one line to print) and
 ``run_hook(args, payload) -> bytes`` (what to print on stdout; ``b""`` leaves the host's own
-output). ``install`` here also stops the user's resident hook servers on ``--uninstall`` (they
-start again on the next call of a host still installed). ``run_hook`` here never raises: a hook
-must never break the host's session, so any failure is one line in the hook log and an empty answer.
+output). ``run_hook`` here never raises: a hook must never break the host's session, so any
+failure is one line in the hook log and an empty answer.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol, cast
 
-__all__ = ["HOSTS", "HostModule", "host_module", "install", "run_hook"]
+__all__ = ["HOSTS", "HostModule", "host_module", "run_hook"]
 
 HOSTS = ("claude-code", "codex", "opencode")
 
@@ -42,18 +41,6 @@ def host_module(name: str) -> HostModule:
 
         return cast(HostModule, opencode)
     raise ValueError(f"unknown host {name!r}; use one of {', '.join(HOSTS)}")
-
-
-def install(name: str, *, scope: str | None, uninstall: bool, cwd: Path) -> str:
-    """``filecache install HOST [--uninstall]``: the line to print."""
-    line = host_module(name).install(scope=scope, uninstall=uninstall, cwd=cwd)
-    if uninstall:
-        from filecache.adapters.hosts.hook_client import stop_servers
-
-        stopped = stop_servers()
-        if stopped:
-            line += f"; stopped {len(stopped)} resident hook server(s)"
-    return line
 
 
 def run_hook(name: str, args: list[str], payload: bytes) -> bytes:
