@@ -1,7 +1,7 @@
 """The resident hook server and its thin client, as real processes.
 
-Every call runs the hook command as ``filecache install`` writes it (``python -I -m
-filecache.adapters.hosts claude-code``) with a Claude Code payload on stdin, in a throwaway HOME
+Every call runs the hook command as ``filecache install`` writes it (``python -I -S
+.../hosts/hook_client.py claude-code``) with a Claude Code payload on stdin, in a throwaway HOME
 whose socket folder is the test's own (``hook_servers.private_runtime``). What is checked is the
 answer the host would read on stdout, compared with the same call run in-process
 (``FILECACHE_HOOK_SERVER=0``) where the two must agree, and which servers are alive.
@@ -21,10 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from filecache.adapters.hosts.config_files import CLIENT
 from filecache.adapters.hosts.hook_client import MAGIC, SUN_PATH_MAX, socket_folder
 from hook_servers import private_runtime, servers
 
-HOOK = [sys.executable, "-I", "-m", "filecache.adapters.hosts", "claude-code"]
+HOOK = [sys.executable, "-I", "-S", str(CLIENT), "claude-code"]  # as filecache install writes it
+HOOK_M = [sys.executable, "-I", "-m", "filecache.adapters.hosts", "claude-code"]  # earlier installs
 TESTS = Path(__file__).resolve().parent
 TEXT = "".join(f"line {i}: the quick brown fox jumps over the lazy dog\n" for i in range(1, 41))
 
@@ -71,8 +73,8 @@ class World:
         block = {"tool_use_id": call, "type": "tool_result", "content": shown}
         self._add("user", {"role": "user", "content": [block]})
 
-    def hook(self, payload: bytes, **env: str) -> bytes:
-        done = subprocess.run(HOOK, input=payload, env={**self.env, **env}, cwd=self.project,
+    def hook(self, payload: bytes, command: list[str] = HOOK, **env: str) -> bytes:
+        done = subprocess.run(command, input=payload, env={**self.env, **env}, cwd=self.project,
                               capture_output=True, check=True, timeout=120)  # fmt: skip
         assert done.stderr == b"", done.stderr
         return done.stdout
@@ -135,6 +137,8 @@ def test_reads_through_the_server_answer_as_in_process(world: World) -> None:
     assert refers_to(served) == "toolu_1"
     (server,) = servers(world.env)
     assert server["calls"] == 2
+    earlier = world.hook(world.read_payload("a.py", "toolu_m"), HOOK_M)  # the same client
+    assert refers_to(earlier) == "toolu_1" and servers(world.env)[0]["calls"] == 3
     alone = world.hook(world.read_payload("a.py", "toolu_3"), FILECACHE_HOOK_SERVER="0")
     assert shown_text(alone) == shown_text(served)
     assert pids(world) == [server["pid"]]  # the in-process call left the server alone

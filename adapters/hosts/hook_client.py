@@ -312,7 +312,7 @@ def _spawn(path: str, ident: str, deadline: float) -> bool:
 
 def in_process(host: str, args: list[str], payload: bytes) -> bytes:
     """The hook run in this process (``registry.run_hook``: never raises)."""
-    if sys.flags.no_site and "site" not in sys.modules:  # pragma: no cover - a ``-S`` start
+    if sys.flags.no_site and "site" not in sys.modules:  # a ``-S`` start: sys.path as site has it
         import site
 
         site.main()
