@@ -387,6 +387,18 @@ def test_stop_and_sigterm_end_the_server_cleanly(world: World) -> None:
     assert status.stdout == "no hook server is running\n"
 
 
+def test_uninstall_stops_the_servers(world: World) -> None:
+    (world.project / "a.py").write_text(TEXT)
+    world.read("a.py", "toolu_1")
+    (info,) = servers(world.env)
+    done = subprocess.run(
+        [sys.executable, "-m", "filecache", "install", "claude-code", "--uninstall"],
+        env=world.env, cwd=world.project, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert done.stdout.rstrip().endswith("; stopped 1 resident hook server(s)"), done.stdout
+    _gone(info["socket"])
+
+
 def test_an_idle_server_exits(world: World) -> None:
     (world.project / "a.py").write_text(TEXT)
     world.read("a.py", "toolu_1", FILECACHE_HOOK_SERVER_IDLE="0.2")
