@@ -200,6 +200,63 @@ def test_a_key_change_on_disk_makes_the_server_step_aside(world: World) -> None:
     assert new != old
 
 
+def _installed_copy(base: Path) -> tuple[list[str], Path]:
+    """filecache installed as a wheel installs it, in a virtualenv of its own: the hook command
+    of that install and the copy's package folder (to change it as an upgrade would)."""
+    import shutil
+    import sysconfig
+
+    import xxhash
+
+    site = base / "site"
+    package = site / "filecache"
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(TESTS.parent / "filecache", package, ignore=ignore)
+    shutil.copytree(TESTS.parent / "adapters", package / "adapters", ignore=ignore)
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    deps = Path(xxhash.__file__).resolve().parents[1]  # where the dependencies are installed
+    (Path(purelib) / "filecache_copy.pth").write_text(f"{site}\n{deps}\n")
+    assert sysconfig.get_paths()["purelib"] != purelib
+    hook = [str(python), "-I", "-S", str(package / "adapters" / "hosts" / "hook_client.py")]
+    return [*hook, "claude-code"], package
+
+
+def test_an_upgraded_install_is_never_served_by_the_old_server(world: World) -> None:
+    hook, package = _installed_copy(world.base)
+    (world.project / "a.py").write_text(TEXT)
+    assert world.hook(world.read_payload("a.py", "toolu_1"), hook) == b""
+    world.result("toolu_1", TEXT)
+    (old,) = servers(world.env)
+    assert old["python"].startswith(str(world.base / "venv"))
+    # The upgrade: the wording of a FileRef changes in the installed code.
+    render = package / "core" / "render.py"
+    text = render.read_text()
+    assert "{path} unchanged since your {which} " in text
+    render.write_text(text.replace("{path} unchanged since your", "{path} UPGRADED since your"))
+    answer = world.hook(world.read_payload("a.py", "toolu_2"), hook)
+    assert "a.py UPGRADED since your result toolu_1" in shown_text(answer)  # the new code answered
+    _gone_pid(world, old["pid"])
+    answer = world.hook(world.read_payload("a.py", "toolu_3"), hook)
+    assert "a.py UPGRADED since your result toolu_1" in shown_text(answer)
+    (new,) = servers(world.env)
+    assert new["pid"] != old["pid"] and new["calls"] == 1
+    assert world.log == ""
+
+
+def _gone_pid(world: World, pid: int) -> None:
+    for _ in range(600):  # attempts: the stale server exits once its calls are answered
+        if pid not in pids(world):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"server {pid} is still answering")
+
+
 def _paused_server(world: World, call: str) -> subprocess.Popen[bytes]:
     """The real server on the socket the client will use, stopped after committing ``call``."""
     where = subprocess.run(
