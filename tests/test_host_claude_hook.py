@@ -12,8 +12,9 @@ import pytest
 from filecache.adapters.hosts import claude_code
 from filecache.adapters.hosts.base import log_path
 from filecache.adapters.hosts.registry import run_hook
-from filecache.core.render import host_instructions
 from test_secrets import store_bytes
+
+from filecache.core.render import host_instructions
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "hosts" / "claude-code"
 SECRET = "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
@@ -322,11 +323,11 @@ def test_parallel_short_answers_carry_the_instructions_exactly_once(
         gate = threading.Barrier(2)
         out: dict[str, str] = {}
 
-        def call(cid: str) -> None:
+        def call(cid: str, gate: threading.Barrier, out: dict[str, str]) -> None:
             gate.wait()
             out[cid] = _content(claude_code.answer(read_event(base, a, cid)))
 
-        threads = [threading.Thread(target=call, args=(f"toolu_p{n}{k}",)) for k in "ab"]
+        threads = [threading.Thread(target=call, args=(f"toolu_p{n}{k}", gate, out)) for k in "ab"]
         for t in threads:
             t.start()
         for t in threads:
