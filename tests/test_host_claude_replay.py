@@ -38,7 +38,7 @@ def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 # name -> (requests, prompt tokens recorded, through the hook, reads by kind f/u/d)
 BUNDLED = {
-    "cc-2.1.328-rereads": (11, 51639, 29848, (2, 5, 1)),
+    "cc-2.1.328-rereads": (11, 51639, 29835, (2, 5, 1)),
     "project-session.1": (6, 2269, 2269, (3, 0, 0)),
     "project-session.2": (3, 591, 591, (2, 0, 0)),
     "skillsbench-citation-check": (16, 273808, 273808, (1, 0, 0)),
@@ -55,8 +55,9 @@ def test_the_bundled_transcripts_replay_through_the_hook(imported: Path, name: s
     assert result.files_identical, result.mismatches
     assert result.requests == requests
     assert result.prompt_tokens.recorded == recorded
-    # A FileRef carries a seal keyed per store: its token count may differ by a token or two.
-    slack = 3 * result.requests if unchanged + diff else 0
+    # Each FileRef and diff carries a seal keyed per store: its token count may differ by a
+    # few tokens in every request it stays in (29,767-29,902 over 7 runs for the first).
+    slack = 3 * result.requests * (unchanged + diff)
     assert abs(result.prompt_tokens.filecache - through_hook) <= slack
     assert result.prompt_tokens.plain == result.prompt_tokens.recorded  # Claude Code's own tools
     reads = result.reads
