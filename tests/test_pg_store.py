@@ -32,7 +32,7 @@ from filecache import FileCache
 from filecache.cli import main
 from filecache.errors import ConfigError, StoreError
 from filecache.store.opening import open_store
-from filecache.store.store import Event
+from filecache.store.store import Event, Store
 
 psycopg = pytest.importorskip("psycopg", reason="the [postgres] extra is not installed")
 
@@ -69,6 +69,11 @@ def cli(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProce
 
 
 # Store URLs ---------------------------------------------------------------------------------
+
+
+def append(store: Store, event: Event) -> None:
+    """Commit one event at its session's head (what a session's turn does)."""
+    store.commit(event.session_id, store.head(event.session_id), [event], {})
 
 
 def test_a_postgresql_url_opens_the_postgres_store(pg_url: str) -> None:
@@ -279,8 +284,8 @@ def test_sessions_gc_on_postgres(pg_url: str) -> None:
     with PostgresStore(pg_url) as store:
         for version in ("old-only", "kept", "orphan"):
             store.put_blob(version, version.encode())
-        store.add_event(Event("old", 1, "c1", "read", "a.py", version="old-only", created=100.0))
-        store.add_event(Event("new", 1, "c1", "read", "a.py", version="kept"))
+        append(store, Event("old", 1, "c1", "read", "a.py", version="old-only", created=100.0))
+        append(store, Event("new", 1, "c1", "read", "a.py", version="kept"))
         store.save_view("old", "a.py", "state")
     runner = CliRunner()
     done = runner.invoke(main, ["sessions", "gc", "--store", pg_url, "--older-than", "1", "--json"])

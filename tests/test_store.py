@@ -66,6 +66,11 @@ def event(seq: int, session: str = "s1", **fields: object) -> Event:
     return Event(session, seq, **values)  # type: ignore[arg-type]
 
 
+def append(store: Store, event: Event) -> None:
+    """Commit one event at its session's head (what a session's turn does)."""
+    store.commit(event.session_id, store.head(event.session_id), [event], {})
+
+
 def raw_rows(path: Path, sql: str) -> list[tuple[object, ...]]:
     conn = sqlite3.connect(path)
     try:
@@ -122,10 +127,10 @@ def test_events_come_back_in_seq_order_with_every_field(store: Store) -> None:
         text_hash="xxh3:text",
         created=1234.5,
     )
-    store.add_event(event(3))
-    store.add_event(full)
-    store.add_event(event(1))
-    store.add_event(event(1, session="s2"))
+    append(store, event(1))
+    append(store, full)
+    append(store, event(3))
+    append(store, event(1, session="s2"))
     got = store.events("s1")
     assert [e.seq for e in got] == [1, 2, 3]
     assert got[1] == full
@@ -134,11 +139,11 @@ def test_events_come_back_in_seq_order_with_every_field(store: Store) -> None:
 
 
 def test_duplicate_seq_is_a_store_error(store: Store) -> None:
-    store.add_event(event(1))
+    append(store, event(1))
     with pytest.raises(StoreError, match="seq"):
-        store.add_event(event(1, call_id="again"))
+        append(store, event(1, call_id="again"))
     assert [e.call_id for e in store.events("s1")] == ["c1"]
-    store.add_event(event(2))  # the store still works after the failed call
+    append(store, event(2))  # the store still works after the failed call
     assert len(store.events("s1")) == 2
 
 
@@ -157,9 +162,9 @@ def test_views_save_replace_delete_load(store: Store) -> None:
 
 def test_sessions_lists_counts_and_sums_most_recent_first(store: Store) -> None:
     assert store.sessions() == []
-    store.add_event(event(1, session="old", tokens=10, tokens_full=100, created=100.0))
-    store.add_event(event(2, session="old", tokens=5, tokens_full=50, created=200.0))
-    store.add_event(event(1, session="new", tokens=7, tokens_full=70, created=300.0))
+    append(store, event(1, session="old", tokens=10, tokens_full=100, created=100.0))
+    append(store, event(2, session="old", tokens=5, tokens_full=50, created=200.0))
+    append(store, event(1, session="new", tokens=7, tokens_full=70, created=300.0))
     store.touch_session("empty", now=250.0)
     infos = store.sessions()
     assert [s.session_id for s in infos] == ["new", "empty", "old"]
@@ -182,9 +187,9 @@ def test_touch_session_defaults_to_now(store: Store) -> None:
 
 def test_delete_session_removes_its_events_and_views_only(store: Store) -> None:
     store.put_blob("xxh3:v", b"data")
-    store.add_event(event(1, version="xxh3:v"))
+    append(store, event(1, version="xxh3:v"))
     store.save_view("s1", "a.py", "state")
-    store.add_event(event(1, session="s2"))
+    append(store, event(1, session="s2"))
     store.save_view("s2", "a.py", "state")
     store.delete_session("s1")
     store.delete_session("never-existed")
@@ -199,13 +204,13 @@ def test_delete_session_removes_its_events_and_views_only(store: Store) -> None:
 def test_gc_removes_old_sessions_and_unreferenced_blobs(store: Store) -> None:
     for version in ("only-old", "shared", "kept-version", "kept-base", "orphan"):
         store.put_blob(version, version.encode())
-    store.add_event(event(1, session="old", version="only-old", created=100.0))
-    store.add_event(event(2, session="old", version="shared", created=110.0))
+    append(store, event(1, session="old", version="only-old", created=100.0))
+    append(store, event(2, session="old", version="shared", created=110.0))
     store.save_view("old", "a.py", "state")
-    store.add_event(event(1, session="new", version="kept-version", created=500.0))
-    store.add_event(event(2, session="new", base_version="kept-base", created=510.0))
-    store.add_event(event(3, session="new", base_version="shared", created=520.0))
-    store.add_event(event(4, session="new", tool="other", created=530.0))  # no versions at all
+    append(store, event(1, session="new", version="kept-version", created=500.0))
+    append(store, event(2, session="new", base_version="kept-base", created=510.0))
+    append(store, event(3, session="new", base_version="shared", created=520.0))
+    append(store, event(4, session="new", tool="other", created=530.0))  # no versions at all
 
     assert store.gc(older_than=300.0) == GcReport(sessions_deleted=1, blobs_deleted=2)
 
@@ -236,11 +241,11 @@ def test_concurrent_threads(store: Store) -> None:
     def work(t: int) -> None:
         try:
             start.wait()
-            for i in range(100):
-                store.add_event(event(t * 1000 + i, tokens=1))
+            for i in range(1, 101):
+                append(store, event(i, session=f"e{t}", tokens=1))
                 store.put_blob(f"v{i % 10}", b"x" * i)
                 store.save_view(f"t{t}", f"{i}.py", "s")
-                store.events("s1")
+                store.events(f"e{(t + 1) % 8}")
         except BaseException as exc:  # collected, asserted empty below
             errors.append(exc)
 
@@ -250,19 +255,19 @@ def test_concurrent_threads(store: Store) -> None:
     for th in threads:
         th.join()
     assert errors == []
-    assert [e.seq for e in store.events("s1")] == sorted(
-        t * 1000 + i for t in range(8) for i in range(100)
-    )
-    (info,) = store.sessions()
-    assert info.events == info.tokens == 800
+    for t in range(8):
+        assert [e.seq for e in store.events(f"e{t}")] == list(range(1, 101))
+    infos = store.sessions()
+    assert sorted(i.session_id for i in infos) == [f"e{t}" for t in range(8)]
+    assert all(i.events == i.tokens == 100 for i in infos)
     assert all(len(store.load_views(f"t{t}")) == 100 for t in range(8))
 
 
 def test_context_manager_closes(tmp_path: Path) -> None:
     with MemoryStore() as mem:
-        mem.add_event(event(1))
+        append(mem, event(1))
     with SqliteStore(tmp_path / "c.db") as db:
-        db.add_event(event(1))
+        append(db, event(1))
     with pytest.raises(StoreError, match="closed"):
         db.events("s1")
 
@@ -293,8 +298,8 @@ def test_sqlite_store_pragmas(open_sqlite: Callable[[], SqliteStore], db_path: P
 def test_reopen_continues_the_session(open_sqlite: Callable[[], SqliteStore]) -> None:
     first = open_sqlite()
     first.put_blob("xxh3:v", b"content")
-    first.add_event(event(1, version="xxh3:v", created=100.0))
-    first.add_event(event(2, created=200.0))
+    append(first, event(1, version="xxh3:v", created=100.0))
+    append(first, event(2, created=200.0))
     first.save_view("s1", "a.py", "state")
     first.cache_put("ns", "k", "value")
     first.close()
@@ -306,7 +311,7 @@ def test_reopen_continues_the_session(open_sqlite: Callable[[], SqliteStore]) ->
     assert second.cache_get("ns", "k") == "value"
     assert second.get_blob("xxh3:v") == b"content"
     assert [(s.session_id, s.events, s.last_used) for s in second.sessions()] == [("s1", 2, 200.0)]
-    second.add_event(event(3))
+    append(second, event(3))
     assert [e.seq for e in second.events("s1")] == [1, 2, 3]
 
 
@@ -352,12 +357,12 @@ def test_failed_migration_rolls_back(
 
 def test_two_stores_on_one_file_both_write(open_sqlite: Callable[[], SqliteStore]) -> None:
     a, b = open_sqlite(), open_sqlite()
-    for i in range(50):
-        (a if i % 2 else b).add_event(event(i))
+    for i in range(1, 51):
+        append(a if i % 2 else b, event(i))
     a.put_blob("from-a", b"a")
     b.save_view("s1", "b.py", "from b")
-    assert [e.seq for e in a.events("s1")] == list(range(50))
-    assert [e.seq for e in b.events("s1")] == list(range(50))
+    assert [e.seq for e in a.events("s1")] == list(range(1, 51))
+    assert [e.seq for e in b.events("s1")] == list(range(1, 51))
     assert b.get_blob("from-a") == b"a"
     assert a.load_views("s1") == {"b.py": "from b"}
 
@@ -370,8 +375,8 @@ from filecache.store.store import Event
 
 worker = int(sys.argv[2])
 with SqliteStore(Path(sys.argv[1])) as store:
-    for i in range(100):
-        store.add_event(Event("shared", worker * 1000 + i, f"c{i}", "read", "a.py"))
+    for i in range(1, 101):
+        store.commit(f"w{worker}", i - 1, [Event(f"w{worker}", i, f"c{i}", "read", "a.py")], {})
         store.put_blob(f"v{worker}-{i}", b"x" * 100)
 """
 
@@ -383,8 +388,8 @@ def test_several_processes_write_one_file(db_path: Path) -> None:
     ]
     assert [p.wait(timeout=60) for p in procs] == [0, 0, 0, 0]
     with SqliteStore(db_path) as store:
-        assert len(store.events("shared")) == 400
-        assert store.has_blob("v3-99")
+        assert [len(store.events(f"w{w}")) for w in range(4)] == [100] * 4
+        assert store.has_blob("v3-100")
 
 
 def test_corrupt_file_is_a_store_error(db_path: Path) -> None:
@@ -410,7 +415,7 @@ def test_closed_store_raises_store_error(tmp_path: Path) -> None:
     s.close()
     s.close()  # twice is fine
     with pytest.raises(StoreError, match="closed"):
-        s.add_event(event(1))
+        append(s, event(1))
     with pytest.raises(StoreError, match="closed"):
         s.get_blob("v")
 
@@ -423,7 +428,7 @@ def test_open_store_none_uses_the_default_path(tmp_path: Path) -> None:
     try:
         assert isinstance(s, SqliteStore)
         assert s.path == tmp_path / ".filecache" / "cache.db"
-        s.add_event(event(1))
+        append(s, event(1))
     finally:
         s.close()
     assert (tmp_path / ".filecache" / ".gitignore").read_text() == "*\n"
@@ -464,7 +469,7 @@ def test_default_store_path_falls_back_when_root_is_read_only(
         assert not (root / ".filecache").exists()
         assert default_store_path(root) == path  # stable per root
         with SqliteStore(path) as s:
-            s.add_event(event(1))
+            append(s, event(1))
     finally:
         root.chmod(0o755)
 

@@ -47,6 +47,11 @@ def event(seq: int, session: str = "s1", created: float = 1000.0, **fields: obje
     return Event(session, seq, created=created, **values)  # type: ignore[arg-type]
 
 
+def append(store: Store, event: Event) -> None:
+    """Commit one event at its session's head (what a session's turn does)."""
+    store.commit(event.session_id, store.head(event.session_id), [event], {})
+
+
 def test_the_store_is_the_right_kind(store: Store, spec: str) -> None:
     kind = {":memory:": MemoryStore}.get(spec, SqliteStore)
     if spec.startswith("postgresql://"):
@@ -61,8 +66,8 @@ def test_head_and_events_after(store: Store) -> None:
     assert store.head("s1") == 0
     assert store.events("s1", after=0) == []
     for seq in (1, 2, 3):
-        store.add_event(event(seq))
-    store.add_event(event(1, session="other"))
+        append(store, event(seq))
+    append(store, event(1, session="other"))
     assert store.head("s1") == 3
     assert [e.seq for e in store.events("s1")] == [1, 2, 3]
     assert [e.seq for e in store.events("s1", after=1)] == [2, 3]
@@ -101,7 +106,7 @@ def test_commit_keeps_last_used_within_the_slack_of_the_newest_event(store: Stor
 
 
 def test_commit_without_events_changes_views_only(store: Store) -> None:
-    store.add_event(event(1))
+    append(store, event(1))
     assert store.commit("s1", 1, [], {"a.py": "v"}) == 1
     assert store.head("s1") == 1
     assert store.load_views("s1") == {"a.py": "v"}
@@ -117,7 +122,7 @@ def test_a_moved_head_is_a_conflict_and_nothing_is_written(store: Store) -> None
 
 
 def test_events_that_do_not_continue_the_head_are_a_store_error(store: Store) -> None:
-    store.add_event(event(1))
+    append(store, event(1))
     for bad in ([event(3)], [event(2), event(4)], [event(2, session="other")]):
         with pytest.raises(StoreError) as info:
             store.commit("s1", 1, bad, {"a.py": "x"})

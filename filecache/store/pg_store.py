@@ -53,7 +53,6 @@ from filecache.store.pg_sql import (
     DELETE_UNREFERENCED_BLOBS,
     DELETE_VIEW,
     HEAD,
-    INSERT_EVENT,
     INTENT_COLUMNS,
     SELECT_EVENTS,
     SELECT_SESSIONS,
@@ -62,7 +61,6 @@ from filecache.store.pg_sql import (
     delete_sessions,
     event_json,
     event_of_row,
-    event_row,
 )
 from filecache.store.store import (
     ClosesOnExit,
@@ -259,15 +257,6 @@ class PostgresStore(ClosesOnExit):
         return row is not None
 
     # The ledger ------------------------------------------------------------------------------
-
-    def add_event(self, event: Event) -> None:
-        """Append ``event`` to its session's ledger; the session's last use becomes its time."""
-
-        def work(conn: Conn) -> None:
-            conn.execute(UPSERT_SESSION, (event.session_id, event.created, event.created))
-            conn.execute(INSERT_EVENT, event_row(event))
-
-        self._transaction(work)
 
     def events(self, session_id: str, after: int | None = None) -> list[Event]:
         """The session's events with ``seq > after`` (None: all), in ``seq`` order."""

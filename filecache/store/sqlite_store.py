@@ -363,17 +363,6 @@ class SqliteStore(ClosesOnExit):
         with self._guard as conn:
             return conn.execute(_HAS_BLOB, (version,)).fetchone() is not None
 
-    def add_event(self, event: Event) -> None:
-        """Append ``event`` to its session's ledger; the session's last use becomes its time."""
-        e = event
-        row = event_row(e)
-        with self._guard as conn:
-            self._last_used.pop(e.session_id, None)
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute(_UPSERT_SESSION, (e.session_id, e.created, e.created))
-            conn.execute(_INSERT_EVENT, row)
-            conn.execute("COMMIT")
-
     def head(self, session_id: str) -> int:
         """The session's newest ``seq`` (0 for none)."""
         with self._guard as conn:
