@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from filecache.errors import StoreError
-from filecache.store import sqlite_store
+from filecache.store import migrations
+from filecache.store.dialect import SQLITE, Dialect
 from filecache.store.opening import open_store
 from filecache.store.sqlite_store import MIGRATIONS, SqliteStore
 from filecache.store.store import (
@@ -328,11 +329,11 @@ def test_migrations_recorded_and_not_reapplied(
 
     calls: list[str] = []
 
-    def m999_test_extra(conn: sqlite3.Connection) -> None:
+    def m999_test_extra(conn: migrations.Connection, dialect: Dialect) -> None:
         calls.append("ran")
         conn.execute("CREATE TABLE extra (x)")
 
-    monkeypatch.setattr(sqlite_store, "MIGRATIONS", [*MIGRATIONS, m999_test_extra])
+    monkeypatch.setattr(migrations, "MIGRATIONS", [*MIGRATIONS, m999_test_extra])
     open_sqlite().close()
     open_sqlite().close()
     assert calls == ["ran"]
@@ -343,11 +344,11 @@ def test_migrations_recorded_and_not_reapplied(
 def test_failed_migration_rolls_back(
     open_sqlite: Callable[[], SqliteStore], db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def m999_broken(conn: sqlite3.Connection) -> None:
+    def m999_broken(conn: migrations.Connection, dialect: Dialect) -> None:
         conn.execute("CREATE TABLE half_done (x)")
         conn.execute("THIS IS NOT SQL")
 
-    monkeypatch.setattr(sqlite_store, "MIGRATIONS", [*MIGRATIONS, m999_broken])
+    monkeypatch.setattr(migrations, "MIGRATIONS", [*MIGRATIONS, m999_broken])
     with pytest.raises(StoreError, match="cannot open the store"):
         open_sqlite()
     tables = {name for (name,) in raw_rows(db_path, "SELECT name FROM sqlite_master")}
@@ -554,7 +555,7 @@ def test_migration_m003_adds_projection_tokens_to_an_older_store(db_path: Path) 
     conn = sqlite3.connect(db_path)
     conn.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at REAL)")
     for migration in MIGRATIONS[:2]:  # a store made before m003
-        migration(conn)
+        migration(conn, SQLITE)
         conn.execute("INSERT INTO _migrations VALUES (?, 0)", (migration.__name__,))
     conn.execute("INSERT INTO projections VALUES ('s1', 'c', 'clear', 'gone', 0)")
     conn.commit()

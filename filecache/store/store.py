@@ -29,8 +29,9 @@ Invariants:
   newest committed event, to within ``LAST_USED_SLACK`` seconds: a commit may leave it when it
   would move on by less (the SQLite store then writes no page for it).
 
-Two implementations: ``MemoryStore`` (here) and ``SqliteStore`` (``sqlite_store.py``).
-``filecache.store.opening.open_store`` picks one (or a URL's) from what the caller passed.
+Three implementations: ``MemoryStore`` (here), and ``SqliteStore`` and ``PostgresStore``, one
+SQL implementation (``sql_store.SqlStore``) over a ``dialect``.
+``filecache.store.opening.open_store`` picks one from what the caller passed.
 """
 
 from __future__ import annotations
@@ -501,22 +502,6 @@ class MemoryStore(ClosesOnExit):
 
     def close(self) -> None:
         pass
-
-
-def event_row(e: Event) -> tuple[object, ...]:
-    """An event as a row of the ``events`` tables (SQLite and PostgreSQL share the columns)."""
-    return (
-        e.session_id, e.seq, e.call_id, e.tool, e.path, e.start, e.end, e.version,
-        e.base_version, e.kind, e.base_call_id, e.tokens, e.tokens_full, e.text_hash,
-        e.created, " ".join(e.deps), " ".join(e.args),
-    )  # fmt: skip
-
-
-def event_of_row(row: Sequence[object]) -> Event:
-    """Inverse of ``event_row``: the first 15 columns are Event's first 15 fields, then deps
-    and args, space-separated."""
-    deps, args = str(row[-2]), str(row[-1])
-    return Event(*row[:-2], deps=tuple(deps.split()), args=tuple(args.split()))  # type: ignore[arg-type,misc]
 
 
 def check_sequence(session_id: str, expected_head: int, events: Sequence[Event]) -> None:
