@@ -1,5 +1,6 @@
-"""Tests for ``filecache.store.store`` and ``filecache.store.sqlite_store``: both stores behave the
-same."""
+"""What only the SQLite store has (its file, WAL, processes on one file, its migrations' runner,
+its errors), ``open_store`` and ``default_store_path``. What every store does is the contract,
+``test_store_contract.py``."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,26 +20,10 @@ from filecache.store.opening import open_store
 from filecache.store.sqlite_store import MIGRATIONS, SqliteStore
 from filecache.store.store import (
     Event,
-    GcReport,
     MemoryStore,
     Store,
     default_store_path,
 )
-
-
-@pytest.fixture(params=["memory", "sqlite", "pg"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    """Each shared test runs on a ``MemoryStore``, a fresh ``SqliteStore`` and a fresh
-    PostgreSQL database (``pg_url``: skipped, saying why, when no server can start)."""
-    made: Store
-    if request.param == "pg":
-        made = open_store(tmp_path, request.getfixturevalue("pg_url"))
-    else:
-        made = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "s.db")
-    try:
-        yield made
-    finally:
-        made.close()
 
 
 @pytest.fixture
@@ -78,190 +62,6 @@ def raw_rows(path: Path, sql: str) -> list[tuple[object, ...]]:
         return conn.execute(sql).fetchall()
     finally:
         conn.close()
-
-
-# Shared behaviour ---------------------------------------------------------------------------
-
-
-def test_both_stores_satisfy_the_protocol(store: Store) -> None:
-    assert isinstance(store, Store)
-
-
-def test_blob_round_trip(store: Store) -> None:
-    data = b"line one\nline two\n" * 50 + bytes(range(256))
-    assert store.get_blob("xxh3:1") is None
-    assert not store.has_blob("xxh3:1")
-    store.put_blob("xxh3:1", data)
-    assert store.has_blob("xxh3:1")
-    assert store.get_blob("xxh3:1") == data
-    assert store.get_blob("xxh3:2") is None
-
-
-def test_blob_put_is_idempotent(store: Store) -> None:
-    store.put_blob("xxh3:1", b"first")
-    store.put_blob("xxh3:1", b"first")
-    store.put_blob("xxh3:1", b"other bytes under the same version are ignored")
-    assert store.get_blob("xxh3:1") == b"first"
-
-
-def test_empty_blob(store: Store) -> None:
-    store.put_blob("xxh3:empty", b"")
-    assert store.has_blob("xxh3:empty")
-    assert store.get_blob("xxh3:empty") == b""
-
-
-def test_events_come_back_in_seq_order_with_every_field(store: Store) -> None:
-    full = Event(
-        "s1",
-        2,
-        "call-2",
-        "edit",
-        "src/a.py",
-        start=3,
-        end=9,
-        version="xxh3:new",
-        base_version="xxh3:old",
-        kind="edited",
-        base_call_id="call-1",
-        tokens=12,
-        tokens_full=340,
-        text_hash="xxh3:text",
-        created=1234.5,
-    )
-    append(store, event(1))
-    append(store, full)
-    append(store, event(3))
-    append(store, event(1, session="s2"))
-    got = store.events("s1")
-    assert [e.seq for e in got] == [1, 2, 3]
-    assert got[1] == full
-    assert [e.session_id for e in store.events("s2")] == ["s2"]
-    assert store.events("nobody") == []
-
-
-def test_duplicate_seq_is_a_store_error(store: Store) -> None:
-    append(store, event(1))
-    with pytest.raises(StoreError, match="seq"):
-        append(store, event(1, call_id="again"))
-    assert [e.call_id for e in store.events("s1")] == ["c1"]
-    append(store, event(2))  # the store still works after the failed call
-    assert len(store.events("s1")) == 2
-
-
-def test_views_save_replace_delete_load(store: Store) -> None:
-    assert store.load_views("s1") == {}
-    store.save_view("s1", "a.py", '{"v": 1}')
-    store.save_view("s1", "b.py", '{"v": 2}')
-    store.save_view("s1", "a.py", '{"v": 3}')
-    store.save_view("s2", "a.py", "other session")
-    assert store.load_views("s1") == {"a.py": '{"v": 3}', "b.py": '{"v": 2}'}
-    store.save_view("s1", "a.py", None)
-    store.save_view("s1", "never-saved.py", None)
-    assert store.load_views("s1") == {"b.py": '{"v": 2}'}
-    assert store.load_views("s2") == {"a.py": "other session"}
-
-
-def test_sessions_lists_counts_and_sums_most_recent_first(store: Store) -> None:
-    assert store.sessions() == []
-    append(store, event(1, session="old", tokens=10, tokens_full=100, created=100.0))
-    append(store, event(2, session="old", tokens=5, tokens_full=50, created=200.0))
-    append(store, event(1, session="new", tokens=7, tokens_full=70, created=300.0))
-    store.touch_session("empty", now=250.0)
-    infos = store.sessions()
-    assert [s.session_id for s in infos] == ["new", "empty", "old"]
-    old = infos[2]
-    assert (old.created, old.last_used) == (100.0, 200.0)
-    assert (old.events, old.tokens, old.tokens_full) == (2, 15, 150)
-    assert (infos[1].events, infos[1].tokens, infos[1].tokens_full) == (0, 0, 0)
-    store.touch_session("old", now=400.0)
-    infos = store.sessions()
-    assert infos[0].session_id == "old"
-    assert (infos[0].created, infos[0].last_used) == (100.0, 400.0)
-
-
-def test_touch_session_defaults_to_now(store: Store) -> None:
-    store.touch_session("s1")
-    (info,) = store.sessions()
-    assert info.created == info.last_used
-    assert info.last_used > 1_600_000_000
-
-
-def test_delete_session_removes_its_events_and_views_only(store: Store) -> None:
-    store.put_blob("xxh3:v", b"data")
-    append(store, event(1, version="xxh3:v"))
-    store.save_view("s1", "a.py", "state")
-    append(store, event(1, session="s2"))
-    store.save_view("s2", "a.py", "state")
-    store.delete_session("s1")
-    store.delete_session("never-existed")
-    assert store.events("s1") == []
-    assert store.load_views("s1") == {}
-    assert [s.session_id for s in store.sessions()] == ["s2"]
-    assert len(store.events("s2")) == 1
-    assert store.load_views("s2") == {"a.py": "state"}
-    assert store.has_blob("xxh3:v")  # blobs wait for gc
-
-
-def test_gc_removes_old_sessions_and_unreferenced_blobs(store: Store) -> None:
-    for version in ("only-old", "shared", "kept-version", "kept-base", "orphan"):
-        store.put_blob(version, version.encode())
-    append(store, event(1, session="old", version="only-old", created=100.0))
-    append(store, event(2, session="old", version="shared", created=110.0))
-    store.save_view("old", "a.py", "state")
-    append(store, event(1, session="new", version="kept-version", created=500.0))
-    append(store, event(2, session="new", base_version="kept-base", created=510.0))
-    append(store, event(3, session="new", base_version="shared", created=520.0))
-    append(store, event(4, session="new", tool="other", created=530.0))  # no versions at all
-
-    assert store.gc(older_than=300.0) == GcReport(sessions_deleted=1, blobs_deleted=2)
-
-    assert [s.session_id for s in store.sessions()] == ["new"]
-    assert store.events("old") == []
-    assert store.load_views("old") == {}
-    assert not store.has_blob("only-old")
-    assert not store.has_blob("orphan")
-    for kept in ("shared", "kept-version", "kept-base"):
-        assert store.get_blob(kept) == kept.encode()
-    assert store.gc(older_than=300.0) == GcReport(0, 0)
-
-
-def test_cache_get_put(store: Store) -> None:
-    assert store.cache_get("outline", "k") is None
-    store.cache_put("outline", "k", "v1")
-    store.cache_put("tokens", "k", "other namespace")
-    assert store.cache_get("outline", "k") == "v1"
-    store.cache_put("outline", "k", "v2")
-    assert store.cache_get("outline", "k") == "v2"
-    assert store.cache_get("tokens", "k") == "other namespace"
-
-
-def test_concurrent_threads(store: Store) -> None:
-    errors: list[BaseException] = []
-    start = threading.Barrier(8)
-
-    def work(t: int) -> None:
-        try:
-            start.wait()
-            for i in range(1, 101):
-                append(store, event(i, session=f"e{t}", tokens=1))
-                store.put_blob(f"v{i % 10}", b"x" * i)
-                store.save_view(f"t{t}", f"{i}.py", "s")
-                store.events(f"e{(t + 1) % 8}")
-        except BaseException as exc:  # collected, asserted empty below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert errors == []
-    for t in range(8):
-        assert [e.seq for e in store.events(f"e{t}")] == list(range(1, 101))
-    infos = store.sessions()
-    assert sorted(i.session_id for i in infos) == [f"e{t}" for t in range(8)]
-    assert all(i.events == i.tokens == 100 for i in infos)
-    assert all(len(store.load_views(f"t{t}")) == 100 for t in range(8))
 
 
 def test_context_manager_closes(tmp_path: Path) -> None:
@@ -503,30 +303,6 @@ def test_default_store_path_with_nowhere_to_write_is_a_store_error(
         default_store_path(tmp_path)
 
 
-def test_archive_keeps_the_first_original(store: Store) -> None:
-    store.archive_put("s1", "call_1", "the original\n" * 50)
-    store.archive_put("s1", "call_1", "a placeholder")  # a second put never overwrites
-    store.archive_put("s2", "call_1", "another session's call_1")
-    assert store.archive_get("call_1", "s1") == "the original\n" * 50
-    assert store.archive_get("call_1", "s2") == "another session's call_1"
-    assert store.archive_get("call_1") is not None  # any session
-    assert store.archive_get("nope") is None and store.archive_get("call_1", "s3") is None
-
-
-def test_projections_replace_and_die_with_their_session(store: Store) -> None:
-    store.touch_session("s1")
-    store.projection_put("s1", "call_1", "outline", "outline text")
-    store.projection_put("s1", "call_1", "clear", "[cleared tool result: ...]")
-    store.projection_put("s1", "call_2", "truncate", "head ... tail")
-    assert store.projections("s1") == {
-        "call_1": ("clear", "[cleared tool result: ...]"),
-        "call_2": ("truncate", "head ... tail"),
-    }
-    store.archive_put("s1", "call_1", "original")
-    store.delete_session("s1")
-    assert store.projections("s1") == {} and store.archive_get("call_1", "s1") is None
-
-
 def test_archive_and_projections_survive_reopen(open_sqlite: Callable[[], SqliteStore]) -> None:
     with open_sqlite() as first:
         first.archive_put("s1", "c", "kept")
@@ -534,20 +310,6 @@ def test_archive_and_projections_survive_reopen(open_sqlite: Callable[[], Sqlite
     with open_sqlite() as second:
         assert second.archive_get("c", "s1") == "kept"
         assert second.projections("s1") == {"c": ("clear", "gone")}
-
-
-def test_projections_keep_the_original_tokens_as_they_escalate(store: Store) -> None:
-    store.touch_session("s1")
-    store.projection_put("s1", "call_1", "outline", "outline text", 900, 120)
-    store.projection_put("s1", "call_1", "clear", "[cleared tool result: ...]", 120, 20)
-    store.projection_put("s1", "call_2", "truncate", "head ... tail")  # tokens not given
-    records = {p.call_id: p for p in store.projection_records("s1")}
-    assert (records["call_1"].tier, records["call_1"].tokens_before) == ("clear", 900)
-    assert records["call_1"].tokens_after == 20 and records["call_1"].created > 0
-    assert (records["call_2"].tokens_before, records["call_2"].tokens_after) == (0, 0)
-    assert store.projection_records("other") == []
-    store.delete_session("s1")
-    assert store.projection_records("s1") == []
 
 
 def test_migration_m003_adds_projection_tokens_to_an_older_store(db_path: Path) -> None:

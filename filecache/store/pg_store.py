@@ -251,7 +251,7 @@ class PostgresStore(SqlStore):
                 raise StoreConflictError(detail) from None
             raise
 
-    # Locks -----------------------------------------------------------------------------
+    # Locks ------------------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def lock(self, name: str) -> Iterator[None]:
