@@ -11,8 +11,8 @@ Invariants:
   (content-addressed: a second put is a no-op) and ``size`` is the uncompressed length.
 - The archive keeps the first original of a call; a projection replaces the previous one but
   keeps the first ``tokens_before``.
-- The event columns are listed once (``EVENT_COLUMNS``), in ``Event``'s field order: the first
-  15 are ``Event``'s first 15 fields, then ``deps`` and ``args`` (space-separated).
+- The event columns are listed once (``EVENT_COLUMNS``), in the order of ``store.event_row``:
+  ``Event``'s first 15 fields, then ``deps`` and ``args`` (space-separated).
 - A write of a session's row other than ``commit``'s calls ``_forget_last_used`` first, inside
   the work (so under the SQLite store's lock): the SQLite ``commit`` skips rewriting a last use
   it wrote itself within ``LAST_USED_SLACK``.
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -37,9 +37,10 @@ from filecache.store.store import (
     SessionInfo,
     compress,
     decompress,
+    event_of_row,
 )
 
-__all__ = ["EVENT_COLUMNS", "SqlStore", "Statements", "event_of_row", "event_row", "statements"]
+__all__ = ["EVENT_COLUMNS", "SqlStore", "Statements", "statements"]
 
 T = TypeVar("T")
 
@@ -50,21 +51,6 @@ EVENT_COLUMNS = (
 _INTENT_COLUMNS = "session_id, call_id, root, path, before, after, created"
 _SESSION_TABLES = ("events", "views", "archive", "projections", "intents", "sessions")
 _NO_SEQ = -(2**62)  # ``events(after=None)``: every seq is above it
-
-
-def event_row(e: Event) -> tuple[object, ...]:
-    """An event as a row of ``EVENT_COLUMNS``."""
-    return (
-        e.session_id, e.seq, e.call_id, e.tool, e.path, e.start, e.end, e.version,
-        e.base_version, e.kind, e.base_call_id, e.tokens, e.tokens_full, e.text_hash,
-        e.created, " ".join(e.deps), " ".join(e.args),
-    )  # fmt: skip
-
-
-def event_of_row(row: Sequence[object]) -> Event:
-    """Inverse of ``event_row``."""
-    deps, args = str(row[-2]), str(row[-1])
-    return Event(*row[:-2], deps=tuple(deps.split()), args=tuple(args.split()))  # type: ignore[arg-type,misc]
 
 
 @dataclass(frozen=True)

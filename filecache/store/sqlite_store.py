@@ -37,8 +37,8 @@ from filecache.store import migrations
 from filecache.store.dialect import SQLITE
 from filecache.store.locks import lock_file
 from filecache.store.migrations import MIGRATIONS, Connection
-from filecache.store.sql_store import SqlStore, event_row
-from filecache.store.store import LAST_USED_SLACK, Event, check_sequence
+from filecache.store.sql_store import SqlStore
+from filecache.store.store import LAST_USED_SLACK, Event, check_sequence, event_row
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
 
