@@ -73,9 +73,9 @@ def cli(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProce
 # Store URLs ---------------------------------------------------------------------------------
 
 
-def append(store: Store, event: Event) -> None:
-    """Commit one event at its session's head (what a session's turn does)."""
-    store.commit(event.session_id, store.head(event.session_id), [event], {})
+def append(store: Store, event: Event, views: dict[str, str | None] | None = None) -> None:
+    """Commit one event (and view changes) at its session's head (what a session's turn does)."""
+    store.commit(event.session_id, store.head(event.session_id), [event], views or {})
 
 
 def test_a_postgresql_url_opens_the_postgres_store(pg_url: str) -> None:
@@ -289,9 +289,9 @@ def test_sessions_gc_on_postgres(pg_url: str) -> None:
     with PostgresStore(pg_url) as store:
         for version in ("old-only", "kept", "orphan"):
             store.put_blob(version, version.encode())
-        append(store, Event("old", 1, "c1", "read", "a.py", version="old-only", created=100.0))
+        old = Event("old", 1, "c1", "read", "a.py", version="old-only", created=100.0)
+        append(store, old, {"a.py": "state"})
         append(store, Event("new", 1, "c1", "read", "a.py", version="kept"))
-        store.save_view("old", "a.py", "state")
     runner = CliRunner()
     done = runner.invoke(main, ["sessions", "gc", "--store", pg_url, "--older-than", "1", "--json"])
     assert done.exit_code == 0, done.output

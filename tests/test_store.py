@@ -51,9 +51,14 @@ def event(seq: int, session: str = "s1", **fields: object) -> Event:
     return Event(session, seq, **values)  # type: ignore[arg-type]
 
 
-def append(store: Store, event: Event) -> None:
-    """Commit one event at its session's head (what a session's turn does)."""
-    store.commit(event.session_id, store.head(event.session_id), [event], {})
+def append(store: Store, event: Event, views: dict[str, str | None] | None = None) -> None:
+    """Commit one event (and view changes) at its session's head (what a session's turn does)."""
+    store.commit(event.session_id, store.head(event.session_id), [event], views or {})
+
+
+def set_view(store: Store, session_id: str, path: str, state: str | None) -> None:
+    """Commit a view change alone (a call that records no event, as ``forget`` does not)."""
+    store.commit(session_id, store.head(session_id), [], {path: state})
 
 
 def raw_rows(path: Path, sql: str) -> list[tuple[object, ...]]:
@@ -100,8 +105,7 @@ def test_reopen_continues_the_session(open_sqlite: Callable[[], SqliteStore]) ->
     first = open_sqlite()
     first.put_blob("xxh3:v", b"content")
     append(first, event(1, version="xxh3:v", created=100.0))
-    append(first, event(2, created=200.0))
-    first.save_view("s1", "a.py", "state")
+    append(first, event(2, created=200.0), {"a.py": "state"})
     first.cache_put("ns", "k", "value")
     first.close()
 
@@ -161,7 +165,7 @@ def test_two_stores_on_one_file_both_write(open_sqlite: Callable[[], SqliteStore
     for i in range(1, 51):
         append(a if i % 2 else b, event(i))
     a.put_blob("from-a", b"a")
-    b.save_view("s1", "b.py", "from b")
+    set_view(b, "s1", "b.py", "from b")
     assert [e.seq for e in a.events("s1")] == list(range(1, 51))
     assert [e.seq for e in b.events("s1")] == list(range(1, 51))
     assert b.get_blob("from-a") == b"a"

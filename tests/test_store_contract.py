@@ -64,9 +64,14 @@ def event(seq: int, session: str = "s1", created: float = 1000.0, **fields: obje
     return Event(session, seq, created=created, **values)  # type: ignore[arg-type]
 
 
-def append(store: Store, event: Event) -> None:
-    """Commit one event at its session's head (what a session's turn does)."""
-    store.commit(event.session_id, store.head(event.session_id), [event], {})
+def append(store: Store, event: Event, views: dict[str, str | None] | None = None) -> None:
+    """Commit one event (and view changes) at its session's head (what a session's turn does)."""
+    store.commit(event.session_id, store.head(event.session_id), [event], views or {})
+
+
+def set_view(store: Store, session_id: str, path: str, state: str | None) -> None:
+    """Commit a view change alone (a call that records no event, as ``forget`` does not)."""
+    store.commit(session_id, store.head(session_id), [], {path: state})
 
 
 def test_the_store_is_the_right_kind(store: Store, spec: str) -> None:
@@ -122,7 +127,7 @@ def test_head_and_events_after(store: Store) -> None:
 
 
 def test_commit_appends_events_and_views_and_touches_the_session(store: Store) -> None:
-    store.save_view("s1", "gone.py", "old")
+    set_view(store, "s1", "gone.py", "old")
     head = store.commit(
         "s1",
         0,
@@ -258,13 +263,13 @@ def test_duplicate_seq_is_a_store_error(store: Store) -> None:
 
 def test_views_save_replace_delete_load(store: Store) -> None:
     assert store.load_views("s1") == {}
-    store.save_view("s1", "a.py", '{"v": 1}')
-    store.save_view("s1", "b.py", '{"v": 2}')
-    store.save_view("s1", "a.py", '{"v": 3}')
-    store.save_view("s2", "a.py", "other session")
+    set_view(store, "s1", "a.py", '{"v": 1}')
+    set_view(store, "s1", "b.py", '{"v": 2}')
+    set_view(store, "s1", "a.py", '{"v": 3}')
+    set_view(store, "s2", "a.py", "other session")
     assert store.load_views("s1") == {"a.py": '{"v": 3}', "b.py": '{"v": 2}'}
-    store.save_view("s1", "a.py", None)
-    store.save_view("s1", "never-saved.py", None)
+    set_view(store, "s1", "a.py", None)
+    set_view(store, "s1", "never-saved.py", None)
     assert store.load_views("s1") == {"b.py": '{"v": 2}'}
     assert store.load_views("s2") == {"a.py": "other session"}
 
@@ -284,9 +289,8 @@ def test_concurrent_threads(store: Store) -> None:
         try:
             start.wait()
             for i in range(1, 101):
-                append(store, event(i, session=f"e{t}", tokens=1))
+                append(store, event(i, session=f"e{t}", tokens=1), {f"{i}.py": "s"})
                 store.put_blob(f"v{i % 10}", b"x" * i)
-                store.save_view(f"t{t}", f"{i}.py", "s")
                 store.events(f"e{(t + 1) % 8}")
         except BaseException as exc:  # collected, asserted empty below
             errors.append(exc)
@@ -302,7 +306,7 @@ def test_concurrent_threads(store: Store) -> None:
     infos = store.sessions()
     assert sorted(i.session_id for i in infos) == [f"e{t}" for t in range(8)]
     assert all(i.events == i.tokens == 100 for i in infos)
-    assert all(len(store.load_views(f"t{t}")) == 100 for t in range(8))
+    assert all(len(store.load_views(f"e{t}")) == 100 for t in range(8))
 
 
 # RetentionStore: sessions, delete, gc -----------------------------------------------------------
@@ -329,9 +333,9 @@ def test_sessions_lists_counts_and_sums_most_recent_first(store: Store) -> None:
 def test_delete_session_removes_its_events_and_views_only(store: Store) -> None:
     store.put_blob("xxh3:v", b"data")
     append(store, event(1, version="xxh3:v"))
-    store.save_view("s1", "a.py", "state")
+    set_view(store, "s1", "a.py", "state")
     append(store, event(1, session="s2"))
-    store.save_view("s2", "a.py", "state")
+    set_view(store, "s2", "a.py", "state")
     store.delete_session("s1")
     store.delete_session("never-existed")
     assert store.events("s1") == []
@@ -346,8 +350,7 @@ def test_gc_removes_old_sessions_and_unreferenced_blobs(store: Store) -> None:
     for version in ("only-old", "shared", "kept-version", "kept-base", "orphan"):
         store.put_blob(version, version.encode())
     append(store, event(1, session="old", version="only-old", created=100.0))
-    append(store, event(2, session="old", version="shared", created=110.0))
-    store.save_view("old", "a.py", "state")
+    append(store, event(2, session="old", version="shared", created=110.0), {"a.py": "state"})
     append(store, event(1, session="new", version="kept-version", created=500.0))
     append(store, event(2, session="new", base_version="kept-base", created=510.0))
     append(store, event(3, session="new", base_version="shared", created=520.0))

@@ -17,8 +17,9 @@ difference                   SQLite                           PostgreSQL
 ============================ ================================ ===================================
 placeholders                 ``?``                            ``%s`` (``placeholder``)
 float / integer / blob type  REAL / INTEGER / BLOB            DOUBLE PRECISION / BIGINT / BYTEA
-a list parameter             ``IN (SELECT value FROM          ``= ANY(%s)`` with a list
-                             json_each(?))`` with JSON text   (``in_list``, ``list_param``)
+a list of sessions           one statement per session        one statement: ``= ANY(%s)`` with
+                             (no arrays, and ``json_each``    a list (``arrays``)
+                             needs SQLite's JSON1)
 unreferenced blobs (``gc``)  ``NOT IN`` a union (SQLite       ``NOT EXISTS`` twice (an anti-join)
                              hashes it once)                  (``delete_unreferenced_blobs``)
 row locks                    none: ``BEGIN IMMEDIATE`` takes  ``FOR UPDATE`` (``lock_rows``)
@@ -29,7 +30,7 @@ row locks                    none: ``BEGIN IMMEDIATE`` takes  ``FOR UPDATE`` (``
 ``settled_events``           ``events``: a commit is over     locks the session's row first,
                              when its call returns            which waits for a commit whose
                                                               reply was lost (``lock_rows``)
-transactions                 ``BEGIN IMMEDIATE`` / ``COMMIT``  ``conn.transaction()``, retried on
+transactions                 ``BEGIN IMMEDIATE`` ... COMMIT   ``conn.transaction()``, retried on
                              on one connection, busy retried  serialization failures (pg_store)
                              (sqlite_store)
 migrations                   each in its own ``BEGIN          all in one transaction under an
@@ -46,8 +47,6 @@ connections                  one, under an ``RLock``, WAL     a pool, checked be
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = ["POSTGRESQL", "SQLITE", "Dialect"]
@@ -61,7 +60,7 @@ class Dialect:
         name: ``sqlite`` | ``postgresql``.
         placeholder: a parameter's placeholder, replacing ``?`` in the shared SQL.
         real, integer, blob: column types for floats, integers and bytes.
-        in_list: ``column <in_list>`` matches a list parameter made by ``list_param``.
+        arrays: a list parameter matches with ``= ANY(?)``; else one statement per item.
         delete_unreferenced_blobs: ``gc``'s statement deleting blobs no event references.
         lock_rows: appended to a ``SELECT`` that must lock the rows it reads ('' when the
             transaction already holds the whole database).
@@ -73,7 +72,7 @@ class Dialect:
     real: str
     integer: str
     blob: str
-    in_list: str
+    arrays: bool
     delete_unreferenced_blobs: str
     lock_rows: str
     server_commit: bool
@@ -82,10 +81,6 @@ class Dialect:
         """``text`` (written with ``?`` placeholders) in this dialect."""
         return text if self.placeholder == "?" else text.replace("?", self.placeholder)
 
-    def list_param(self, items: Sequence[str]) -> object:
-        """A list of strings as the parameter of ``in_list``."""
-        return json.dumps(list(items)) if self.name == "sqlite" else list(items)
-
 
 SQLITE = Dialect(
     name="sqlite",
@@ -93,7 +88,7 @@ SQLITE = Dialect(
     real="REAL",
     integer="INTEGER",
     blob="BLOB",
-    in_list="IN (SELECT value FROM json_each(?))",
+    arrays=False,
     # NOT IN over a set holding NULL is never true: both columns are filtered for NULL.
     delete_unreferenced_blobs="""
         DELETE FROM blobs WHERE version NOT IN (
@@ -110,7 +105,7 @@ POSTGRESQL = Dialect(
     real="DOUBLE PRECISION",
     integer="BIGINT",
     blob="BYTEA",
-    in_list="= ANY(?)",
+    arrays=True,
     delete_unreferenced_blobs="""
         DELETE FROM blobs AS b
         WHERE NOT EXISTS (SELECT 1 FROM events AS e WHERE e.version = b.version)

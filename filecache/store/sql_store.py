@@ -124,7 +124,8 @@ def statements(d: Dialect) -> Statements:
         old_sessions=q("SELECT session_id FROM sessions WHERE last_used < ?" + d.lock_rows),
         delete_unreferenced_blobs=d.delete_unreferenced_blobs,
         delete_sessions=tuple(
-            q(f"DELETE FROM {table} WHERE session_id {d.in_list}") for table in _SESSION_TABLES
+            q(f"DELETE FROM {table} WHERE session_id {'= ANY(?)' if d.arrays else '= ?'}")
+            for table in _SESSION_TABLES
         ),
         select_cache=q("SELECT value FROM cache WHERE namespace = ? AND key = ?"),
         upsert_cache=q(
@@ -240,13 +241,6 @@ class SqlStore(ClosesOnExit):
 
         return self._transaction(work)
 
-    def save_view(self, session_id: str, path: str, state: str | None) -> None:
-        """Record the view state of ``path`` in the session; None forgets it."""
-        if state is None:
-            self._one(lambda c: c.execute(self._sql.delete_view, (session_id, path)))
-        else:
-            self._one(lambda c: c.execute(self._sql.upsert_view, (session_id, path, state)))
-
     def load_views(self, session_id: str) -> dict[str, str]:
         """Every saved view state of the session, by path."""
         rows = self._one(lambda c: c.execute(self._sql.select_views, (session_id,)).fetchall())
@@ -275,9 +269,12 @@ class SqlStore(ClosesOnExit):
     def _delete_sessions(self, conn: Connection, session_ids: list[str]) -> None:
         if not session_ids:
             return
-        param = (self.dialect.list_param(session_ids),)
         for statement in self._sql.delete_sessions:
-            conn.execute(statement, param)
+            if self.dialect.arrays:
+                conn.execute(statement, (session_ids,))
+            else:
+                for session_id in session_ids:
+                    conn.execute(statement, (session_id,))
 
     def delete_session(self, session_id: str) -> None:
         """Forget the session, its events, views, archive and projections (blobs stay)."""

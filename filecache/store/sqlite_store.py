@@ -37,7 +37,7 @@ from filecache.store import migrations
 from filecache.store.dialect import SQLITE
 from filecache.store.locks import lock_file
 from filecache.store.migrations import MIGRATIONS, Connection
-from filecache.store.sql_store import SqlStore
+from filecache.store.sql_store import SqlStore, statements
 from filecache.store.store import LAST_USED_SLACK, Event, check_sequence, event_row
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
@@ -46,9 +46,7 @@ _T = TypeVar("_T")
 
 # ``commit``'s: the row must exist (events reference it), but its last use is rewritten only
 # when it moves on by over a second (a call that leaves the page unchanged writes no WAL frame).
-_COMMIT_SESSION = SQLITE.sql(
-    "INSERT INTO sessions (session_id, created, last_used) VALUES (?, ?, ?) "
-    "ON CONFLICT (session_id) DO UPDATE SET last_used = excluded.last_used"
+_COMMIT_SESSION = statements(SQLITE).upsert_session + (
     f" WHERE excluded.last_used > sessions.last_used + {LAST_USED_SLACK!r}"
     " OR excluded.last_used < sessions.last_used"
 )

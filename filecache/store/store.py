@@ -203,7 +203,6 @@ class EventStore(Protocol):
         events: Sequence[Event],
         views: Mapping[str, str | None],
     ) -> int: ...
-    def save_view(self, session_id: str, path: str, state: str | None) -> None: ...
     def load_views(self, session_id: str) -> dict[str, str]: ...
     def touch_session(self, session_id: str, now: float | None = None) -> None: ...
 
@@ -343,7 +342,7 @@ class MemoryStore(ClosesOnExit):
 
     def head(self, session_id: str) -> int:
         with self._lock:
-            return max(self._events.get(session_id, {0: None}))
+            return max(self._events.get(session_id) or (0,))  # {} after a commit of no events
 
     def settled_events(self, session_id: str, after: int) -> list[Event]:
         return self.events(session_id, after)  # a commit here is never in flight unseen
@@ -366,7 +365,7 @@ class MemoryStore(ClosesOnExit):
             for event in events:
                 stored[event.seq] = event
             for path, state in views.items():
-                self.save_view(session_id, path, state)
+                self._save_view(session_id, path, state)
             self._touch(session_id, events[-1].created if events else time.time())
             return expected_head + len(events)
 
@@ -392,7 +391,7 @@ class MemoryStore(ClosesOnExit):
                 key=lambda i: i.created,
             )
 
-    def save_view(self, session_id: str, path: str, state: str | None) -> None:
+    def _save_view(self, session_id: str, path: str, state: str | None) -> None:
         with self._lock:
             views = self._views.setdefault(session_id, {})
             if state is None:
