@@ -17,8 +17,16 @@ Passes, in order (DESIGN "Pruning"):
    result, with ``degrade`` off); over ``hard_at`` degraded results clear too.
 5. Placeholders say what was lost, why, and how to get it back (``render.py``).
 
+Supersession also covers a command's output once the same command ran again
+(``shell_outputs``), and (2b) the model's own inputs: the payload of a write or edit, or a
+shell heredoc's body, once the file was written again or a later read still verbatim shows it
+in full (``input_pruning``); these are actions on the call (``PruneAction.target`` "input"),
+weighed by the cost gate like the others and checked again after it.
+
 Invariants:
-- Only tool-result bodies change; every call keeps exactly one result, in place.
+- Only tool-result bodies change, and the arguments of a superseded write or edit (pass 2b,
+  ``input_pruning``: each long string becomes a reference, keys and types kept); every call
+  keeps its id, its name and exactly one result, in place.
 - Tiers only escalate (verbatim < outline/truncate < clear). A projection seen before
   (``prior``) renders to the same bytes again: prompt-cache friendly and restart-safe.
 - Idempotent: planning on the output of a plan (with the same ``prior``) adds nothing.
