@@ -469,3 +469,24 @@ def _gone(socket_path: str) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"{socket_path} is still there")
+
+
+def test_a_relative_store_is_the_calling_folders_not_the_servers(world: World) -> None:
+    # The server's own working folder is "/": a relative store resolved there would be one file
+    # for every project (or none). A process per call resolves it in the hook's folder.
+    name = f"fc-state-{uuid.uuid4().hex[:8]}"
+    (world.project / "pyproject.toml").write_text(f'[tool.filecache]\nstore = "{name}/cache.db"\n')
+    (world.project / "a.py").write_text(TEXT)
+    try:
+        world.read("a.py", "toolu_1")
+        assert refers_to(world.read("a.py", "toolu_2")) == "toolu_1"
+        assert servers(world.env)[0]["calls"] == 2
+        assert (world.project / name / "cache.db").exists()
+        assert not Path("/", name).exists()
+        alone = world.hook(world.read_payload("a.py", "toolu_3"), FILECACHE_HOOK_SERVER="0")
+        assert refers_to(alone) == "toolu_1"  # the same store as the server's calls
+    finally:
+        import shutil
+
+        shutil.rmtree(Path("/", name), ignore_errors=True)
+    assert world.log == ""
