@@ -490,3 +490,25 @@ def test_a_relative_store_is_the_calling_folders_not_the_servers(world: World) -
 
         shutil.rmtree(Path("/", name), ignore_errors=True)
     assert world.log == ""
+
+
+def test_a_client_that_cannot_import_filecache_says_so_in_the_log_not_to_the_host(
+    world: World, tmp_path: Path
+) -> None:
+    # The hook command outlives its package (uninstalled beside it, an interpreter that no
+    # longer has it): the client starts no server and cannot run the call; the host must get
+    # exit status 0, nothing on stdout or stderr, and the log one line.
+    alone = tmp_path / "left" / "hook_client.py"
+    alone.parent.mkdir()
+    alone.write_bytes(CLIENT.read_bytes())
+    python = getattr(sys, "_base_executable", sys.executable)
+    bare = subprocess.run([python, "-I", "-c", "import filecache"], capture_output=True)
+    if bare.returncode == 0:
+        pytest.skip("the base interpreter has filecache installed")
+    (world.project / "a.py").write_text(TEXT)
+    done = subprocess.run([python, "-I", "-S", str(alone), "claude-code"],
+                          input=world.read_payload("a.py", "toolu_1"), env=world.env,
+                          cwd=world.project, capture_output=True, timeout=120)  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert "cannot import filecache" in world.log
+    assert pids(world) == []

@@ -311,13 +311,17 @@ def _spawn(path: str, ident: str, deadline: float) -> bool:
 
 
 def in_process(host: str, args: list[str], payload: bytes) -> bytes:
-    """The hook run in this process (``registry.run_hook``: never raises)."""
+    """The hook run in this process (``registry.run_hook``: never raises); ``b""`` and a line
+    in the log when filecache cannot be imported."""
     if sys.flags.no_site and "site" not in sys.modules:  # a ``-S`` start: sys.path as site has it
         import site
 
         site.main()
-    from filecache.adapters.hosts.registry import run_hook
-
+    try:
+        from filecache.adapters.hosts.registry import run_hook
+    except ImportError as exc:  # the hook outlived its package: the host's output stands
+        log(host, f"cannot import filecache ({exc}); {sys.executable} -I does not have it")
+        return b""
     out: bytes = run_hook(host, args, payload)
     return out
 
