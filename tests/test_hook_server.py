@@ -512,3 +512,33 @@ def test_a_client_that_cannot_import_filecache_says_so_in_the_log_not_to_the_hos
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
     assert "cannot import filecache" in world.log
     assert pids(world) == []
+
+
+def test_two_projects_at_once_keep_their_own_stores(world: World, tmp_path: Path) -> None:
+    # One server, two projects, calls in flight together: each call must use its own folder's
+    # relative store and answer from its own project's history.
+    (tmp_path / "b").mkdir()
+    other = World(tmp_path / "b", world.env)
+    for each in (world, other):
+        (each.project / "pyproject.toml").write_text('[tool.filecache]\nstore = "own.db"\n')
+        (each.project / "a.py").write_text(TEXT.replace("fox", f"fox of {each.base.name}"))
+        each.read("a.py", "toolu_1")
+    for round_ in range(3):
+        calls = [(each, f"toolu_{each.base.name}_{round_}") for each in (world, other)]
+        procs = []
+        for each, call in calls:
+            proc = subprocess.Popen(HOOK, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    env=world.env, cwd=each.project)  # fmt: skip
+            assert proc.stdin is not None
+            proc.stdin.write(each.read_payload("a.py", call))
+            proc.stdin.close()
+            procs.append(proc)
+        for (each, call), proc in zip(calls, procs, strict=True):
+            assert proc.stdout is not None
+            out = proc.stdout.read()
+            proc.stdout.close()
+            assert proc.wait() == 0
+            assert refers_to(out) == "toolu_1", (each.base.name, out[:200])
+            each.result(call, shown_text(out))
+    assert (world.project / "own.db").exists() and (other.project / "own.db").exists()
+    assert len(pids(world)) == 1 and world.log == ""
