@@ -542,3 +542,45 @@ def test_two_projects_at_once_keep_their_own_stores(world: World, tmp_path: Path
             each.result(call, shown_text(out))
     assert (world.project / "own.db").exists() and (other.project / "own.db").exists()
     assert len(pids(world)) == 1 and world.log == ""
+
+
+def test_a_user_install_is_found_by_the_server_and_in_process(world: World) -> None:
+    # ``pip install --user``: filecache is in the user's site-packages, which ``-I`` leaves off
+    # sys.path. The hook, there, must still serve (from a server, and in-process).
+    import shutil
+
+    import xxhash
+
+    python = getattr(sys, "_base_executable", sys.executable)
+    if (
+        subprocess.run([python, "-I", "-c", "import filecache"], capture_output=True).returncode
+        == 0
+    ):
+        pytest.skip("the base interpreter has filecache installed")
+    env = {**world.env, "PYTHONUSERBASE": str(world.base / "userbase")}
+    where = "import site; print(site.getusersitepackages())"
+    user_site = subprocess.run([python, "-I", "-S", "-c", where], env=env, capture_output=True,
+                               text=True, check=True).stdout.strip()  # fmt: skip
+    package = Path(user_site) / "filecache"
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(TESTS.parent / "filecache", package, ignore=ignore)
+    shutil.copytree(TESTS.parent / "adapters", package / "adapters", ignore=ignore)
+    deps = Path(xxhash.__file__).resolve().parents[1]
+    (Path(user_site) / "filecache_deps.pth").write_text(f"{deps}\n")
+    hook = [
+        python,
+        "-I",
+        "-S",
+        str(package / "adapters" / "hosts" / "hook_client.py"),
+        "claude-code",
+    ]
+    world.env = env
+    (world.project / "a.py").write_text(TEXT)
+    assert world.hook(world.read_payload("a.py", "toolu_1"), hook) == b""
+    world.result("toolu_1", TEXT)
+    assert refers_to(world.hook(world.read_payload("a.py", "toolu_2"), hook)) == "toolu_1"
+    (server,) = servers(env)
+    assert server["calls"] == 2
+    alone = world.hook(world.read_payload("a.py", "toolu_3"), hook, FILECACHE_HOOK_SERVER="0")
+    assert refers_to(alone) == "toolu_1"
+    assert world.log == ""
