@@ -584,3 +584,14 @@ def test_a_user_install_is_found_by_the_server_and_in_process(world: World) -> N
     alone = world.hook(world.read_payload("a.py", "toolu_3"), hook, FILECACHE_HOOK_SERVER="0")
     assert refers_to(alone) == "toolu_1"
     assert world.log == ""
+
+
+def test_libpq_variables_are_part_of_the_identity() -> None:
+    # A postgresql:// store reads PGHOST, PGDATABASE, PGPASSFILE...: two terminals with other
+    # values must not share a server (it would answer from the first one's database).
+    from filecache.adapters.hosts.hook_client import identity
+
+    base = {"HOME": "/home/u", "FILECACHE_STORE": "postgresql:///filecache"}
+    assert identity({**base, "PGHOST": "/run/a"}) != identity({**base, "PGHOST": "/run/b"})
+    assert identity({**base, "PGDATABASE": "one"}) != identity(base)
+    assert identity({**base, "PATH": "/elsewhere"}) == identity(base)

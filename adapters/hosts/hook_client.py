@@ -9,10 +9,11 @@ and a round trip on a Unix socket: filecache itself is loaded once, by the resid
 The call (``call``):
 1. The server's socket is ``<folder>/<identity>.sock``: ``identity`` hashes everything that
    changes an answer and is fixed per process (uid, interpreter, where this code is installed,
-   umask, ``FILECACHE_*``, ``HOME``, ``XDG_*``, ``LANG``/``LC_*``); the server checks the code
-   it runs against the disk on every call. ``socket_folder`` is ``$XDG_RUNTIME_DIR/filecache``,
-   else ``$XDG_CACHE_HOME/filecache/run``, else (a path too long for ``AF_UNIX``)
-   ``$TMPDIR/filecache-<uid>``; a folder that is not ours, or that others may enter, is refused.
+   umask, ``FILECACHE_*``, ``HOME``, ``XDG_*``, ``LANG``/``LC_*``, libpq's ``PG*``); the server
+   checks the code it runs against the disk on every call. ``socket_folder`` is
+   ``$XDG_RUNTIME_DIR/filecache``, else ``$XDG_CACHE_HOME/filecache/run``, else (a path too long
+   for ``AF_UNIX``) ``$TMPDIR/filecache-<uid>``; a folder that is not ours, or that others may
+   enter, is refused.
 2. No server listening: one is started, detached (double fork, a new session, stdio on
    ``/dev/null``), under a lock so that racing hooks start one; the starter waits until it
    listens (``START_TIMEOUT``).
@@ -68,7 +69,7 @@ READY_TIMEOUT = 3.0  # from the request to the server's "R"
 START_TIMEOUT = 10.0  # a server importing filecache on a loaded machine
 ANSWER_TIMEOUT = {"claude-code": 25.0, "codex": 8.0, "opencode": 25.0}
 """Seconds after ``G`` before the client gives up; below each host's hook timeout as installed."""
-_IDENTITY_PREFIXES = ("FILECACHE_", "XDG_", "LC_")
+_IDENTITY_PREFIXES = ("FILECACHE_", "XDG_", "LC_", "PG")  # PG*: libpq's, for a store URL
 _IDENTITY_NAMES = ("HOME", "LANG")
 _PER_CALL = ("CLAUDE_PROJECT_DIR",)  # call_env.PER_CALL (not imported: it loads contextvars)
 _HERE = os.path.dirname(os.path.abspath(__file__))
