@@ -21,7 +21,7 @@ Invariants:
 
 from __future__ import annotations
 
-from filecache.core.planner import ReadRequest, plan_read
+from filecache.core.planner import ReadRequest, plan_lines
 from filecache.core.render import render_outside_change
 from filecache.core.results import Kind
 from filecache.errors import ContentError, FileCacheError, MissingFileError
@@ -83,7 +83,7 @@ class OutsideChanges:
         request = ReadRequest(
             src=src, start=1, end=total, call_id=call_id, seq=turn.next_seq(), plain=plain
         )
-        decision = plan_read(
+        decision = plan_lines(
             request, view, bases=diff_base_lines(cache, view, version), call_seq=state.call_seq,
             count=cache.count, diff_max_ratio=cache.settings.diff_max_ratio,
             max_versions=cache.settings.versions_per_path, margin=cache.margin,

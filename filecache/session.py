@@ -41,16 +41,16 @@ from filecache.core.edits import (
     check_markers,
     describe_landings,
     landings,
-    line_range,
 )
 from filecache.core.hashing import KEYED, args_hash
 from filecache.core.planner import (
+    MODES,
+    ReadAsk,
     ReadDecision,
-    ReadRequest,
-    outline_key,
-    plan_outline,
+    ReadRules,
+    check_read,
     plan_read,
-    wants_outline,
+    streams_window,
 )
 from filecache.core.render import RETRIED_DETAIL, render_sealed, render_write
 from filecache.core.results import Kind, ReadResult, Source, WriteResult
@@ -72,7 +72,7 @@ from filecache.hosts import CacheHost
 from filecache.ledger import Ledger, build_ledger
 from filecache.locations import Locations
 from filecache.outside import OutsideChanges
-from filecache.sources import diff_base_lines, source_of
+from filecache.sources import read_lookups, source_of
 from filecache.store.store import Intent
 from filecache.turns import SessionState, Turn
 
@@ -82,7 +82,6 @@ if TYPE_CHECKING:
 __all__ = ["MODES", "Session", "check_session_id", "new_call_id"]
 
 
-MODES = ("auto", "full", "outline")
 _T = TypeVar("_T")
 
 
@@ -133,11 +132,8 @@ class Session:
             PathError, ContentError, RequestError: with a message that says what to do.
             StoreError: the store failed; nothing was recorded and the view is as before.
         """
-        if mode not in MODES:
-            raise RequestError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         ranged = offset is not None or limit is not None
-        if symbol is not None and (ranged or mode == "outline"):
-            raise RequestError("pass symbol alone, without offset/limit or mode='outline'")
+        check_read(mode, symbol, ranged)
         cid = self._call_id(call_id)
         self._state.ended(cid, failed=False)
 
@@ -179,11 +175,12 @@ class Session:
         cid: str,
         ranged: bool,
     ) -> ReadResult:
+        """Read the bytes, ask the planner, record its decision (``_answered``)."""
         limit_bytes = self.cache.settings.max_file_bytes
         try:
             data = read_bytes(loc, limit_bytes)
         except FileTooLargeError:
-            if not ranged or mode == "outline":
+            if not streams_window(mode, ranged):
                 raise
             # A range of a file over the limit: streamed, hashed whole, only the range kept
             # (lines cut at text.MAX_LINE_CHARS); always content, never stored (fsio.read_window).
@@ -192,28 +189,12 @@ class Session:
             self.cache.denied(loc, window.version)  # its lines are never stored in any case
             src = Source(loc.rel, loc.rel, window.version, window.lines, numbered)
             first, count = window.lines.start, len(window.lines.kept)
-            return self._answer(turn, src, first, first + count - 1, True, cid, partial=True)
+            return self._answer(turn, src, cid, lines=(first, first + count - 1), fresh=True,
+                                partial=True)  # fmt: skip
         src = source_of(self.cache, loc, data, numbered)
-        if mode == "outline":
-            return self._answer_outline(turn, src, cid, fresh, large=False)
-        label = None
-        if symbol is not None:
-            from filecache.outline.outline import (
-                find_symbol,  # on first use (see FileCache.outline_of)
-            )
-
-            definition = find_symbol(
-                self.cache.outline_of(src.version, src.path, src.lines), symbol
-            )
-            start, end, label = (
-                definition.start_line,
-                definition.end_line,
-                definition.qualified_name,
-            )
-        else:
-            start, end = line_range(loc.rel, len(src.lines), offset, limit)
-        may_outline = mode == "auto" and not ranged and symbol is None and numbered
-        return self._answer(turn, src, start, end, fresh, cid, label=label, may_outline=may_outline)
+        return self._answer(
+            turn, src, cid, offset=offset, limit=limit, mode=mode, symbol=symbol, fresh=fresh
+        )
 
     def write(self, path: str | Path, content: str, *, call_id: str | None = None) -> WriteResult:
         """Create or replace ``path`` with ``content`` (atomically, under the path's lock).
@@ -517,7 +498,7 @@ class Session:
         cid = self._call_id(call_id)
         with self._turn() as turn:
             self._state.tool_keys.add(key)
-            return self._answer(turn, src, start, end, fresh, cid)
+            return self._answer(turn, src, cid, lines=(start, end), fresh=fresh, mode="full")
 
     def record_write(self, path: str, tool: str, call_id: str | None = None) -> str:
         """Record a write/edit done outside ``Session`` (decorated tools); returns the call id."""
@@ -601,43 +582,25 @@ class Session:
             return None  # the edits do not apply to what the model holds
         return text, spans, Kind.EDITED
 
-    def _answer(
-        self,
-        turn: Turn,
-        src: Source,
-        start: int,
-        end: int,
-        fresh: bool,
-        cid: str,
-        *,
-        label: str | None = None,
-        may_outline: bool = False,
-        partial: bool = False,
-    ) -> ReadResult:
+    def _answer(self, turn: Turn, src: Source, cid: str, **asked: Any) -> ReadResult:
+        """Answer a read of ``src`` (``asked``: the ``ReadAsk`` fields the caller gave)."""
         settings = self.cache.settings
-        plain = self.cache.plain_tokens(src, start, end)
-        probe = ReadRequest(src=src, start=start, end=end, call_id=cid, seq=0, plain=plain,
-                            fresh=fresh, label=label)  # fmt: skip
-        if wants_outline(
-            probe, turn.view(src.key), settings.outline_threshold, may_outline=may_outline
-        ):
-            return self._answer_outline(turn, src, cid, fresh, large=True)
         notice = self._outside.notices(self._state, turn, cid, src.key)
-        request = ReadRequest(src=src, start=start, end=end, call_id=cid, seq=turn.next_seq(),
-                              plain=plain, fresh=fresh, label=label, partial=partial)  # fmt: skip
         view = turn.view(src.key)
+        ask = ReadAsk(src=src, call_id=cid, seq=turn.next_seq(), **asked)
         decision = plan_read(
-            request, view, bases=diff_base_lines(self.cache, view, src.version),
-            call_seq=self._state.call_seq,
-            count=self.cache.count, diff_max_ratio=settings.diff_max_ratio,
-            max_versions=settings.versions_per_path, margin=self.cache.margin,
+            ask, view, lookups=read_lookups(self.cache, src, view), call_seq=self._state.call_seq,
+            rules=ReadRules(
+                outline_threshold=settings.outline_threshold,
+                diff_max_ratio=settings.diff_max_ratio,
+                max_versions=settings.versions_per_path, margin=self.cache.margin,
+            ),
         )  # fmt: skip
-        return self._answered(turn, request, decision, notice)
+        return self._answered(turn, decision, notice)
 
-    def _answered(
-        self, turn: Turn, request: ReadRequest, decision: ReadDecision, notice: str
-    ) -> ReadResult:
+    def _answered(self, turn: Turn, decision: ReadDecision, notice: str) -> ReadResult:
         """Log the decision in the turn and return its result (the view becomes the turn's)."""
+        request = decision.request
         src = request.src
         turn.views[src.key] = decision.view
         turn.seen[src.key] = src.version
@@ -652,8 +615,7 @@ class Session:
                 notice = render_sealed(notice, self.cache.ref_seal)
         if notice:
             text, tokens = notice + text, tokens + self.cache.count(notice)
-        start, end = (1, len(src.lines)) if decision.kind == Kind.OUTLINE else (
-            request.start, request.end)  # fmt: skip
+        start, end = request.start, request.end
         turn.log(
             request.call_id, "read", src.path, start=start, end=end, version=src.version,
             base_version=decision.base_version, kind=str(decision.kind),
@@ -665,30 +627,6 @@ class Session:
             str(decision.kind), text, src.path, src.version, request.call_id,
             decision.base_call_id, tokens, request.plain, start, end, len(src.lines),
         )  # fmt: skip
-
-    def _answer_outline(
-        self, turn: Turn, src: Source, cid: str, fresh: bool, *, large: bool
-    ) -> ReadResult:
-        total = len(src.lines)
-        plain = self.cache.plain_tokens(src, 1, total)
-        notice = self._outside.notices(self._state, turn, cid, src.key)
-        view = turn.view(src.key)
-        request = ReadRequest(src=src, start=1, end=total, call_id=cid, seq=turn.next_seq(),
-                              plain=plain, fresh=fresh)  # fmt: skip
-        held = (
-            view is not None
-            and not fresh
-            and outline_key(src.version, large=large) in view.outlines
-        )
-        budget = plain // 5 if large else None  # an explicit outline: render_outline's rule
-        outline_text = (
-            None if held else self.cache.outline_text(src.version, src.path, src.lines, budget)
-        )
-        decision = plan_outline(
-            request, view, outline_text, self.cache.count, large=large,
-            max_versions=self.cache.settings.versions_per_path,
-        )  # fmt: skip
-        return self._answered(turn, request, decision, notice)
 
     # -- writing ----------------------------------------------------------------------------
 

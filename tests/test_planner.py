@@ -1,5 +1,6 @@
 """The read planner: the answer rules of issue 11 as regressions, and the never-stale property
-run against ``plan_read`` directly (no file system, no store), with mutants it must catch."""
+run against ``plan_lines`` (the line reads of ``plan_read``) directly (no file system, no
+store), with mutants it must catch."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 from filecache import FileCache
 from filecache.core import planner as planner_module
 from filecache.core.hashing import version_of
-from filecache.core.planner import ReadRequest, plan_read
+from filecache.core.planner import ReadRequest, plan_lines
 from filecache.core.results import Kind, Source, content_text
 from filecache.core.text import join_lines, split_lines
 from filecache.core.tokens import TokenCounter
@@ -163,7 +164,7 @@ def _answer(world: World, start: int | None, count: int | None, fresh: bool, cid
         fresh=fresh,
     )
     before = None if world.view is None else world.view.to_json()
-    decision = plan_read(request, world.view, bases=bases, call_seq=call_seq,
+    decision = plan_lines(request, world.view, bases=bases, call_seq=call_seq,
                          count=COUNTER.count, diff_max_ratio=0.9, max_versions=3)  # fmt: skip
     assert (None if world.view is None else world.view.to_json()) == before, "input changed"
     shown: dict[tuple[str, int], str] = {}
