@@ -35,13 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from filecache.core.edits import (
-    MAX_LANDINGS,
-    apply_edit,
-    check_markers,
-    describe_landings,
-    landings,
-)
+from filecache.core.edits import ChangePlan, plan_edit, plan_write
 from filecache.core.hashing import KEYED, args_hash
 from filecache.core.planner import (
     MODES,
@@ -55,7 +49,7 @@ from filecache.core.planner import (
 from filecache.core.render import RETRIED_DETAIL, render_sealed, render_write
 from filecache.core.results import Kind, ReadResult, Source, WriteResult
 from filecache.core.text import decode_text, encode_text, join_lines, split_lines
-from filecache.core.views import Facts, Span, map_through_edit
+from filecache.core.views import Facts, Span
 from filecache.errors import (
     CallAbandonedError,
     ConflictError,
@@ -207,10 +201,8 @@ class Session:
         cid = self._call_id(call_id)
 
         def write_at(loc: Located) -> WriteResult:
-            def plan(old: str | None, before: str | None) -> tuple[str, list[Span], str]:
-                check_markers(loc.rel, old or "", content)
-                count = len(split_lines(content))
-                return content, ([(1, count, (frozenset([cid]),))] if count else []), ""
+            def plan(old: str | None, held: Facts | None) -> ChangePlan:
+                return plan_write(loc.rel, old, content, cid)
 
             return self._change(loc, cid, "written", plan, [content], must_exist=False,
                                 retry=call_id is not None)  # fmt: skip
@@ -247,43 +239,10 @@ class Session:
             pairs = list(edits)
         cid = self._call_id(call_id)
         return self._attempt(cid, lambda: self._locations.retry(path, lambda loc: self._change(
-            loc, cid, "edited", self._edit_plan(loc, cid, pairs, replace_all),
+            loc, cid, "edited",
+            lambda old, held: plan_edit(loc.rel, old, held, pairs, replace_all, cid),
             [new for _, new in pairs], must_exist=True, retry=call_id is not None,
         )))  # fmt: skip
-
-    def _edit_plan(
-        self,
-        loc: Located,
-        cid: str,
-        pairs: Sequence[tuple[str, str]],
-        replace_all: bool,
-    ) -> _Plan:
-        def plan(old: str | None, before: str | None) -> tuple[str, list[Span], str]:
-            if old is None:
-                raise EditError(f"{loc.rel}: not a text file filecache can edit; use write")
-            turn = self._current
-            view = turn.view(loc.rel) if turn is not None else None
-            old_lines = split_lines(old)
-            facts = view.get(before) if view and before else None
-            text, replaced, steps = old, 0, []
-            for old_s, new_s in pairs:
-                text, pieces, count = apply_edit(loc.rel, text, old_s, new_s, replace_all)
-                replaced += count
-                new_lines = split_lines(text)
-                spans = map_through_edit(old_lines, facts, new_lines, pieces, cid)
-                facts = _scratch(spans, len(new_lines))
-                old_lines = new_lines
-                steps.append(landings(text, pieces))
-            check_markers(loc.rel, old, text)
-            detail = f"{replaced} replacement{'s' if replaced != 1 else ''}"
-            if sum(map(len, steps)) <= MAX_LANDINGS:
-                detail += describe_landings(steps)
-                spans = facts.spans if facts else []
-            else:  # too many places to list: the model cannot place them, so hold nothing
-                spans = []
-            return text, spans, detail
-
-        return plan
 
     def forget(self, call_ids: Iterable[str]) -> None:
         """The model no longer has these results: drop every fact that relies on them."""
@@ -544,14 +503,13 @@ class Session:
                     if view is not None and view.versions
                     else self._state.seen.get(loc.rel)
                 )
+                facts = view.get(held) if view is not None and held else None
                 planned = None if deleted or data is None else self._adopted(
-                    loc, call_id, held, content, edits, replace_all)  # fmt: skip
+                    loc, call_id, held, facts, content, edits, replace_all)  # fmt: skip
                 if planned is not None and data is not None:
-                    text, spans, kind = planned
-                    if encode_text(text, loc.rel) == data:
-                        self._record_written(
-                            turn, loc, call_id, kind, data, text, held, spans, "", ()
-                        )
+                    kind, change = planned
+                    if encode_text(change.text, loc.rel) == data:
+                        self._record_written(turn, loc, call_id, kind, data, held, change, ())
                         return kind
                 version = None if data is None else self.cache.version_for(loc, data)
                 turn.record_change(call_id, loc.rel, version, held)
@@ -564,23 +522,25 @@ class Session:
         loc: Located,
         cid: str,
         held: str | None,
+        facts: Facts | None,
         content: str | None,
         edits: Sequence[tuple[str, str]] | None,
         replace_all: bool,
-    ) -> tuple[str, list[Span], str] | None:
-        """What the host's change makes of the version the model holds (text, the spans the
-        model then holds, kind), or None when it cannot be placed."""
+    ) -> tuple[str, ChangePlan] | None:
+        """What the host's change makes of the version ``held`` the model holds (whose facts
+        are ``facts``): (kind, plan), or None when it cannot be placed."""
         if content is not None:
             count = len(split_lines(content))
-            return content, ([(1, count, (frozenset([cid]),))] if count else []), Kind.WRITTEN
+            spans: list[Span] = [(1, count, (frozenset([cid]),))] if count else []
+            return Kind.WRITTEN, ChangePlan(content, spans, "")
         old = self.cache.lines_of(held) if held is not None else None
         if old is None or not edits:
             return None  # the model holds no version to apply them to: a plain change
         try:
-            text, spans, _ = self._edit_plan(loc, cid, edits, replace_all)(join_lines(old), held)
+            change = plan_edit(loc.rel, join_lines(old), facts, edits, replace_all, cid)
         except FileCacheError:
             return None  # the edits do not apply to what the model holds
-        return text, spans, Kind.EDITED
+        return Kind.EDITED, ChangePlan(change.text, change.spans, "")
 
     def _answer(self, turn: Turn, src: Source, cid: str, **asked: Any) -> ReadResult:
         """Answer a read of ``src`` (``asked``: the ``ReadAsk`` fields the caller gave)."""
@@ -659,8 +619,9 @@ class Session:
                 if old_data is None and must_exist:
                     raise EditError(f"{loc.rel}: no such file; use write to create it")
                 old, before = self._previous(loc, old_data)
-                text, spans, detail = plan(old, before)
-                data = encode_text(text, loc.rel)  # no NUL, no lone surrogate: served back
+                view = turn.view(loc.rel)
+                planned = plan(old, view.get(before) if view and before else None)
+                data = encode_text(planned.text, loc.rel)  # no NUL, no lone surrogate: served back
                 if self._current_bytes(loc) == old_data:
                     break  # unchanged since it was read: replace it now (we hold the lock)
             else:
@@ -681,8 +642,8 @@ class Session:
                 raise
             turn.replaced = True
             try:
-                result = self._record_written(turn, loc, cid, kind, data, text, before, spans,
-                                              detail, written)  # fmt: skip
+                result = self._record_written(turn, loc, cid, kind, data, before, planned,
+                                              written)  # fmt: skip
                 turn.commit()
             except BaseException:
                 self._undo_write(loc, old_data, data)
@@ -758,26 +719,24 @@ class Session:
         cid: str,
         kind: str,
         data: bytes,
-        text: str,
         before: str | None,
-        spans: list[Span],
-        detail: str,
+        planned: ChangePlan,
         written: Sequence[str],
     ) -> WriteResult:
         notice = self._outside.notices(self._state, turn, cid, loc.rel)
         version = self.cache.version_for(loc, data)
-        lines = split_lines(text)
+        lines = split_lines(planned.text)
         # as for reads: denied files and files over max_file_bytes are never stored
         secret = self.cache.denied(loc, version)
         storable = not secret and len(data) <= self.cache.settings.max_file_bytes
         self.cache.remember(version, lines, storable)
-        message = notice + render_write(loc.rel, kind, version, len(lines), detail)
+        message = notice + render_write(loc.rel, kind, version, len(lines), planned.detail)
         tokens = self.cache.count(message)
         seq = turn.next_seq()
         turn.seen[loc.rel] = version
         facts = turn.new_view(loc.rel).facts_for(version, len(lines), seq)
         facts.origin = cid  # the model's own change: a read that finds it undone says so
-        facts.add_spans(spans)
+        facts.add_spans(planned.spans)
         turn.log(
             cid, "write" if kind == "written" else "edit", loc.rel, version=version,
             base_version=before, kind=kind, tokens=tokens, tokens_full=tokens,
@@ -881,12 +840,9 @@ def check_session_id(session_id: str) -> None:
             )
 
 
-_Plan = Callable[[str | None, str | None], tuple[str, list[Span], str]]
-"""What a write or edit makes of the file's current text: (new text, facts, detail)."""
-
-
-def _scratch(spans: list[Span], line_count: int) -> Facts:
-    return Facts("", line_count, list(spans))
+_Plan = Callable[[str | None, Facts | None], ChangePlan]
+"""What a write or edit makes of the file's current text (or None) and the facts the model
+holds of that version (``plan_write``, ``plan_edit``)."""
 
 
 def _strings(value: object) -> set[str]:
