@@ -266,7 +266,7 @@ class FileCache:
         except FileCacheError:
             return None
 
-    # -- conversations and decorators (filecache/conversations.py, adapters/decorators.py) ----
+    # -- conversations and decorators (filecache/conversations.py, decorators.py) ------------
 
     def conversation(self, session_id: str | Session) -> contextlib.AbstractContextManager[Session]:
         """Bind ``session_id``'s session to this thread or task: ``with cache.conversation(id):``.
@@ -279,19 +279,19 @@ class FileCache:
 
     def read_tool(self, fn: Any = None, /, **options: Any) -> Any:
         """``Session.read_tool`` for the conversation bound where the tool is called."""
-        from filecache.adapters.decorators import read_tool
+        from filecache.decorators import read_tool
 
         return read_tool(self, fn, **options)
 
     def edit_tool(self, fn: Any = None, /, **options: Any) -> Any:
         """``Session.edit_tool`` for the conversation bound where the tool is called."""
-        from filecache.adapters.decorators import edit_tool
+        from filecache.decorators import edit_tool
 
         return edit_tool(self, fn, **options)
 
     def write_tool(self, fn: Any = None, /, **options: Any) -> Any:
         """``Session.write_tool`` for the conversation bound where the tool is called."""
-        from filecache.adapters.decorators import write_tool
+        from filecache.decorators import write_tool
 
         return write_tool(self, fn, **options)
 

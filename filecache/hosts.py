@@ -1,7 +1,7 @@
 """What a ``Session``, a conversation binding and a tool decorator need of a cache and a session.
 
 ``Session`` is held by its ``FileCache`` and holds it back; ``filecache.conversations`` and the
-tool decorators (``filecache.adapters.decorators``) are reached from methods of both. Each of
+tool decorators (``filecache.decorators``) are reached from methods of both. Each of
 those modules names the other side by the protocol here, never by importing ``filecache.cache``
 or ``filecache.session``, so the package has no import cycle (``tests/test_layout.py``).
 ``FileCache`` and ``Session`` satisfy them (mypy checks it where they pass ``self``).

@@ -371,26 +371,26 @@ class Session:
         return build_ledger(self.id, self.cache.store.events(self.id))
 
     def read_tool(self, fn: Any = None, /, **options: Any) -> Any:
-        """Decorate an agent's own read tool: cache on its output (see adapters.decorators).
+        """Decorate an agent's own read tool: cache on its output (see filecache.decorators).
 
         ``@session.read_tool`` or ``@session.read_tool(offset="offset", limit="limit")``."""
-        from filecache.adapters.decorators import read_tool
+        from filecache.decorators import read_tool
 
         return read_tool(self, fn, **options)
 
     def edit_tool(self, fn: Any = None, /, **options: Any) -> Any:
         """Decorate an agent's own edit tool: its calls become edits in the ledger."""
-        from filecache.adapters.decorators import edit_tool
+        from filecache.decorators import edit_tool
 
         return edit_tool(self, fn, **options)
 
     def write_tool(self, fn: Any = None, /, **options: Any) -> Any:
         """Decorate an agent's own write tool: its calls become writes in the ledger."""
-        from filecache.adapters.decorators import write_tool
+        from filecache.decorators import write_tool
 
         return write_tool(self, fn, **options)
 
-    # -- async face (adapters/decorators, frameworks): the blocking work runs in a thread -----
+    # -- async face (filecache.decorators, frameworks): the blocking work runs in a thread -----
 
     # A cancelled task (``asyncio.wait_for``, ``task.cancel()``) abandons its call: the thread
     # runs on, but its answer never reaches the caller, so it leaves no fact (``abandon``).
