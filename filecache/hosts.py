@@ -18,8 +18,11 @@ if TYPE_CHECKING:
     from filecache.core.results import ReadResult, Source
     from filecache.core.tokens import TokenCounter
     from filecache.fsio import Located
+    from filecache.locations import Root
     from filecache.outline.outline import Outline
+    from filecache.secrecy import Secrets
     from filecache.settings import Settings
+    from filecache.sources import Counts, Outlines, Versions
     from filecache.store.store import Store
 
 __all__ = ["CacheHost", "SessionHost"]
@@ -33,6 +36,13 @@ class CacheHost(Protocol):
     root: Path
     settings: Settings
     store: Store
+    # the parts a session answers with (``secrecy``, ``sources``); the methods below are the
+    # cache's one-line forms of theirs, for the conversations, decorators and adapters
+    paths: Root
+    secrets: Secrets
+    versions: Versions
+    counts: Counts
+    outlines: Outlines
 
     @property
     def margin(self) -> float: ...

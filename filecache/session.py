@@ -66,7 +66,7 @@ from filecache.hosts import CacheHost
 from filecache.ledger import Ledger, build_ledger
 from filecache.locations import Locations
 from filecache.outside import OutsideChanges
-from filecache.sources import read_lookups, source_of
+from filecache.sources import read_lookups
 from filecache.store.store import Intent
 from filecache.turns import SessionState, Turn
 
@@ -92,8 +92,11 @@ class Session:
         self.id = session_id
         self._lock = threading.RLock()
         self._state = SessionState(cache.store, session_id, cache.settings.versions_per_path)
+        # the parts of the cache a session answers with (FileCache makes them, once per root)
+        self._paths, self._secrets, self._versions = cache.paths, cache.secrets, cache.versions
+        self._counts, self._outlines = cache.counts, cache.outlines
         self._outside = OutsideChanges(cache)  # files the watcher saw change
-        self._locations = Locations(cache.locate)  # resolutions of the paths asked, link-free
+        self._locations = Locations(self._paths.locate)  # resolutions of the paths asked, link-free
         cache.store.touch_session(session_id)
 
     # -- public API -------------------------------------------------------------------------
@@ -178,14 +181,14 @@ class Session:
                 raise
             # A range of a file over the limit: streamed, hashed whole, only the range kept
             # (lines cut at text.MAX_LINE_CHARS); always content, never stored (fsio.read_window).
-            key = self.cache.key if self.cache.denied(loc) else None  # keyed if denied
+            key = self._secrets.key if self._secrets.denied(loc) else None  # keyed if denied
             window = read_window(loc, offset, limit, budget=limit_bytes, key=key)
-            self.cache.denied(loc, window.version)  # its lines are never stored in any case
+            self._secrets.denied(loc, window.version)  # its lines are never stored in any case
             src = Source(loc.rel, loc.rel, window.version, window.lines, numbered)
             first, count = window.lines.start, len(window.lines.kept)
             return self._answer(turn, src, cid, lines=(first, first + count - 1), fresh=True,
                                 partial=True)  # fmt: skip
-        src = source_of(self.cache, loc, data, numbered)
+        src = self._versions.source_of(loc, data, numbered)
         return self._answer(
             turn, src, cid, offset=offset, limit=limit, mode=mode, symbol=symbol, fresh=fresh
         )
@@ -305,7 +308,7 @@ class Session:
                     gone.add(cid)
                 elif record is not None and record.text_hash is not None:
                     keyed = record.text_hash.startswith(KEYED)
-                    if self.cache.digest(text, keyed) != record.text_hash:
+                    if self._secrets.digest(text, keyed) != record.text_hash:
                         gone.add(cid)
                 if record is not None and record.args:  # a write/edit: its arguments must remain
                     call = calls.get(cid)
@@ -334,9 +337,9 @@ class Session:
             }  # a decorated tool's output is not a file: its next call is hashed
             for key, held in newest.items():
                 try:
-                    loc = self.cache.locate(key)
+                    loc = self._paths.locate(key)
                     data = read_bytes(loc, self.cache.settings.max_file_bytes)
-                    version: str | None = self.cache.version_for(loc, data)
+                    version: str | None = self._secrets.version_for(loc, data)
                 except MissingFileError:
                     version = None  # deleted: a change too
                 except FileCacheError:
@@ -444,13 +447,13 @@ class Session:
         content is then their raw text, ``render_lines(numbered=False)``."""
         # A denied path's output, or one that prints a denied file's lines, is keyed and kept
         # out of the store like a denied file's read.
-        secret = self.cache.denied(path) or self.cache.reveals(output) is not None
-        version = self.cache.digest(output, secret)
+        secret = self._secrets.denied(path) or self._secrets.reveals(output) is not None
+        version = self._secrets.digest(output, secret)
         if secret:
-            self.cache.denied(path, version)  # marks it when the path is denied
-            self.cache.mark_secret(version)
+            self._secrets.denied(path, version)  # marks it when the path is denied
+            self._secrets.mark(version)
         split = split_lines(output)
-        self.cache.remember(version, split, not secret)
+        self._versions.remember(version, split, not secret)
         start, end = lines or (1, len(split))
         whole = start == 1 and end == len(split)
         src = Source(key, path, version, split, False, output if whole else None)
@@ -495,7 +498,7 @@ class Session:
             raise RequestError("adopt_change needs exactly one of content, edits or deleted")
 
         def adopt_at(loc: Located) -> str:
-            with self._turn() as turn, self.cache.path_lock(loc.rel):
+            with self._turn() as turn, self._paths.path_lock(loc.rel):
                 data = self._current_bytes(loc)
                 view = turn.view(loc.rel)
                 held = (
@@ -511,7 +514,7 @@ class Session:
                     if encode_text(change.text, loc.rel) == data:
                         self._record_written(turn, loc, call_id, kind, data, held, change, ())
                         return kind
-                version = None if data is None else self.cache.version_for(loc, data)
+                version = None if data is None else self._secrets.version_for(loc, data)
                 turn.record_change(call_id, loc.rel, version, held)
                 return Kind.CHANGED
 
@@ -533,7 +536,7 @@ class Session:
             count = len(split_lines(content))
             spans: list[Span] = [(1, count, (frozenset([cid]),))] if count else []
             return Kind.WRITTEN, ChangePlan(content, spans, "")
-        old = self.cache.lines_of(held) if held is not None else None
+        old = self._versions.lines_of(held) if held is not None else None
         if old is None or not edits:
             return None  # the model holds no version to apply them to: a plain change
         try:
@@ -545,15 +548,16 @@ class Session:
     def _answer(self, turn: Turn, src: Source, cid: str, **asked: Any) -> ReadResult:
         """Answer a read of ``src`` (``asked``: the ``ReadAsk`` fields the caller gave)."""
         settings = self.cache.settings
-        notice = self._outside.notices(self._state, turn, cid, src.key)
+        notice = self._notices(turn, cid, src.key)
         view = turn.view(src.key)
         ask = ReadAsk(src=src, call_id=cid, seq=turn.next_seq(), **asked)
         decision = plan_read(
-            ask, view, lookups=read_lookups(self.cache, src, view), call_seq=self._state.call_seq,
+            ask, view, call_seq=self._state.call_seq,
+            lookups=read_lookups(self._versions, self._counts, self._outlines, src, view),
             rules=ReadRules(
                 outline_threshold=settings.outline_threshold,
                 diff_max_ratio=settings.diff_max_ratio,
-                max_versions=settings.versions_per_path, margin=self.cache.margin,
+                max_versions=settings.versions_per_path, margin=self._counts.margin,
             ),
         )  # fmt: skip
         return self._answered(turn, decision, notice)
@@ -569,18 +573,18 @@ class Session:
             # Raw and shell answers show a file byte for byte: filecache's own lines carry
             # the seal a file cannot know (render.render_sealed); content is never touched.
             if decision.kind in (Kind.UNCHANGED, Kind.DIFF, Kind.OUTLINE):
-                text = render_sealed(text, self.cache.ref_seal)
-                tokens += self.cache.count(text) - self.cache.count(decision.text)
+                text = render_sealed(text, self._secrets.ref_seal)
+                tokens += self._counts.count(text) - self._counts.count(decision.text)
             if notice:
-                notice = render_sealed(notice, self.cache.ref_seal)
+                notice = render_sealed(notice, self._secrets.ref_seal)
         if notice:
-            text, tokens = notice + text, tokens + self.cache.count(notice)
+            text, tokens = notice + text, tokens + self._counts.count(notice)
         start, end = request.start, request.end
         turn.log(
             request.call_id, "read", src.path, start=start, end=end, version=src.version,
             base_version=decision.base_version, kind=str(decision.kind),
             base_call_id=decision.base_call_id, tokens=tokens, tokens_full=request.plain,
-            text_hash=self.cache.digest(text, self.cache.secret(src.version)),
+            text_hash=self._secrets.digest(text, self._secrets.secret(src.version)),
             deps=tuple(sorted(decision.relied)),
         )  # fmt: skip
         return ReadResult(
@@ -610,7 +614,7 @@ class Session:
         """
         cache = self.cache
         self._state.ended(cid, failed=False)
-        with self._turn() as turn, cache.path_lock(loc.rel):
+        with self._turn() as turn, self._paths.path_lock(loc.rel):
             done = self._done_before(turn, loc, cid, kind) if retry else None
             if done is not None:
                 return done
@@ -629,7 +633,7 @@ class Session:
                     f"{loc.rel}: kept changing while being {kind} (another program writes it "
                     "without filecache's lock); nothing was written; read it again and retry"
                 )
-            version = cache.version_for(loc, data)  # keyed for a denied file
+            version = self._secrets.version_for(loc, data)  # keyed for a denied file
             if self._state.is_abandoned(cid):
                 raise CallAbandonedError(f"{loc.rel}: the call {cid} was abandoned; not {kind}")
             intent = Intent(self.id, cid, str(cache.root), loc.rel, before, version)
@@ -679,7 +683,7 @@ class Session:
                 continue
             # we hold the path's lock: its writer is not between replace and commit (it died)
             data = self._current_bytes(loc)
-            if data is not None and self.cache.version_for(loc, data) == intent.after:
+            if data is not None and self._secrets.version_for(loc, data) == intent.after:
                 result = self._retried(loc, kind, intent.after, intent.before, cid, turn)
                 turn.on_commit(lambda: store.drop_intent(self.id, cid))
                 return result
@@ -697,18 +701,18 @@ class Session:
     ) -> WriteResult:
         """The confirmation of a write or edit applied by an earlier attempt of ``cid``;
         ``turn``: record it there (it was never confirmed before)."""
-        lines = self.cache.lines_of(version)
+        lines = self._versions.lines_of(version)
         if lines is None:
             data = self._current_bytes(loc)
             lines = split_lines(decode_text(data, loc.rel)) if data is not None else []
         message = render_write(loc.rel, kind, version, len(lines), RETRIED_DETAIL)
-        tokens = self.cache.count(message)
+        tokens = self._counts.count(message)
         if turn is not None:
             turn.seen[loc.rel] = version
             turn.log(
                 cid, "write" if kind == "written" else "edit", loc.rel, version=version,
                 base_version=before, kind=kind, tokens=tokens, tokens_full=tokens,
-                text_hash=self.cache.digest(message, False),
+                text_hash=self._secrets.digest(message, False),
             )  # fmt: skip
         return WriteResult(kind, message, loc.rel, version, before, cid, tokens)
 
@@ -723,15 +727,15 @@ class Session:
         planned: ChangePlan,
         written: Sequence[str],
     ) -> WriteResult:
-        notice = self._outside.notices(self._state, turn, cid, loc.rel)
-        version = self.cache.version_for(loc, data)
+        notice = self._notices(turn, cid, loc.rel)
+        version = self._secrets.version_for(loc, data)
         lines = split_lines(planned.text)
         # as for reads: denied files and files over max_file_bytes are never stored
-        secret = self.cache.denied(loc, version)
+        secret = self._secrets.denied(loc, version)
         storable = not secret and len(data) <= self.cache.settings.max_file_bytes
-        self.cache.remember(version, lines, storable)
+        self._versions.remember(version, lines, storable)
         message = notice + render_write(loc.rel, kind, version, len(lines), planned.detail)
-        tokens = self.cache.count(message)
+        tokens = self._counts.count(message)
         seq = turn.next_seq()
         turn.seen[loc.rel] = version
         facts = turn.new_view(loc.rel).facts_for(version, len(lines), seq)
@@ -740,7 +744,7 @@ class Session:
         turn.log(
             cid, "write" if kind == "written" else "edit", loc.rel, version=version,
             base_version=before, kind=kind, tokens=tokens, tokens_full=tokens,
-            text_hash=self.cache.digest(message, False),
+            text_hash=self._secrets.digest(message, False),
             args=tuple(self._args_hash(w, secret) for w in written),
         )  # fmt: skip
         return WriteResult(kind, message, loc.rel, version, before, cid, tokens)
@@ -767,7 +771,7 @@ class Session:
         replaced; (None, None) for a new file."""
         if data is None:
             return None, None
-        version = self.cache.version_for(loc, data)
+        version = self._secrets.version_for(loc, data)
         if len(data) > self.cache.settings.max_file_bytes:
             return None, version
         try:
@@ -809,9 +813,14 @@ class Session:
 
     _current: Turn | None = None
 
+    def _notices(self, turn: Turn, cid: str, path: str) -> str:
+        """What the answer about ``path`` starts with: notices of other files the watcher saw
+        change (``outside.py``); none marked, nothing to ask."""
+        return self._outside.notices(self._state, turn, cid, path) if self._outside.marked else ""
+
     def _args_hash(self, text: str, secret: bool) -> str:
         """The ledger's tag of what a write/edit carried: keyed for a denied file's."""
-        return self.cache.digest(text, True) if secret else args_hash(text)
+        return self._secrets.digest(text, True) if secret else args_hash(text)
 
     def _call_id(self, call_id: str | None) -> str:
         return call_id if call_id else new_call_id()
