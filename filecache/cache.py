@@ -106,6 +106,8 @@ class FileCache:
         )  # fmt: skip
         self.counts = Counts(self.settings, self.store, self.seal, self.versions, self.secrets)
         self.outlines = Outlines(self.store, self.seal, self.versions, self.secrets)
+        self.tokens: TokenCounter = self.counts.tokens
+        """The exact counter (``Settings.tokenizer``); its vocabulary loads on the first count."""
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._stored_ids: dict[str, str] = {}  # session id given -> stored (a claim holds)
         self.watcher: Watcher | None = None
@@ -301,11 +303,6 @@ class FileCache:
             self.store.close()
 
     # -- the parts' methods, for FileCache's users (sessions use the parts) -----------------
-
-    @property
-    def tokens(self) -> TokenCounter:
-        """The exact counter (``Settings.tokenizer``); its vocabulary loads on the first count."""
-        return self.counts.tokens
 
     @property
     def exact(self) -> bool:
