@@ -1,5 +1,11 @@
 """``Session``: one model context's view, ledger rows and answers.
 
+Each call is a pipeline: read the bytes (``fsio``, through the ``Root`` part), ask a pure
+planner (``core.planner.plan_read``; ``core.edits.plan_edit``/``plan_write``), commit its
+decision in the call's turn (``turns``), return the rendered answer. The cache's parts it is
+handed (``FileCache``: ``paths``, ``secrets``, ``versions``, ``counts``, ``outlines``) answer
+what the planner asks of a version; the session decides nothing itself.
+
 Invariants (DESIGN "The one invariant"):
 - A version is the xxh3 of the bytes of one read; the answer is computed from those same bytes.
 - ``unchanged`` only when every requested line is a fact of the current version; ``diff`` only
@@ -17,7 +23,7 @@ Concurrency (who owns what):
   commit do the copies become the session's views: a call that raises leaves no fact and no
   ledger row. A read skips the catch-up (a query per call): its commit checks the head, and a
   read whose commit finds the store moved on is run again after catching up.
-- Writes and edits also hold the file's path lock (``FileCache.path_lock``) from reading the
+- Writes and edits also hold the file's path lock (``Root.path_lock``) from reading the
   bytes they change to replacing them, and follow record-intent → replace → commit: an
   ``Intent`` is stored, the file replaced only if it still holds the bytes the change was
   computed from, then the event committed and the intent dropped. If the commit fails the old
