@@ -192,12 +192,14 @@ class Session:
             self._secrets.denied(loc, window.version)  # its lines are never stored in any case
             src = Source(loc.rel, loc.rel, window.version, window.lines, numbered)
             first, count = window.lines.start, len(window.lines.kept)
-            return self._answer(turn, src, cid, lines=(first, first + count - 1), fresh=True,
-                                partial=True)  # fmt: skip
+            lines = (first, first + count - 1)
+            return self._answer(turn, src, cid, lambda seq: ReadAsk(
+                src=src, call_id=cid, seq=seq, lines=lines, fresh=True, partial=True))  # fmt: skip
         src = self._versions.source_of(loc, data, numbered)
-        return self._answer(
-            turn, src, cid, offset=offset, limit=limit, mode=mode, symbol=symbol, fresh=fresh
-        )
+        return self._answer(turn, src, cid, lambda seq: ReadAsk(
+            src=src, call_id=cid, seq=seq, offset=offset, limit=limit, mode=mode, symbol=symbol,
+            fresh=fresh,
+        ))  # fmt: skip
 
     def write(self, path: str | Path, content: str, *, call_id: str | None = None) -> WriteResult:
         """Create or replace ``path`` with ``content`` (atomically, under the path's lock).
@@ -466,7 +468,9 @@ class Session:
         cid = self._call_id(call_id)
         with self._turn() as turn:
             self._state.tool_keys.add(key)
-            return self._answer(turn, src, cid, lines=(start, end), fresh=fresh, mode="full")
+            return self._answer(turn, src, cid, lambda seq: ReadAsk(
+                src=src, call_id=cid, seq=seq, lines=(start, end), fresh=fresh, mode="full",
+            ))  # fmt: skip
 
     def record_write(self, path: str, tool: str, call_id: str | None = None) -> str:
         """Record a write/edit done outside ``Session`` (decorated tools); returns the call id."""
@@ -551,12 +555,15 @@ class Session:
             return None  # the edits do not apply to what the model holds
         return Kind.EDITED, ChangePlan(change.text, change.spans, "")
 
-    def _answer(self, turn: Turn, src: Source, cid: str, **asked: Any) -> ReadResult:
-        """Answer a read of ``src`` (``asked``: the ``ReadAsk`` fields the caller gave)."""
+    def _answer(
+        self, turn: Turn, src: Source, cid: str, ask_at: Callable[[int], ReadAsk]
+    ) -> ReadResult:
+        """Answer the read ``cid`` of ``src``: ``ask_at(seq)`` is the read as asked, given the
+        sequence number its answer gets (after the notices, which may log changes first)."""
         settings = self.cache.settings
         notice = self._notices(turn, cid, src.key)
         view = turn.view(src.key)
-        ask = ReadAsk(src=src, call_id=cid, seq=turn.next_seq(), **asked)
+        ask = ask_at(turn.next_seq())
         decision = plan_read(
             ask, view, call_seq=self._state.call_seq,
             lookups=read_lookups(self._versions, self._counts, self._outlines, src, view),
