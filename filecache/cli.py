@@ -524,11 +524,20 @@ def archive_show(call_id: str, session: str | None, store: str | None) -> None:
     click.echo(text, nl=False, color=True)
 
 
+def _claude_code_replay() -> Any:
+    from filecache.adapters.hosts.claude_replay import replay_claude_code
+
+    return replay_claude_code
+
+
 def _register_reports() -> None:
     from filecache.cli_reports import replay, sessions, stats
+    from filecache.replay.replay_host import register_host_replay
 
     for command in (replay, stats, sessions):
         main.add_command(command)
+    # filecache.replay never imports the adapters: the CLI, above both, connects them.
+    register_host_replay("claude-code", _claude_code_replay)
 
 
 _register_reports()
