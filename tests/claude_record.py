@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from anthropic_server import Script, ScriptedModel, result_text, text, tool_use
+from hook_servers import private_runtime
 
 REPO = Path(__file__).resolve().parent.parent
 FILES = {"metrics.py": "filecache/importers/line_map.py",
@@ -66,6 +67,13 @@ def record(claude: str, base: Path, hooked: bool) -> tuple[Path, dict[str, str]]
     if hooked:
         subprocess.run([sys.executable, "-m", "filecache", "install", "claude-code"], cwd=project,
                        env=env, check=True, capture_output=True)  # fmt: skip
+    with private_runtime(env):  # the hooks' resident server: stopped when the run ends
+        return _run(claude, home, project, env)
+
+
+def _run(
+    claude: str, home: Path, project: Path, env: dict[str, str]
+) -> tuple[Path, dict[str, str]]:
     first, second = turns(project)
     script = Script(first)
     with ScriptedModel(script) as model:

@@ -39,7 +39,6 @@ of imported Claude Code logs (``claude_replay``) feeds it the recorded events wi
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -277,8 +276,10 @@ class _Opened:
             raise ValueError("the hook payload has no session_id")
         agent = event.get("agent_id")
         context = f"{session_id}.agent-{agent}" if isinstance(agent, str) and agent else session_id
-        cwd = str(event.get("cwd") or os.getcwd())
-        root = site.root or os.environ.get("CLAUDE_PROJECT_DIR") or cwd
+        from filecache.adapters.hosts import call_env  # the calling process's, in the server
+
+        cwd = str(event.get("cwd") or call_env.getcwd())
+        root = site.root or call_env.getenv("CLAUDE_PROJECT_DIR") or cwd
         self.host = HostSession.open(HOST_NAME, context, cwd, root=root, store=site.store)
         if current is not None:
             try:
