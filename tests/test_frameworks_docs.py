@@ -27,6 +27,7 @@ def test_the_doc_has_an_example_per_framework() -> None:
     assert "filecache.adapters.mini_swe_agent" in BLOCKS[-1]
 
 
+@pytest.mark.frameworks
 @pytest.mark.filterwarnings("ignore:Function '.*' has decorators other than @tool")
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_example_runs(index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

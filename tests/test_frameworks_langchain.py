@@ -12,6 +12,8 @@ from typing import Annotated, Any
 import pytest
 from needs import need
 
+pytestmark = pytest.mark.frameworks
+
 need("langchain_core")
 
 from filecache.adapters.langchain import file_tools, prune_history  # noqa: E402

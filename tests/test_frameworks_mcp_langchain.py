@@ -10,8 +10,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp_frameworks import INSTALL_MCP1, SCRIPT, before_step, check, serve_command
 from needs import need
+
+pytestmark = pytest.mark.frameworks
 
 need("langchain_mcp_adapters.client", INSTALL_MCP1, mcp_major=1)
 

@@ -11,8 +11,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp_frameworks import INSTALL_MCP1, SCRIPT, before_step, check, serve_command
 from needs import need
+
+pytestmark = pytest.mark.frameworks
 
 need("agents.mcp", "pip install -e '.[frameworks]' (or, next to mcp 1.x: " + INSTALL_MCP1 + ")")
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from mcp_frameworks import SCRIPT, before_step, check, serve_command
 from needs import need
+
+pytestmark = pytest.mark.frameworks
 
 need("pydantic_ai.mcp")
 need("fastmcp")

@@ -9,8 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp_frameworks import INSTALL_MCP1, SCRIPT, before_step, check, serve_command
 from needs import need
+
+pytestmark = pytest.mark.frameworks
 
 need("mcpadapt.smolagents_adapter", INSTALL_MCP1, mcp_major=1)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from filecache.adapters.mini_swe_agent import CachedEnvironment
 from needs import need
 
@@ -81,6 +82,7 @@ def test_conversations_do_not_share_reads(cache: FileCache, root: Path) -> None:
     assert out.startswith("line 1:")
 
 
+@pytest.mark.frameworks
 def test_mini_swe_agents_own_loop(cache: FileCache, root: Path) -> None:
     need("minisweagent")
     from minisweagent.agents.default import DefaultAgent

@@ -8,7 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from needs import need
+
+pytestmark = pytest.mark.frameworks
 
 need("agents")
 

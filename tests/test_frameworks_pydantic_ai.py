@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from needs import need
 
+pytestmark = pytest.mark.frameworks
+
 need("pydantic_ai")
 
 from filecache.adapters.pydantic_ai import (  # noqa: E402

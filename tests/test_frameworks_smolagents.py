@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from needs import need
 
+pytestmark = pytest.mark.frameworks
+
 need("smolagents")
 
 from filecache.adapters.smolagents import file_tools  # noqa: E402

@@ -24,6 +24,8 @@ import pytest
 from anthropic_server import Script, ScriptedModel, result_text, text, tool_results, tool_use
 from test_secrets import store_bytes
 
+pytestmark = pytest.mark.hosts
+
 CLAUDE = os.environ.get("FILECACHE_TEST_CLAUDE", "")  # read before conftest clears FILECACHE_*
 if not CLAUDE or not os.access(CLAUDE, os.X_OK):
     message = (

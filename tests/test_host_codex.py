@@ -20,6 +20,8 @@ from test_secrets import store_bytes
 
 from filecache.core.render import shell_instructions
 
+pytestmark = pytest.mark.hosts
+
 BINARY = codex_binary()
 APP = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(1, 21))  # 60 lines
 

@@ -21,6 +21,8 @@ from scripted_chat import Call, ScriptedChat, Step
 
 from filecache.core.hashing import version_of
 
+pytestmark = pytest.mark.hosts
+
 NOTES = "".join(f"line {i}: the quick brown fox jumps over the lazy dog\n" for i in range(1, 61))
 SECRET = "API_TOKEN=hunter2-opencode-7f3a9c"
 REFERENCE = re.compile(r"^\[filecache\] .* since your results? (\S+?(?: and \S+?)*) \(", re.M)

@@ -97,7 +97,10 @@ def test_threads_racing_a_folder_swap_never_read_or_write_outside(
     (outside / "x.txt").write_text("OUTSIDE-CONTENT\n")
     (root / "a").mkdir()
     (root / "a" / "x.txt").write_text("inside\n")
-    stop = time.monotonic() + 1.5
+    # Each worker makes 300 calls and goes on until the folder was swapped 200 times; the swapper
+    # runs until every worker is done (counts, not a time: a loaded machine makes the race no
+    # shorter).
+    done, swaps = threading.Event(), [0]
     answers: list[str] = []
     errors: list[BaseException] = []
 
@@ -115,18 +118,21 @@ def test_threads_racing_a_folder_swap_never_read_or_write_outside(
                 shutil.rmtree(root / "a", ignore_errors=True)
 
     def swap() -> None:
-        while time.monotonic() < stop:
+        while not done.is_set():
             os.rename(root / "a", root / "a.real")
             put(link=True)
             time.sleep(0.0005)
             (root / "a").unlink()
             put(link=False)
+            swaps[0] += 1
 
     with FileCache(root, store=str(tmp_path / "store.db")) as cache:
 
         def work(n: int) -> None:
             session = cache.session(f"s{n}")
-            while time.monotonic() < stop:
+            calls = 0
+            while calls < 300 or (swaps[0] < 200 and swapper.is_alive()):
+                calls += 1
                 try:
                     if n % 2:
                         session.write("a/x.txt", f"written by {n}\n")
@@ -138,14 +144,16 @@ def test_threads_racing_a_folder_swap_never_read_or_write_outside(
                     errors.append(exc)
                     raise
 
-        threads = [threading.Thread(target=swap)] + [
-            threading.Thread(target=work, args=(n,)) for n in range(4)
-        ]
-        for t in threads:
+        swapper = threading.Thread(target=swap)
+        workers = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        for t in [swapper, *workers]:
             t.start()
-        for t in threads:
+        for t in workers:
             t.join()
+        done.set()
+        swapper.join()
     assert not errors
+    assert swaps[0] >= 200
     assert answers and not [a for a in answers if "OUTSIDE" in a]
     assert (outside / "x.txt").read_text() == "OUTSIDE-CONTENT\n"
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt", "x.txt"]

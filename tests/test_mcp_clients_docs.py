@@ -35,6 +35,7 @@ def test_the_doc_has_an_example_per_client() -> None:
     assert [client_of(b) for b in BLOCKS] == list(CLIENTS)
 
 
+@pytest.mark.frameworks
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_example_runs(index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     block = BLOCKS[index]

@@ -77,6 +77,7 @@ async def test_the_middleware_answers_a_modern_client(root: Path, tmp_path: Path
     )
 
 
+@pytest.mark.frameworks
 def test_is_error_next_to_fastmcp() -> None:
     """FastMCP (under pydantic-ai's MCP client), once imported, answers mcp 2.x's old camelCase
     names with a FastMCPDeprecationWarning (an error in these tests): ``is_error`` reads only the

@@ -98,7 +98,7 @@ def files(draw: st.DrawFn) -> str:
     # Every example runs real bash (dozens of processes): a fifth of the invariant's examples.
     max_examples=max(20, int(os.environ.get("FILECACHE_PROPERTY_EXAMPLES", "300")) // 5),
     deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(first=FIRST, pipe=FILTER, f=files(), g=files())
 def test_random_reads_render_as_the_shell_prints(tmp_path_factory, first, pipe, f, g) -> None:

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.soak
+
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_soak.py"
 
 

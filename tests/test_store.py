@@ -26,7 +26,7 @@ from filecache.store.store import (
 )
 
 
-@pytest.fixture(params=["memory", "sqlite", "pg"])
+@pytest.fixture(params=["memory", "sqlite", pytest.param("pg", marks=pytest.mark.pg)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     """Each shared test runs on a ``MemoryStore``, a fresh ``SqliteStore`` and a fresh
     PostgreSQL database (``pg_url``: skipped, saying why, when no server can start)."""

@@ -21,7 +21,7 @@ from filecache.store.sqlite_store import SqliteStore
 from filecache.store.store import LAST_USED_SLACK, Event, Intent, MemoryStore, Store
 
 
-@pytest.fixture(params=["memory", "sqlite", "pg"])
+@pytest.fixture(params=["memory", "sqlite", pytest.param("pg", marks=pytest.mark.pg)])
 def spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """How to open the store under test: ``:memory:``, a SQLite path or a PostgreSQL URL."""
     if request.param == "memory":

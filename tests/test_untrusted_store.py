@@ -78,7 +78,7 @@ def plant_outlines(execute: Execute, planted: str) -> int:
     return len(found)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.pg)])
 def shared_store(request: pytest.FixtureRequest, root: Path) -> tuple[Any, Execute]:
     """(store argument, SQL on it): the root's own ``.filecache/cache.db`` (a store shipped with
     the repository), or a fresh PostgreSQL database (a co-tenant's rows)."""
