@@ -12,16 +12,22 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, settings
 
 from filecache import FileCache
 
 pytest_plugins = ["pg_server"]  # the PostgreSQL fixtures: pg_server, pg_url, pg_cluster
 
-# Hypothesis' default deadline (200 ms an example) and its too-slow health check time the machine:
-# under load they fail a correct test. Examples are bounded by count instead.
-settings.register_profile("filecache", deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("filecache")
+try:  # the [dev] extra's; .ci/run's mcp1 step runs the MCP tests without it
+    from hypothesis import HealthCheck, settings
+except ImportError:
+    pass
+else:
+    # Hypothesis' default deadline (200 ms an example) and its too-slow health check time the
+    # machine: under load they fail a correct test. Examples are bounded by count instead.
+    settings.register_profile(
+        "filecache", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    )
+    settings.load_profile("filecache")
 
 SYSTEM = ("pg", "hosts", "frameworks", "soak")
 """The system-test markers; each implies ``slow`` (deselected by the default ``pytest``)."""

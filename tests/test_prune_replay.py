@@ -31,7 +31,7 @@ from prune_chat import Chat, filler, tier, words
 from filecache import FileCache, Session
 from filecache.prune.pruner import prune_messages
 from filecache.prune.pruning import PrunePolicy
-from filecache.prune.transcript import parse_transcript
+from filecache.prune.transcript import Transcript, parse_transcript
 
 FILES = {
     "app.py": "".join(
@@ -103,7 +103,9 @@ class Loop:
             chat.read(path, answer.text, offset, limit, call_id=cid)
             if answer.kind in ("unchanged", "diff"):
                 assert answer.base_call_id is not None
-                self.check_intact(sent, answer.base_call_id, f"{cid} ({answer.kind})")
+                self.check_intact(
+                    parse_transcript(sent), answer.base_call_id, f"{cid} ({answer.kind})"
+                )
                 needs = set(session.ledger().calls[cid].deps)  # every result it relies on
                 assert answer.base_call_id in needs
                 self.relies[cid] = needs - {cid} | {answer.base_call_id}
@@ -137,9 +139,9 @@ class Loop:
         else:
             chat.say(filler(op[1], "talk"))
 
-    def check_intact(self, sent: list[Any], call_id: str, who: str) -> None:
-        """``call_id``'s result is in ``sent`` as answered (or, for a write/edit, its call)."""
-        transcript = parse_transcript(sent)
+    def check_intact(self, transcript: Transcript, call_id: str, who: str) -> None:
+        """``call_id``'s result is in the request ``transcript`` as answered (or, for a
+        write/edit, its call)."""
         if self.tools.get(call_id) in ("edit", "write"):
             assert call_id in transcript.calls_by_id(), f"{who}: the call {call_id} is gone"
             return
@@ -149,11 +151,12 @@ class Loop:
 
     def check_sent(self, sent: list[Any]) -> None:
         assert self.session.sync(parse_transcript(sent)) == set()
-        results = parse_transcript(sent).results_by_id()
+        transcript = parse_transcript(sent)  # parsed once for every check below
+        results = transcript.results_by_id()
         for cid, needs in self.relies.items():
             if cid in results and tier(results[cid].text) == "keep":
                 for need in sorted(needs):
-                    self.check_intact(sent, need, f"the live answer {cid}")
+                    self.check_intact(transcript, need, f"the live answer {cid}")
 
 
 def run_loop(ops: list[tuple[Any, ...]], policy: PrunePolicy, forward: bool) -> int:

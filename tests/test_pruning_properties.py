@@ -161,7 +161,7 @@ def bodies(messages: list[Any]) -> dict[str, str]:
 
 
 PROPERTY = settings(
-    max_examples=max(200, int(os.environ.get("FILECACHE_PROPERTY_EXAMPLES", "300")) // 4),
+    max_examples=max(100, int(os.environ.get("FILECACHE_PROPERTY_EXAMPLES", "300")) // 4),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
