@@ -1,11 +1,19 @@
 """The latency filecache's Claude Code hook adds to each Read, against ``python -c pass``.
 
 Claude Code runs the hook command (``filecache install claude-code`` writes
-``<python> -m filecache.adapters.hosts claude-code``) as one process per tool call and waits for
-it, so what a Read pays is the whole process: interpreter start, imports, reading the
-transcript, the store, the answer. The floor is the same interpreter doing nothing
-(``python -c pass``), measured in the same run, interleaved call by call with the hook so that
-load from elsewhere on the machine hits both alike.
+``<python> -I -S <.../hosts/hook_client.py> claude-code``) as one process per tool call and
+waits for it. That process is the thin client of the resident hook server (``hook_client``): a bare
+interpreter start and a round trip to the server, which reads the transcript and the store and
+answers. The floor is the same interpreter doing nothing (``python -c pass``), measured in the
+same run, interleaved call by call with the hook so that load from elsewhere on the machine hits
+both alike. Rows:
+
+- ``resident (warm)``: the server is running (the normal case); ``resident, -m form``: the same
+  through ``python -I -m filecache.adapters.hosts`` (with ``site``: what earlier installs wrote);
+- ``in-process``: ``FILECACHE_HOOK_SERVER=0``, the whole hook in the process (the fallback, and
+  what every call cost before the server);
+- ``cold start``: the first call after the server stopped (``--cold`` times, each after
+  ``filecache hook --stop``): it starts the server and waits until it listens.
 
 The setup is a long session: a project of ``--files`` files of 10 KB, and a transcript (in
 Claude Code's format, as ``fixtures/hosts/claude-code/session.jsonl`` has it) in which each of
@@ -16,7 +24,7 @@ re-read of one of the files (a FileRef comes back); ``--first`` measures first r
 (content: the hook answers nothing).
 
     .venv/bin/python bench/bench_hooks_claude.py [--files 50] [--padding 300] [--calls 60]
-        [--first]
+        [--cold 8] [--first]
 """
 
 from __future__ import annotations
@@ -34,8 +42,11 @@ from pathlib import Path
 from typing import Any
 
 FILE_BYTES = 10 * 1024
-HOOK = [sys.executable, "-m", "filecache.adapters.hosts", "claude-code"]
+CLIENT = Path(__file__).resolve().parent.parent / "adapters" / "hosts" / "hook_client.py"
+HOOK = [sys.executable, "-I", "-S", str(CLIENT), "claude-code"]  # as `filecache install` writes
+HOOK_M = [sys.executable, "-I", "-m", "filecache.adapters.hosts", "claude-code"]  # earlier installs
 FLOOR = [sys.executable, "-c", "pass"]
+IN_PROCESS = {"FILECACHE_HOOK_SERVER": "0"}
 
 
 def numbered(text: str) -> str:
@@ -93,8 +104,12 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=50)
     parser.add_argument("--padding", type=int, default=300)
     parser.add_argument("--calls", type=int, default=60)
+    parser.add_argument("--cold", type=int, default=8, help="cold starts to time")
     parser.add_argument("--first", action="store_true", help="first reads (content)")
     args = parser.parse_args()
+    from filecache.adapters.hosts.hook_client import stop_servers
+
+    load_before = os.getloadavg()
 
     with tempfile.TemporaryDirectory(prefix="bench-hooks-claude-") as tmp:
         base = Path(tmp)
@@ -102,6 +117,8 @@ def main() -> None:
         project.mkdir()
         env = {**os.environ, "XDG_CACHE_HOME": str(base / "cache"), "HOME": str(base)}
         env.pop("CLAUDE_PROJECT_DIR", None)
+        env.pop("FILECACHE_HOOK_SERVER", None)
+        env["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="fc-bench-", dir="/tmp")  # AF_UNIX
         session = str(uuid.uuid4())
         transcript_path = base / f"{session}.jsonl"
         transcript = Transcript(transcript_path, session, project)
@@ -124,31 +141,68 @@ def main() -> None:
         transcript.out.close()
         size = transcript_path.stat().st_size
 
-        hook_times, floor_times, short = [], [], 0
-        for n in range(args.calls):
-            path = files[n % len(files)]
-            if args.first:
-                path = project / f"new_{n}.py"
-                path.write_text(files[0].read_text())
-            payload = read_payload(session, transcript_path, project, path, f"toolu_m_{n:04d}")
-            floor, _ = timed(FLOOR, b"", env, project)
-            took, out = timed(HOOK, payload, env, project)
-            floor_times.append(floor)
-            hook_times.append(took)
-            short += b"[filecache]" in out
+        rows: dict[str, list[float]] = {"floor": [], "resident": [], "m": [], "in-process": []}
+        short = 0
+        try:
+            for n in range(args.calls):
+                path = files[n % len(files)]
+                if args.first:
+                    path = project / f"new_{n}.py"
+                    path.write_text(files[0].read_text())
+                payload = read_payload(session, transcript_path, project, path, f"toolu_m_{n:04d}")
+                floor, _ = timed(FLOOR, b"", env, project)
+                took, out = timed(HOOK, payload, env, project)
+                payload = read_payload(session, transcript_path, project, path, f"toolu_d_{n:04d}")
+                rows["m"].append(timed(HOOK_M, payload, env, project)[0])
+                payload = read_payload(session, transcript_path, project, path, f"toolu_i_{n:04d}")
+                alone, out_alone = timed(HOOK, payload, {**env, **IN_PROCESS}, project)
+                rows["floor"].append(floor)
+                rows["resident"].append(took)
+                rows["in-process"].append(alone)
+                short += b"[filecache]" in out
+                if (b"[filecache]" in out) != (b"[filecache]" in out_alone):
+                    sys.exit(f"the resident and in-process answers differ: {out!r} {out_alone!r}")
+            cold, cold_floor = [], []
+            for n in range(args.cold):
+                stop_servers(env)
+                folder = os.path.join(env["XDG_RUNTIME_DIR"], "filecache")
+                while any(name.endswith(".sock") for name in os.listdir(folder)):
+                    time.sleep(0.01)  # the stopped server unlinks its socket as it ends
+                path = files[n % len(files)]
+                payload = read_payload(session, transcript_path, project, path, f"toolu_c_{n:04d}")
+                cold_floor.append(timed(FLOOR, b"", env, project)[0])
+                cold.append(timed(HOOK, payload, env, project)[0])
+        finally:
+            stop_servers(env)
         log = base / "cache" / "filecache" / "hooks.log"
         if log.exists():
             sys.exit(f"the hook logged failures:\n{log.read_text()}")
 
-    added = [h - f for h, f in zip(hook_times, floor_times, strict=True)]
+    load_after = os.getloadavg()
     kind = "first reads (content)" if args.first else "re-reads (FileRef)"
     print(f"Claude Code hook, {args.calls} {kind}; transcript {size / 1e6:.1f} MB "
-          f"({args.files + args.padding} tool calls); {short} answers replaced")  # fmt: skip
-    print(f"{'':24} {'p50 ms':>8} {'p95 ms':>8} {'mean ms':>8}")
-    for name, values in (("python -c pass", floor_times), ("hook", hook_times),
-                         ("hook - floor", added)):  # fmt: skip
-        print(f"{name:24} {pct(values, 0.5):8.1f} {pct(values, 0.95):8.1f} "
-              f"{statistics.fmean(values) * 1000:8.1f}")  # fmt: skip
+          f"({args.files + args.padding} tool calls); {short} answers replaced; load average "
+          f"{load_before[0]:.1f} -> {load_after[0]:.1f} on {os.cpu_count()} cores")  # fmt: skip
+    print(f"{'':34} {'p50 ms':>8} {'p95 ms':>8} {'mean ms':>8}")
+    floor_times = rows["floor"]
+    table = [
+        ("python -c pass (floor)", floor_times),
+        ("hook, resident (warm)", rows["resident"]),
+        ("hook, resident, -m form", rows["m"]),
+        ("hook, in-process", rows["in-process"]),
+        ("resident - floor", [h - f for h, f in zip(rows["resident"], floor_times, strict=True)]),
+        ("resident -m form - floor", [h - f for h, f in zip(rows["m"], floor_times, strict=True)]),
+        (
+            "in-process - floor",
+            [h - f for h, f in zip(rows["in-process"], floor_times, strict=True)],
+        ),
+        (f"cold start ({args.cold})", cold),
+        ("cold start - floor", [h - f for h, f in zip(cold, cold_floor, strict=True)]),
+    ]
+    for name, values in table:
+        if values:
+            print(f"{name:34} {pct(values, 0.5):8.1f} {pct(values, 0.95):8.1f} "
+                  f"{statistics.fmean(values) * 1000:8.1f}")  # fmt: skip
 
 
 if __name__ == "__main__":

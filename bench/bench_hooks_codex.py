@@ -1,16 +1,21 @@
 """What filecache's Codex CLI hook adds to a read, against ``python -c pass``, in one run.
 
-Codex runs the hook command (``python -I -m filecache.adapters.hosts codex``, as ``filecache
-install codex`` writes it) as one process per tool call, after the command ran. Part 1 times that
-process on payloads shaped as Codex 0.169 sends them, against a rollout file like Codex's,
-interleaved with the floor (``python -c pass``) so a noisy neighbour hits every row alike:
+Codex runs the hook command (``python -I -S .../hosts/hook_client.py codex``, as ``filecache
+install codex`` writes it) as one process per tool call, after the command ran: the thin client
+of the resident hook server. Part 1 times that process on payloads shaped as Codex 0.169 sends
+them, against a rollout file like Codex's, interleaved with the floor (``python -c pass``) so a
+noisy neighbour hits every row alike:
 
 - a re-read (``cat`` of a file the model holds: the hook answers a FileRef),
 - a first read (a new session each time: the hook leaves Codex's output),
 - a command that is not a read (``ls``: the view is re-hashed),
 - a re-read with a long session's rollout (``--rollout-calls`` calls of ~4 KB outputs),
 - an event the hook ignores (its start-up alone: what a PreToolUse rewrite would pay in its
-  first process, before the rewritten command starts a second one).
+  first process, before the rewritten command starts a second one),
+- a re-read in-process (``FILECACHE_HOOK_SERVER=0``: the fallback, and every call before the
+  resident server),
+- the floor and a re-read through ``$SHELL -lc`` (Codex runs every hook command so),
+- a cold start (``--cold`` times: the first call after ``filecache hook --stop``).
 
 The figure for the issue's budget is "added": a row's median minus the floor's median (p50 ≤ 100
 ms). Part 2 (``--codex PATH``) drives the real binary against the scripted Responses API of
@@ -25,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -34,7 +40,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-HOOK = [sys.executable, "-I", "-m", "filecache.adapters.hosts", "codex"]
+CLIENT = Path(__file__).resolve().parent.parent / "adapters" / "hosts" / "hook_client.py"
+HOOK = [sys.executable, "-I", "-S", str(CLIENT), "codex"]  # as `filecache install codex` writes
+SHELL = os.environ.get("SHELL") or "/bin/sh"
 TARGET_MS = 100.0
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 
@@ -105,15 +113,22 @@ def run(args: list[str], stdin: bytes, cwd: Path, env: dict[str, str]) -> tuple[
     return elapsed, proc.stdout
 
 
-def hook_rows(runs: int, warmup: int, rollout_calls: int) -> None:
+def hook_rows(runs: int, warmup: int, rollout_calls: int, colds: int) -> None:
+    from filecache.adapters.hosts.hook_client import stop_servers
+
     base = Path(tempfile.mkdtemp(prefix="bench-codex-hook-"))
+    runtime = tempfile.mkdtemp(prefix="fc-bench-", dir="/tmp")  # short: AF_UNIX
+    load_before = os.getloadavg()[0]
     try:
         root = base / "project"
         root.mkdir()
         text = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(1, 101))
         (root / "app.py").write_text(text)
-        env = dict(os.environ, XDG_CACHE_HOME=str(base / "cache"))
+        env = dict(os.environ, XDG_CACHE_HOME=str(base / "cache"), XDG_RUNTIME_DIR=runtime)
         env.pop("FILECACHE_STORE", None)
+        env.pop("FILECACHE_HOOK_SERVER", None)
+        alone = dict(env, FILECACHE_HOOK_SERVER="0")
+        shell_hook = " ".join(shlex.quote(a) for a in HOOK)
         warm = Session(root, "warm")
         run(HOOK, warm.payload("cat app.py", text), root, env)  # creates the store
         warm.done(text)
@@ -135,21 +150,34 @@ def hook_rows(runs: int, warmup: int, rollout_calls: int) -> None:
             "not a read (`ls`: re-hash)": lambda: (HOOK, warm.payload("ls", "app.py\n")),
             f"re-read, rollout of {rollout_calls} calls": lambda: reread(long),
             "ignored event (start-up only)": lambda: (HOOK, b'{"hook_event_name": "Stop"}'),
-        }
+            "re-read in-process (`FILECACHE_HOOK_SERVER=0`)": lambda: reread(warm),
+            "floor through `$SHELL -lc`": lambda: (
+                [SHELL, "-lc", f"{shlex.quote(sys.executable)} -c pass"], b""),
+            "re-read through `$SHELL -lc`": lambda: (
+                [SHELL, "-lc", shell_hook], warm.payload("cat app.py", text)),
+        }  # fmt: skip
         size = long.rollout.stat().st_size
         times: dict[str, list[float]] = {label: [] for label in rows}
         for i in range(warmup + runs):
             for label, make in rows.items():
                 args, stdin = make()
-                elapsed, out = run(args, stdin, root, env)
+                elapsed, out = run(args, stdin, root, alone if "in-process" in label else env)
                 if label.startswith("re-read") and b"unchanged since" not in out:
                     raise SystemExit(f"{label}: expected a FileRef, got {out[:200]!r}")
                 if i >= warmup:
                     times[label].append(elapsed)
+        cold_label = f"cold start (first call after `--stop`, {colds} runs)"
+        times[cold_label] = []
+        for _ in range(colds):
+            stop_servers(env)
+            folder = os.path.join(runtime, "filecache")
+            while any(name.endswith(".sock") for name in os.listdir(folder)):
+                time.sleep(0.01)  # the stopped server unlinks its socket as it ends
+            times[cold_label].append(run(HOOK, warm.payload("cat app.py", text), root, env)[0])
         floor = statistics.median(times["floor: `python -c pass`"])
         load = os.getloadavg()[0]
         print(f"Codex hook process, {runs} runs each (interleaved), ms; "
-              f"long rollout {size / 1e6:.1f} MB; load average {load:.1f} "
+              f"long rollout {size / 1e6:.1f} MB; load average {load_before:.1f} -> {load:.1f} "
               f"on {os.cpu_count()} cores\n")  # fmt: skip
         print("| call | p50 | p95 | added p50 (vs floor) |")
         print("|---|---:|---:|---:|")
@@ -158,13 +186,18 @@ def hook_rows(runs: int, warmup: int, rollout_calls: int) -> None:
             p50 = statistics.median(values)
             p95 = values[min(len(values) - 1, int(0.95 * len(values)))]
             added = "" if label.startswith("floor") else f"{p50 - floor:.0f}"
+            if "$SHELL" in label and not label.startswith("floor"):
+                shell_floor = statistics.median(times["floor through `$SHELL -lc`"])
+                added = f"{p50 - shell_floor:.0f} (vs the `$SHELL -lc` floor)"
             print(f"| {label} | {p50:.0f} | {p95:.0f} | {added} |")
         added = statistics.median(times["re-read (FileRef)"]) - floor
         verdict = "within" if added <= TARGET_MS else "OVER"
         print(f"\nadded latency per re-read: {added:.0f} ms p50 ({verdict} the {TARGET_MS:.0f} ms "
               f"budget)")  # fmt: skip
     finally:
+        stop_servers({"XDG_RUNTIME_DIR": runtime, "XDG_CACHE_HOME": str(base / "cache")})
         shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def codex_rows(binary: str, reads: int, repeats: int) -> None:
@@ -195,6 +228,7 @@ def codex_rows(binary: str, reads: int, repeats: int) -> None:
             assert short == (reads - 1 if installed else 0), (short, installed)
             return elapsed
         finally:
+            world.close()
             shutil.rmtree(base, ignore_errors=True)
 
     plain, hooked = [], []
@@ -217,8 +251,9 @@ def main() -> None:
     parser.add_argument("--codex", help="the codex binary: also time the real thing")
     parser.add_argument("--reads", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cold", type=int, default=8)
     opts = parser.parse_args()
-    hook_rows(opts.runs, opts.warmup, opts.rollout_calls)
+    hook_rows(opts.runs, opts.warmup, opts.rollout_calls, opts.cold)
     if opts.codex:
         codex_rows(opts.codex, opts.reads, opts.repeats)
 

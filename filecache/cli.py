@@ -482,23 +482,66 @@ def install(host: str, scope: str | None, uninstall: bool) -> None:
     from filecache.adapters.hosts import registry
 
     line: str = registry.host_module(host).install(scope=scope, uninstall=uninstall, cwd=Path.cwd())
+    if uninstall:  # the resident hook servers go too (a host still installed restarts one)
+        from filecache.adapters.hosts.hook_client import stop_servers
+
+        stopped = stop_servers()
+        if stopped:
+            line += f"; stopped {len(stopped)} resident hook server(s)"
     click.echo(line)
 
 
 @main.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
-@click.argument("host", type=click.Choice(_HOSTS))
+@click.argument("host", type=click.Choice(_HOSTS), required=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def hook(host: str, args: tuple[str, ...]) -> None:
+@click.option("--status", is_flag=True, help="List this user's resident hook servers.")
+@click.option("--stop", is_flag=True, help="Stop this user's resident hook servers.")
+@click.option("--json", "as_json", is_flag=True, help="With --status: one JSON object a line.")
+def hook(host: str | None, args: tuple[str, ...], status: bool, stop: bool, as_json: bool) -> None:
     """The hook HOST runs for each tool call: the payload on stdin, the answer on stdout.
 
     It never fails: on any internal error it logs one line and prints nothing, so HOST keeps
-    its own output. ``filecache install HOST`` writes the faster
-    ``python -m filecache.adapters.hosts HOST`` form of the same command."""
+    its own output. This form runs in this process; ``filecache install HOST`` writes the
+    faster ``python -I -m filecache.adapters.hosts HOST``, a thin client of the resident hook
+    server (``--status`` lists those servers, ``--stop`` ends them; they start again on the
+    next hook call)."""
+    from filecache.adapters.hosts import hook_client
+
+    if status or stop:
+        if host is not None:
+            raise click.UsageError("--status and --stop take no HOST")
+        _hook_servers(hook_client, stop=stop, as_json=as_json)
+        return
+    if host is None:
+        raise click.UsageError("missing HOST (one of " + ", ".join(_HOSTS) + ")")
     from filecache.adapters.hosts import registry
 
     out: bytes = registry.run_hook(host, list(args), sys.stdin.buffer.read())
     sys.stdout.buffer.write(out)
     sys.stdout.buffer.flush()
+
+
+def _hook_servers(hook_client: Any, *, stop: bool, as_json: bool) -> None:
+    if stop:
+        pids = hook_client.stop_servers()
+        shown = ", ".join(str(p) for p in pids)
+        click.echo(f"stopped {len(pids)} hook server(s)" + (f" (pid {shown})" if pids else ""))
+        return
+    found = 0
+    for path in hook_client.server_sockets():
+        answer = hook_client.ping(path)
+        if answer is None:
+            continue
+        found += 1
+        info = json.loads(answer[1])
+        if as_json:
+            click.echo(json.dumps(info))
+        else:
+            click.echo(f"pid {info['pid']}  filecache {info['version']}  {info['calls']} calls  "
+                       f"idle {info['idle_seconds']:.0f}/{info['idle_limit']:.0f} s  "
+                       f"{info['socket']}")  # fmt: skip
+    if not found and not as_json:
+        click.echo("no hook server is running")
 
 
 @main.group(context_settings=CONTEXT)
@@ -524,11 +567,20 @@ def archive_show(call_id: str, session: str | None, store: str | None) -> None:
     click.echo(text, nl=False, color=True)
 
 
+def _claude_code_replay() -> Any:
+    from filecache.adapters.hosts.claude_replay import replay_claude_code
+
+    return replay_claude_code
+
+
 def _register_reports() -> None:
     from filecache.cli_reports import replay, sessions, stats
+    from filecache.replay.replay_host import register_host_replay
 
     for command in (replay, stats, sessions):
         main.add_command(command)
+    # filecache.replay never imports the adapters: the CLI, above both, connects them.
+    register_host_replay("claude-code", _claude_code_replay)
 
 
 _register_reports()

@@ -127,6 +127,15 @@ def _write_html(path: Path, page: str) -> None:
     help="A read answer larger than the agent's own recorded one is sent as recorded (as a "
     "host integration falls back to the host's output); --no-cap: filecache's answers as is.",
 )
+@click.option(
+    "--host",
+    type=click.Choice(["auto", "none", "claude-code"]),
+    default="auto",
+    show_default=True,
+    help="Replay through a host integration's own hook logic: auto does so for traces "
+    "imported from that host's logs (filecache import claude-code), unless --window, "
+    "--compare or --policy asks for pruning; none: the library session's logic.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print totals and sessions as JSON.")
 @click.option(
     "--html",
@@ -149,15 +158,37 @@ def replay(
     read_mode: str,
     tokenizer: str,
     cap: bool,
+    host: str,
     as_json: bool,
     html_out: Path | None,
     store: str | None,
 ) -> None:
-    """Replay recorded sessions (DIR/files + DIR/transcript.json): recorded, plain, filecache."""
+    """Replay recorded sessions (DIR/files + DIR/transcript.json): recorded, plain, filecache.
+
+    A trace imported from Claude Code's logs is replayed through the hook's own logic (what
+    `filecache install claude-code` would have sent the model); see --host."""
     from filecache.prune.pruning import PrunePolicy
     from filecache.replay.replay import replay_session
+    from filecache.replay.replay_host import host_replay, trace_host
     from filecache.replay.replay_metrics import combine
     from filecache.replay.replay_report import format_replay, replay_html, worse_than_recorded
+
+    pruning = compare or policy != "filecache" or window is not None
+    if host not in ("auto", "none") and pruning:
+        raise RequestError(
+            f"--host {host} replays the hook's answers (no pruning); drop --window/--compare/"
+            "--policy, or pass --host none"
+        )
+    hosts = {d: (trace_host(d) if host == "auto" and not pruning else None) for d in dirs}
+    if host not in ("auto", "none"):
+        hosts = dict.fromkeys(dirs, host)
+
+    def one(d: Path) -> Any:
+        if hosts[d] is not None:
+            return host_replay(str(hosts[d]))(d, tokenizer=tokenizer, store=store)
+        return replay_session(
+            d, tokenizer=tokenizer, policy=rules, read_mode=read_mode, store=store, cap=cap,
+        )  # fmt: skip
 
     if compare or policy != "filecache":
         _compare(dirs, window, cache_aware, policy, compare, trigger, read_mode, tokenizer,
@@ -166,12 +197,7 @@ def replay(
     aware = {} if cache_aware is None else {"cache_aware": cache_aware}
     rules = PrunePolicy.preset(preset, context_window=window, **aware) if window else None
     with _progress(dirs, as_json) as bar:
-        replays = [
-            replay_session(
-                d, tokenizer=tokenizer, policy=rules, read_mode=read_mode, store=store, cap=cap,
-            )
-            for d in bar
-        ]  # fmt: skip
+        replays = [one(d) for d in bar]
     totals = combine(replays)
     if html_out is not None:
         _write_html(html_out, replay_html(replays, totals))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,8 +34,9 @@ from filecache.report_html import html_page, html_table, line_chart
 from filecache.store.store import Event, Projection, Store
 
 __all__ = [
-    "BASELINE", "FileSaving", "SessionStats", "StatsReport", "collect_stats", "format_events",
-    "format_sessions", "format_stats", "read_baseline", "session_rows", "stats_html",
+    "BASELINE", "FileSaving", "HOST_LABELS", "SessionStats", "StatsReport", "collect_stats",
+    "format_events", "format_sessions", "format_stats", "host_of", "read_baseline",
+    "session_label", "session_rows", "stats_html",
 ]  # fmt: skip
 
 KIND_NAMES = {"unchanged": "FileRef", "diff": "diff", "symbol": "symbol"}
@@ -58,6 +60,28 @@ class FileSaving:
     @property
     def saved(self) -> int:
         return self.tokens_full - self.tokens
+
+
+HOST_LABELS = {"claude-code": "Claude Code", "codex": "Codex CLI", "opencode": "opencode"}
+"""The hosts whose hooks name their sessions ``HOST:<host session id>@<root hash>``
+(``filecache.adapters.hosts.base.host_session_id``), with the names a user knows them by."""
+
+_HOST_SESSION = re.compile(r"^(?P<host>[a-z-]+):(?P<sid>.+)@(?P<root>[0-9a-f]{8})$")
+
+
+def host_of(session_id: str) -> tuple[str, str] | None:
+    """(the host's display name, its own session id) of a session a host hook recorded (as
+    ``claude-code:<session_id>@<root>``), or None for any other session."""
+    match = _HOST_SESSION.match(session_id)
+    if match is None or match["host"] not in HOST_LABELS:
+        return None
+    return HOST_LABELS[match["host"]], match["sid"]
+
+
+def session_label(session_id: str) -> str:
+    """How a report names a session: a host's sessions by the host and its own id."""
+    host = host_of(session_id)
+    return session_id if host is None else f"{host[0]} session {host[1]} ({session_id})"
 
 
 @dataclass(frozen=True)
@@ -113,8 +137,11 @@ class SessionStats:
         return self.pruned_before - self.pruned_after
 
     def to_json(self) -> dict[str, Any]:
+        host = host_of(self.session_id)
         return {
             "session_id": self.session_id,
+            "host": None if host is None else host[0],
+            "host_session_id": None if host is None else host[1],
             "sessions": self.sessions,
             "created": _iso(self.created),
             "last_used": _iso(self.last_used),
@@ -305,7 +332,7 @@ def format_stats(report: StatsReport) -> str:
     """Markdown: the overall row, then one row per session; saved by kind and top files."""
     lines = [_row(_STATS_HEAD), _row(["---", *("---:" for _ in _STATS_HEAD[1:])])]
     for s in _ordered(report):
-        label = f"**{s.session_id}**" if s.session_id == "overall" else s.session_id
+        label = f"**{s.session_id}**" if s.session_id == "overall" else session_label(s.session_id)
         lines.append(_row([label, *_cells(s)]))
     o = report.overall
     out = "\n".join(lines) + "\n\n"
@@ -332,7 +359,7 @@ def stats_html(report: StatsReport) -> str:
     """One page: the tables of ``format_stats`` (overall first) and, per session, its
     cumulative read tokens."""
     o = report.overall
-    rows = [[s.session_id, *_cells(s)] for s in _ordered(report)]
+    rows = [[session_label(s.session_id), *_cells(s)] for s in _ordered(report)]
     body = [
         html_table(_STATS_HEAD, rows),
         f'<p class="note">Baseline: {escape(BASELINE)}. {escape(_outlines_note(o).strip())}</p>',
@@ -350,7 +377,7 @@ def stats_html(report: StatsReport) -> str:
     for s in report.sessions:
         if not s.series.get("plain"):
             continue
-        body.append(f"<h2>{escape(s.session_id)}</h2>")
+        body.append(f"<h2>{escape(session_label(s.session_id))}</h2>")
         body.append(
             line_chart(
                 dict(s.series), title=f"cumulative read tokens: {s.session_id}", x_label="read",
@@ -368,9 +395,11 @@ def session_rows(store: Store) -> list[dict[str, Any]]:
         pruned = store.projection_records(s.session_id)
         outlined = [e for e in store.events(s.session_id) if e.kind == "outline"]
         plain = s.tokens_full - sum(e.tokens_full - e.tokens for e in outlined)
+        host = host_of(s.session_id)
         rows.append(
             {
                 "session_id": s.session_id,
+                "host": None if host is None else host[0],
                 "created": _iso(s.created),
                 "last_used": _iso(s.last_used),
                 "events": s.events,
@@ -394,7 +423,8 @@ def format_sessions(rows: Sequence[Mapping[str, Any]]) -> str:
     for r in rows:
         lines.append(
             _row([
-                r["session_id"], r["last_used"], f"{r['events']:,}", f"{r['tokens']:,}",
+                session_label(r["session_id"]), r["last_used"], f"{r['events']:,}",
+                f"{r['tokens']:,}",
                 f"{r['tokens_full']:,}", f"{r['saved']:,} ({r['saved_pct']:.1f}%)",
                 f"{r['pruned']:,}",
             ])

@@ -14,12 +14,16 @@ is in ``server.requests``.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from filecache.adapters.hosts.hook_client import stop_servers
+from hook_servers import servers
 from responses_server import ScriptedResponses
 
 CODEX_VERSION = "0.169.0"
@@ -56,6 +60,16 @@ class CodexWorld:
         self.codex_home = self.home / ".codex"
         self.codex_home.mkdir(parents=True)
         self.project.mkdir()
+        # The hooks' resident server: its socket folder (short: AF_UNIX), stopped by ``close``.
+        self.runtime = Path(tempfile.mkdtemp(prefix="fc-run-", dir="/tmp"))
+
+    def close(self) -> None:
+        """Stop the resident hook servers this user's hooks started."""
+        stop_servers(self.env)
+        shutil.rmtree(self.runtime, ignore_errors=True)
+
+    def servers(self) -> list[dict[str, object]]:
+        return servers(self.env)
 
     @property
     def env(self) -> dict[str, str]:
@@ -66,6 +80,7 @@ class CodexWorld:
             "XDG_CACHE_HOME": str(self.home / ".cache"),
             "SCRIPTED_API_KEY": "not-a-real-key",
             "LANG": "C.UTF-8",
+            "XDG_RUNTIME_DIR": str(self.runtime),
         }
 
     @property

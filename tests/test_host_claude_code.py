@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from anthropic_server import Script, ScriptedModel, result_text, text, tool_results, tool_use
+from hook_servers import private_runtime, servers
 from test_secrets import store_bytes
 
 pytestmark = pytest.mark.hosts
@@ -92,7 +93,9 @@ def claude(tmp_path: Path) -> Iterator[Claude]:
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert "installed filecache hooks for Claude Code" in installed.stdout, installed
-    yield Claude(home, project, env)
+    with private_runtime(env):  # the hooks' resident server: started by them, stopped here
+        yield Claude(home, project, env)
+        assert servers(env), "the hooks ran without their resident server"
 
 
 def results_seen(model: ScriptedModel) -> dict[str, str]:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from filecache.adapters.hosts.claude_settings import MARKER, hook_command, install, merged
+from hook_servers import private_runtime
 
 from filecache.cli import main
 from filecache.errors import ConfigError
@@ -148,8 +149,10 @@ def test_a_project_cannot_shadow_the_hook(tmp_path: Path) -> None:
     (tmp_path / "filecache" / "__init__.py").write_text(
         "open('SHADOWED', 'w').write('ran')\n", encoding="utf-8"
     )
-    done = subprocess.run(
-        hook_command(), shell=True, cwd=tmp_path, input=b"{}", capture_output=True
-    )
+    env = dict(os.environ)
+    with private_runtime(env):  # the hook's resident server: stopped when the test ends
+        done = subprocess.run(
+            hook_command(), shell=True, cwd=tmp_path, input=b"{}", capture_output=True, env=env
+        )
     assert done.returncode == 0 and done.stdout == b""
     assert not (tmp_path / "SHADOWED").exists()

@@ -36,6 +36,7 @@ def world(tmp_path: Path) -> Iterator[CodexWorld]:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("installed filecache hooks for Codex CLI in "), done.stdout
     yield world
+    world.close()
     # No hook failed internally in any scenario (a failure would leave Codex's output alone
     # and pass the short-answer asserts for the wrong reason only where they do not check).
     assert not world.hook_log.exists(), world.hook_log.read_text()
@@ -292,11 +293,18 @@ def test_codex_lists_our_hooks_as_trusted(world: CodexWorld) -> None:
         "postToolUse", "preCompact", "postCompact", "sessionStart"
     }  # fmt: skip
     assert all(h["trustStatus"] == "trusted" and h["enabled"] for h in hooks), hooks
-    assert all(" -I -m filecache.adapters.hosts codex" in h["command"] for h in hooks)
+    assert all(h["command"].endswith("/hosts/hook_client.py codex") for h in hooks)
 
 
-def test_project_scope_install_works_once_the_project_is_trusted(tmp_path: Path) -> None:
+@pytest.fixture
+def bare_world(tmp_path: Path) -> Iterator[CodexWorld]:
     world = CodexWorld(tmp_path, BINARY)
+    yield world
+    world.close()
+
+
+def test_project_scope_install_works_once_the_project_is_trusted(bare_world: CodexWorld) -> None:
+    world = bare_world
     (world.project / "notes.txt").write_text(NOTES)
     done = world.filecache("install", "codex", "--project")
     assert done.returncode == 0, done.stderr

@@ -109,7 +109,8 @@ def test_install_writes_our_hooks_and_exactly_their_trust(home: Path, project: P
         (handler,) = groups[0]["hooks"]
         assert handler["command"].split()[0] == sys.executable
         assert os.path.isabs(sys.executable)
-        assert handler["command"].endswith(" -I -m filecache.adapters.hosts codex")
+        assert handler["command"].endswith("/hosts/hook_client.py codex")
+        assert " -I -S " in handler["command"]
         assert groups[0].get("matcher") == codex_install.EVENTS[event]
         key = hook_key(folder / "hooks.json", event, 0, 0)
         expected_state[key] = {

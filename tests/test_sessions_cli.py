@@ -46,7 +46,7 @@ def test_list(store: Path, tmp_path: Path) -> None:
     rows = json.loads(sessions(store, "list", "--json").stdout)["sessions"]
     assert [r["session_id"] for r in rows] == ["new", "old"]
     assert set(rows[0]) == {
-        "session_id", "created", "last_used", "events", "tokens", "tokens_full", "saved",
+        "session_id", "host", "created", "last_used", "events", "tokens", "tokens_full", "saved",
         "saved_pct", "pruned", "reclaimed",
     }  # fmt: skip
     assert rows[0]["events"] == 2 and rows[0]["saved"] > 0 and rows[0]["pruned"] == 0

@@ -1,24 +1,13 @@
 """``python -m filecache.adapters.hosts HOST [ARG...]``: the hook command, without the CLI.
 
-The same as ``filecache hook HOST ...`` at less start-up cost (no click): reads the hook's
-payload on stdin, writes the answer on stdout, always exits 0.
+The command ``filecache install HOST`` writes (with ``-I``): reads the hook's payload on stdin,
+writes the answer on stdout, always exits 0. It is the thin client (``hook_client``): the call
+goes to the resident hook server, or runs in this process when there is none to be had.
 """
 
 import sys
 
-from filecache.adapters.hosts.registry import HOSTS, run_hook
-
-
-def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in HOSTS:
-        print(f"usage: python -m filecache.adapters.hosts {{{','.join(HOSTS)}}} [ARG...]",
-              file=sys.stderr)  # fmt: skip
-        return 2
-    out = run_hook(argv[0], argv[1:], sys.stdin.buffer.read())
-    sys.stdout.buffer.write(out)
-    sys.stdout.buffer.flush()
-    return 0
-
+from filecache.adapters.hosts.hook_client import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -29,19 +29,25 @@ One filecache session per Claude Code context: the ``session_id`` of the hook (a
 ``agent_id``, is its own context with its own transcript), on the project root
 (``CLAUDE_PROJECT_DIR``, else the hook's ``cwd``). Nothing is kept between hook processes but
 the store.
+
+``answer(event, site)`` is the whole per-event logic, callable without any process: the hook
+command (``run_hook``) is it with the default ``HookSite`` and the answer serialized; the replay
+of imported Claude Code logs (``claude_replay``) feeds it the recorded events with a
+``HookSite`` naming the replay's root, store and index folder, so both run one implementation.
 """
 
 from __future__ import annotations
 
 import json
-import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from filecache.adapters.hosts.claude_index import read_held
 from filecache.adapters.hosts.claude_transcript import Held, is_stub
 
-__all__ = ["DISPLAY_NAME", "HOST_NAME", "MIN_VERSION", "install", "run_hook"]
+__all__ = ["DISPLAY_NAME", "HOST_NAME", "HookSite", "MIN_VERSION", "answer", "install", "run_hook"]
 
 HOST_NAME = "claude-code"
 DISPLAY_NAME = "Claude Code"
@@ -57,6 +63,22 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
     return line
 
 
+@dataclass(frozen=True)
+class HookSite:
+    """Where one hook call's state lives (each None: the hook command's default).
+
+    Attributes:
+        root: the project root (default: ``CLAUDE_PROJECT_DIR``, else the event's ``cwd``).
+        store: the store (default: the root's settings, ``FILECACHE_STORE``, then
+            ``<root>/.filecache/cache.db``).
+        index_dir: where transcript scans are kept (default: the hook cache folder).
+    """
+
+    root: str | None = None
+    store: str | None = None
+    index_dir: Path | None = None
+
+
 _EDITS = frozenset({"Edit", "MultiEdit", "Write"})
 _RESETS = frozenset({"PreCompact", "PostCompact"})
 _RESET_SOURCES = frozenset({"compact", "clear"})
@@ -68,32 +90,39 @@ def run_hook(args: list[str], payload: bytes) -> bytes:
     event = json.loads(payload)
     if not isinstance(event, dict):
         return b""
+    out = answer(event)
+    return b"" if out is None else json.dumps(out, ensure_ascii=False).encode("utf-8")
+
+
+def answer(event: Mapping[str, Any], site: HookSite | None = None) -> dict[str, Any] | None:
+    """The hook's output object for one event (None: Claude Code's own output stands)."""
+    site = site or HookSite()
     name = event.get("hook_event_name")
     if name == "PostToolUse":
-        return _post_tool_use(event)
+        return _post_tool_use(event, site)
     if name == "PostToolUseFailure":
         if event.get("tool_name") == "Bash":  # a failed command may still have changed files
-            with _open(event) as host:
+            with _open(event, site) as host:
                 host.changed(_call_id(event))
-        return b""
+        return None
     if name in _RESETS:
-        with _open(event) as host:
+        with _open(event, site) as host:
             host.reset()
-        return b""
+        return None
     if name == "SessionStart":
-        with _open(event) as host:
+        with _open(event, site) as host:
             if event.get("source") in _RESET_SOURCES:
                 host.reset()
             else:  # startup, resume: the transcript says what is held
-                host.keep_only(_held(event).ids)
+                host.keep_only(_held(event, site).ids)
         return _session_context()
     if name == "UserPromptSubmit":  # a new turn: every earlier call is written by now
-        with _open(event) as host:
-            host.keep_only(_held(event).ids)
-    return b""
+        with _open(event, site) as host:
+            host.keep_only(_held(event, site).ids)
+    return None
 
 
-def _session_context() -> bytes:
+def _session_context() -> dict[str, Any]:
     """What the model is told once per context about filecache's answers."""
     from filecache.core.render import host_instructions
 
@@ -101,55 +130,57 @@ def _session_context() -> bytes:
         "hookEventName": "SessionStart",
         "additionalContext": host_instructions(DISPLAY_NAME),
     }
-    return json.dumps({"hookSpecificOutput": context}).encode("utf-8")
+    return {"hookSpecificOutput": context}
 
 
-def _post_tool_use(event: dict[str, Any]) -> bytes:
+def _post_tool_use(event: Mapping[str, Any], site: HookSite) -> dict[str, Any] | None:
     tool = event.get("tool_name")
     tool_input = event.get("tool_input")
     response = event.get("tool_response")
     call = _call_id(event)
     if not isinstance(tool_input, dict) or not call:
-        return b""
+        return None
     if tool == "Read":
-        return _read(event, tool_input, response, call)
+        return _read(event, site, tool_input, response, call)
     if tool == "Bash":
-        return _bash(event, tool_input, response, call)
+        return _bash(event, site, tool_input, response, call)
     if tool in _EDITS:
-        _edit(event, str(tool), tool_input, response, call)
+        _edit(event, site, str(tool), tool_input, response, call)
     elif tool == "NotebookEdit":
-        with _open(event) as host:
+        with _open(event, site) as host:
             host.changed(call)
-    return b""
+    return None
 
 
-def _read(event: dict[str, Any], tool_input: dict[str, Any], response: Any, call: str) -> bytes:
+def _read(
+    event: Mapping[str, Any], site: HookSite, tool_input: dict[str, Any], response: Any, call: str
+) -> dict[str, Any] | None:
     if not isinstance(response, dict) or response.get("type") != "text":
-        return b""  # image, PDF, notebook: Claude Code's own
+        return None  # image, PDF, notebook: Claude Code's own
     file = response.get("file")
     if not isinstance(file, dict):
-        return b""
+        return None
     content, start, count, total = (
         file.get("content"), file.get("startLine"), file.get("numLines"), file.get("totalLines"),
     )  # fmt: skip
     if not isinstance(content, str) or not _ints(start, count, total):
-        return b""
+        return None
     assert isinstance(start, int) and isinstance(count, int) and isinstance(total, int)
     if count < 1 or start < 1 or file.get("truncatedByTokenCap") or is_stub(content):
-        return b""  # a page the model knows is partial; Claude Code's own "unchanged" stub
+        return None  # a page the model knows is partial; Claude Code's own "unchanged" stub
     path = str(tool_input.get("file_path") or file.get("filePath") or "")
     # Claude Code splits on "\n": a file ending in a newline has one more (empty) line, and a
     # range that stops before the end is shown without the newline that ends its last line.
     last = start + count - 1
     whole = start == 1 and last >= total
     host_text = content if last >= total else content + "\n"
-    with _open(event, current=call) as host:
+    with _open(event, site, current=call) as host:
         answer = host.read(
             path, call, start=None if whole else start,
             end=None if last >= total else last, host_text=host_text,
         )  # fmt: skip
     if answer is None or answer.is_content:
-        return b""
+        return None
     text = _for_host(answer.text)
     shaped = {
         "type": "text",
@@ -164,10 +195,12 @@ def _read(event: dict[str, Any], tool_input: dict[str, Any], response: Any, call
     return _replace(shaped)
 
 
-def _bash(event: dict[str, Any], tool_input: dict[str, Any], response: Any, call: str) -> bytes:
+def _bash(
+    event: Mapping[str, Any], site: HookSite, tool_input: dict[str, Any], response: Any, call: str
+) -> dict[str, Any] | None:
     command = tool_input.get("command")
     if not isinstance(command, str):
-        return b""
+        return None
     plain = (
         isinstance(response, dict)
         and isinstance(response.get("stdout"), str)
@@ -178,25 +211,30 @@ def _bash(event: dict[str, Any], tool_input: dict[str, Any], response: Any, call
         and not response.get("persistedOutputPath")
         and not tool_input.get("run_in_background")
     )
-    with _open(event, current=call) as host:
+    with _open(event, site, current=call) as host:
         if not plain or not isinstance(response, dict):
             host.changed(call)
-            return b""
+            return None
         stdout = str(response["stdout"])
         # Claude Code strips the newline(s) that end a command's output.
         answer = host.shell(command, call, output=stdout + "\n" if stdout else stdout)
     if answer is None:
-        return b""
+        return None
     return _replace({**response, "stdout": _for_host(answer).rstrip("\n")})
 
 
 def _edit(
-    event: dict[str, Any], tool: str, tool_input: dict[str, Any], response: Any, call: str
+    event: Mapping[str, Any],
+    site: HookSite,
+    tool: str,
+    tool_input: dict[str, Any],
+    response: Any,
+    call: str,
 ) -> None:
     path = tool_input.get("file_path")
     if not isinstance(path, str):
         return
-    with _open(event, current=call) as host:
+    with _open(event, site, current=call) as host:
         if isinstance(response, dict) and response.get("staged"):
             host.changed(call)  # held for review, not written
         elif tool == "Write" and isinstance(tool_input.get("content"), str):
@@ -230,7 +268,7 @@ def _edit(
 class _Opened:
     """A ``HostSession`` synced with the transcript, as a context manager."""
 
-    def __init__(self, event: dict[str, Any], current: str | None) -> None:
+    def __init__(self, event: Mapping[str, Any], site: HookSite, current: str | None) -> None:
         from filecache.adapters.hosts.base import HostSession
 
         session_id = str(event.get("session_id") or "")
@@ -238,12 +276,14 @@ class _Opened:
             raise ValueError("the hook payload has no session_id")
         agent = event.get("agent_id")
         context = f"{session_id}.agent-{agent}" if isinstance(agent, str) and agent else session_id
-        cwd = str(event.get("cwd") or os.getcwd())
-        root = os.environ.get("CLAUDE_PROJECT_DIR") or cwd
-        self.host = HostSession.open(HOST_NAME, context, cwd, root=root)
+        from filecache.adapters.hosts import call_env  # the calling process's, in the server
+
+        cwd = str(event.get("cwd") or call_env.getcwd())
+        root = site.root or call_env.getenv("CLAUDE_PROJECT_DIR") or cwd
+        self.host = HostSession.open(HOST_NAME, context, cwd, root=root, store=site.store)
         if current is not None:
             try:
-                self._forget_lost(_held(event, current))
+                self._forget_lost(_held(event, site, current))
             except BaseException:
                 self.host.close()
                 raise
@@ -265,21 +305,21 @@ class _Opened:
         self.host.close()
 
 
-def _open(event: dict[str, Any], current: str | None = None) -> _Opened:
-    return _Opened(event, current)
+def _open(event: Mapping[str, Any], site: HookSite, current: str | None = None) -> _Opened:
+    return _Opened(event, site, current)
 
 
-def _held(event: dict[str, Any], current: str | None = None) -> Held:
+def _held(event: Mapping[str, Any], site: HookSite, current: str | None = None) -> Held:
     """What the hook's context holds by its transcript (indexed in the hook cache folder)."""
     from filecache.adapters.hosts.base import log_path
 
-    cache = log_path().parent / "claude-code-transcripts"
+    cache = site.index_dir or log_path().parent / "claude-code-transcripts"
     agent = event.get("agent_id")
     sidechain = isinstance(agent, str) and bool(agent)
     return read_held(_transcript(event), current=current, cache_dir=cache, sidechain=sidechain)
 
 
-def _transcript(event: dict[str, Any]) -> str | None:
+def _transcript(event: Mapping[str, Any]) -> str | None:
     """The transcript of the hook's context: a subagent's is beside its parent's."""
     path = event.get("transcript_path")
     if not isinstance(path, str) or not path:
@@ -298,7 +338,7 @@ def _transcript(event: dict[str, Any]) -> str | None:
     return path
 
 
-def _call_id(event: dict[str, Any]) -> str:
+def _call_id(event: Mapping[str, Any]) -> str:
     value = event.get("tool_use_id")
     return value if isinstance(value, str) else ""
 
@@ -314,6 +354,5 @@ def _for_host(text: str) -> str:
     return for_host_tools(text).rstrip("\n")
 
 
-def _replace(output: dict[str, Any]) -> bytes:
-    answer = {"hookSpecificOutput": {"hookEventName": "PostToolUse", "updatedToolOutput": output}}
-    return json.dumps(answer, ensure_ascii=False).encode("utf-8")
+def _replace(output: dict[str, Any]) -> dict[str, Any]:
+    return {"hookSpecificOutput": {"hookEventName": "PostToolUse", "updatedToolOutput": output}}

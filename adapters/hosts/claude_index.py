@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +121,8 @@ def _save(index: Path, transcript: Any, st: os.stat_result, offset: int, state: 
         "probe": list(_probe(transcript, offset)),
         "state": state,
     }
-    tmp = index.with_name(f".{index.name}.{os.getpid()}.tmp")
+    # Per process and thread: the hook server answers a context's parallel calls in threads.
+    tmp = index.with_name(f".{index.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     try:
         index.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "w", encoding="utf-8") as out:

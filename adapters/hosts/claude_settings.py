@@ -3,13 +3,15 @@
 Where: the project's ``.claude/settings.json`` (the default; committed with the project, so the
 team gets it) or, with ``--user``, ``~/.claude/settings.json`` (every project of this user).
 
-What: one command hook per event filecache needs (``HOOKS``), running
-``<this interpreter> -m filecache.adapters.hosts claude-code`` by its absolute path, so the hook
-works whatever ``PATH`` Claude Code runs with. Ours are recognised by that command's tail
-(``MARKER``) and replaced as a whole on every install, so installing twice is installing once,
-and an install after moving the virtualenv points at the new interpreter. Everything else in
-the file (other hooks, permissions, env, the user's formatting of other keys aside) is kept;
-``--uninstall`` removes only ours, and the file when nothing else is left in it.
+What: one command hook per event filecache needs (``HOOKS``), running the thin hook client,
+``<this interpreter> -I -S <.../hosts/hook_client.py> claude-code``, by absolute paths, so the
+hook works whatever ``PATH`` Claude Code runs with (``config_files.client_command``). Ours are
+recognised by that command's tail (``MARKER``; also the ``-m filecache.adapters.hosts`` and
+``filecache hook`` forms of earlier releases) and replaced as a whole on every install, so
+installing twice is installing once, and an install after moving the virtualenv points at the
+new interpreter. Everything else in the file (other hooks, permissions, env, the user's
+formatting of other keys aside) is kept; ``--uninstall`` removes only ours, and the file when
+nothing else is left in it.
 
 The settings are written atomically (a temporary file beside it, then a rename), so Claude Code
 never reads half a file. A file that is not a JSON object is not touched: the error says so.
@@ -19,21 +21,23 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from filecache.adapters.hosts.config_files import load_json_object, write_atomically
+from filecache.adapters.hosts.config_files import (
+    client_command,
+    load_json_object,
+    write_atomically,
+)
 
 from filecache.errors import ConfigError
 
 __all__ = ["HOOKS", "MARKER", "claude_version", "hook_command", "install", "settings_path"]
 
-MARKER = "-m filecache.adapters.hosts claude-code"
-_LEGACY = "filecache hook claude-code"
+MARKER = "hook_client.py claude-code"
+_LEGACY = ("-m filecache.adapters.hosts claude-code", "filecache hook claude-code")
 # event -> matcher (None: the event has no tool matcher)
 HOOKS: dict[str, str | None] = {
     "PostToolUse": "Read|Edit|MultiEdit|Write|NotebookEdit|Bash",
@@ -54,16 +58,16 @@ def settings_path(scope: str, cwd: Path) -> Path:
 
 
 def hook_command() -> str:
-    # -I: the hook runs in the project's folder, which -m would put first on sys.path; a
-    # repository with a filecache/ folder of its own must not run in filecache's place.
-    return f"{shlex.quote(sys.executable)} -I {MARKER}"
+    command: str = client_command("claude-code")
+    return command
 
 
 def _ours(hook: Any) -> bool:
     command = hook.get("command") if isinstance(hook, dict) else None
-    return isinstance(command, str) and (
-        command.endswith(MARKER) or command.endswith(_LEGACY) or f"{MARKER} " in command
-    )
+    if not isinstance(command, str):
+        return False
+    command = command.replace("'", "")  # a quoted client path: '/a b/hook_client.py' claude-code
+    return any(command.endswith(tail) or f"{tail} " in command for tail in (MARKER, *_LEGACY))
 
 
 def _without_ours(hooks: dict[str, Any]) -> dict[str, Any]:

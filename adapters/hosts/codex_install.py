@@ -31,14 +31,16 @@ import hashlib
 import json
 import os
 import re
-import shlex
-import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from filecache.adapters.hosts.config_files import load_json_object, write_atomically
+from filecache.adapters.hosts.config_files import (
+    client_command,
+    load_json_object,
+    write_atomically,
+)
 
 from filecache.errors import ConfigError
 
@@ -72,7 +74,9 @@ _LABELS = {
     "Stop": "stop",
 }
 TIMEOUT_SECONDS = 10  # Codex waits this long at most (a stuck store must not hold up a session)
-_OURS = re.compile(r"(?:^|\s)(?:-m filecache\.adapters\.hosts|hook) codex(?:\s|$)")
+_OURS = re.compile(
+    r"(?:^|\s)(?:-m filecache\.adapters\.hosts|hook|\S*hook_client\.py'?) codex(?:\s|$)"
+)
 
 
 def codex_home(env: Mapping[str, str] | None = None) -> Path:
@@ -85,9 +89,10 @@ def codex_home(env: Mapping[str, str] | None = None) -> Path:
 
 
 def hook_command() -> str:
-    """The command Codex runs: this interpreter, isolated (``-I``: the project's folder is not
-    on ``sys.path``, so a repository cannot shadow filecache), on the lean hook entry."""
-    return f"{shlex.quote(sys.executable)} -I -m filecache.adapters.hosts codex"
+    """The command Codex runs: this interpreter on the thin hook client
+    (``config_files.client_command``: ``-I -S .../hosts/hook_client.py codex``)."""
+    command: str = client_command("codex")
+    return command
 
 
 def is_ours(handler: Any) -> bool:

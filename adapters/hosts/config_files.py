@@ -10,13 +10,31 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from filecache.errors import ConfigError
 
-__all__ = ["load_json_object", "write_atomically"]
+__all__ = ["CLIENT", "client_command", "load_json_object", "write_atomically"]
+
+CLIENT = Path(__file__).resolve().with_name("hook_client.py")
+"""The hook client script every installed hook command runs (``hook_client``)."""
+
+
+def client_command(host: str) -> str:
+    """The hook command of ``host``: this interpreter, isolated and without ``site``, on the
+    thin client's file (``<python> -I -S <.../hosts/hook_client.py> HOST``).
+
+    ``-I``: the project's folder (where the host runs the hook) is not on ``sys.path``, so a
+    repository cannot put its own ``filecache/`` in our place. ``-S``: the client needs only the
+    interpreter's built-in modules, and skipping ``site`` (the virtualenv's ``.pth`` files, an
+    editable install's finder) is most of a bare start's cost; it loads ``site`` itself before
+    it runs a call in-process. ``python -I -m filecache.adapters.hosts HOST`` is the same
+    client, with ``site`` (what earlier releases installed; it keeps working)."""
+    return f"{shlex.quote(sys.executable)} -I -S {shlex.quote(str(CLIENT))} {host}"
 
 
 def load_json_object(path: Path, *, missing: Any = None) -> Any:

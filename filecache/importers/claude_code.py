@@ -22,6 +22,12 @@ with ``edits``); every other call keeps its name and input. What a ``Read`` show
 payload's ``file`` (exact text, ``startLine``, ``totalLines``) or else from the ``N→`` lines of
 its result (the ``<system-reminder>`` tail cut off); ``Edit``/``Write`` payloads'
 ``originalFile`` gives a file's whole text before the session changed it.
+
+For the replay through the hook (``filecache.adapters.hosts.claude_replay``), the trace also
+keeps, under ``claude_code.calls``, each ``Read``/``Edit``/``MultiEdit``/``Write``/
+``NotebookEdit``/``Bash`` call as Claude Code's hook would have received it: its tool name,
+input and payload (``tool_use_result``; ``originalFile`` left out, the hook does not read it),
+and whether it failed.
 """
 
 from __future__ import annotations
@@ -34,13 +40,17 @@ from typing import Any
 
 from filecache.errors import TranscriptError
 from filecache.importers.logs import changed_paths, read_log, relative_path, trace_name
+from filecache.importers.mini_swe_agent import shell_edit_steps, shell_shown
 from filecache.importers.trace import FileCall, Recorded, Shown, tool_call
+from filecache.shell.shell_parse import parse_shell_read
 
-__all__ = ["parse_claude_code"]
+__all__ = ["HOOK_TOOLS", "parse_claude_code"]
 
 _LINE = re.compile(r"^ *(\d+)(?:→|\t)(.*)$")
 _REMINDER = "<system-reminder>"
 _MAX_LINE = 2000  # Claude Code cuts longer lines in what Read shows
+HOOK_TOOLS = frozenset({"Read", "Edit", "MultiEdit", "Write", "NotebookEdit", "Bash"})
+_UNUSED_PAYLOAD = frozenset({"originalFile", "originalFileContents"})
 _READ_ONLY_TOOLS = frozenset(
     "Read Glob Grep LS WebFetch WebSearch TodoWrite TodoRead Skill BashOutput KillShell "
     "ExitPlanMode EnterPlanMode AskUserQuestion ToolSearch TaskOutput TaskStop".split()
@@ -62,12 +72,20 @@ def _events(path: Path) -> list[dict[str, Any]]:
 
 
 def _chains(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """The conversation of a project session file: its chains, oldest first."""
+    """The conversation of a project session file: its chains, oldest first.
+
+    The chain from the newest message back (through ``attachment`` entries, which Claude Code
+    2.1.x writes between messages). Parallel calls of one response are one assistant entry per
+    ``tool_use``, chained, each result under its own ``tool_use`` entry, and the next message
+    hangs under whichever result came last: the siblings of a response on the chain and the
+    results under an entry on it join it (as ``claude_transcript`` reads a context)."""
     talk = [
         e
         for e in events
-        if e.get("type") in ("user", "assistant", "system") and not e.get("isSidechain")
+        if e.get("type") in ("user", "assistant", "system", "attachment")
+        and not e.get("isSidechain")
     ]
+    position = {id(e): n for n, e in enumerate(talk)}
     by_uuid = {str(e["uuid"]): e for e in talk if e.get("uuid")}
     leaf = next((e for e in reversed(talk) if e.get("type") in ("user", "assistant")), None)
     chains: list[list[dict[str, Any]]] = []
@@ -81,9 +99,40 @@ def _chains(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
             chain.append(node)
             head = node
             node = by_uuid.get(str(node.get("parentUuid")))
-        chains.append(list(reversed(chain)))
+        on = {str(e.get("uuid")) for e in chain}
+        responses = {_message_id(e) for e in chain if e.get("type") == "assistant"} - {None}
+        grown = True
+        while grown:  # parallel calls: siblings of one response, and results under each
+            grown = False
+            for e in talk:
+                uid = str(e.get("uuid"))
+                if uid in seen or str(e.get("parentUuid")) not in on:
+                    continue
+                sibling = e.get("type") == "assistant" and _message_id(e) in responses
+                if sibling or _has_result(e):
+                    seen.add(uid)
+                    on.add(uid)
+                    chain.append(e)
+                    grown = True
+        chains.append(sorted(chain, key=lambda e: position[id(e)]))
         leaf = by_uuid.get(str(head.get("logicalParentUuid")))
     return list(reversed(chains))
+
+
+def _message_id(entry: Mapping[str, Any]) -> str | None:
+    message = entry.get("message")
+    value = message.get("id") if isinstance(message, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def _has_result(entry: Mapping[str, Any]) -> bool:
+    message = entry.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return (
+        entry.get("type") == "user"
+        and isinstance(content, list)
+        and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    )
 
 
 def _result_text(content: Any) -> str:
@@ -169,6 +218,7 @@ class _Builder:
         self.uses: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {}
         self.last_id: str | None = None
         self.opaque: dict[str, tuple[str, Mapping[str, Any]]] = {}
+        self.hook_calls: dict[str, dict[str, Any]] = {}
 
     def assistant(self, message: Mapping[str, Any]) -> None:
         msgs = self.recorded.messages
@@ -196,6 +246,7 @@ class _Builder:
             msgs.append({"role": "user", "content": _result_text(content)})
             return
         texts = [_result_text([b]) for b in content]
+        results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
         for block in content:
             if not isinstance(block, dict) or block.get("type") != "tool_result":
                 continue
@@ -204,8 +255,23 @@ class _Builder:
             failed = bool(block.get("is_error")) or text.startswith("<tool_use_error>")
             msgs.append({"role": "tool", "tool_call_id": cid, "content": text})
             self._map(cid, {"text": text, "failed": failed, "payload": payload})
+            self._hook_call(cid, failed, payload if len(results) == 1 else None)
         if any(texts):
             msgs.append({"role": "user", "content": "\n\n".join(t for t in texts if t)})
+
+    def _hook_call(self, cid: str, failed: bool, payload: Any) -> None:
+        """The call as Claude Code's hook receives it (``claude_code.calls`` of the trace)."""
+        if cid not in self.uses or self.uses[cid][0] not in HOOK_TOOLS:
+            return
+        name, given, _ = self.uses[cid]
+        response = (
+            {k: v for k, v in payload.items() if k not in _UNUSED_PAYLOAD}
+            if isinstance(payload, Mapping)
+            else payload
+        )
+        self.hook_calls[cid] = {
+            "tool_name": name, "tool_input": given, "tool_response": response, "failed": failed,
+        }  # fmt: skip
 
     def _map(self, cid: str, result: Mapping[str, Any]) -> None:
         if cid not in self.uses:
@@ -222,10 +288,43 @@ class _Builder:
         call["function"]["arguments"] = json.dumps(args, ensure_ascii=False)
         self.recorded.calls[cid] = file_call
 
+    def _shell(self, cid: str, command: str) -> bool:
+        """A Bash read (``cat``, ``sed -n``...) of one file under the working directory, or
+        a command made only of edits replay can redo: recorded as such; False: neither."""
+        hook = self.hook_calls.get(cid) or {}
+        response = hook.get("tool_response")
+        read = parse_shell_read(command)
+        rel = relative_path(read.path, self.cwd) if read and len(read.paths) == 1 else None
+        if read is not None and rel is not None:
+            if (
+                hook.get("failed")
+                or not isinstance(response, Mapping)
+                or not isinstance(response.get("stdout"), str)
+                or response.get("stderr")
+            ):
+                return False
+            stdout = str(response["stdout"])  # Claude Code strips the output's last newline
+            shown = shell_shown(read, stdout + "\n" if stdout else stdout)
+            if shown is None:
+                return False
+            self.recorded.calls[cid] = FileCall(
+                cid, "read_file", {"path": rel}, False, shown, command=command
+            )
+            return True
+        steps = shell_edit_steps(command, self.cwd)
+        if steps is None or hook.get("failed"):
+            return False
+        self.recorded.edits[cid] = steps  # replay redoes it, as the import's check does
+        return True
+
     def finish(self) -> Recorded:
+        for cid, (name, given) in self.opaque.items():
+            if name == "Bash" and isinstance(given.get("command"), str):
+                if self._shell(cid, str(given["command"])):
+                    self.opaque[cid] = ("", {})  # understood: neither opaque nor a change
         paths = {c.path for c in self.recorded.calls.values()}
         for cid, (name, given) in self.opaque.items():
-            if name in _READ_ONLY_TOOLS:
+            if name in _READ_ONLY_TOOLS or not name:
                 continue
             if name == "Bash" and isinstance(given.get("command"), str):
                 changed = changed_paths(str(given["command"]), paths)
@@ -269,6 +368,7 @@ def parse_claude_code(path: Path) -> list[Recorded]:
                 builder.user(message.get("content"), payload)
         recorded = builder.finish()
         recorded.extra["cwd"] = cwd
+        recorded.extra["claude_code"] = {"calls": builder.hook_calls}
         if project and len(chains) > 1:
             recorded.notes.append(f"conversation {n} of {len(chains)} (split at compactions)")
         out.append(recorded)

@@ -155,6 +155,11 @@ def _shown(read: ShellRead, output: str | None, cut: tuple[str, str] | None) -> 
     return Shown(lines, total)
 
 
+def shell_shown(read: ShellRead, output: str) -> Shown | None:
+    """What a recognised shell read's whole ``output`` shows (also for Claude Code's Bash)."""
+    return _shown(read, output, None)
+
+
 def shell_edit_steps(command: str, cwd: str) -> tuple[EditStep, ...] | None:
     """The edit steps of a command, paths relative to ``cwd``; None: opaque or outside it."""
     steps = parse_shell_edit(command)
