@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 from claude_record import fixture_text, normalized, record
 
+pytestmark = pytest.mark.hosts
+
 CLAUDE = os.environ.get("FILECACHE_TEST_CLAUDE", "")  # read before conftest clears FILECACHE_*
 if not CLAUDE or not os.access(CLAUDE, os.X_OK):
     message = f"FILECACHE_TEST_CLAUDE={CLAUDE!r} is not an executable claude binary"
