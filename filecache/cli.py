@@ -575,7 +575,7 @@ def _claude_code_replay() -> Any:
 
 def _register_reports() -> None:
     from filecache.cli_reports import replay, sessions, stats
-    from filecache.replay.replay_host import register_host_replay
+    from filecache.replay.host_registry import register_host_replay
 
     for command in (replay, stats, sessions):
         main.add_command(command)

@@ -32,7 +32,7 @@ from typing import Any
 
 from filecache.core.views import PathView
 from filecache.errors import CallAbandonedError, StoreConflictError, StoreError
-from filecache.store.store import Event, Store
+from filecache.store.store import Event, EventStore
 
 __all__ = ["SessionState", "Turn"]
 
@@ -42,7 +42,7 @@ _MAX_ABANDONED = 4096  # abandoned call ids remembered (one never committed stay
 class SessionState:
     """One session object's copy of the session: head, views, call seqs, versions seen."""
 
-    def __init__(self, store: Store, session_id: str, max_versions: int) -> None:
+    def __init__(self, store: EventStore, session_id: str, max_versions: int) -> None:
         self.store = store
         self.id = session_id
         self.max_versions = max_versions

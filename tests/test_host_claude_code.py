@@ -25,7 +25,11 @@ from anthropic_server import Script, ScriptedModel, result_text, text, tool_resu
 from hook_servers import private_runtime, servers
 from test_secrets import store_bytes
 
+<<<<<<< HEAD
 pytestmark = pytest.mark.hosts
+=======
+from filecache.core.render import host_instructions
+>>>>>>> main
 
 CLAUDE = os.environ.get("FILECACHE_TEST_CLAUDE", "")  # read before conftest clears FILECACHE_*
 if not CLAUDE or not os.access(CLAUDE, os.X_OK):
@@ -198,11 +202,30 @@ def test_after_compact_a_read_is_content_again(claude: Claude) -> None:
     assert claude.hook_log() == ""
 
 
-def test_the_model_is_told_what_a_fileref_means(claude: Claude) -> None:
+def test_the_model_is_told_what_a_fileref_means_with_the_first_one(claude: Claude) -> None:
+    hint = host_instructions("Claude Code")
     with ScriptedModel(Script([[text("hi")]])) as model:
         claude.run(model, "-p", "hello", "--allowedTools", TOOLS)
-    first = next(body for body in model.requests if body.get("tools"))
-    assert "unchanged since your result ID" in json.dumps(first)
+    assert not any(hint in json.dumps(body) for body in model.requests)  # nothing to pay for
+    a = claude.path("a.py")
+    (claude.project / "a.py").write_text(lines("a.py"))
+    script = Script([
+        [tool_use("Read", {"file_path": a}, "toolu_t1")],
+        [tool_use("Read", {"file_path": a}, "toolu_t2")],
+        [tool_use("Read", {"file_path": a}, "toolu_t3")],
+        [text("done")],
+    ])  # fmt: skip
+    with ScriptedModel(script) as model:
+        claude.run(model, "-p", "read a.py", "--allowedTools", TOOLS)
+    seen = results_seen(model)
+    assert hint not in seen["toolu_t1"]
+    carried = seen["toolu_t2"].split("\n")  # the FileRef on line 1, the instructions on line 2
+    assert "[filecache] a.py unchanged since your result toolu_t1" in carried[0]
+    assert carried[1].endswith(hint) and carried[1].lstrip().startswith("2")
+    assert (
+        "unchanged since your result toolu_t1" in seen["toolu_t3"] and hint not in seen["toolu_t3"]
+    )
+    assert claude.hook_log() == ""
 
 
 def test_a_subagent_is_its_own_context(claude: Claude) -> None:

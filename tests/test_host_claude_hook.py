@@ -14,8 +14,11 @@ from filecache.adapters.hosts.base import log_path
 from filecache.adapters.hosts.registry import run_hook
 from test_secrets import store_bytes
 
+from filecache.core.render import host_instructions
+
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "hosts" / "claude-code"
 SECRET = "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+HINT = host_instructions("Claude Code")
 
 
 def lines(tag: str, n: int = 60) -> str:
@@ -70,10 +73,15 @@ def replaced(answer: dict[str, Any] | None) -> Any:
 def test_captured_payloads_replayed_give_short_answers_in_claude_codes_shapes(base: Path) -> None:
     events = payloads(base)
     project = base / "project"
-    start = hook(events[0])
-    assert events[0]["hook_event_name"] == "SessionStart" and start is not None
-    assert "unchanged since your result ID" in start["hookSpecificOutput"]["additionalContext"]
+    # Nothing rides in every request from the start: the instructions come with a short answer.
+    assert events[0]["hook_event_name"] == "SessionStart" and hook(events[0]) is None
     assert hook(post(events, "toolu_a1")) is None  # first read: Claude Code's own content
+    # The whole file again: the first short answer of the context, with the instructions on
+    # one more line after the FileRef (Claude Code numbers it 2).
+    first = replaced(hook(read_event(base, project / "a.py", "toolu_whole")))["file"]
+    assert first["content"] == first["content"].split("\n")[0] + "\n" + HINT
+    assert first["content"].startswith("[filecache] a.py unchanged since your result toolu_a1")
+    assert (first["startLine"], first["numLines"]) == (1, 2)
     ranged = replaced(hook(post(events, "toolu_a2")))  # offset 5, limit 10
     assert ranged["type"] == "text" and set(ranged["file"]) == {
         "filePath", "content", "numLines", "startLine", "totalLines"}  # fmt: skip
@@ -96,7 +104,7 @@ def test_captured_payloads_replayed_give_short_answers_in_claude_codes_shapes(ba
     bash = replaced(hook(post(events, "toolu_b1")))
     original = post(events, "toolu_b1")["tool_response"]
     assert set(bash) == set(original) and bash["stderr"] == original["stderr"]
-    assert bash["stdout"] == (
+    assert bash["stdout"] == (  # no instructions: toolu_whole carries them
         f"[filecache] b.py unchanged since your result toolu_p1 (60 lines, "
         f"{bash['stdout'].rsplit(', ', 1)[1]}"
     )
@@ -106,22 +114,23 @@ def test_captured_payloads_replayed_give_short_answers_in_claude_codes_shapes(ba
     assert all(hook(e) is None for e in failures)
     diff = replaced(hook(post(events, "toolu_p3")))["file"]["content"]
     assert diff.startswith("[filecache] c.py changed since your result toolu_p2")
-    assert "+c.py line three:" in diff and "fresh=true" not in diff
+    assert "+c.py line three:" in diff and "fresh=true" not in diff and HINT not in diff
     assert not log_path().exists()
 
 
 def test_compaction_events_forget_everything(base: Path) -> None:
     events = payloads(base)
+    whole = read_event(base, base / "project" / "a.py", "toolu_a2")
     hook(post(events, "toolu_a1"))
-    assert replaced(hook(post(events, "toolu_a2"))) is not None
+    assert replaced(hook(whole)) is not None
     compact = next(e for e in events if e["hook_event_name"] == "PreCompact")
     assert hook(compact) is None
-    assert hook(post(events, "toolu_a2")) is None  # content again (Claude Code's own)
+    assert hook(whole) is None  # content again (Claude Code's own)
     hook(post(events, "toolu_a1"))
     starts = [e for e in events if e["hook_event_name"] == "SessionStart"]
     assert {e["source"] for e in starts} >= {"startup", "resume", "compact"}
-    hook(next(e for e in starts if e["source"] == "compact"))
-    assert hook(post(events, "toolu_a2")) is None
+    assert hook(next(e for e in starts if e["source"] == "compact")) is None
+    assert hook(whole) is None
 
 
 def read_event(base: Path, path: Path, call: str, **file: Any) -> dict[str, Any]:
@@ -236,3 +245,91 @@ def test_a_call_the_transcript_shows_lost_is_forgotten_at_once(base: Path) -> No
         block["content"] = "[Old tool result content cleared]"
     transcript.write_text(text.replace(result, json.dumps(entry)))
     assert hook(post(events, "toolu_a2")) is None  # content: toolu_a1 was cleared
+
+
+def _content(answer: dict[str, Any] | None) -> str:
+    return str(replaced(answer)["file"]["content"])
+
+
+def _clear(transcript: Path, call: str) -> None:
+    """Claude Code clears the result of ``call`` in its transcript (microcompact)."""
+    text = transcript.read_text()
+    line = next(row for row in text.splitlines() if f'"tool_use_id":"{call}"' in row
+                or f'"tool_use_id": "{call}"' in row)  # fmt: skip
+    entry = json.loads(line)
+    for block in entry["message"]["content"]:
+        block["content"] = "[Old tool result content cleared]"
+    transcript.write_text(text.replace(line, json.dumps(entry)))
+
+
+def test_the_instructions_come_once_with_a_short_answer_and_again_once_it_is_lost(
+    base: Path,
+) -> None:
+    a = base / "project" / "a.py"
+    transcript = Path(payloads(base)[0]["transcript_path"])
+    assert hook(read_event(base, a, "toolu_a1")) is None  # content: nothing added
+    # toolu_a2 is a call the transcript names (with a result held): the first short answer.
+    carried = _content(hook(read_event(base, a, "toolu_a2")))
+    assert carried.endswith("\n" + HINT) and carried.count(HINT) == 1
+    assert _content(hook(read_event(base, a, "toolu_x3"))).count("\n") == 0  # said already
+    # Claude Code clears the result that carried them: the next short answer carries them.
+    _clear(transcript, "toolu_a2")
+    again = _content(hook(read_event(base, a, "toolu_x4")))
+    assert again.startswith("[filecache] a.py unchanged since your result toolu_a1")
+    assert again.endswith("\n" + HINT)
+    assert _content(hook(read_event(base, a, "toolu_x5"))).count("\n") == 0
+    # A new prompt: the transcript does not hold toolu_x4 (it never wrote it), nor anything
+    # relying on the x calls; a1 is still held, so the next re-read is short, and carries them.
+    prompt = {**payloads(base)[0], "hook_event_name": "UserPromptSubmit", "prompt": "go on"}
+    assert hook(prompt) is None
+    assert _content(hook(read_event(base, a, "toolu_x6"))).endswith("\n" + HINT)
+    # /clear (and compaction) drop the context: content, then a short answer that carries them.
+    clear = {**payloads(base)[0], "hook_event_name": "SessionStart", "source": "clear"}
+    assert hook(clear) is None
+    assert hook(read_event(base, a, "toolu_x7")) is None
+    assert _content(hook(read_event(base, a, "toolu_x8"))).endswith("\n" + HINT)
+
+
+def test_a_short_answer_no_shorter_with_the_instructions_leaves_claude_codes_own(
+    base: Path,
+) -> None:
+    events = payloads(base)
+    a = base / "project" / "a.py"
+    assert hook(post(events, "toolu_a1")) is None
+    # Ten lines again: a FileRef plus the instructions would cost more than the lines, so
+    # Claude Code's own content stands and nothing relies on the call.
+    assert hook(post(events, "toolu_a2")) is None
+    carried = _content(hook(read_event(base, a, "toolu_x1")))  # the whole file: short
+    assert carried.startswith("[filecache] a.py unchanged since your result toolu_a1")
+    assert carried.endswith("\n" + HINT)
+    # Said once: now the ten lines are a FileRef of their own.
+    ranged = _content(hook(post(events, "toolu_a2")))
+    assert ranged.startswith("[filecache] a.py unchanged since your result ") and "\n" not in ranged
+
+
+@pytest.mark.parametrize("rounds", [4])
+def test_parallel_short_answers_carry_the_instructions_exactly_once(
+    base: Path, rounds: int
+) -> None:
+    # The resident hook server answers parallel calls in threads, each with its own store
+    # connection: of two short answers at once, one carries the instructions.
+    import threading
+
+    a = base / "project" / "a.py"
+    compact = next(e for e in payloads(base) if e["hook_event_name"] == "PreCompact")
+    for n in range(rounds):
+        assert hook(compact) is None
+        assert hook(read_event(base, a, f"toolu_c{n}")) is None
+        gate = threading.Barrier(2)
+        out: dict[str, str] = {}
+
+        def call(cid: str, gate: threading.Barrier, out: dict[str, str]) -> None:
+            gate.wait()
+            out[cid] = _content(claude_code.answer(read_event(base, a, cid)))
+
+        threads = [threading.Thread(target=call, args=(f"toolu_p{n}{k}", gate, out)) for k in "ab"]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(text.count(HINT) for text in out.values()) == [0, 1], out

@@ -20,6 +20,7 @@ from filecache.adapters.hosts.claude_replay import render_read, replay_claude_co
 from filecache.adapters.hosts.registry import run_hook
 
 from filecache.cli import main
+from filecache.core.render import host_instructions
 from filecache.errors import TranscriptError
 from filecache.importers import import_logs
 from filecache.replay.replay_host import trace_host
@@ -37,12 +38,12 @@ def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 # name -> (requests, prompt tokens recorded, through the hook, reads by kind f/u/d)
 BUNDLED = {
-    "cc-2.1.328-rereads": (11, 51639, 30433, (2, 5, 1)),
-    "project-session.1": (6, 2269, 3157, (3, 0, 0)),
-    "project-session.2": (3, 591, 991, (1, 1, 0)),
-    "skillsbench-citation-check": (16, 273808, 276176, (1, 0, 0)),
-    "skillsbench-econ-detrending-correlation": (10, 66412, 67892, (0, 0, 0)),
-    "skillsbench-exoplanet-detection-period": (8, 11558, 12742, (1, 0, 0)),
+    "cc-2.1.328-rereads": (11, 51639, 29835, (2, 5, 1)),
+    "project-session.1": (6, 2269, 2269, (3, 0, 0)),
+    "project-session.2": (3, 591, 591, (2, 0, 0)),
+    "skillsbench-citation-check": (16, 273808, 273808, (1, 0, 0)),
+    "skillsbench-econ-detrending-correlation": (10, 66412, 66412, (0, 0, 0)),
+    "skillsbench-exoplanet-detection-period": (8, 11558, 11558, (1, 0, 0)),
 }
 
 
@@ -54,21 +55,29 @@ def test_the_bundled_transcripts_replay_through_the_hook(imported: Path, name: s
     assert result.files_identical, result.mismatches
     assert result.requests == requests
     assert result.prompt_tokens.recorded == recorded
-    # A FileRef carries a seal keyed per store: its token count may differ by a token or two.
-    slack = 3 * result.requests if unchanged + diff else 0
+    # Each FileRef and diff carries a seal keyed per store: its token count may differ by a
+    # few tokens in every request it stays in (29,767-29,902 over 7 runs for the first).
+    slack = 3 * result.requests * (unchanged + diff)
     assert abs(result.prompt_tokens.filecache - through_hook) <= slack
     assert result.prompt_tokens.plain == result.prompt_tokens.recorded  # Claude Code's own tools
     reads = result.reads
     assert (reads["full"], reads["unchanged"], reads["diff"]) == (full, unchanged, diff)
-    # Nothing to save but in the one that re-reads: the hook's instructions cost more.
+    # Never worse than the recording: the instructions ride only with a short answer that
+    # still saves; a session without one pays nothing.
     saves = name == "cc-2.1.328-rereads"
     assert (result.billed.filecache < result.billed.recorded) == saves
+    assert result.billed.filecache <= result.billed.recorded
+    assert result.prompt_tokens.filecache <= result.prompt_tokens.recorded
 
 
-def test_the_hooks_instructions_are_in_the_replayed_context(imported: Path) -> None:
-    result = replay_claude_code(imported / "project-session.1")
-    first = result.filecache_messages[0]
-    assert first["role"] == "user" and "[filecache]" in first["content"]
+def test_the_hooks_instructions_ride_with_the_first_short_answer(imported: Path) -> None:
+    hint = host_instructions("Claude Code")
+    quiet = replay_claude_code(imported / "project-session.1")
+    assert not any(hint in str(m.get("content")) for m in quiet.filecache_messages)
+    result = replay_claude_code(imported / "cc-2.1.328-rereads")
+    carrying = [m for m in result.filecache_messages if hint in str(m.get("content"))]
+    assert len(carrying) == 1 and carrying[0]["role"] == "tool"
+    assert "unchanged since your result" in str(carrying[0]["content"])
 
 
 def _long_file(n: int = 80) -> str:

@@ -23,7 +23,9 @@ from filecache.core.render import shell_instructions
 pytestmark = pytest.mark.hosts
 
 BINARY = codex_binary()
-APP = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(1, 21))  # 60 lines
+# 120 lines: a FileRef with the instructions (the first short answer) is shorter than it.
+APP = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(1, 41))
+NOTE = "\n" + shell_instructions()
 
 
 @pytest.fixture
@@ -55,6 +57,8 @@ def _run(
 
 
 def _short(output: str, content: str) -> bool:
+    """A short answer (the instructions the first one carries left out)."""
+    output = output.replace(NOTE, "")
     return len(output) * 4 < len(content) and "[filecache]" in output
 
 
@@ -66,12 +70,12 @@ def test_the_binary_is_the_pinned_version() -> None:
 def test_unchanged_reread_is_a_fileref_naming_the_first_call(world: CodexWorld) -> None:
     server, out = _run(world, [exec_call("call_a1", "cat notes.txt")],
                        [exec_call("call_a2", "cat notes.txt")])  # fmt: skip
-    # The model was told once what the answers mean (SessionStart's additional context).
-    told = [i for i in server.requests[0]["input"] if i.get("role") == "developer"
-            and any(p.get("text") == shell_instructions() for p in i["content"])]  # fmt: skip
-    assert len(told) == 1
+    # Nothing rides in every request from the start: the first short answer says what the
+    # answers mean, on its last line.
+    assert not any(shell_instructions() in json.dumps(body) for body in server.requests[:2])
     assert out["call_a1"].endswith("Output:\n" + NOTES)  # the first read: Codex's own output
     assert _short(out["call_a2"], NOTES)
+    assert out["call_a2"].endswith(NOTE + "\n") and out["call_a2"].count(NOTE) == 1
     assert "notes.txt unchanged since your result call_a1" in out["call_a2"]
     assert out["call_a2"].startswith("Process exited with code 0\nOutput:\n")
     assert "line 30" not in out["call_a2"]
@@ -90,6 +94,7 @@ def test_ranged_sed_reread_is_short(world: CodexWorld) -> None:
     for cid in ("call_s2", "call_s3"):
         assert _short(out[cid], wanted), out[cid]
         assert "unchanged since your result call_s1" in out[cid]
+    assert NOTE in out["call_s2"] and NOTE not in out["call_s3"]  # said once
     # Lines 31-40 were never shown: Codex's own output stands, whole.
     assert out["call_s4"].endswith("".join(NOTES.splitlines(keepends=True)[24:40]))
 
@@ -125,7 +130,8 @@ def test_change_outside_is_a_diff(world: CodexWorld) -> None:
         edit_then_reread,
         [exec_call("call_d3", "cat -- notes.txt")],  # the recovery the hint names
     )
-    diff = out["call_d2"]
+    assert out["call_d2"].endswith(NOTE + "\n")  # the first short answer of the context
+    diff = out["call_d2"].replace(NOTE, "")
     assert len(diff) * 4 < len(NOTES), diff
     assert "-line 30: the quick brown fox" in diff
     assert "+line 30: THE SLOW brown fox" in diff
@@ -220,6 +226,7 @@ def test_parallel_calls_in_one_turn(world: CodexWorld) -> None:
     )
     assert "notes.txt unchanged since your result call_q1" in out["call_q3"]
     assert "src/app.py unchanged since your result call_q2" in out["call_q4"]
+    assert out["call_q3"].count(NOTE) + out["call_q4"].count(NOTE) == 1
 
 
 def test_compaction_makes_content_come_again(world: CodexWorld) -> None:

@@ -508,18 +508,32 @@ def test_hook_without_a_rollout_serves_nothing(hook: Hook, notes: str) -> None:
     assert run_hook([], json.dumps(payload).encode()) == b""
 
 
-def test_hook_precompact_forgets_and_session_start_instructs(hook: Hook, notes: str) -> None:
+def test_hook_precompact_forgets_and_the_first_short_answer_instructs(
+    hook: Hook, notes: str
+) -> None:
     from filecache.adapters.hosts.codex import run_hook
 
     from filecache.core.render import shell_instructions
 
-    start = json.loads(run_hook([], hook.payload("SessionStart", source="startup")))
-    assert start["hookSpecificOutput"]["additionalContext"] == shell_instructions()
-    assert run_hook([], hook.payload("SessionStart", source="resume")) == b""
+    # Nothing at session start: the instructions ride with the first short answer only.
+    for source in ("startup", "resume", "clear", "compact"):
+        assert run_hook([], hook.payload("SessionStart", source=source)) == b""
     hook.bash("c1", "cat notes.txt", notes)
+    first = _reason(hook.bash("c2", "cat notes.txt", notes))
+    assert "since your result c1" in first and first.endswith("\n" + shell_instructions() + "\n")
+    assert shell_instructions() not in _reason(hook.bash("c3", "cat notes.txt", notes))
     assert run_hook([], hook.payload("PreCompact", trigger="auto")) == b""
-    assert hook.bash("c2", "cat notes.txt", notes) == b""  # content again (Codex's own)
-    assert "since your result c2" in _reason(hook.bash("c3", "cat notes.txt", notes))
+    assert hook.bash("c4", "cat notes.txt", notes) == b""  # content again (Codex's own)
+    again = _reason(hook.bash("c5", "cat notes.txt", notes))
+    assert "since your result c4" in again and again.count(shell_instructions()) == 1
+    # A small range: the FileRef plus the instructions would be longer, so Codex's own stands.
+    hook.bash("c6", "cat notes.txt", notes)
+    assert run_hook([], hook.payload("PreCompact", trigger="auto")) == b""
+    assert hook.bash("c7", "cat notes.txt", notes) == b""
+    two = "".join(notes.splitlines(keepends=True)[:2])
+    assert hook.bash("c8", "head -n 2 notes.txt", two) == b""
+    assert shell_instructions() in _reason(hook.bash("c9", "cat notes.txt", notes))
+    assert "since your result" in _reason(hook.bash("c10", "head -n 2 notes.txt", two))
 
 
 @pytest.mark.parametrize(

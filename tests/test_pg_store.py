@@ -32,11 +32,13 @@ from filecache import FileCache
 from filecache.cli import main
 from filecache.errors import ConfigError, StoreError
 from filecache.store.opening import open_store
-from filecache.store.store import Event
+from filecache.store.store import Event, Store
 
 psycopg = pytest.importorskip("psycopg", reason="the [postgres] extra is not installed")
 
-from filecache.store.pg_schema import MIGRATIONS  # noqa: E402
+from filecache.store import migrations  # noqa: E402
+from filecache.store.dialect import POSTGRESQL  # noqa: E402
+from filecache.store.migrations import MIGRATIONS  # noqa: E402
 from filecache.store.pg_store import PostgresStore  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -69,6 +71,11 @@ def cli(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProce
 
 
 # Store URLs ---------------------------------------------------------------------------------
+
+
+def append(store: Store, event: Event, views: dict[str, str | None] | None = None) -> None:
+    """Commit one event (and view changes) at its session's head (what a session's turn does)."""
+    store.commit(event.session_id, store.head(event.session_id), [event], views or {})
 
 
 def test_a_postgresql_url_opens_the_postgres_store(pg_url: str) -> None:
@@ -146,7 +153,10 @@ def test_migrations_are_recorded_once_even_when_processes_open_at_once(pg_url: s
     with PostgresStore(pg_url):
         pass
     names = [n for (n,) in rows(pg_url, "SELECT name FROM _migrations ORDER BY name")]
-    assert names == sorted(m.__name__ for m in MIGRATIONS)
+    history = [m.__name__ for m in MIGRATIONS]  # and the old history's names of the same steps
+    old = [a for n in history for a in migrations.aliases(n, POSTGRESQL)]
+    assert old == ["m002_intents", "m003_commit_function"]
+    assert names == sorted(history + old)
 
 
 # Sharing across sessions, machines and processes ------------------------------------------------
@@ -279,9 +289,9 @@ def test_sessions_gc_on_postgres(pg_url: str) -> None:
     with PostgresStore(pg_url) as store:
         for version in ("old-only", "kept", "orphan"):
             store.put_blob(version, version.encode())
-        store.add_event(Event("old", 1, "c1", "read", "a.py", version="old-only", created=100.0))
-        store.add_event(Event("new", 1, "c1", "read", "a.py", version="kept"))
-        store.save_view("old", "a.py", "state")
+        old = Event("old", 1, "c1", "read", "a.py", version="old-only", created=100.0)
+        append(store, old, {"a.py": "state"})
+        append(store, Event("new", 1, "c1", "read", "a.py", version="kept"))
     runner = CliRunner()
     done = runner.invoke(main, ["sessions", "gc", "--store", pg_url, "--older-than", "1", "--json"])
     assert done.exit_code == 0, done.output

@@ -364,6 +364,28 @@ def test_html_opens_with_a_sortable_table_of_the_sessions(tmp_path: Path) -> Non
     assert rows == sorted([SCRIPTED.name, FIXTURE.name])
 
 
+def test_a_session_that_bills_more_than_recorded_leads_both_tables() -> None:
+    """A regression in billed tokens alone (its prompt saves more than the other session's)
+    comes first in the text table and in the page's default order, highlighted."""
+    import re
+
+    from filecache.replay.replay_report import replay_html
+
+    fine, good = replay_session(SCRIPTED), replay_session(FIXTURE)
+    assert good.prompt_tokens.saved_vs_recorded_pct > fine.prompt_tokens.saved_vs_recorded_pct
+    billed = dataclasses.replace(good.billed, filecache=10**9)
+    worse = dataclasses.replace(good, billed=billed)
+    totals = combine([fine, worse])
+    rows = [line.split(" | ")[0].strip("| *") for line in format_table([fine, worse], totals)
+            .splitlines()[2:]]  # fmt: skip
+    assert rows == ["total", FIXTURE.name, SCRIPTED.name]
+    page = replay_html([fine, worse], totals)
+    table = re.search(r'<div class="sort" id="by-regressions">(.*?)</div>', page, flags=re.S)
+    assert table is not None
+    names = re.findall(r'<tr( class="worse")?><td><a href="#[^"]+">([^<]+)', table.group(1))
+    assert names == [(' class="worse"', FIXTURE.name), ("", SCRIPTED.name)]
+
+
 def test_progress_a_line_per_session_off_a_terminal_and_nothing_under_json() -> None:
     result = _invoke(str(FIXTURE), str(SCRIPTED))
     assert result.exit_code == 0, result.output

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from filecache.store import sqlite_store
+from filecache.store import migrations
 from filecache.store.sqlite_store import MIGRATIONS, SqliteStore
 from filecache.store.store import Event
 
@@ -33,7 +33,7 @@ def test_a_store_of_the_previous_release_migrates_and_that_release_still_opens_i
     db = tmp_path / "cache.db"
     older = [m for m in MIGRATIONS if m.__name__ != "m007_drop_event_call_index"]
     with monkeypatch.context() as patch:
-        patch.setattr(sqlite_store, "MIGRATIONS", older)
+        patch.setattr(migrations, "MIGRATIONS", older)
         store = SqliteStore(db)
         store.commit("s", 0, [Event("s", 1, "c1", "read", "a.py", version="xxh3:a")], {})
         store.close()
@@ -45,7 +45,7 @@ def test_a_store_of_the_previous_release_migrates_and_that_release_still_opens_i
     store.commit("s", 1, [Event("s", 2, "c2", "read", "a.py", version="xxh3:b")], {})
     store.close()
     with monkeypatch.context() as patch:  # the previous release opens it again, and writes
-        patch.setattr(sqlite_store, "MIGRATIONS", older)
+        patch.setattr(migrations, "MIGRATIONS", older)
         store = SqliteStore(db)
         store.commit("s", 2, [Event("s", 3, "c3", "read", "a.py", version="xxh3:c")], {})
         store.close()

@@ -18,6 +18,10 @@ Invariants (DESIGN "Inside the agents people run"):
   the model is never told it holds text it was not shown.
 - What the model holds is the host's business: ``keep_only`` forgets every result the host's
   own record of the context no longer has; ``reset`` forgets all (compaction, clear).
+- How to read a short answer is said once per model context, in the first FileRef or diff
+  (``instructions_due``): the store remembers which result carried it, and the next short
+  answer carries it again once that result is no longer held (``keep_only``, ``reset``, or the
+  host's ``held`` test). A session whose answers are all content pays nothing for it.
 
 Concurrency: a hook runs as one process per tool call, several at once for parallel calls; the
 session's store lock and turns (``filecache.session``) make them safe. Nothing here keeps state
@@ -30,7 +34,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +49,8 @@ from filecache.store.store import ClosesOnExit
 __all__ = ["HostRead", "HostSession", "host_session_id", "log_failure", "log_path"]
 
 _SAFE_ID = re.compile(r"[A-Za-z0-9._-]{1,80}")
+# The store's key-value namespace for the call whose result carries the instructions, per session.
+_CARRIER = "host-instructions"
 
 
 @dataclass(frozen=True)
@@ -126,6 +132,9 @@ class HostSession(ClosesOnExit):
             gone = self.session.held_call_ids() - keep
             if gone:
                 self.session.forget(gone)
+            carrier = self._carrier()
+            if carrier and carrier not in keep:
+                self._set_carrier("")
         return gone
 
     def reset(self) -> None:
@@ -134,6 +143,30 @@ class HostSession(ClosesOnExit):
             held = self.session.held_call_ids()
             if held:
                 self.session.forget(held)
+            if self._carrier():
+                self._set_carrier("")
+
+    def instructions_due(
+        self, call_id: str, held: Callable[[str], bool] | None = None, *, claim: bool = True
+    ) -> bool:
+        """Whether the short answer of ``call_id`` carries the instructions: True when no result
+        the model holds carries them (none yet, or the one that did is gone: ``keep_only``,
+        ``reset``, or ``held(carrier)`` False), and then ``call_id`` is their carrier (unless
+        ``claim`` is False: only asking). Atomic under the session's lock: of two short answers
+        at once, exactly one carries them."""
+        with self.session.lock:
+            carrier = self._carrier()
+            if carrier and carrier != call_id and (held is None or held(carrier)):
+                return False
+            if claim:
+                self._set_carrier(call_id)
+            return True
+
+    def _carrier(self) -> str:
+        return self.cache.store.cache_get(_CARRIER, self.session.id) or ""
+
+    def _set_carrier(self, call_id: str) -> None:
+        self.cache.store.cache_put(_CARRIER, self.session.id, call_id)
 
     # -- the host's tools, after the host ran them -----------------------------------------
 

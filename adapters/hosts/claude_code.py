@@ -15,6 +15,12 @@ with the hook's JSON on stdin and reads the answer on stdout (``run_hook``):
   ``NotebookEdit`` and any other ``Bash`` command re-hash the view (the next read of a file they
   changed is a diff); a ``Bash`` read (``cat``, ``sed -n``, ``head``, ...) is answered like a
   Read, in the Bash result's shape (Claude Code's own fields kept, ``stdout`` replaced).
+- How to read a short answer travels with the first one of each context: the FileRef or diff
+  ends with one more line, ``render.host_instructions`` (after the answer's own lines, so a
+  Read's numbering of them is unchanged), and the store remembers which call carried it
+  (``HostSession.instructions_due``); once the transcript no longer holds that result, the
+  next short answer carries it again. Nothing is added at ``SessionStart``: a session whose
+  answers are all content pays nothing.
 - What the model holds comes from the transcript (``claude_transcript``, ``claude_index``):
   before every call, the calls it names and no longer holds are forgotten (a parallel call it
   does not name yet is kept: Claude Code runs tools while the response still streams); at
@@ -115,22 +121,11 @@ def answer(event: Mapping[str, Any], site: HookSite | None = None) -> dict[str, 
                 host.reset()
             else:  # startup, resume: the transcript says what is held
                 host.keep_only(_held(event, site).ids)
-        return _session_context()
+        return None
     if name == "UserPromptSubmit":  # a new turn: every earlier call is written by now
         with _open(event, site) as host:
             host.keep_only(_held(event, site).ids)
     return None
-
-
-def _session_context() -> dict[str, Any]:
-    """What the model is told once per context about filecache's answers."""
-    from filecache.core.render import host_instructions
-
-    context = {
-        "hookEventName": "SessionStart",
-        "additionalContext": host_instructions(DISPLAY_NAME),
-    }
-    return {"hookSpecificOutput": context}
 
 
 def _post_tool_use(event: Mapping[str, Any], site: HookSite) -> dict[str, Any] | None:
@@ -174,14 +169,17 @@ def _read(
     last = start + count - 1
     whole = start == 1 and last >= total
     host_text = content if last >= total else content + "\n"
-    with _open(event, site, current=call) as host:
+    opened = _open(event, site, current=call)
+    with opened as host:
         answer = host.read(
             path, call, start=None if whole else start,
             end=None if last >= total else last, host_text=host_text,
         )  # fmt: skip
-    if answer is None or answer.is_content:
-        return None
-    text = _for_host(answer.text)
+        if answer is None or answer.is_content:
+            return None
+        text = opened.with_note(call, _for_host(answer.text), content)
+        if text is None:
+            return None
     shaped = {
         "type": "text",
         "file": {
@@ -211,16 +209,20 @@ def _bash(
         and not response.get("persistedOutputPath")
         and not tool_input.get("run_in_background")
     )
-    with _open(event, site, current=call) as host:
+    opened = _open(event, site, current=call)
+    with opened as host:
         if not plain or not isinstance(response, dict):
             host.changed(call)
             return None
         stdout = str(response["stdout"])
         # Claude Code strips the newline(s) that end a command's output.
         answer = host.shell(command, call, output=stdout + "\n" if stdout else stdout)
-    if answer is None:
-        return None
-    return _replace({**response, "stdout": _for_host(answer).rstrip("\n")})
+        if answer is None:
+            return None
+        text = opened.with_note(call, _for_host(answer), stdout)
+        if text is None:
+            return None
+    return _replace({**response, "stdout": text})
 
 
 def _edit(
@@ -281,12 +283,41 @@ class _Opened:
         cwd = str(event.get("cwd") or call_env.getcwd())
         root = site.root or call_env.getenv("CLAUDE_PROJECT_DIR") or cwd
         self.host = HostSession.open(HOST_NAME, context, cwd, root=root, store=site.store)
+        self.held: Held | None = None
         if current is not None:
             try:
-                self._forget_lost(_held(event, site, current))
+                self.held = _held(event, site, current)
+                self._forget_lost(self.held)
             except BaseException:
                 self.host.close()
                 raise
+
+    def with_note(self, call: str, short: str, own: str) -> str | None:
+        """The short answer of ``call`` as the model sees it: with the instructions on their
+        own last line when no result the context holds carries them yet
+        (``HostSession.instructions_due``; the answer's own lines keep their place, and a Read
+        its numbering). None when that would be no shorter than Claude Code's ``own`` output:
+        then it stands, and the session forgets ``call`` (the model holds what Claude Code
+        showed, which filecache did not check)."""
+        from filecache.core.render import host_instructions
+
+        note = "\n" + host_instructions(DISPLAY_NAME)
+        if len(short) + len(note) >= len(own) and self._due(call, claim=False):
+            self.host.session.forget([call])
+            return None
+        return short + note if self._due(call) else short
+
+    def _due(self, call: str, *, claim: bool = True) -> bool:
+        held = self.held
+
+        def holds(carrier: str) -> bool:
+            # Held by the transcript, or a parallel call of this turn it does not name yet.
+            if held is None or not held.complete:
+                return False
+            return carrier in held.ids or carrier not in held.known
+
+        due: bool = self.host.instructions_due(call, holds, claim=claim)
+        return due
 
     def _forget_lost(self, held: Held) -> None:
         """Forget the calls the transcript names and no longer holds. A call it does not name

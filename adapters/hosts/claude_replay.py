@@ -6,7 +6,8 @@ received it (``claude_code.calls``: tool name, input, Claude Code's payload). Th
 the session again as Claude Code would have run it with the hook installed, on a copy of the
 trace's ``files/``:
 
-1. ``SessionStart`` (startup): the hook's ``additionalContext`` joins the model's context.
+1. ``SessionStart`` (startup): any ``additionalContext`` of the hook's joins the model's
+   context (it adds none: its instructions travel with the first short answer).
 2. Each prompt: ``UserPromptSubmit``. Each assistant message: its ``tool_use`` entries are
    appended to a transcript written as Claude Code writes one (``uuid``/``parentUuid`` chain,
    one entry per block), the file the hook reads ``transcript_path`` from.
@@ -41,9 +42,10 @@ from pathlib import Path
 from typing import Any
 
 from filecache.adapters.hosts.base import host_session_id
-from filecache.adapters.hosts.claude_code import HOST_NAME, HookSite, answer
+from filecache.adapters.hosts.claude_code import DISPLAY_NAME, HOST_NAME, HookSite, answer
 
 from filecache.cache import FileCache, Session
+from filecache.core.render import host_instructions
 from filecache.core.tokens import TokenCounter
 from filecache.errors import FileCacheError, TranscriptError
 from filecache.fsio import locate
@@ -284,6 +286,7 @@ class _Replayer:
         if isinstance(replaced, Mapping):
             inner = replaced.get("file", {}).get("content") if tool == "Read" else None
             inner = str(inner if inner is not None else replaced.get("stdout", ""))
+            inner = inner.removesuffix("\n" + host_instructions(DISPLAY_NAME))  # not the answer's
             return FileCall(cid, "read_file", rel, args, str(event.kind), sent, None, after, inner)
         shown = _shown_rows(hook.get("tool_response"), tool, start)
         inner = _verified(shown, after[1] if after else ())

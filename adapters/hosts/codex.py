@@ -17,9 +17,11 @@ the events below; ``run_hook`` answers each:
   writes and deletions, so a read after the model's own patch is short.
 - ``PreCompact``: forget everything (the context is about to be summarised). ``PostCompact``
   and ``SessionStart`` (startup, resume, compact, clear): keep only what the rollout says the
-  context holds. ``SessionStart`` (except on resume, whose context has them already) also
-  answers with ``render.shell_instructions()`` as additional context: what a FileRef and a
-  diff mean, and the command that always prints the whole file.
+  context holds. Nothing is added to the context there: the first FileRef or diff of a context
+  ends with ``render.shell_instructions()`` (what a FileRef and a diff mean, and the command
+  that always prints the whole file), and the store remembers which call carried it
+  (``HostSession.instructions_due``); once the rollout no longer holds that result, the next
+  short answer carries it again.
 
 Before every answer the session is reconciled with the rollout at ``transcript_path``
 (``codex_rollout``): a result compaction dropped, Codex truncated, or a rewind removed backs no
@@ -64,15 +66,6 @@ def shaped(text: str) -> str:
     from filecache.core.render import shell_answer
 
     return _EXEC_SHAPE + shell_answer(text)
-
-
-def _instructions() -> bytes:
-    """The SessionStart answer: what filecache's answers mean, once per context (Codex adds
-    it as a developer message)."""
-    from filecache.core.render import shell_instructions
-
-    context = {"hookEventName": "SessionStart", "additionalContext": shell_instructions()}
-    return json.dumps({"hookSpecificOutput": context}).encode("utf-8")
 
 
 def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
@@ -121,9 +114,7 @@ def _dispatch(data: dict[str, Any]) -> bytes:
                 session.reset()
             else:
                 session.keep_only(rollout.present)
-            # A resumed context still holds the instructions of its start; the others do not.
-            fresh = event == "SessionStart" and source in ("startup", "clear", "compact")
-            return _instructions() if fresh else b""
+            return b""
         call_id = data.get("tool_use_id")
         tool_input = data.get("tool_input")
         command = tool_input.get("command") if isinstance(tool_input, dict) else None
@@ -173,6 +164,20 @@ def _bash(
     text = session.shell(command, call_id, output=output)
     if text is None:
         return b""
+    # The first short answer of a context carries the instructions (keep_only above dropped a
+    # carrier the rollout no longer holds); when that makes it no shorter than Codex's own
+    # output, that output stands and nothing relies on this call.
+    from filecache.core.render import shell_instructions
+
+    note = "\n" + shell_instructions()
+    if len(text) + len(note) >= len(output or "") and session.instructions_due(
+        call_id, claim=False
+    ):
+        session.session.forget([call_id])
+        return b""
+    if session.instructions_due(call_id):
+        end = "\n" if text.endswith("\n") else ""
+        text = text.rstrip("\n") + note + end
     return json.dumps({"decision": "block", "reason": shaped(text)}).encode("utf-8")
 
 

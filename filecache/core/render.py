@@ -322,12 +322,12 @@ def shell_answer(text: str) -> str:
 
 
 def shell_instructions() -> str:
-    """What a model that reads files through a shell is told once per context (Codex CLI: a
-    SessionStart hook's additional context)."""
+    """What a model that reads files through a shell (Codex CLI) is told about filecache's short
+    answers: one line after the first FileRef or diff of each model context (``codex``)."""
     return (
-        f"File reads by shell command (cat, sed -n, head, tail, nl -ba) go through filecache. "
-        f"'{MARKER} PATH unchanged since your result ID (...)' means the lines you asked for "
-        f"are exactly as in your earlier result ID: use that text. '{MARKER} PATH changed since "
+        f"{MARKER} note (said once): file reads by shell command (cat, sed -n, head, tail, "
+        f"nl -ba) go through filecache. 'unchanged since your result ID' means the lines you "
+        f"asked for are exactly as in your earlier result ID: use that text. 'changed since "
         f"your result ID' is followed by a unified diff from the version you have to the "
         f"current file: apply it to your copy. Whenever you need the whole file again, run "
         f"`{FULL_READ_COMMAND}`. Never copy {MARKER} lines into a file."
@@ -343,17 +343,17 @@ def for_host_tools(text: str) -> str:
 
 
 def host_instructions(host: str) -> str:
-    """What a host's model is told once per context (Claude Code: a ``SessionStart`` hook's
-    ``additionalContext``): how to read filecache's short answers in its own tools' results."""
+    """What a host's model is told about filecache's short answers in its own tools' results:
+    one line after the first FileRef or diff of each model context (Claude Code: in the Read or
+    Bash result that carries it, ``claude_code``)."""
     return (
-        f"{host}'s Read and Bash file reads go through filecache. A result "
-        f"'{MARKER} PATH unchanged since your result ID ...' means those lines are exactly as "
-        f"in your earlier tool result ID, which is still in your context: use that text. "
-        f"'{MARKER} PATH changed since your result ID ...' is followed by a unified diff from "
-        f"that text to the file now: apply it to your copy. A Read numbers the lines of such "
-        f"an answer as it numbers a file's: those numbers count the answer's lines, not the "
-        f"file's. To see a whole file again, run `{FULL_READ_COMMAND}` with Bash (never "
-        f"served from the cache). Never copy {MARKER} lines into a file."
+        f"{MARKER} note (said once): {host}'s Read and Bash file reads go through filecache. "
+        f"'unchanged since your result ID' means those lines are exactly as in your earlier "
+        f"tool result ID, still in your context: use that text. 'changed since your result "
+        f"ID' is followed by a unified diff from that text to the file now: apply it to your "
+        f"copy. A Read numbers such an answer's lines, not the file's. To see a whole file "
+        f"again, run `{FULL_READ_COMMAND}` with Bash (never served from the cache). Never copy "
+        f"{MARKER} lines into a file."
     )
 
 

@@ -83,8 +83,8 @@ class PrunePolicy:
         cache_aware: gate on prompt-cache economics (on by default).
         cache_read, cache_write: prices of cached and newly cached tokens, relative to 1.
         turns_left: requests expected after this one; None: the gate simulates the requests
-            to come (``prune_cost``: as many again as so far, growing as they have, with the
-            cut forced once the prompt passes ``hard_at``).
+            to come (``prune_cost``: as many again as so far, growing as they have; a cut
+            saves only until the prompt would pass ``hard_at``, where it is made anyway).
         min_turns_left: with ``turns_left`` None, the gate expects at least this many requests
             to come (early in a session, "as many again as so far" is too few).
         output_first: degrade other output (bash, ...) before file reads.

@@ -23,13 +23,19 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from filecache.core.tokens import TokenCounter
-from filecache.errors import RequestError, TranscriptError
+from filecache.errors import TranscriptError
 from filecache.prune.pruner import TokenMemo
+from filecache.replay.host_registry import (
+    HOST_REPLAYS,
+    HostReplay,
+    host_replay,
+    register_host_replay,
+)
 from filecache.replay.replay_check import FileCall, ModelView, dangling_refs
 from filecache.replay.replay_metrics import (
     MESSAGE_OVERHEAD,
@@ -53,35 +59,11 @@ __all__ = [
     "trace_host",
 ]
 
-HostReplay = Callable[..., SessionReplay]
-"""``(trace_dir, *, tokenizer, store) -> SessionReplay``."""
-
-HOST_REPLAYS: dict[str, Callable[[], HostReplay]] = {}
-"""Host name -> a loader of its replay function (imported on first use)."""
-
 HOST_SOURCES = {"claude-code": ("claude-code ", "claude_code")}
 """Host name -> (how the ``source`` of a trace its importer wrote starts, the trace's key for
 the calls as the host's hook receives them)."""
 
 Message = dict[str, Any]
-
-
-def register_host_replay(host: str, loader: Callable[[], HostReplay]) -> None:
-    """Make ``host_replay(host)`` available (``loader`` imports the integration's replay)."""
-    HOST_REPLAYS[host] = loader
-
-
-def host_replay(host: str) -> HostReplay:
-    """The replay function of ``host``.
-
-    Raises:
-        RequestError: no replay is registered for it.
-    """
-    loader = HOST_REPLAYS.get(host)
-    if loader is None:
-        known = ", ".join(sorted(HOST_REPLAYS)) or "none"
-        raise RequestError(f"no replay through the {host!r} integration (known: {known})")
-    return loader()
 
 
 def load_trace(trace_dir: Path) -> dict[str, Any]:

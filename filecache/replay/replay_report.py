@@ -38,15 +38,18 @@ def _measure_row(label: str, m: Measure) -> list[str]:
 
 
 def format_table(replays: Sequence[SessionReplay], totals: SessionReplay | None = None) -> str:
-    """The totals row first, then one row per session. ``change``: the headline, the smaller
-    saving of the two baselines (recorded, plain), as a change (negative: filecache saved)."""
+    """The totals row first, then one row per session: those that cost more than recorded
+    (``worse_than_recorded``) first, the others in the order given. ``change``: the headline,
+    the smaller saving of the two baselines (recorded, plain), as a change (negative: filecache
+    saved)."""
     head = [
         "session", "requests", "prompt recorded", "prompt plain", "prompt filecache",
         "change", "billed change", "reads f/p/u/d/o/err", "pruned", "stale", "dangling",
         "recall", "recall all", "files",
     ]  # fmt: skip
     lines = [_row(head), _row(["---", *("---:" for _ in head[1:-1]), ":---:"])]
-    for r in [*([totals] if totals is not None else []), *replays]:
+    ordered = sorted(replays, key=lambda r: not _worse(r))  # stable: regressions first
+    for r in [*([totals] if totals is not None else []), *ordered]:
         bold = "**" if r is totals else ""
         pruned = sum(r.pruning.results.values())
         lines.append(
@@ -116,13 +119,15 @@ def format_replay(replays: Sequence[SessionReplay], totals: SessionReplay) -> st
     )  # fmt: skip
 
 
+def _worse(r: SessionReplay) -> bool:
+    return r.prompt_tokens.filecache > r.prompt_tokens.recorded or r.billed.filecache > (
+        r.billed.recorded
+    )
+
+
 def worse_than_recorded(replays: Sequence[SessionReplay]) -> list[SessionReplay]:
     """Every session whose prompt tokens or billed equivalents exceed the recording's."""
-    return [
-        r for r in replays
-        if r.prompt_tokens.filecache > r.prompt_tokens.recorded
-        or r.billed.filecache > r.billed.recorded
-    ]  # fmt: skip
+    return [r for r in replays if _worse(r)]
 
 
 def worse_line(replays: Sequence[SessionReplay], totals: SessionReplay) -> str:
@@ -164,24 +169,25 @@ def _measure_rows(r: SessionReplay) -> list[list[str]]:
     ]
 
 
-def _by_prompt(r: SessionReplay) -> tuple[float, str]:
-    return r.prompt_tokens.saved_vs_recorded_pct, r.name  # the least saved first
+def _by_regression(r: SessionReplay) -> tuple[bool, float, str]:
+    # costs more than recorded (prompt or billed) first, then the least prompt saved
+    return not _worse(r), r.prompt_tokens.saved_vs_recorded_pct, r.name
 
 
-def _by_billed(r: SessionReplay) -> tuple[float, str]:
-    return r.billed.saved_vs_recorded_pct, r.name
+def _by_billed(r: SessionReplay) -> tuple[bool, float, str]:
+    return False, r.billed.saved_vs_recorded_pct, r.name
 
 
-def _by_recall(r: SessionReplay) -> tuple[float, str]:
-    return r.recall, r.name
+def _by_recall(r: SessionReplay) -> tuple[bool, float, str]:
+    return False, r.recall, r.name
 
 
-def _by_name(r: SessionReplay) -> tuple[float, str]:
-    return 0.0, r.name
+def _by_name(r: SessionReplay) -> tuple[bool, float, str]:
+    return False, 0.0, r.name
 
 
-_SORTS: tuple[tuple[str, str, Callable[[SessionReplay], tuple[float, str]]], ...] = (
-    ("regressions", "regressions first", _by_prompt),  # every order the sessions table has
+_SORTS: tuple[tuple[str, str, Callable[[SessionReplay], tuple[bool, float, str]]], ...] = (
+    ("regressions", "regressions first", _by_regression),  # every order the sessions table has
     ("billed", "billed, worst first", _by_billed),
     ("recall", "recall, lowest first", _by_recall),
     ("session", "by name", _by_name),
@@ -224,8 +230,7 @@ def _sessions_tables(replays: Sequence[SessionReplay], totals: SessionReplay) ->
             + "</tr>",
         ]
         for r in sorted(replays, key=key):
-            worse = r.prompt_tokens.saved_vs_recorded_pct < 0 or r.billed.saved_vs_recorded_pct < 0
-            cls = ' class="worse"' if worse else ""
+            cls = ' class="worse"' if _worse(r) else ""
             name = f'<a href="#{anchors[id(r)]}">{escape(r.name)}</a>'
             rows.append(
                 f"<tr{cls}><td>{name}</td>"

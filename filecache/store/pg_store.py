@@ -10,9 +10,13 @@ Invariants:
   ``timeout`` seconds, not psycopg_pool's five minutes of growing back-offs, so a store that
   comes back is used again within seconds). A statement that
   stands alone commits on its own; work of several statements runs in one transaction.
-- The schema is built only by ``pg_schema``'s named migrations, applied on open.
+- The SQL is ``sql_store``'s (every role written once over ``dialect.POSTGRESQL``); this module
+  is the connection handling that is PostgreSQL's own, ``commit``, ``lock`` and ``migrate``.
+- The schema is built only by ``migrations.MIGRATIONS``, applied on open by ``migrate``: in one
+  transaction holding an advisory lock (processes opening one database at once apply each
+  exactly once), each migration in a savepoint.
 - ``commit`` is a compare-and-swap on the session's head, in one round trip (the server-side
-  ``filecache_commit`` of ``pg_schema``): it upserts the session's row first (a row lock that
+  ``filecache_commit`` of migration ``m009``): it upserts the session's row first (a row lock that
   serialises the session's committers), then reads the head in the same transaction, so sequence
   numbers are assigned against what is stored, on every machine.
 - ``lock(name)`` is ``pg_advisory_lock`` on a hash of the name, on a connection of a second pool
@@ -48,35 +52,15 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from filecache.errors import StoreConflictError, StoreError
-from filecache.store.pg_schema import CONFLICT_SQLSTATE, Conn, migrate
-from filecache.store.pg_sql import (
-    DELETE_UNREFERENCED_BLOBS,
-    DELETE_VIEW,
-    HEAD,
-    INSERT_EVENT,
-    INTENT_COLUMNS,
-    SELECT_EVENTS,
-    SELECT_SESSIONS,
-    UPSERT_SESSION,
-    UPSERT_VIEW,
-    delete_sessions,
-    event_json,
-    event_of_row,
-    event_row,
-)
-from filecache.store.store import (
-    ClosesOnExit,
-    Event,
-    GcReport,
-    Intent,
-    Projection,
-    SessionInfo,
-    check_sequence,
-    compress,
-    decompress,
-)
+from filecache.store import migrations
+from filecache.store.dialect import POSTGRESQL
+from filecache.store.migrations import CONFLICT_SQLSTATE
+from filecache.store.sql_store import SqlStore
+from filecache.store.store import Event, check_sequence
 
-__all__ = ["PostgresStore", "describe_url"]
+__all__ = ["Conn", "PostgresStore", "describe_url", "event_json", "migrate"]
+
+Conn = psycopg.Connection[tuple[Any, ...]]
 
 # psycopg_pool logs a warning for every failed connection attempt (several per outage, a
 # traceback's worth each); filecache reports an outage once, as a StoreError. A handler of our
@@ -136,7 +120,7 @@ class _Held(threading.local):
         self.counts = {}
 
 
-class PostgresStore(ClosesOnExit):
+class PostgresStore(SqlStore):
     """The ``Store`` on a PostgreSQL database, shared by the threads, processes and machines
     that name the same URL.
 
@@ -151,6 +135,7 @@ class PostgresStore(ClosesOnExit):
     """
 
     def __init__(self, url: str, *, max_connections: int = 8, timeout: float = 5.0) -> None:
+        super().__init__(POSTGRESQL)
         self.url = url
         self.where = describe_url(url)
         self._timeout = timeout
@@ -229,68 +214,7 @@ class PostgresStore(ClosesOnExit):
                 raise _store_error(exc, self.where) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
-    # Blobs -----------------------------------------------------------------------------------
-
-    def put_blob(self, version: str, data: bytes) -> None:
-        """Store ``data`` under ``version`` unless it is already there (content-addressed)."""
-        if self.has_blob(version):
-            return  # another session or machine stored it: skip compressing it again
-        packed = compress(data)
-        self._one(
-            lambda c: c.execute(
-                "INSERT INTO blobs (version, size, data) VALUES (%s, %s, %s) "
-                "ON CONFLICT (version) DO NOTHING",
-                (version, len(data), packed),
-            )
-        )
-
-    def get_blob(self, version: str) -> bytes | None:
-        """The bytes stored under ``version``, or None."""
-        row = self._one(
-            lambda c: c.execute("SELECT data FROM blobs WHERE version = %s", (version,)).fetchone()
-        )
-        return None if row is None else decompress(bytes(row[0]))
-
-    def has_blob(self, version: str) -> bool:
-        """Whether a blob is stored under ``version``."""
-        row = self._one(
-            lambda c: c.execute("SELECT 1 FROM blobs WHERE version = %s", (version,)).fetchone()
-        )
-        return row is not None
-
-    # The ledger ------------------------------------------------------------------------------
-
-    def add_event(self, event: Event) -> None:
-        """Append ``event`` to its session's ledger; the session's last use becomes its time."""
-
-        def work(conn: Conn) -> None:
-            conn.execute(UPSERT_SESSION, (event.session_id, event.created, event.created))
-            conn.execute(INSERT_EVENT, event_row(event))
-
-        self._transaction(work)
-
-    def events(self, session_id: str, after: int | None = None) -> list[Event]:
-        """The session's events with ``seq > after`` (None: all), in ``seq`` order."""
-        since = -(2**62) if after is None else after
-        rows = self._one(lambda c: c.execute(SELECT_EVENTS, (session_id, since)).fetchall())
-        return [event_of_row(row) for row in rows]
-
-    def head(self, session_id: str) -> int:
-        """The session's newest ``seq``, 0 when it has no events."""
-        row = self._one(lambda c: c.execute(HEAD, (session_id,)).fetchone())
-        return 0 if row is None else int(row[0])
-
-    def settled_events(self, session_id: str, after: int) -> list[Event]:
-        """The session's events after ``after`` once no commit of it is in flight: the
-        session's row is locked first (``FOR UPDATE``), which waits for a commit still running
-        on a connection whose reply was lost (``filecache_commit`` holds that row's lock)."""
-
-        def work(conn: Conn) -> list[Event]:
-            conn.execute("SELECT 1 FROM sessions WHERE session_id = %s FOR UPDATE", (session_id,))
-            rows = conn.execute(SELECT_EVENTS, (session_id, after)).fetchall()
-            return [event_of_row(row) for row in rows]
-
-        return self._transaction(work)
+    # The ledger: commit is one round trip -----------------------------------------------------
 
     def commit(
         self,
@@ -327,146 +251,7 @@ class PostgresStore(ClosesOnExit):
                 raise StoreConflictError(detail) from None
             raise
 
-    def save_view(self, session_id: str, path: str, state: str | None) -> None:
-        """Record the view state of ``path`` in the session; None forgets it."""
-        if state is None:
-            self._one(lambda c: c.execute(DELETE_VIEW, (session_id, path)))
-        else:
-            self._one(lambda c: c.execute(UPSERT_VIEW, (session_id, path, state)))
-
-    def load_views(self, session_id: str) -> dict[str, str]:
-        """Every saved view state of the session, by path."""
-        rows = self._one(
-            lambda c: c.execute(
-                "SELECT path, state FROM views WHERE session_id = %s", (session_id,)
-            ).fetchall()
-        )
-        return {str(p): str(s) for p, s in rows}
-
-    def touch_session(self, session_id: str, now: float | None = None) -> None:
-        """Create the session if needed and set its last use to ``now`` (default: the time)."""
-        when = time.time() if now is None else now
-        self._one(lambda c: c.execute(UPSERT_SESSION, (session_id, when, when)))
-
-    def sessions(self) -> list[SessionInfo]:
-        """Every session of the fleet with its event count and token sums, most recent first."""
-        rows = self._one(lambda c: c.execute(SELECT_SESSIONS).fetchall())
-        return [
-            SessionInfo(str(s), float(c), float(u), int(n), int(t), int(f))
-            for s, c, u, n, t, f in rows
-        ]
-
-    def delete_session(self, session_id: str) -> None:
-        """Forget the session, its events, views, archive and projections (blobs stay)."""
-        self._transaction(lambda c: delete_sessions(c, [session_id]))
-
-    def gc(self, older_than: float) -> GcReport:
-        """Delete sessions last used before ``older_than``, then every unreferenced blob."""
-
-        def work(conn: Conn) -> GcReport:
-            old = [
-                str(sid)
-                for (sid,) in conn.execute(
-                    "SELECT session_id FROM sessions WHERE last_used < %s FOR UPDATE",
-                    (older_than,),
-                ).fetchall()
-            ]
-            delete_sessions(conn, old)
-            blobs = conn.execute(DELETE_UNREFERENCED_BLOBS).rowcount
-            return GcReport(len(old), max(blobs, 0))
-
-        return self._transaction(work)
-
-    # The key-value cache (outlines, token counts, meta) --------------------------------------
-
-    def cache_get(self, namespace: str, key: str) -> str | None:
-        """The cached value, or None."""
-        row = self._one(
-            lambda c: c.execute(
-                "SELECT value FROM cache WHERE namespace = %s AND key = %s", (namespace, key)
-            ).fetchone()
-        )
-        return None if row is None else str(row[0])
-
-    def cache_put(self, namespace: str, key: str, value: str) -> None:
-        """Set the cached value, replacing any previous one."""
-        self._one(
-            lambda c: c.execute(
-                "INSERT INTO cache (namespace, key, value) VALUES (%s, %s, %s) "
-                "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value",
-                (namespace, key, value),
-            )
-        )
-
-    # Pruning's archive and projections -------------------------------------------------------
-
-    def archive_put(self, session_id: str, call_id: str, text: str) -> None:
-        """Keep the original text of a tool result; the first one stored wins."""
-        packed = compress(text.encode("utf-8"))
-        self._one(
-            lambda c: c.execute(
-                "INSERT INTO archive (session_id, call_id, text, created) "
-                "VALUES (%s, %s, %s, %s) ON CONFLICT (session_id, call_id) DO NOTHING",
-                (session_id, call_id, packed, time.time()),
-            )
-        )
-
-    def archive_get(self, call_id: str, session_id: str | None = None) -> str | None:
-        """The archived original of ``call_id`` (in ``session_id``, or the newest anywhere)."""
-        if session_id is None:
-            sql = "SELECT text FROM archive WHERE call_id = %s ORDER BY created DESC LIMIT 1"
-            params: tuple[str, ...] = (call_id,)
-        else:
-            sql = "SELECT text FROM archive WHERE session_id = %s AND call_id = %s"
-            params = (session_id, call_id)
-        row = self._one(lambda c: c.execute(sql, params).fetchone())
-        return None if row is None else decompress(bytes(row[0])).decode("utf-8")
-
-    def projection_put(
-        self,
-        session_id: str,
-        call_id: str,
-        tier: str,
-        text: str,
-        tokens_before: int = 0,
-        tokens_after: int = 0,
-    ) -> None:
-        """Record what a pruned result became (replacing a lower tier); the original's
-        ``tokens_before`` is kept from the first projection."""
-        self._one(
-            lambda c: c.execute(
-                "INSERT INTO projections (session_id, call_id, tier, text, created, "
-                "tokens_before, tokens_after) VALUES (%s, %s, %s, %s, %s, %s, %s) "
-                "ON CONFLICT (session_id, call_id) DO UPDATE SET tier = excluded.tier, "
-                "text = excluded.text, tokens_after = excluded.tokens_after, "
-                "tokens_before = CASE WHEN projections.tokens_before = 0 "
-                "THEN excluded.tokens_before ELSE projections.tokens_before END",
-                (session_id, call_id, tier, text, time.time(), tokens_before, tokens_after),
-            )
-        )
-
-    def projections(self, session_id: str) -> dict[str, tuple[str, str]]:
-        """Every recorded projection of the session: call id -> (tier, text)."""
-        rows = self._one(
-            lambda c: c.execute(
-                "SELECT call_id, tier, text FROM projections WHERE session_id = %s",
-                (session_id,),
-            ).fetchall()
-        )
-        return {str(c): (str(t), str(x)) for c, t, x in rows}
-
-    def projection_records(self, session_id: str) -> list[Projection]:
-        """The session's projections with their token counts, oldest first."""
-        rows = self._one(
-            lambda c: c.execute(
-                "SELECT call_id, tier, tokens_before, tokens_after, created FROM projections "
-                "WHERE session_id = %s ORDER BY created, call_id",
-                (session_id,),
-            ).fetchall()
-        )
-        return [Projection(str(c), str(t), int(b), int(a), float(w)) for c, t, b, a, w in rows]
-
-    # Locks and intents -----------------------------------------------------------------------
+    # Locks ------------------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def lock(self, name: str) -> Iterator[None]:
@@ -539,45 +324,6 @@ class PostgresStore(ClosesOnExit):
         with contextlib.suppress(PoolClosed):
             self._lock_pool.putconn(conn)
 
-    def put_intent(self, intent: Intent) -> None:
-        """Record a write about to replace a file (replacing one of the same call)."""
-        i = intent
-        self._one(
-            lambda c: c.execute(
-                f"INSERT INTO intents ({INTENT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
-                "ON CONFLICT (session_id, call_id) DO UPDATE SET path = excluded.path, "
-                "root = excluded.root, before = excluded.before, after = excluded.after, "
-                "created = excluded.created",
-                (i.session_id, i.call_id, i.path, i.root, i.before, i.after, i.created),
-            )
-        )
-
-    def drop_intent(self, session_id: str, call_id: str) -> None:
-        """Forget the intent of a call (committed, or recovered)."""
-        self._one(
-            lambda c: c.execute(
-                "DELETE FROM intents WHERE session_id = %s AND call_id = %s",
-                (session_id, call_id),
-            )
-        )
-
-    def intents(self, root: str | None = None) -> list[Intent]:
-        """The intents left (of ``root``, or all), oldest first."""
-        if root is None:
-            sql = f"SELECT {INTENT_COLUMNS} FROM intents ORDER BY created, session_id, call_id"
-            params: tuple[str, ...] = ()
-        else:
-            sql = (
-                f"SELECT {INTENT_COLUMNS} FROM intents WHERE root = %s "
-                "ORDER BY created, session_id, call_id"
-            )
-            params = (root,)
-        rows = self._one(lambda c: c.execute(sql, params).fetchall())
-        return [
-            Intent(session_id=s, call_id=c, path=p, root=r, before=b, after=a, created=float(w))
-            for s, c, p, r, b, a, w in rows
-        ]
-
     # Lifetime --------------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -604,3 +350,55 @@ def _configure_lock_conn(conn: Conn) -> None:
     conn.execute("SET tcp_keepalives_idle = 10")
     conn.execute("SET tcp_keepalives_interval = 5")
     conn.execute("SET tcp_keepalives_count = 3")
+
+
+def event_json(e: Event) -> dict[str, object]:
+    """An event as ``filecache_commit`` reads it (``jsonb_to_recordset``)."""
+    return {
+        "seq": e.seq,
+        "call_id": e.call_id,
+        "tool": e.tool,
+        "path": e.path,
+        "start": e.start,
+        "end": e.end,
+        "version": e.version,
+        "base_version": e.base_version,
+        "kind": e.kind,
+        "base_call_id": e.base_call_id,
+        "tokens": e.tokens,
+        "tokens_full": e.tokens_full,
+        "text_hash": e.text_hash,
+        "created": e.created,
+        "deps": " ".join(e.deps),
+        "args": " ".join(e.args),
+    }
+
+
+_MIGRATION_LOCK = 0x66696C6563616368  # "filecach": the advisory key that serialises migrations
+
+
+def migrate(conn: Conn) -> None:
+    """Apply the migrations not yet recorded (``migrations``), under an advisory lock, in one
+    transaction, each in a savepoint; a store of the old PostgreSQL history is adopted first."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS _migrations "
+            "(name TEXT PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
+        )
+        applied = {str(n) for (n,) in conn.execute("SELECT name FROM _migrations").fetchall()}
+        record = (
+            "INSERT INTO _migrations (name, applied_at) VALUES (%s, %s) "
+            "ON CONFLICT (name) DO NOTHING"
+        )
+        for name in migrations.adopted(applied, POSTGRESQL):
+            conn.execute(record, (name, time.time()))
+            applied.add(name)
+        for migration in migrations.pending(applied, migrations.MIGRATIONS):
+            with conn.transaction():  # a savepoint: a failed migration leaves none of itself
+                migration(conn, POSTGRESQL)
+                for name in (
+                    migration.__name__,
+                    *migrations.aliases(migration.__name__, POSTGRESQL),
+                ):
+                    conn.execute(record, (name, time.time()))

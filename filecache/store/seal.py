@@ -29,7 +29,7 @@ import secrets
 import threading
 from pathlib import Path
 
-from filecache.store.store import Store
+from filecache.store.store import KvStore
 
 __all__ = ["KEY_ENV", "Seal", "default_seal", "key_path"]
 
@@ -104,7 +104,7 @@ class Seal:
             mac.update(data)
         return mac.hexdigest()[:_TAG_HEX]
 
-    def get(self, store: Store, namespace: str, key: str) -> str | None:
+    def get(self, store: KvStore, namespace: str, key: str) -> str | None:
         """The sealed value of ``namespace``/``key``, or None (absent, or its tag is wrong)."""
         stored = store.cache_get(namespace + _SUFFIX, key)
         if stored is None or len(stored) < _TAG_HEX + 1 or stored[_TAG_HEX] != ":":
@@ -114,17 +114,17 @@ class Seal:
             return None
         return value
 
-    def put(self, store: Store, namespace: str, key: str, value: str) -> None:
+    def put(self, store: KvStore, namespace: str, key: str, value: str) -> None:
         """Store ``value`` sealed under ``namespace``/``key`` (replacing any row there)."""
         store.cache_put(namespace + _SUFFIX, key, f"{self.tag(namespace, key, value)}:{value}")
 
-    def put_tag(self, store: Store, namespace: str, key: str, *parts: str | bytes) -> None:
+    def put_tag(self, store: KvStore, namespace: str, key: str, *parts: str | bytes) -> None:
         """Store the tag of ``parts`` (a row kept elsewhere: a blob, a projection)."""
         tag = self.tag(namespace, key, *parts)
         store.cache_put(namespace + _SUFFIX, key, tag)
         self._remember(tag)
 
-    def check_tag(self, store: Store, namespace: str, key: str, *parts: str | bytes) -> bool:
+    def check_tag(self, store: KvStore, namespace: str, key: str, *parts: str | bytes) -> bool:
         """Whether ``parts`` carry the tag stored for ``namespace``/``key``."""
         tag = self.tag(namespace, key, *parts)
         with self._lock:

@@ -1,16 +1,17 @@
 """The durable store: one SQLite file shared by the threads and processes working on a root.
 
+The SQL is ``sql_store``'s (every role written once over ``dialect.SQLITE``); this module is the
+connection handling that is SQLite's own, ``commit`` and ``lock``.
+
 Invariants:
 - One connection per ``SqliteStore``, opened with ``check_same_thread=False`` and used only while
   holding the store's ``RLock``; processes sharing the file rely on WAL and a 5 s busy timeout.
 - The connection is in autocommit mode: a single statement commits on its own, and work of several
   statements runs between an explicit ``BEGIN IMMEDIATE`` and ``COMMIT`` (immediate, so that a
   reader never has to upgrade to a writer, which WAL cannot wait for).
-- The schema is built only by the named functions in ``MIGRATIONS``, applied on open, in order,
-  each in its own transaction and recorded by name in ``_migrations``; a recorded one never runs
-  again. Append new migrations; never edit or reorder applied ones.
-- Blobs are stored ``compress``-ed, keyed by their version (content-addressed,
-  ``INSERT OR IGNORE``); ``size`` is the uncompressed length.
+- The schema is built only by ``migrations.MIGRATIONS``, applied on open, in order, each in its
+  own transaction, under the open lock of ``<database>.lock``, and recorded by name in
+  ``_migrations``; a recorded one never runs again.
 - Every ``sqlite3.Error`` (and the ``OSError`` of opening) becomes a ``StoreError`` in
   ``_store_error`` and nowhere else; a failed transaction is rolled back before it surfaces.
 - ``commit`` checks the session's head and appends under one ``BEGIN IMMEDIATE``: no other
@@ -32,210 +33,23 @@ from types import TracebackType
 from typing import TypeVar
 
 from filecache.errors import StoreConflictError, StoreError
+from filecache.store import migrations
+from filecache.store.dialect import SQLITE
 from filecache.store.locks import lock_file
-from filecache.store.store import (
-    LAST_USED_SLACK,
-    ClosesOnExit,
-    Event,
-    GcReport,
-    Intent,
-    Projection,
-    SessionInfo,
-    check_sequence,
-    compress,
-    decompress,
-    event_of_row,
-    event_row,
-)
+from filecache.store.migrations import MIGRATIONS, Connection
+from filecache.store.sql_store import SqlStore, statements
+from filecache.store.store import LAST_USED_SLACK, Event, check_sequence, event_row
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
 
-Migration = Callable[[sqlite3.Connection], None]
 _T = TypeVar("_T")
 
-MIGRATIONS: list[Migration] = []
-"""The schema's history, oldest first; each is recorded under its function name."""
-
-
-def _migration(fn: Migration) -> Migration:
-    MIGRATIONS.append(fn)
-    return fn
-
-
-@_migration
-def m001_initial(conn: sqlite3.Connection) -> None:
-    """Sessions, the event ledger, content blobs, views and the key-value cache."""
-    conn.execute(
-        """CREATE TABLE sessions (
-            session_id TEXT PRIMARY KEY,
-            created REAL NOT NULL,
-            last_used REAL NOT NULL
-        )"""
-    )
-    conn.execute(
-        """CREATE TABLE events (
-            session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
-            seq INTEGER NOT NULL,
-            call_id TEXT NOT NULL,
-            tool TEXT NOT NULL,
-            path TEXT NOT NULL,
-            start INTEGER,
-            "end" INTEGER,
-            version TEXT,
-            base_version TEXT,
-            kind TEXT NOT NULL,
-            base_call_id TEXT,
-            tokens INTEGER NOT NULL,
-            tokens_full INTEGER NOT NULL,
-            text_hash TEXT,
-            created REAL NOT NULL,
-            PRIMARY KEY (session_id, seq)
-        )"""
-    )
-    conn.execute("CREATE INDEX events_session_call ON events(session_id, call_id)")
-    conn.execute(
-        """CREATE TABLE blobs (
-            version TEXT PRIMARY KEY,
-            size INTEGER NOT NULL,
-            data BLOB NOT NULL
-        )"""
-    )
-    conn.execute(
-        """CREATE TABLE views (
-            session_id TEXT NOT NULL,
-            path TEXT NOT NULL,
-            state TEXT NOT NULL,
-            PRIMARY KEY (session_id, path)
-        )"""
-    )
-    conn.execute(
-        """CREATE TABLE cache (
-            namespace TEXT NOT NULL,
-            key TEXT NOT NULL,
-            value TEXT NOT NULL,
-            PRIMARY KEY (namespace, key)
-        )"""
-    )
-
-
-@_migration
-def m002_archive_and_projections(conn: sqlite3.Connection) -> None:
-    """Pruning: every original tool result archived, and what each pruned result became."""
-    conn.execute(
-        """CREATE TABLE archive (
-            session_id TEXT NOT NULL,
-            call_id TEXT NOT NULL,
-            text BLOB NOT NULL,
-            created REAL NOT NULL,
-            PRIMARY KEY (session_id, call_id)
-        )"""
-    )
-    conn.execute("CREATE INDEX archive_call ON archive(call_id)")
-    conn.execute(
-        """CREATE TABLE projections (
-            session_id TEXT NOT NULL,
-            call_id TEXT NOT NULL,
-            tier TEXT NOT NULL,
-            text TEXT NOT NULL,
-            created REAL NOT NULL,
-            PRIMARY KEY (session_id, call_id)
-        )"""
-    )
-
-
-@_migration
-def m003_projection_tokens(conn: sqlite3.Connection) -> None:
-    """Pruning: the tokens a pruned result took originally and takes now (for stats)."""
-    conn.execute("ALTER TABLE projections ADD COLUMN tokens_before INTEGER NOT NULL DEFAULT 0")
-    conn.execute("ALTER TABLE projections ADD COLUMN tokens_after INTEGER NOT NULL DEFAULT 0")
-
-
-@_migration
-def m004_event_deps(conn: sqlite3.Connection) -> None:
-    """Every call id a FileRef/diff answer relies on (space-separated), for exact keep-alive."""
-    conn.execute("ALTER TABLE events ADD COLUMN deps TEXT NOT NULL DEFAULT ''")
-
-
-@_migration
-def m005_event_args(conn: sqlite3.Connection) -> None:
-    """Hashes of what a write/edit call wrote (its content, its new strings), for ``sync``."""
-    conn.execute("ALTER TABLE events ADD COLUMN args TEXT NOT NULL DEFAULT ''")
-
-
-@_migration
-def m006_intents(conn: sqlite3.Connection) -> None:
-    """Writes about to replace a file (record-intent -> replace -> commit), for recovery."""
-    conn.execute(
-        """CREATE TABLE intents (
-            session_id TEXT NOT NULL,
-            call_id TEXT NOT NULL,
-            root TEXT NOT NULL,
-            path TEXT NOT NULL,
-            before TEXT,
-            after TEXT NOT NULL,
-            created REAL NOT NULL,
-            PRIMARY KEY (session_id, call_id)
-        )"""
-    )
-
-
-@_migration
-def m007_drop_event_call_index(conn: sqlite3.Connection) -> None:
-    """No query looks events up by call id: the index cost a random B-tree leaf per event."""
-    conn.execute("DROP INDEX IF EXISTS events_session_call")
-
-
-# Constant SQL text, so that sqlite3's statement cache reuses the prepared statements.
-_UPSERT_SESSION = (
-    "INSERT INTO sessions (session_id, created, last_used) VALUES (?, ?, ?) "
-    "ON CONFLICT (session_id) DO UPDATE SET last_used = excluded.last_used"
-)
 # ``commit``'s: the row must exist (events reference it), but its last use is rewritten only
 # when it moves on by over a second (a call that leaves the page unchanged writes no WAL frame).
-_COMMIT_SESSION = _UPSERT_SESSION + (
+_COMMIT_SESSION = statements(SQLITE).upsert_session + (
     f" WHERE excluded.last_used > sessions.last_used + {LAST_USED_SLACK!r}"
     " OR excluded.last_used < sessions.last_used"
 )
-_EVENT_COLUMNS = (
-    'session_id, seq, call_id, tool, path, start, "end", version, base_version, kind, '
-    "base_call_id, tokens, tokens_full, text_hash, created, deps, args"
-)
-_INSERT_EVENT = f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES ({', '.join('?' * 17)})"
-_SELECT_EVENTS = (
-    f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq > ? ORDER BY seq"
-)
-_HEAD = "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?"
-_INTENT_COLUMNS = "session_id, call_id, root, path, before, after, created"
-_INSERT_BLOB = "INSERT OR IGNORE INTO blobs (version, size, data) VALUES (?, ?, ?)"
-_SELECT_BLOB = "SELECT data FROM blobs WHERE version = ?"
-_HAS_BLOB = "SELECT 1 FROM blobs WHERE version = ?"
-_UPSERT_VIEW = (
-    "INSERT INTO views (session_id, path, state) VALUES (?, ?, ?) "
-    "ON CONFLICT (session_id, path) DO UPDATE SET state = excluded.state"
-)
-_DELETE_VIEW = "DELETE FROM views WHERE session_id = ? AND path = ?"
-_SELECT_VIEWS = "SELECT path, state FROM views WHERE session_id = ?"
-_SELECT_SESSIONS = """
-    SELECT s.session_id, s.created, s.last_used,
-           COUNT(e.seq), COALESCE(SUM(e.tokens), 0), COALESCE(SUM(e.tokens_full), 0)
-    FROM sessions AS s LEFT JOIN events AS e ON e.session_id = s.session_id
-    GROUP BY s.session_id
-    ORDER BY s.last_used DESC, s.session_id
-"""
-_OLD_SESSIONS = "SELECT session_id FROM sessions WHERE last_used < ?"
-# NOT IN over a set holding NULL is never true: both columns are filtered for NULL.
-_DELETE_UNREFERENCED_BLOBS = """
-    DELETE FROM blobs WHERE version NOT IN (
-        SELECT version FROM events WHERE version IS NOT NULL
-        UNION SELECT base_version FROM events WHERE base_version IS NOT NULL
-    )
-"""
-_SELECT_CACHE = "SELECT value FROM cache WHERE namespace = ? AND key = ?"
-_UPSERT_CACHE = (
-    "INSERT INTO cache (namespace, key, value) VALUES (?, ?, ?) "
-    "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value"
-)
-
 _WRITABLE_HINT = "pass store=':memory:' or set FILECACHE_STORE to a writable path"
 
 
@@ -294,7 +108,7 @@ class _Guard:
             store._lock.release()
 
 
-class SqliteStore(ClosesOnExit):
+class SqliteStore(SqlStore):
     """The ``Store`` on an SQLite file, safe for threads (one lock) and processes (WAL).
 
     Args:
@@ -305,6 +119,7 @@ class SqliteStore(ClosesOnExit):
     """
 
     def __init__(self, path: Path) -> None:
+        super().__init__(SQLITE)
         self.path = Path(path)
         self._lock = threading.RLock()
         self._guard = _Guard(self)
@@ -344,44 +159,22 @@ class SqliteStore(ClosesOnExit):
     def __repr__(self) -> str:
         return f"SqliteStore({str(self.path)!r})"
 
-    def put_blob(self, version: str, data: bytes) -> None:
-        """Store ``data`` under ``version`` unless it is already there (content-addressed)."""
-        if self.has_blob(version):
-            return  # skip compressing what is already stored
-        packed = compress(data)
+    def _one(self, work: Callable[[Connection], _T]) -> _T:
         with self._guard as conn:
-            conn.execute(_INSERT_BLOB, (version, len(data), packed))
+            return work(conn)
 
-    def get_blob(self, version: str) -> bytes | None:
-        """The bytes stored under ``version``, or None."""
+    def _transaction(self, work: Callable[[Connection], _T]) -> _T:
         with self._guard as conn:
-            row = conn.execute(_SELECT_BLOB, (version,)).fetchone()
-        return None if row is None else decompress(row[0])
-
-    def has_blob(self, version: str) -> bool:
-        """Whether a blob is stored under ``version``."""
-        with self._guard as conn:
-            return conn.execute(_HAS_BLOB, (version,)).fetchone() is not None
-
-    def add_event(self, event: Event) -> None:
-        """Append ``event`` to its session's ledger; the session's last use becomes its time."""
-        e = event
-        row = event_row(e)
-        with self._guard as conn:
-            self._last_used.pop(e.session_id, None)
             conn.execute("BEGIN IMMEDIATE")
-            conn.execute(_UPSERT_SESSION, (e.session_id, e.created, e.created))
-            conn.execute(_INSERT_EVENT, row)
+            result = work(conn)
             conn.execute("COMMIT")
+            return result
 
-    def head(self, session_id: str) -> int:
-        """The session's newest ``seq`` (0 for none)."""
-        with self._guard as conn:
-            return int(conn.execute(_HEAD, (session_id,)).fetchone()[0])
-
-    def settled_events(self, session_id: str, after: int) -> list[Event]:
-        """``events``: a commit on this file is over when its call returns or raises."""
-        return self.events(session_id, after)
+    def _forget_last_used(self, session_id: str | None) -> None:
+        if session_id is None:
+            self._last_used.clear()
+        else:
+            self._last_used.pop(session_id, None)
 
     def commit(
         self,
@@ -395,11 +188,12 @@ class SqliteStore(ClosesOnExit):
         check_sequence(session_id, expected_head, events)
         rows = [event_row(e) for e in events]
         when = events[-1].created if events else time.time()
+        sql = self._sql
 
         def attempt() -> int:
             with self._guard as conn:
                 conn.execute("BEGIN IMMEDIATE")
-                head = int(conn.execute(_HEAD, (session_id,)).fetchone()[0])
+                head = int(conn.execute(sql.head, (session_id,)).fetchone()[0])
                 if head != expected_head:
                     conn.execute("ROLLBACK")
                     raise StoreConflictError(
@@ -411,12 +205,12 @@ class SqliteStore(ClosesOnExit):
                 if expected_head == 0 or known is None or not 0 <= when - known < LAST_USED_SLACK:
                     conn.execute(_COMMIT_SESSION, (session_id, when, when))
                     known = when
-                conn.executemany(_INSERT_EVENT, rows)
+                conn.executemany(sql.insert_event, rows)
                 for path, state in views.items():
                     if state is None:
-                        conn.execute(_DELETE_VIEW, (session_id, path))
+                        conn.execute(sql.delete_view, (session_id, path))
                     else:
-                        conn.execute(_UPSERT_VIEW, (session_id, path, state))
+                        conn.execute(sql.upsert_view, (session_id, path, state))
                 conn.execute("COMMIT")
                 if known is not None:
                     self._last_used[session_id] = known
@@ -427,164 +221,6 @@ class SqliteStore(ClosesOnExit):
     def lock(self, name: str) -> AbstractContextManager[None]:
         """Hold ``name`` exclusively across this database's threads and processes."""
         return self._locks.hold(name)
-
-    def put_intent(self, intent: Intent) -> None:
-        """Record a write about to replace a file (replacing one of the same call)."""
-        i = intent
-        with self._guard as conn:
-            conn.execute(
-                f"INSERT OR REPLACE INTO intents ({_INTENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (i.session_id, i.call_id, i.root, i.path, i.before, i.after, i.created),
-            )
-
-    def drop_intent(self, session_id: str, call_id: str) -> None:
-        """Forget a recorded intent (its write was committed or rolled back)."""
-        with self._guard as conn:
-            conn.execute(
-                "DELETE FROM intents WHERE session_id = ? AND call_id = ?", (session_id, call_id)
-            )
-
-    def intents(self, root: str | None = None) -> list[Intent]:
-        """Intents left behind (of ``root``, or all), oldest first."""
-        with self._guard as conn:
-            if root is None:
-                rows = conn.execute(
-                    f"SELECT {_INTENT_COLUMNS} FROM intents ORDER BY created"
-                ).fetchall()
-            else:
-                rows = conn.execute(
-                    f"SELECT {_INTENT_COLUMNS} FROM intents WHERE root = ? ORDER BY created",
-                    (root,),
-                ).fetchall()
-        return [Intent(*row) for row in rows]
-
-    def events(self, session_id: str, after: int | None = None) -> list[Event]:
-        """The session's events after ``seq`` ``after`` (None: all), in ``seq`` order."""
-        with self._guard as conn:
-            rows = conn.execute(
-                _SELECT_EVENTS, (session_id, -(2**62) if after is None else after)
-            ).fetchall()
-        return [event_of_row(row) for row in rows]
-
-    def save_view(self, session_id: str, path: str, state: str | None) -> None:
-        """Record the view state of ``path`` in the session; None forgets it."""
-        with self._guard as conn:
-            if state is None:
-                conn.execute(_DELETE_VIEW, (session_id, path))
-            else:
-                conn.execute(_UPSERT_VIEW, (session_id, path, state))
-
-    def load_views(self, session_id: str) -> dict[str, str]:
-        """Every saved view state of the session, by path."""
-        with self._guard as conn:
-            return dict(conn.execute(_SELECT_VIEWS, (session_id,)).fetchall())
-
-    def touch_session(self, session_id: str, now: float | None = None) -> None:
-        """Create the session if needed and set its last use to ``now`` (default: the time)."""
-        when = time.time() if now is None else now
-        with self._guard as conn:
-            self._last_used.pop(session_id, None)
-            conn.execute(_UPSERT_SESSION, (session_id, when, when))
-
-    def sessions(self) -> list[SessionInfo]:
-        """Every session with its event count and token sums, most recently used first."""
-        with self._guard as conn:
-            rows = conn.execute(_SELECT_SESSIONS).fetchall()
-        return [SessionInfo(*row) for row in rows]
-
-    def delete_session(self, session_id: str) -> None:
-        """Forget the session, its events and its views (blobs stay until ``gc``)."""
-        with self._guard as conn:
-            self._last_used.pop(session_id, None)
-            conn.execute("BEGIN IMMEDIATE")
-            _delete_sessions(conn, [session_id])
-            conn.execute("COMMIT")
-
-    def gc(self, older_than: float) -> GcReport:
-        """Delete sessions last used before ``older_than``, then every unreferenced blob."""
-        with self._guard as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            old = [sid for (sid,) in conn.execute(_OLD_SESSIONS, (older_than,)).fetchall()]
-            self._last_used.clear()
-            _delete_sessions(conn, old)
-            blobs = conn.execute(_DELETE_UNREFERENCED_BLOBS).rowcount
-            conn.execute("COMMIT")
-        return GcReport(len(old), blobs)
-
-    def cache_get(self, namespace: str, key: str) -> str | None:
-        """The cached value, or None."""
-        with self._guard as conn:
-            row = conn.execute(_SELECT_CACHE, (namespace, key)).fetchone()
-        return None if row is None else str(row[0])
-
-    def cache_put(self, namespace: str, key: str, value: str) -> None:
-        """Set the cached value, replacing any previous one."""
-        with self._guard as conn:
-            conn.execute(_UPSERT_CACHE, (namespace, key, value))
-
-    def archive_put(self, session_id: str, call_id: str, text: str) -> None:
-        """Keep the original text of a tool result; the first one stored wins."""
-        with self._guard as conn:
-            conn.execute(
-                "INSERT OR IGNORE INTO archive (session_id, call_id, text, created) "
-                "VALUES (?, ?, ?, ?)",
-                (session_id, call_id, compress(text.encode("utf-8")), time.time()),
-            )
-
-    def archive_get(self, call_id: str, session_id: str | None = None) -> str | None:
-        """The archived original of ``call_id`` (in ``session_id``, or the newest anywhere)."""
-        with self._guard as conn:
-            if session_id is None:
-                row = conn.execute(
-                    "SELECT text FROM archive WHERE call_id = ? ORDER BY created DESC LIMIT 1",
-                    (call_id,),
-                ).fetchone()
-            else:
-                row = conn.execute(
-                    "SELECT text FROM archive WHERE session_id = ? AND call_id = ?",
-                    (session_id, call_id),
-                ).fetchone()
-        return None if row is None else decompress(bytes(row[0])).decode("utf-8")
-
-    def projection_put(
-        self,
-        session_id: str,
-        call_id: str,
-        tier: str,
-        text: str,
-        tokens_before: int = 0,
-        tokens_after: int = 0,
-    ) -> None:
-        """Record what a pruned result became (replacing a lower tier); the original's
-        ``tokens_before`` is kept from the first projection."""
-        with self._guard as conn:
-            conn.execute(
-                "INSERT INTO projections (session_id, call_id, tier, text, created, "
-                "tokens_before, tokens_after) VALUES (?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (session_id, call_id) DO UPDATE SET tier = excluded.tier, "
-                "text = excluded.text, tokens_after = excluded.tokens_after, "
-                "tokens_before = CASE WHEN projections.tokens_before = 0 "
-                "THEN excluded.tokens_before ELSE projections.tokens_before END",
-                (session_id, call_id, tier, text, time.time(), tokens_before, tokens_after),
-            )
-
-    def projections(self, session_id: str) -> dict[str, tuple[str, str]]:
-        """Every recorded projection of the session: call id -> (tier, text)."""
-        with self._guard as conn:
-            rows = conn.execute(
-                "SELECT call_id, tier, text FROM projections WHERE session_id = ?", (session_id,)
-            ).fetchall()
-        return {str(c): (str(t), str(x)) for c, t, x in rows}
-
-    def projection_records(self, session_id: str) -> list[Projection]:
-        """The session's projections with their token counts, oldest first."""
-        with self._guard as conn:
-            rows = conn.execute(
-                "SELECT call_id, tier, tokens_before, tokens_after, created FROM projections "
-                "WHERE session_id = ? ORDER BY created, call_id",
-                (session_id,),
-            ).fetchall()
-        return [Projection(str(c), str(t), int(b), int(a), float(w)) for c, t, b, a, w in rows]
 
     def close(self) -> None:
         """Close the connection; later calls raise ``StoreError``. Closing twice is fine."""
@@ -620,37 +256,27 @@ def _is_busy(exc: BaseException | None) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
 
 
-def _delete_sessions(conn: sqlite3.Connection, session_ids: list[str]) -> None:
-    params = [(sid,) for sid in session_ids]
-    conn.executemany("DELETE FROM events WHERE session_id = ?", params)
-    conn.executemany("DELETE FROM views WHERE session_id = ?", params)
-    conn.executemany("DELETE FROM archive WHERE session_id = ?", params)
-    conn.executemany("DELETE FROM projections WHERE session_id = ?", params)
-    conn.executemany("DELETE FROM intents WHERE session_id = ?", params)
-    conn.executemany("DELETE FROM sessions WHERE session_id = ?", params)
-
-
 def _migrate(conn: sqlite3.Connection) -> None:
     """Apply the migrations not yet recorded, each in its own immediate transaction.
 
     ``PRAGMA user_version`` holds how many migrations a store has once all of them ran: when it
-    equals ``len(MIGRATIONS)`` the open does one read and no migration work (the CLI's start).
+    equals ``len(migrations.MIGRATIONS)`` the open does one read and no migration work (the
+    CLI's start).
     """
-    current = len(MIGRATIONS)
+    history = migrations.MIGRATIONS
+    current = len(history)
     if conn.execute("PRAGMA user_version").fetchone()[0] == current:
         return
     conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL)")
     applied = {name for (name,) in conn.execute("SELECT name FROM _migrations").fetchall()}
-    for migration in MIGRATIONS:
+    for migration in migrations.pending(applied, history):
         name = migration.__name__
-        if name in applied:
-            continue
         conn.execute("BEGIN IMMEDIATE")
         try:
             # Another process may have applied it since we looked: check under the write lock.
             done = conn.execute("SELECT 1 FROM _migrations WHERE name = ?", (name,)).fetchone()
             if done is None:
-                migration(conn)
+                migration(conn, SQLITE)
                 conn.execute(
                     "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", (name, time.time())
                 )

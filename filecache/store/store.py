@@ -1,4 +1,10 @@
-"""Storage behind one small protocol: the ledger, content blobs, views and a key-value cache.
+"""Storage behind small role protocols, and the memory store.
+
+The roles: ``EventStore`` (a session's ledger and views), ``BlobStore`` (content blobs),
+``ArchiveStore`` (pruning's originals and projections), ``LockStore`` (named locks and write
+intents), ``KvStore`` (the key-value cache) and ``RetentionStore`` (listing, deleting and
+garbage-collecting sessions). ``Store`` is all of them plus ``close``: what a ``FileCache``
+opens; a part that needs one role is annotated with that role.
 
 Invariants:
 - Blobs are content-addressed: ``put_blob(version, data)`` with the same version always stores
@@ -23,8 +29,9 @@ Invariants:
   newest committed event, to within ``LAST_USED_SLACK`` seconds: a commit may leave it when it
   would move on by less (the SQLite store then writes no page for it).
 
-Two implementations: ``MemoryStore`` (here) and ``SqliteStore`` (``sqlite_store.py``).
-``filecache.store.opening.open_store`` picks one (or a URL's) from what the caller passed.
+Three implementations: ``MemoryStore`` (here), and ``SqliteStore`` and ``PostgresStore``, one
+SQL implementation (``sql_store.SqlStore``) over a ``dialect``.
+``filecache.store.opening.open_store`` picks one from what the caller passed.
 """
 
 from __future__ import annotations
@@ -46,11 +53,17 @@ from filecache.fsio import STORE_DIR
 
 __all__ = [
     "LAST_USED_SLACK",
+    "ArchiveStore",
+    "BlobStore",
     "Event",
+    "EventStore",
     "GcReport",
     "Intent",
+    "KvStore",
+    "LockStore",
     "MemoryStore",
     "Projection",
+    "RetentionStore",
     "SessionInfo",
     "Store",
     "STORE_FILES",
@@ -167,13 +180,19 @@ class GcReport:
 
 
 @runtime_checkable
-class Store(Protocol):
-    """What filecache needs from storage."""
+class BlobStore(Protocol):
+    """Content blobs keyed by their version (content-addressed: a second put is a no-op)."""
 
     def put_blob(self, version: str, data: bytes) -> None: ...
     def get_blob(self, version: str) -> bytes | None: ...
     def has_blob(self, version: str) -> bool: ...
-    def add_event(self, event: Event) -> None: ...
+
+
+@runtime_checkable
+class EventStore(Protocol):
+    """A session's ledger and views: the head, the events after it, and ``commit`` (a
+    compare-and-swap on the head that appends events and applies view changes at once)."""
+
     def events(self, session_id: str, after: int | None = None) -> list[Event]: ...
     def head(self, session_id: str) -> int: ...
     def settled_events(self, session_id: str, after: int) -> list[Event]: ...
@@ -184,18 +203,25 @@ class Store(Protocol):
         events: Sequence[Event],
         views: Mapping[str, str | None],
     ) -> int: ...
-    def lock(self, name: str) -> AbstractContextManager[None]: ...
-    def put_intent(self, intent: Intent) -> None: ...
-    def drop_intent(self, session_id: str, call_id: str) -> None: ...
-    def intents(self, root: str | None = None) -> list[Intent]: ...
-    def save_view(self, session_id: str, path: str, state: str | None) -> None: ...
     def load_views(self, session_id: str) -> dict[str, str]: ...
     def touch_session(self, session_id: str, now: float | None = None) -> None: ...
+
+
+@runtime_checkable
+class RetentionStore(Protocol):
+    """The stored sessions: listed with their sums, deleted, garbage-collected with the blobs
+    no event references."""
+
     def sessions(self) -> list[SessionInfo]: ...
     def delete_session(self, session_id: str) -> None: ...
     def gc(self, older_than: float) -> GcReport: ...
-    def cache_get(self, namespace: str, key: str) -> str | None: ...
-    def cache_put(self, namespace: str, key: str, value: str) -> None: ...
+
+
+@runtime_checkable
+class ArchiveStore(Protocol):
+    """Pruning's memory: every original tool result (the first kept), and what each pruned
+    result became (its projection)."""
+
     def archive_put(self, session_id: str, call_id: str, text: str) -> None: ...
     def archive_get(self, call_id: str, session_id: str | None = None) -> str | None: ...
     def projection_put(
@@ -209,6 +235,31 @@ class Store(Protocol):
     ) -> None: ...
     def projections(self, session_id: str) -> dict[str, tuple[str, str]]: ...
     def projection_records(self, session_id: str) -> list[Projection]: ...
+
+
+@runtime_checkable
+class LockStore(Protocol):
+    """Named exclusive locks (across threads, processes and, for a shared store, machines) and
+    the intents of writes that replace a file under them."""
+
+    def lock(self, name: str) -> AbstractContextManager[None]: ...
+    def put_intent(self, intent: Intent) -> None: ...
+    def drop_intent(self, session_id: str, call_id: str) -> None: ...
+    def intents(self, root: str | None = None) -> list[Intent]: ...
+
+
+@runtime_checkable
+class KvStore(Protocol):
+    """A key-value cache in namespaces (outlines, token counts, seals, leases)."""
+
+    def cache_get(self, namespace: str, key: str) -> str | None: ...
+    def cache_put(self, namespace: str, key: str, value: str) -> None: ...
+
+
+@runtime_checkable
+class Store(EventStore, BlobStore, ArchiveStore, LockStore, KvStore, RetentionStore, Protocol):
+    """What filecache needs from storage: every role, and ``close`` (also by ``with``)."""
+
     def close(self) -> None: ...
     def __enter__(self) -> Self: ...
     def __exit__(
@@ -282,17 +333,6 @@ class MemoryStore(ClosesOnExit):
         with self._lock:
             return version in self._blobs
 
-    def add_event(self, event: Event) -> None:
-        with self._lock:
-            events = self._events.setdefault(event.session_id, {})
-            if event.seq in events:
-                raise StoreError(
-                    f"session {event.session_id!r} already has an event with seq {event.seq}; "
-                    "an event's seq must be unique within its session"
-                )
-            events[event.seq] = event
-            self._touch(event.session_id, event.created)
-
     def events(self, session_id: str, after: int | None = None) -> list[Event]:
         with self._lock:
             stored = self._events.get(session_id, {}).values()
@@ -302,7 +342,7 @@ class MemoryStore(ClosesOnExit):
 
     def head(self, session_id: str) -> int:
         with self._lock:
-            return max(self._events.get(session_id, {0: None}))
+            return max(self._events.get(session_id) or (0,))  # {} after a commit of no events
 
     def settled_events(self, session_id: str, after: int) -> list[Event]:
         return self.events(session_id, after)  # a commit here is never in flight unseen
@@ -325,7 +365,7 @@ class MemoryStore(ClosesOnExit):
             for event in events:
                 stored[event.seq] = event
             for path, state in views.items():
-                self.save_view(session_id, path, state)
+                self._save_view(session_id, path, state)
             self._touch(session_id, events[-1].created if events else time.time())
             return expected_head + len(events)
 
@@ -351,7 +391,7 @@ class MemoryStore(ClosesOnExit):
                 key=lambda i: i.created,
             )
 
-    def save_view(self, session_id: str, path: str, state: str | None) -> None:
+    def _save_view(self, session_id: str, path: str, state: str | None) -> None:
         with self._lock:
             views = self._views.setdefault(session_id, {})
             if state is None:
@@ -464,7 +504,7 @@ class MemoryStore(ClosesOnExit):
 
 
 def event_row(e: Event) -> tuple[object, ...]:
-    """An event as a row of the ``events`` tables (SQLite and PostgreSQL share the columns)."""
+    """An event as a row of the ``events`` table (``sql_store.EVENT_COLUMNS``)."""
     return (
         e.session_id, e.seq, e.call_id, e.tool, e.path, e.start, e.end, e.version,
         e.base_version, e.kind, e.base_call_id, e.tokens, e.tokens_full, e.text_hash,
@@ -473,8 +513,7 @@ def event_row(e: Event) -> tuple[object, ...]:
 
 
 def event_of_row(row: Sequence[object]) -> Event:
-    """Inverse of ``event_row``: the first 15 columns are Event's first 15 fields, then deps
-    and args, space-separated."""
+    """Inverse of ``event_row``."""
     deps, args = str(row[-2]), str(row[-1])
     return Event(*row[:-2], deps=tuple(deps.split()), args=tuple(args.split()))  # type: ignore[arg-type,misc]
 
