@@ -25,11 +25,9 @@ from anthropic_server import Script, ScriptedModel, result_text, text, tool_resu
 from hook_servers import private_runtime, servers
 from test_secrets import store_bytes
 
-<<<<<<< HEAD
-pytestmark = pytest.mark.hosts
-=======
 from filecache.core.render import host_instructions
->>>>>>> main
+
+pytestmark = pytest.mark.hosts
 
 CLAUDE = os.environ.get("FILECACHE_TEST_CLAUDE", "")  # read before conftest clears FILECACHE_*
 if not CLAUDE or not os.access(CLAUDE, os.X_OK):

@@ -26,24 +26,6 @@ from filecache.store.store import (
 )
 
 
-<<<<<<< HEAD
-@pytest.fixture(params=["memory", "sqlite", pytest.param("pg", marks=pytest.mark.pg)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    """Each shared test runs on a ``MemoryStore``, a fresh ``SqliteStore`` and a fresh
-    PostgreSQL database (``pg_url``: skipped, saying why, when no server can start)."""
-    made: Store
-    if request.param == "pg":
-        made = open_store(tmp_path, request.getfixturevalue("pg_url"))
-    else:
-        made = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "s.db")
-    try:
-        yield made
-    finally:
-        made.close()
-
-
-=======
->>>>>>> main
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
     return tmp_path / "store" / "cache.db"
