@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -14,6 +15,13 @@ import pytest
 from click.testing import CliRunner
 
 from filecache import FileCache
+
+# The tests are laid out by the package they test (tests/core/, tests/store/, ...); they import
+# the shared helpers here (needs, pg_server, ...) and each other (``from test_invariant import
+# ...``) by name: every folder that holds test modules is on sys.path, whichever runs first.
+for _folder in sorted({p.parent for p in Path(__file__).parent.rglob("test_*.py")}, reverse=True):
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
 
 pytest_plugins = ["pg_server"]  # the PostgreSQL fixtures: pg_server, pg_url, pg_cluster
 
