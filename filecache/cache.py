@@ -1,24 +1,24 @@
-"""``FileCache``: the read cache over one root — settings, store, versions in memory, tokens.
+"""``FileCache``: the read cache over one root — its settings, store, and the parts sessions share.
 
-Sessions (``session.py``) answer reads from it; ``FileCache`` holds what they share: decoded
-versions (an LRU bounded by ``Settings.memory_mb``; blobs are written to the store off the read
-path, by ``BlobWriter``'s thread or on ``flush``), token counts per version and range, and
-outlines per version.
+Sessions (``session.py``) answer reads with the parts ``FileCache`` makes and hands them: the
+root's denied files and secret versions (``secrecy.Secrets``), decoded versions in memory and
+their blobs (``sources.Versions``), token counts (``sources.Counts``) and outlines
+(``sources.Outlines``). ``FileCache`` keeps each part's methods as its own too (``count``,
+``lines_of``, ``denied``...), one line each, for its users.
 
-Invariants: a version's lines in memory are the decoded bytes of that version (keyed by its
-hash); token counts are cached per (version, range, format); nothing here decides an answer.
-A version read from a denied path (``denied``: the deny-list, case-insensitive, on the path, its
-aliases and a link's target; or the file's identity, device and inode, is a denied file's, as
-a hard link's is) is secret for this object's life: no blob, outline or token count of it is
-written to the store, and its version is keyed (``version_for``: ``keyed:``, a BLAKE2b keyed
-with ``secrecy.secret_key``), so no stored hash gives its content back. Bytes equal to a
-secret version's are secret under any name; ``reveals`` finds a denied file's lines in a tool's
-output (``secrecy.SecretIndex``, in memory only). Opening sweeps temporary files a killed write
-left in the root (``fsio.sweep_temp_files``, at most once a minute per store).
+Invariants: nothing here decides an answer. A version read from a denied path (``denied``: the
+deny-list, case-insensitive, on the path, its aliases and a link's target; or the file's identity,
+device and inode, is a denied file's, as a hard link's is) is secret for this object's life: no
+blob, outline or token count of it is written to the store, and its version is keyed
+(``version_for``: ``keyed:``, a BLAKE2b keyed with ``secrecy.secret_key``), so no stored hash gives
+its content back. Bytes equal to a secret version's are secret under any name; ``reveals`` finds a
+denied file's lines in a tool's output (``secrecy.SecretIndex``, in memory only). Opening sweeps
+temporary files a killed write left in the root (``fsio.sweep_temp_files``, at most once a minute
+per store).
 
 Counts on the read path are ``tokens.fast_estimate``-s unless ``Settings.exact_counts``: then
 the BPE vocabulary is loaded on the first count and exact counts are cached in the store.
-``FileCache._lock`` owns the LRU, its sizes and the pending/stored sets.
+``FileCache._lock`` owns the sessions map and the stored-id memo; each part owns its own state.
 With ``watch=True`` a watcher (``filecache.watch``) marks every file changed on disk in every
 live session of this cache; each session decides what its model is told (``outside.py``).
 
@@ -37,38 +37,33 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import threading
 import time
 import weakref
-from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from itertools import filterfalse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import xxhash
 
-from filecache.core.hashing import KEYED, keyed_digest, keyed_version, version_of
-from filecache.core.results import ReadResult, Source, WriteResult, content_text
-from filecache.core.text import content_header, join_lines, split_lines
-from filecache.core.tokens import ESTIMATE_MARGIN, TokenCounter, fast_estimate, fast_estimate_text
+from filecache.core.results import ReadResult, Source, WriteResult
+from filecache.core.tokens import TokenCounter
 from filecache.errors import (
     ConfigError,
     FileCacheError,
     MissingFileError,
-    OutsideRootError,
     RequestError,
     StoreError,
 )
-from filecache.fsio import STALE_AFTER, Located, locate, read_bytes, sweep_temp_files
-from filecache.secrecy import SecretIndex, secret_key
+from filecache.fsio import STALE_AFTER, Located, read_bytes, sweep_temp_files
+from filecache.locations import Root
+from filecache.secrecy import Secrets
 from filecache.session import Session
-from filecache.settings import Settings, is_denied, load_settings
-from filecache.store.blob_writer import BlobWriter
+from filecache.settings import Settings, load_settings
+from filecache.sources import Counts, Outlines, Versions
 from filecache.store.opening import open_store
 from filecache.store.seal import default_seal
-from filecache.store.store import Event, Store, default_store_path, fallback_store_folder
+from filecache.store.store import Event, Store
 
 if TYPE_CHECKING:
     from filecache.outline.outline import Outline
@@ -79,9 +74,6 @@ __all__ = ["ROOT_SEPARATOR", "FileCache", "ReadResult", "Session", "WriteResult"
 ROOT_SEPARATOR = "#"
 """Between a session id and its root's hash, in the stored id of a session on a root that is not
 its store's home root (``FileCache.session``)."""
-
-
-_TOKEN_COUNTS_MAX = 100_000  # (version, range) token counts kept in memory (the store has all)
 
 
 class FileCache:
@@ -104,29 +96,19 @@ class FileCache:
         self.store: Store = open_store(
             root_path, store if store is not None else self.settings.store
         )
-        self._tokens = TokenCounter(self.settings.tokenizer)  # no vocabulary loaded yet
-        self._protected = _store_files(self.store)
-        self._protected_names = frozenset(map(str, self._protected))  # str: no Path hash per call
+        self.paths = Root(root_path, self.store)
         self._lock = threading.RLock()
-        self._lines: OrderedDict[str, list[str]] = OrderedDict()
-        self._shapes: dict[str, _Shape] = {}  # per held version: chars, extra bytes, memory
-        self._lines_size = 0
-        self._budget = int(self.settings.memory_mb * 1024 * 1024)
         self.seal = default_seal()  # what the store holds is used only when it verifies
-        self._writer = BlobWriter(
-            self.store, max(self._budget // 4, 1 << 20), self._needed, self.seal
-        )
-        self._token_counts: dict[tuple[str, int, int, bool], int] = {}
-        self._stored: set[str] = set()
-        self._pending: set[str] = set()
-        self._secret: set[str] = set()  # versions of denied files (see ``denied``)
-        self._secret_plain: set[str] = set()  # their xxh3 versions: in memory, never stored
-        self._secrets = SecretIndex(root_path, self.settings.deny)
-        self._key: bytes | None = None
-        self._ref_seal: str | None = None
-        self._deny_memo: dict[str, bool] = {}  # names matched against settings.deny
+        self.secrets = Secrets(root_path, self.settings, lambda v: self.versions.forget_pending(v))
+        self.versions = Versions(
+            self.store, self.seal, self.secrets, max_file_bytes=self.settings.max_file_bytes,
+            budget=int(self.settings.memory_mb * 1024 * 1024), needed=self._needed,
+        )  # fmt: skip
+        self.counts = Counts(self.settings, self.store, self.seal, self.versions, self.secrets)
+        self.outlines = Outlines(self.store, self.seal, self.versions, self.secrets)
+        self.tokens: TokenCounter = self.counts.tokens
+        """The exact counter (``Settings.tokenizer``); its vocabulary loads on the first count."""
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
-        self._path_locks: Path | None = None
         self._stored_ids: dict[str, str] = {}  # session id given -> stored (a claim holds)
         self.watcher: Watcher | None = None
         self._collect_garbage()
@@ -136,11 +118,8 @@ class FileCache:
             self.watch()
 
     def locate(self, path: str | Path) -> Located:
-        """``path`` confined to the root, refusing the store's own files wherever they are."""
-        loc = locate(self.root, path)
-        if str(loc.real) in self._protected_names:
-            raise OutsideRootError(f"{loc.rel}: filecache's own store is not served or written")
-        return loc
+        """``Root.locate``: ``path`` confined to the root, refusing the store's own files."""
+        return self.paths.locate(path)
 
     def session(self, session_id: str | None = None) -> Session:
         """A session: one model context. A known id continues that session from the store.
@@ -196,24 +175,9 @@ class FileCache:
             self._stored_ids[given] = stored
         return stored
 
-    @contextlib.contextmanager
-    def path_lock(self, rel: str) -> Iterator[None]:
-        """Exclusive across threads and processes (and, with a shared store, machines) for the
-        file ``rel``: held by a write or edit from reading the file to replacing it."""
-        from filecache.store.locks import lock_file
-
-        with self._lock:
-            if self._path_locks is None:
-                try:
-                    self._path_locks = default_store_path(self.root).with_name("paths.lock")
-                except StoreError:  # a linked store folder (a store named elsewhere is used)
-                    folder = fallback_store_folder(self.root)
-                    folder.mkdir(parents=True, exist_ok=True)
-                    self._path_locks = folder / "paths.lock"
-            where = self._path_locks
-        name = f"path:{self.root}\0{rel}"
-        with lock_file(where).hold(name), self.store.lock(name):
-            yield
+    def path_lock(self, rel: str) -> contextlib.AbstractContextManager[None]:
+        """``Root.path_lock``: the lock of the file ``rel`` a write or edit holds."""
+        return self.paths.path_lock(rel)
 
     def recover(self) -> int:
         """Resolve the intents of writes to this root that died before they were committed.
@@ -266,7 +230,7 @@ class FileCache:
         except FileCacheError:
             return None
 
-    # -- conversations and decorators (filecache/conversations.py, adapters/decorators.py) ----
+    # -- conversations and decorators (filecache/conversations.py, decorators.py) ------------
 
     def conversation(self, session_id: str | Session) -> contextlib.AbstractContextManager[Session]:
         """Bind ``session_id``'s session to this thread or task: ``with cache.conversation(id):``.
@@ -279,19 +243,19 @@ class FileCache:
 
     def read_tool(self, fn: Any = None, /, **options: Any) -> Any:
         """``Session.read_tool`` for the conversation bound where the tool is called."""
-        from filecache.adapters.decorators import read_tool
+        from filecache.decorators import read_tool
 
         return read_tool(self, fn, **options)
 
     def edit_tool(self, fn: Any = None, /, **options: Any) -> Any:
         """``Session.edit_tool`` for the conversation bound where the tool is called."""
-        from filecache.adapters.decorators import edit_tool
+        from filecache.decorators import edit_tool
 
         return edit_tool(self, fn, **options)
 
     def write_tool(self, fn: Any = None, /, **options: Any) -> Any:
         """``Session.write_tool`` for the conversation bound where the tool is called."""
-        from filecache.adapters.decorators import write_tool
+        from filecache.decorators import write_tool
 
         return write_tool(self, fn, **options)
 
@@ -309,7 +273,7 @@ class FileCache:
                     self.root,
                     self._changed,
                     debounce=self.settings.watch_debounce,
-                    ignore=sorted(self._protected),  # the store's files, however it was given
+                    ignore=sorted(self.paths.protected),  # the store's files, however it was given
                 ).start()
             return self.watcher
 
@@ -330,7 +294,7 @@ class FileCache:
         if self.watcher is not None:
             self.watcher.stop()
         try:
-            for step in (self.flush, self._writer.close):
+            for step in (self.flush, self.versions.close):
                 try:
                     step()
                 except StoreError as exc:
@@ -338,10 +302,7 @@ class FileCache:
         finally:
             self.store.close()
 
-    @property
-    def tokens(self) -> TokenCounter:
-        """The exact counter (``Settings.tokenizer``); its vocabulary loads on the first count."""
-        return self._tokens
+    # -- the parts' methods, for FileCache's users (sessions use the parts) -----------------
 
     @property
     def exact(self) -> bool:
@@ -350,115 +311,98 @@ class FileCache:
 
     @property
     def margin(self) -> float:
-        """The fraction of estimated content an estimated answer may cost to replace it: 1 with
-        exact counts, else ``tokens.ESTIMATE_MARGIN`` (see ``Session._cached_answer``)."""
-        return 1.0 if self.settings.exact_counts else ESTIMATE_MARGIN
+        """``Counts.margin``."""
+        return self.counts.margin
 
     @property
     def memory_used(self) -> int:
-        """Bytes of decoded versions held in memory (what ``memory_mb`` bounds)."""
+        """``Versions.memory_used``: bytes of decoded versions held in memory."""
+        return self.versions.memory_used
+
+    def count(self, text: str) -> int:
+        """``Counts.count``: tokens of ``text``."""
+        return self.counts.count(text)
+
+    def plain_tokens(self, src: Source, start: int, end: int) -> int:
+        """``Counts.plain_tokens``: tokens of the plain read of ``start..end``."""
+        return self.counts.plain_tokens(src, start, end)
+
+    def remember(self, version: str, lines: list[str], storable: bool) -> None:
+        """``Versions.remember``: keep a version's lines in memory."""
+        self.versions.remember(version, lines, storable)
+
+    def flush(self) -> None:
+        """``Versions.flush``: write the blobs of versions seen so far to the store."""
+        self.versions.flush()
+
+    def held_lines(self, version: str) -> list[str] | None:
+        """``Versions.held_lines``: a version's lines if they are in memory."""
+        return self.versions.held_lines(version)
+
+    def lines_of(self, version: str) -> list[str] | None:
+        """``Versions.lines_of``: a held version's lines, from memory or the store."""
+        return self.versions.lines_of(version)
+
+    def outline_of(self, version: str, path: str, lines: Sequence[str] | None = None) -> Outline:
+        """``Outlines.outline_of``: the outline of a version."""
+        return self.outlines.outline_of(version, path, lines)
+
+    def outline_text(
+        self,
+        version: str,
+        path: str,
+        lines: Sequence[str] | None = None,
+        max_tokens: int | None = None,
+    ) -> str:
+        """``Outlines.outline_text``: the rendered outline of a stored version."""
+        return self.outlines.outline_text(version, path, lines, max_tokens)
+
+    def denied(self, path: str | Located, version: str | None = None) -> bool:
+        """``Secrets.denied``: whether ``path`` matches the deny-list (marks ``version``)."""
+        return self.secrets.denied(path, version)
+
+    @property
+    def key(self) -> bytes:
+        """``Secrets.key``: the key of denied files' versions."""
+        return self.secrets.key
+
+    def version_for(self, loc: Located, data: bytes) -> str:
+        """``Secrets.version_for``: the version of ``data`` read at ``loc`` (keyed if denied)."""
+        return self.secrets.version_for(loc, data)
+
+    @property
+    def ref_seal(self) -> str:
+        """``Secrets.ref_seal``: the seal of filecache's own lines in raw answers."""
+        return self.secrets.ref_seal
+
+    def mark_secret(self, version: str) -> None:
+        """``Secrets.mark``: remember ``version`` as secret."""
+        self.secrets.mark(version)
+
+    def digest(self, text: str, keyed: bool) -> str:
+        """``Secrets.digest``: the hash the ledger keeps of an answer or argument."""
+        return self.secrets.digest(text, keyed)
+
+    def reveals(self, text: str) -> str | None:
+        """``Secrets.reveals``: the denied file whose lines ``text`` holds, or None."""
+        return self.secrets.reveals(text)
+
+    def secret(self, version: str) -> bool:
+        """``Secrets.secret``: whether nothing derived from ``version`` may be stored."""
+        return self.secrets.secret(version)
+
+    def _needed(self, version: str) -> bool:
+        """Whether a version that left memory is worth its blob: a live session's model holds
+        it (``Versions`` asks from its writer's thread, holding no lock of ours)."""
         with self._lock:
-            return self._lines_size
+            sessions = list(self._sessions.values())
+        return any(session.holds_version(version) for session in sessions)
 
     def __enter__(self) -> FileCache:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def denied(self, path: str | Located, version: str | None = None) -> bool:
-        """Whether ``path`` matches the deny-list: its content is hashed but never stored.
-
-        Matched case-insensitively on the name and the relative path, of the resolved file and
-        of every alias of a ``Located`` (the path as asked, the links on the way); a ``Located``
-        is also denied by its file's identity (device and inode: a hard link to a denied file,
-        ``SecretIndex.denied_identity``). A denied ``version`` is remembered as secret: no
-        blob, outline, token count, archive or projection of it is stored, whatever path it is
-        read by later (``settings.is_denied``).
-        """
-        names = [path] if isinstance(path, str) else [path.rel, *path.aliases]
-        if not any(map(self._denied_name, names)) and not self._denied_identity(path):
-            return version is not None and self.secret(version)
-        if version is not None:
-            with self._lock:
-                self._secret.add(version)
-                self._pending.discard(version)
-        return True
-
-    def _denied_identity(self, path: str | Located) -> bool:
-        if isinstance(path, str):
-            return False
-        try:
-            st = os.stat(path.real, follow_symlinks=False)
-        except OSError:
-            return False
-        return self._secrets.denied_identity(st)
-
-    @property
-    def key(self) -> bytes:
-        """The key of denied files' versions (``secrecy.secret_key``), loaded on first use."""
-        if self._key is None:
-            self._key = secret_key(self.settings.key_file, self.root)
-        return self._key
-
-    def version_for(self, loc: Located, data: bytes) -> str:
-        """The version of ``data`` read at ``loc``: ``version_of``, or for a denied file (by
-        name or identity) or bytes equal to one's, a keyed version, remembered as secret.
-        Every version of a file the session compares with goes through here."""
-        plain = version_of(data)
-        with self._lock:
-            copied = plain in self._secret_plain
-        if not copied and not self.denied(loc):
-            return plain
-        version = keyed_version(data, self.key)
-        with contextlib.suppress(OSError):
-            st = os.stat(loc.real, follow_symlinks=False)
-            self._secrets.learn(loc.rel, (st.st_dev, st.st_ino), None)
-        self._secrets.learn(loc.rel, None, data.decode("utf-8", "replace"))
-        with self._lock:
-            self._secret_plain.add(plain)
-            self._secret.add(version)
-            self._pending.discard(version)
-        return version
-
-    @property
-    def ref_seal(self) -> str:
-        """6 hex digits a file cannot know: a keyed hash of the root, on filecache's own lines
-        in raw and shell answers (``render.render_sealed``); the same in every process on this
-        machine (the key file's)."""
-        if self._ref_seal is None:
-            self._ref_seal = keyed_digest(f"filecache seal\0{self.root}", self.key)[6:12]
-        return self._ref_seal
-
-    def mark_secret(self, version: str) -> None:
-        """Remember ``version`` as secret (a tool's output that printed a denied file)."""
-        with self._lock:
-            self._secret.add(version)
-            self._pending.discard(version)
-
-    def digest(self, text: str, keyed: bool) -> str:
-        """The hash the ledger keeps of an answer or argument: keyed for a denied file's."""
-        return keyed_digest(text, self.key) if keyed else version_of(text.encode("utf-8"))
-
-    def reveals(self, text: str) -> str | None:
-        """The denied file whose lines ``text`` holds (a tool's output that printed it under
-        another name: ``cat .e*``), or None; such text is never stored (``SecretIndex``)."""
-        return self._secrets.reveals(text)
-
-    def _denied_name(self, name: str) -> bool:
-        """``is_denied`` for the settings' deny-list, remembered per name (a glob match per
-        pattern and read otherwise)."""
-        found = self._deny_memo.get(name)
-        if found is None:
-            if len(self._deny_memo) >= 4096:
-                self._deny_memo.clear()
-            found = self._deny_memo[name] = is_denied(name, self.settings.deny)
-        return found
-
-    def secret(self, version: str) -> bool:
-        """Whether ``version`` was read from a denied path (nothing derived from it is stored):
-        one this object marked, or any keyed version (another process's, from the store)."""
-        return version.startswith(KEYED) or version in self._secret
 
     def _collect_garbage(self) -> None:
         now = time.time()
@@ -477,230 +421,6 @@ class FileCache:
             return
         sweep_temp_files(self.root, now=now)
         self.store.cache_put("meta", "sweep_at", repr(now))
-
-    def remember(self, version: str, lines: list[str], storable: bool) -> None:
-        """Keep a version's lines in memory; a storable one reaches the store's blobs later.
-
-        Blobs are written off the read path: by ``BlobWriter``'s thread when a version leaves
-        memory (past ``memory_mb``) and a live session still holds it (``_needed``), and on
-        ``flush()`` and ``close()`` for every version still in memory. A blob lost to a crash
-        only costs content instead of a diff later.
-        """
-        evicted: list[tuple[str, list[str], int]] = []
-        with self._lock:
-            if version in self._lines:
-                self._lines.move_to_end(version)
-                return
-        shape = _shape_of(lines)  # a pass over the lines: outside the lock
-        with self._lock:
-            if version not in self._lines:
-                self._lines[version] = lines
-                self._shapes[version] = shape
-                self._lines_size += shape.memory
-                if storable and version not in self._stored and version not in self._secret:
-                    self._pending.add(version)
-                while self._lines_size > self._budget and len(self._lines) > 1:
-                    old_version, old = self._lines.popitem(last=False)
-                    size = self._shapes.pop(old_version).memory
-                    self._lines_size -= size
-                    if old_version in self._pending:  # its blob is written off the read path
-                        self._pending.discard(old_version)
-                        self._stored.add(old_version)
-                        evicted.append((old_version, old, size))
-            else:
-                self._lines.move_to_end(version)
-        for old_version, old, size in evicted:
-            self._writer.put(old_version, old, size)
-
-    def _needed(self, version: str) -> bool:
-        """Whether a version that left memory is worth its blob: a live session's model holds
-        it (the writer's thread asks, holding no lock of ours). One that none holds is dropped,
-        and may be stored again if it comes back; a session continued later from the store
-        then gets content instead of a diff from it (as for any lost blob)."""
-        with self._lock:
-            sessions = list(self._sessions.values())
-        if any(session.holds_version(version) for session in sessions):
-            return True
-        with self._lock:
-            self._stored.discard(version)
-        return False
-
-    def flush(self) -> None:
-        """Write the blobs of versions seen so far to the store (and wait for queued ones)."""
-        with self._lock:
-            pending = [(v, self._lines[v]) for v in self._pending]
-            self._pending.clear()
-            self._stored.update(v for v, _ in pending)
-        for version, lines in pending:
-            data = join_lines(lines).encode("utf-8")
-            self.store.put_blob(version, data)
-            self.seal.put_tag(self.store, "blob", version, data)
-        self._writer.drain()
-
-    def held_lines(self, version: str) -> list[str] | None:
-        """A version's lines if they are in memory (the store is not asked), else None."""
-        with self._lock:
-            lines = self._lines.get(version)
-            if lines is not None:
-                self._lines.move_to_end(version)
-            return lines
-
-    def lines_of(self, version: str) -> list[str] | None:
-        """A held version's lines: from memory, else from the store's blob, else None."""
-        lines = self.held_lines(version) or self._writer.lines(version)
-        if lines is not None:
-            return lines
-        blob = self.store.get_blob(version)
-        if blob is None or not self.seal.check_tag(self.store, "blob", version, blob):
-            return None  # absent, or not what a process with our key stored: no diff from it
-        lines = split_lines(blob.decode("utf-8"))
-        self.remember(version, lines, False)
-        return lines
-
-    def outline_of(self, version: str, path: str, lines: Sequence[str] | None = None) -> Outline:
-        """The outline of a version (parsed once per version and outline code revision)."""
-        # Outlines are imported on first use: tree-sitter and the outline revision (a digest of
-        # the grammar package and query files) are not needed to import filecache or to read.
-        from filecache.outline.outline import cached_outline, language_for_path
-
-        held = lines if lines is not None else self.lines_of(version)
-        if held is None:
-            raise RequestError(f"{path}: version {version} is no longer stored; read the file")
-        return cached_outline(
-            version, lambda: join_lines(held).encode("utf-8"), language_for_path(path)
-        )
-
-    def outline_text(
-        self,
-        version: str,
-        path: str,
-        lines: Sequence[str] | None = None,
-        max_tokens: int | None = None,
-    ) -> str:
-        """The rendered outline of a stored version.
-
-        ``max_tokens`` is the budget of the text (o200k tokens), for the outlines DESIGN.md
-        sizes: an auto-mode outline sent instead of a large file's content, and the pruner's
-        middle tier. ``None`` (an explicit ``mode="outline"``) follows ``render_outline``'s own
-        rule: every detail for a file of at most ``SMALL_FILE_LINES`` lines, else a fifth of the
-        numbered file. Cached in the store by everything the text depends on: the version, the
-        outline revision (code, renderer, grammars, queries), the path (its language and the
-        header), the budget and the tokenizer that measured it. A denied file's outline is
-        shown (it is what a read would show) but never stored.
-        """
-        # On first use (see outline_of).
-        from filecache.outline.outline import OUTLINE_VERSION, language_for_path, render_outline
-        from filecache.outline.outline_text import count_tokens_encoding
-
-        secret = self.denied(path, version)
-        budget = "default" if max_tokens is None else str(max_tokens)
-        key = (  # the path last: it may hold ':'
-            f"{version}:{OUTLINE_VERSION}:{language_for_path(path)}:{budget}:"
-            f"{count_tokens_encoding()}:{path}"
-        )
-        cached = None if secret else self.seal.get(self.store, "outline", key)
-        if cached is not None:
-            return cached
-        outline = self.outline_of(version, path, lines)
-        text = render_outline(outline, path, max_tokens)
-        if not secret:
-            self.seal.put(self.store, "outline", key, text)
-        return text
-
-    def count(self, text: str) -> int:
-        """Tokens of ``text``: exact with ``exact_counts``, else ``fast_estimate_text``."""
-        if self.settings.exact_counts:
-            return self._tokens.count(text)
-        return fast_estimate_text(text, self._tokens.encoding)
-
-    def plain_tokens(self, src: Source, start: int, end: int) -> int:
-        """Tokens of the plain read of ``start..end`` (counted once per version and range).
-
-        Without ``exact_counts`` an estimate from the range's characters, non-ASCII bytes and
-        lines: the rendering is never built, so a new version costs no join and no count.
-        """
-        if not self.settings.exact_counts:
-            return self._estimate_plain(src, start, end)
-        key = (src.version, start, end, src.numbered)
-        with self._lock:
-            cached = self._token_counts.get(key)
-        if cached is not None:
-            return cached
-        skey = f"{src.version}:{start}:{end}:{int(src.numbered)}:{self._tokens.encoding}"
-        secret = src.version in self._secret  # a count reveals little; still, nothing stored
-        stored = None if secret else self.seal.get(self.store, "tokens", skey)
-        if stored is not None and stored.isdigit():
-            n = int(stored)
-        else:
-            n = self._tokens.count(content_text(src, start, end))
-            if not secret:
-                self.seal.put(self.store, "tokens", skey, str(n))
-        with self._lock:
-            if len(self._token_counts) >= _TOKEN_COUNTS_MAX:  # a long-lived server: bound it
-                self._token_counts.clear()
-            self._token_counts[key] = n
-        return n
-
-    def _estimate_plain(self, src: Source, start: int, end: int) -> int:
-        encoding = self._tokens.encoding
-        if src.output is not None:  # a decorated tool's output is its own rendering
-            return fast_estimate_text(src.output, encoding)
-        total = len(src.lines)
-        if end < start:
-            chars = extra = lines = 0
-        else:
-            if start == 1 and end == total and isinstance(src.lines, list):
-                with self._lock:
-                    shape = self._shapes.get(src.version)
-                if shape is None:
-                    shape = _shape_of(src.lines)
-            else:  # only the range (a streamed window of a huge file holds nothing else)
-                shape = _shape_of(src.lines[start - 1 : end])
-            chars, extra = shape.chars, shape.extra
-            lines = end - start + 1
-        body = fast_estimate(chars, extra, lines, numbered=src.numbered, encoding=encoding)
-        if not src.numbered:
-            return body
-        header = content_header(src.path, start, end, total, src.version)
-        return body + fast_estimate_text(header, encoding)
-
-
-class _Shape:
-    """What estimates and the memory bound need of a version's lines, computed once."""
-
-    __slots__ = ("chars", "extra", "memory")
-
-    def __init__(self, chars: int, extra: int, memory: int) -> None:
-        self.chars = chars  # characters, without the newlines
-        self.extra = extra  # UTF-8 bytes beyond one per character
-        self.memory = memory  # bytes of the str objects and the list
-
-
-_STR_ASCII = sys.getsizeof("")  # an ASCII str's size is this plus its length (CPython)
-_LIST_SLOT = 8
-
-
-def _shape_of(lines: Sequence[str]) -> _Shape:
-    chars = sum(map(len, lines))
-    count = len(lines)
-    memory = chars + count * (_STR_ASCII + _LIST_SLOT) + 56  # as if every line were ASCII
-    wide = list(filterfalse(str.isascii, lines))  # str.isascii is O(1): one C-level pass
-    if not wide:
-        return _Shape(chars, 0, memory)
-    wide_chars = sum(map(len, wide))
-    extra = sum(len(line.encode("utf-8", "surrogatepass")) for line in wide) - wide_chars
-    memory += sum(map(sys.getsizeof, wide)) - wide_chars - len(wide) * _STR_ASCII
-    return _Shape(chars, extra, memory)
-
-
-def _store_files(store: Store) -> frozenset[Path]:
-    """A SQLite store's database file and its journals (wherever the store lives)."""
-    path = getattr(store, "path", None)
-    if not isinstance(path, Path):
-        return frozenset()
-    base = path.resolve()
-    suffixes = ("-wal", "-shm", "-journal", ".lock")
-    return frozenset([base, *(base.with_name(base.name + s) for s in suffixes)])
 
 
 def _warn(message: str) -> None:

@@ -1,4 +1,11 @@
-"""Remembered path resolutions: ``FileCache.locate`` once per path a session asks for.
+"""Where a path is in the root, and its lock: ``Root`` (a part ``FileCache`` hands its
+sessions), and remembered resolutions of the paths a session asks for (``Locations``).
+
+``Root.locate`` confines a path to the root and refuses the store's own files wherever they
+are; ``Root.path_lock(rel)`` is the lock every write and edit holds from reading a file to
+replacing it: a record lock on ``paths.lock`` in the root's store folder (whatever store is
+used, so every filecache process on the root takes the same one), plus the store's own lock
+of the same name (a shared store extends it across machines).
 
 Resolving a path (``fsio.locate``: ``realpath``, one ``lstat`` per component from ``/``, and a
 ``readlink`` for aliases) is a fifth of an unchanged re-read. A resolution is remembered only
@@ -18,18 +25,68 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from filecache.errors import OutsideRootError
-from filecache.fsio import Located
+from filecache.errors import OutsideRootError, StoreError
+from filecache.fsio import Located, locate
+from filecache.store.locks import lock_file
+from filecache.store.store import Store, default_store_path, fallback_store_folder
 
-__all__ = ["MAX_REMEMBERED", "Locations"]
+__all__ = ["MAX_REMEMBERED", "Locations", "Root"]
 
 MAX_REMEMBERED = 4096
 _T = TypeVar("_T")
+
+
+class Root:
+    """One root's paths: confined to it, the store's files refused, and their locks."""
+
+    def __init__(self, root: Path, store: Store) -> None:
+        self.root = root
+        self.store = store
+        self.protected = _store_files(store)
+        self._protected_names = frozenset(map(str, self.protected))  # str: no Path hash per call
+        self._lock = threading.Lock()
+        self._path_locks: Path | None = None
+
+    def locate(self, path: str | Path) -> Located:
+        """``path`` confined to the root, refusing the store's own files wherever they are."""
+        loc = locate(self.root, path)
+        if str(loc.real) in self._protected_names:
+            raise OutsideRootError(f"{loc.rel}: filecache's own store is not served or written")
+        return loc
+
+    @contextlib.contextmanager
+    def path_lock(self, rel: str) -> Iterator[None]:
+        """Exclusive across threads and processes (and, with a shared store, machines) for the
+        file ``rel``: held by a write or edit from reading the file to replacing it."""
+        with self._lock:
+            if self._path_locks is None:
+                try:
+                    self._path_locks = default_store_path(self.root).with_name("paths.lock")
+                except StoreError:  # a linked store folder (a store named elsewhere is used)
+                    folder = fallback_store_folder(self.root)
+                    folder.mkdir(parents=True, exist_ok=True)
+                    self._path_locks = folder / "paths.lock"
+            where = self._path_locks
+        name = f"path:{self.root}\0{rel}"
+        with lock_file(where).hold(name), self.store.lock(name):
+            yield
+
+
+def _store_files(store: Store) -> frozenset[Path]:
+    """A SQLite store's database file and its journals (wherever the store lives)."""
+    path = getattr(store, "path", None)
+    if not isinstance(path, Path):
+        return frozenset()
+    base = path.resolve()
+    suffixes = ("-wal", "-shm", "-journal", ".lock")
+    return frozenset([base, *(base.with_name(base.name + s) for s in suffixes)])
 
 
 class Locations:

@@ -21,13 +21,12 @@ Invariants:
 
 from __future__ import annotations
 
-from filecache.core.planner import ReadRequest, plan_read
+from filecache.core.planner import ReadRequest, plan_lines
 from filecache.core.render import render_outside_change
 from filecache.core.results import Kind
 from filecache.errors import ContentError, FileCacheError, MissingFileError
 from filecache.fsio import read_bytes
 from filecache.hosts import CacheHost
-from filecache.sources import diff_base_lines, source_of
 from filecache.turns import SessionState, Turn
 
 __all__ = ["OutsideChanges"]
@@ -62,31 +61,32 @@ class OutsideChanges:
             return ""
         held = turn.seen.get(path, state.last_seen(path, view))
         try:
-            loc = cache.locate(path)
+            loc = cache.paths.locate(path)
             data: bytes | None = read_bytes(loc, cache.settings.max_file_bytes)
         except MissingFileError:
             data = None
         except FileCacheError:
             return ""  # unreadable now (too large, gone outside the root): the next read says why
-        version = None if data is None else cache.version_for(loc, data)
+        version = None if data is None else cache.secrets.version_for(loc, data)
         if version == held:
             return ""  # the session's own write, or changed back
         turn.record_change(call_id, path, version, held)
         if data is None or version is None:
             return render_outside_change(path, held, None, None)
         try:
-            src = source_of(cache, loc, data, True)
+            src = cache.versions.source_of(loc, data, True)
         except ContentError:
             return render_outside_change(path, held, version, None)
         total = len(src.lines)
-        plain = cache.plain_tokens(src, 1, total)
+        plain = cache.counts.plain_tokens(src, 1, total)
         request = ReadRequest(
             src=src, start=1, end=total, call_id=call_id, seq=turn.next_seq(), plain=plain
         )
-        decision = plan_read(
-            request, view, bases=diff_base_lines(cache, view, version), call_seq=state.call_seq,
-            count=cache.count, diff_max_ratio=cache.settings.diff_max_ratio,
-            max_versions=cache.settings.versions_per_path, margin=cache.margin,
+        decision = plan_lines(
+            request, view, bases=cache.versions.diff_base_lines(view, version),
+            call_seq=state.call_seq, count=cache.counts.count,
+            diff_max_ratio=cache.settings.diff_max_ratio,
+            max_versions=cache.settings.versions_per_path, margin=cache.counts.margin,
         )  # fmt: skip
         if decision.kind == Kind.DIFF:
             turn.views[path] = decision.view

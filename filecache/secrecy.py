@@ -35,7 +35,15 @@ every machine, else ``$XDG_CONFIG_HOME/filecache/key``), so one key file serves 
 use with mode 0600 and refused inside the root. Where no key file can be kept, a key for this
 process only (denied files then get content, never a FileRef, in other processes).
 
-Concurrency: ``SecretIndex._lock`` guards its maps; a walk runs under it.
+``Secrets`` is what a ``FileCache`` (and the sessions it hands it to) knows of one root's
+denied files: whether a path or a version is denied, the keyed version of a denied file's
+bytes (``version_for``), the digests the ledger keeps, the key and the seal of filecache's own
+lines. A version read from a denied path is secret for the object's life: nothing derived from
+it is stored (the parts that store things ask ``marked``/``secret``; ``on_secret`` tells the
+holder of pending blobs to drop one).
+
+Concurrency: ``SecretIndex._lock`` guards its maps; a walk runs under it. ``Secrets._lock``
+guards its sets and memo, and is never held while ``on_secret`` runs.
 """
 
 from __future__ import annotations
@@ -45,17 +53,18 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import xxhash
 
+from filecache.core.hashing import KEYED, keyed_digest, keyed_version, version_of
 from filecache.errors import ConfigError
-from filecache.fsio import STORE_DIR, SWEEP_MAX_ENTRIES
-from filecache.settings import is_denied
+from filecache.fsio import STORE_DIR, SWEEP_MAX_ENTRIES, Located
+from filecache.settings import Settings, is_denied
 from filecache.store.seal import KEY_ENV, default_seal
 
-__all__ = ["MIN_LINE", "REWALK_AFTER", "SecretIndex", "secret_key"]
+__all__ = ["MIN_LINE", "REWALK_AFTER", "SecretIndex", "Secrets", "secret_key"]
 
 MIN_LINE = 6
 """Characters (stripped) a denied file's line needs to be looked for in output: shorter lines
@@ -252,3 +261,123 @@ class SecretIndex:
             os.close(fd)
         self._read[ident] = shape
         self._add_lines(rel, data.decode("utf-8", "replace"))
+
+
+class Secrets:
+    """One root's denied files and secret versions (module docstring).
+
+    Args:
+        root: the root.
+        settings: its settings (``deny``, ``key_file``).
+        on_secret: called with each version that becomes secret (outside this object's lock).
+    """
+
+    def __init__(
+        self, root: Path, settings: Settings, on_secret: Callable[[str], None] = lambda v: None
+    ) -> None:
+        self.root = root
+        self.settings = settings
+        self._on_secret = on_secret
+        self._lock = threading.Lock()
+        self._secret: set[str] = set()  # versions of denied files (see ``denied``)
+        self._secret_plain: set[str] = set()  # their xxh3 versions: in memory, never stored
+        self._index = SecretIndex(root, settings.deny)
+        self._key: bytes | None = None
+        self._ref_seal: str | None = None
+        self._deny_memo: dict[str, bool] = {}  # names matched against settings.deny
+
+    def denied(self, path: str | Located, version: str | None = None) -> bool:
+        """Whether ``path`` matches the deny-list: its content is hashed but never stored.
+
+        Matched case-insensitively on the name and the relative path, of the resolved file and
+        of every alias of a ``Located`` (the path as asked, the links on the way); a ``Located``
+        is also denied by its file's identity (device and inode: a hard link to a denied file,
+        ``SecretIndex.denied_identity``). A denied ``version`` is remembered as secret: no
+        blob, outline, token count, archive or projection of it is stored, whatever path it is
+        read by later (``settings.is_denied``).
+        """
+        names = [path] if isinstance(path, str) else [path.rel, *path.aliases]
+        if not any(map(self._denied_name, names)) and not self._denied_identity(path):
+            return version is not None and self.secret(version)
+        if version is not None:
+            self.mark(version)
+        return True
+
+    def _denied_identity(self, path: str | Located) -> bool:
+        if isinstance(path, str):
+            return False
+        try:
+            st = os.stat(path.real, follow_symlinks=False)
+        except OSError:
+            return False
+        return self._index.denied_identity(st)
+
+    def _denied_name(self, name: str) -> bool:
+        """``is_denied`` for the settings' deny-list, remembered per name (a glob match per
+        pattern and read otherwise)."""
+        found = self._deny_memo.get(name)
+        if found is None:
+            if len(self._deny_memo) >= 4096:
+                self._deny_memo.clear()
+            found = self._deny_memo[name] = is_denied(name, self.settings.deny)
+        return found
+
+    @property
+    def key(self) -> bytes:
+        """The key of denied files' versions (``secret_key``), loaded on first use."""
+        if self._key is None:
+            self._key = secret_key(self.settings.key_file, self.root)
+        return self._key
+
+    def version_for(self, loc: Located, data: bytes) -> str:
+        """The version of ``data`` read at ``loc``: ``version_of``, or for a denied file (by
+        name or identity) or bytes equal to one's, a keyed version, remembered as secret.
+        Every version of a file the session compares with goes through here."""
+        plain = version_of(data)
+        with self._lock:
+            copied = plain in self._secret_plain
+        if not copied and not self.denied(loc):
+            return plain
+        version = keyed_version(data, self.key)
+        with contextlib.suppress(OSError):
+            st = os.stat(loc.real, follow_symlinks=False)
+            self._index.learn(loc.rel, (st.st_dev, st.st_ino), None)
+        self._index.learn(loc.rel, None, data.decode("utf-8", "replace"))
+        with self._lock:
+            self._secret_plain.add(plain)
+        self.mark(version)
+        return version
+
+    @property
+    def ref_seal(self) -> str:
+        """6 hex digits a file cannot know: a keyed hash of the root, on filecache's own lines
+        in raw and shell answers (``render.render_sealed``); the same in every process on this
+        machine (the key file's)."""
+        if self._ref_seal is None:
+            self._ref_seal = keyed_digest(f"filecache seal\0{self.root}", self.key)[6:12]
+        return self._ref_seal
+
+    def mark(self, version: str) -> None:
+        """Remember ``version`` as secret (read from a denied path, or a tool's output that
+        printed a denied file's lines)."""
+        with self._lock:
+            self._secret.add(version)
+        self._on_secret(version)
+
+    def marked(self, version: str) -> bool:
+        """Whether this object marked ``version`` secret (``secret`` also knows keyed ones)."""
+        return version in self._secret
+
+    def digest(self, text: str, keyed: bool) -> str:
+        """The hash the ledger keeps of an answer or argument: keyed for a denied file's."""
+        return keyed_digest(text, self.key) if keyed else version_of(text.encode("utf-8"))
+
+    def reveals(self, text: str) -> str | None:
+        """The denied file whose lines ``text`` holds (a tool's output that printed it under
+        another name: ``cat .e*``), or None; such text is never stored (``SecretIndex``)."""
+        return self._index.reveals(text)
+
+    def secret(self, version: str) -> bool:
+        """Whether ``version`` was read from a denied path (nothing derived from it is stored):
+        one this object marked, or any keyed version (another process's, from the store)."""
+        return version.startswith(KEYED) or version in self._secret

@@ -1,5 +1,11 @@
 """``Session``: one model context's view, ledger rows and answers.
 
+Each call is a pipeline: read the bytes (``fsio``, through the ``Root`` part), ask a pure
+planner (``core.planner.plan_read``; ``core.edits.plan_edit``/``plan_write``), commit its
+decision in the call's turn (``turns``), return the rendered answer. The cache's parts it is
+handed (``FileCache``: ``paths``, ``secrets``, ``versions``, ``counts``, ``outlines``) answer
+what the planner asks of a version; the session decides nothing itself.
+
 Invariants (DESIGN "The one invariant"):
 - A version is the xxh3 of the bytes of one read; the answer is computed from those same bytes.
 - ``unchanged`` only when every requested line is a fact of the current version; ``diff`` only
@@ -17,7 +23,7 @@ Concurrency (who owns what):
   commit do the copies become the session's views: a call that raises leaves no fact and no
   ledger row. A read skips the catch-up (a query per call): its commit checks the head, and a
   read whose commit finds the store moved on is run again after catching up.
-- Writes and edits also hold the file's path lock (``FileCache.path_lock``) from reading the
+- Writes and edits also hold the file's path lock (``Root.path_lock``) from reading the
   bytes they change to replacing them, and follow record-intent → replace → commit: an
   ``Intent`` is stored, the file replaced only if it still holds the bytes the change was
   computed from, then the event committed and the intent dropped. If the commit fails the old
@@ -35,27 +41,21 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from filecache.core.edits import (
-    MAX_LANDINGS,
-    apply_edit,
-    check_markers,
-    describe_landings,
-    landings,
-    line_range,
-)
+from filecache.core.edits import ChangePlan, plan_edit, plan_write
 from filecache.core.hashing import KEYED, args_hash
 from filecache.core.planner import (
+    MODES,
+    ReadAsk,
     ReadDecision,
-    ReadRequest,
-    outline_key,
-    plan_outline,
+    ReadRules,
+    check_read,
     plan_read,
-    wants_outline,
+    streams_window,
 )
 from filecache.core.render import RETRIED_DETAIL, render_sealed, render_write
 from filecache.core.results import Kind, ReadResult, Source, WriteResult
 from filecache.core.text import decode_text, encode_text, join_lines, split_lines
-from filecache.core.views import Facts, Span, map_through_edit
+from filecache.core.views import Facts, Span
 from filecache.errors import (
     CallAbandonedError,
     ConflictError,
@@ -72,7 +72,7 @@ from filecache.hosts import CacheHost
 from filecache.ledger import Ledger, build_ledger
 from filecache.locations import Locations
 from filecache.outside import OutsideChanges
-from filecache.sources import diff_base_lines, source_of
+from filecache.sources import read_lookups
 from filecache.store.store import Intent
 from filecache.turns import SessionState, Turn
 
@@ -82,7 +82,6 @@ if TYPE_CHECKING:
 __all__ = ["MODES", "Session", "check_session_id", "new_call_id"]
 
 
-MODES = ("auto", "full", "outline")
 _T = TypeVar("_T")
 
 
@@ -99,8 +98,11 @@ class Session:
         self.id = session_id
         self._lock = threading.RLock()
         self._state = SessionState(cache.store, session_id, cache.settings.versions_per_path)
+        # the parts of the cache a session answers with (FileCache makes them, once per root)
+        self._paths, self._secrets, self._versions = cache.paths, cache.secrets, cache.versions
+        self._counts, self._outlines = cache.counts, cache.outlines
         self._outside = OutsideChanges(cache)  # files the watcher saw change
-        self._locations = Locations(cache.locate)  # resolutions of the paths asked, link-free
+        self._locations = Locations(self._paths.locate)  # resolutions of the paths asked, link-free
         cache.store.touch_session(session_id)
 
     # -- public API -------------------------------------------------------------------------
@@ -133,11 +135,8 @@ class Session:
             PathError, ContentError, RequestError: with a message that says what to do.
             StoreError: the store failed; nothing was recorded and the view is as before.
         """
-        if mode not in MODES:
-            raise RequestError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         ranged = offset is not None or limit is not None
-        if symbol is not None and (ranged or mode == "outline"):
-            raise RequestError("pass symbol alone, without offset/limit or mode='outline'")
+        check_read(mode, symbol, ranged)
         cid = self._call_id(call_id)
         self._state.ended(cid, failed=False)
 
@@ -179,41 +178,28 @@ class Session:
         cid: str,
         ranged: bool,
     ) -> ReadResult:
+        """Read the bytes, ask the planner, record its decision (``_answered``)."""
         limit_bytes = self.cache.settings.max_file_bytes
         try:
             data = read_bytes(loc, limit_bytes)
         except FileTooLargeError:
-            if not ranged or mode == "outline":
+            if not streams_window(mode, ranged):
                 raise
             # A range of a file over the limit: streamed, hashed whole, only the range kept
             # (lines cut at text.MAX_LINE_CHARS); always content, never stored (fsio.read_window).
-            key = self.cache.key if self.cache.denied(loc) else None  # keyed if denied
+            key = self._secrets.key if self._secrets.denied(loc) else None  # keyed if denied
             window = read_window(loc, offset, limit, budget=limit_bytes, key=key)
-            self.cache.denied(loc, window.version)  # its lines are never stored in any case
+            self._secrets.denied(loc, window.version)  # its lines are never stored in any case
             src = Source(loc.rel, loc.rel, window.version, window.lines, numbered)
             first, count = window.lines.start, len(window.lines.kept)
-            return self._answer(turn, src, first, first + count - 1, True, cid, partial=True)
-        src = source_of(self.cache, loc, data, numbered)
-        if mode == "outline":
-            return self._answer_outline(turn, src, cid, fresh, large=False)
-        label = None
-        if symbol is not None:
-            from filecache.outline.outline import (
-                find_symbol,  # on first use (see FileCache.outline_of)
-            )
-
-            definition = find_symbol(
-                self.cache.outline_of(src.version, src.path, src.lines), symbol
-            )
-            start, end, label = (
-                definition.start_line,
-                definition.end_line,
-                definition.qualified_name,
-            )
-        else:
-            start, end = line_range(loc.rel, len(src.lines), offset, limit)
-        may_outline = mode == "auto" and not ranged and symbol is None and numbered
-        return self._answer(turn, src, start, end, fresh, cid, label=label, may_outline=may_outline)
+            lines = (first, first + count - 1)
+            return self._answer(turn, src, cid, lambda seq: ReadAsk(
+                src=src, call_id=cid, seq=seq, lines=lines, fresh=True, partial=True))  # fmt: skip
+        src = self._versions.source_of(loc, data, numbered)
+        return self._answer(turn, src, cid, lambda seq: ReadAsk(
+            src=src, call_id=cid, seq=seq, offset=offset, limit=limit, mode=mode, symbol=symbol,
+            fresh=fresh,
+        ))  # fmt: skip
 
     def write(self, path: str | Path, content: str, *, call_id: str | None = None) -> WriteResult:
         """Create or replace ``path`` with ``content`` (atomically, under the path's lock).
@@ -226,10 +212,8 @@ class Session:
         cid = self._call_id(call_id)
 
         def write_at(loc: Located) -> WriteResult:
-            def plan(old: str | None, before: str | None) -> tuple[str, list[Span], str]:
-                check_markers(loc.rel, old or "", content)
-                count = len(split_lines(content))
-                return content, ([(1, count, (frozenset([cid]),))] if count else []), ""
+            def plan(old: str | None, held: Facts | None) -> ChangePlan:
+                return plan_write(loc.rel, old, content, cid)
 
             return self._change(loc, cid, "written", plan, [content], must_exist=False,
                                 retry=call_id is not None)  # fmt: skip
@@ -266,43 +250,10 @@ class Session:
             pairs = list(edits)
         cid = self._call_id(call_id)
         return self._attempt(cid, lambda: self._locations.retry(path, lambda loc: self._change(
-            loc, cid, "edited", self._edit_plan(loc, cid, pairs, replace_all),
+            loc, cid, "edited",
+            lambda old, held: plan_edit(loc.rel, old, held, pairs, replace_all, cid),
             [new for _, new in pairs], must_exist=True, retry=call_id is not None,
         )))  # fmt: skip
-
-    def _edit_plan(
-        self,
-        loc: Located,
-        cid: str,
-        pairs: Sequence[tuple[str, str]],
-        replace_all: bool,
-    ) -> _Plan:
-        def plan(old: str | None, before: str | None) -> tuple[str, list[Span], str]:
-            if old is None:
-                raise EditError(f"{loc.rel}: not a text file filecache can edit; use write")
-            turn = self._current
-            view = turn.view(loc.rel) if turn is not None else None
-            old_lines = split_lines(old)
-            facts = view.get(before) if view and before else None
-            text, replaced, steps = old, 0, []
-            for old_s, new_s in pairs:
-                text, pieces, count = apply_edit(loc.rel, text, old_s, new_s, replace_all)
-                replaced += count
-                new_lines = split_lines(text)
-                spans = map_through_edit(old_lines, facts, new_lines, pieces, cid)
-                facts = _scratch(spans, len(new_lines))
-                old_lines = new_lines
-                steps.append(landings(text, pieces))
-            check_markers(loc.rel, old, text)
-            detail = f"{replaced} replacement{'s' if replaced != 1 else ''}"
-            if sum(map(len, steps)) <= MAX_LANDINGS:
-                detail += describe_landings(steps)
-                spans = facts.spans if facts else []
-            else:  # too many places to list: the model cannot place them, so hold nothing
-                spans = []
-            return text, spans, detail
-
-        return plan
 
     def forget(self, call_ids: Iterable[str]) -> None:
         """The model no longer has these results: drop every fact that relies on them."""
@@ -365,7 +316,7 @@ class Session:
                     gone.add(cid)
                 elif record is not None and record.text_hash is not None:
                     keyed = record.text_hash.startswith(KEYED)
-                    if self.cache.digest(text, keyed) != record.text_hash:
+                    if self._secrets.digest(text, keyed) != record.text_hash:
                         gone.add(cid)
                 if record is not None and record.args:  # a write/edit: its arguments must remain
                     call = calls.get(cid)
@@ -394,9 +345,9 @@ class Session:
             }  # a decorated tool's output is not a file: its next call is hashed
             for key, held in newest.items():
                 try:
-                    loc = self.cache.locate(key)
+                    loc = self._paths.locate(key)
                     data = read_bytes(loc, self.cache.settings.max_file_bytes)
-                    version: str | None = self.cache.version_for(loc, data)
+                    version: str | None = self._secrets.version_for(loc, data)
                 except MissingFileError:
                     version = None  # deleted: a change too
                 except FileCacheError:
@@ -431,26 +382,26 @@ class Session:
         return build_ledger(self.id, self.cache.store.events(self.id))
 
     def read_tool(self, fn: Any = None, /, **options: Any) -> Any:
-        """Decorate an agent's own read tool: cache on its output (see adapters.decorators).
+        """Decorate an agent's own read tool: cache on its output (see filecache.decorators).
 
         ``@session.read_tool`` or ``@session.read_tool(offset="offset", limit="limit")``."""
-        from filecache.adapters.decorators import read_tool
+        from filecache.decorators import read_tool
 
         return read_tool(self, fn, **options)
 
     def edit_tool(self, fn: Any = None, /, **options: Any) -> Any:
         """Decorate an agent's own edit tool: its calls become edits in the ledger."""
-        from filecache.adapters.decorators import edit_tool
+        from filecache.decorators import edit_tool
 
         return edit_tool(self, fn, **options)
 
     def write_tool(self, fn: Any = None, /, **options: Any) -> Any:
         """Decorate an agent's own write tool: its calls become writes in the ledger."""
-        from filecache.adapters.decorators import write_tool
+        from filecache.decorators import write_tool
 
         return write_tool(self, fn, **options)
 
-    # -- async face (adapters/decorators, frameworks): the blocking work runs in a thread -----
+    # -- async face (filecache.decorators, frameworks): the blocking work runs in a thread -----
 
     # A cancelled task (``asyncio.wait_for``, ``task.cancel()``) abandons its call: the thread
     # runs on, but its answer never reaches the caller, so it leaves no fact (``abandon``).
@@ -504,20 +455,22 @@ class Session:
         content is then their raw text, ``render_lines(numbered=False)``."""
         # A denied path's output, or one that prints a denied file's lines, is keyed and kept
         # out of the store like a denied file's read.
-        secret = self.cache.denied(path) or self.cache.reveals(output) is not None
-        version = self.cache.digest(output, secret)
+        secret = self._secrets.denied(path) or self._secrets.reveals(output) is not None
+        version = self._secrets.digest(output, secret)
         if secret:
-            self.cache.denied(path, version)  # marks it when the path is denied
-            self.cache.mark_secret(version)
+            self._secrets.denied(path, version)  # marks it when the path is denied
+            self._secrets.mark(version)
         split = split_lines(output)
-        self.cache.remember(version, split, not secret)
+        self._versions.remember(version, split, not secret)
         start, end = lines or (1, len(split))
         whole = start == 1 and end == len(split)
         src = Source(key, path, version, split, False, output if whole else None)
         cid = self._call_id(call_id)
         with self._turn() as turn:
             self._state.tool_keys.add(key)
-            return self._answer(turn, src, start, end, fresh, cid)
+            return self._answer(turn, src, cid, lambda seq: ReadAsk(
+                src=src, call_id=cid, seq=seq, lines=(start, end), fresh=fresh, mode="full",
+            ))  # fmt: skip
 
     def record_write(self, path: str, tool: str, call_id: str | None = None) -> str:
         """Record a write/edit done outside ``Session`` (decorated tools); returns the call id."""
@@ -555,7 +508,7 @@ class Session:
             raise RequestError("adopt_change needs exactly one of content, edits or deleted")
 
         def adopt_at(loc: Located) -> str:
-            with self._turn() as turn, self.cache.path_lock(loc.rel):
+            with self._turn() as turn, self._paths.path_lock(loc.rel):
                 data = self._current_bytes(loc)
                 view = turn.view(loc.rel)
                 held = (
@@ -563,16 +516,15 @@ class Session:
                     if view is not None and view.versions
                     else self._state.seen.get(loc.rel)
                 )
+                facts = view.get(held) if view is not None and held else None
                 planned = None if deleted or data is None else self._adopted(
-                    loc, call_id, held, content, edits, replace_all)  # fmt: skip
+                    loc, call_id, held, facts, content, edits, replace_all)  # fmt: skip
                 if planned is not None and data is not None:
-                    text, spans, kind = planned
-                    if encode_text(text, loc.rel) == data:
-                        self._record_written(
-                            turn, loc, call_id, kind, data, text, held, spans, "", ()
-                        )
+                    kind, change = planned
+                    if encode_text(change.text, loc.rel) == data:
+                        self._record_written(turn, loc, call_id, kind, data, held, change, ())
                         return kind
-                version = None if data is None else self.cache.version_for(loc, data)
+                version = None if data is None else self._secrets.version_for(loc, data)
                 turn.record_change(call_id, loc.rel, version, held)
                 return Kind.CHANGED
 
@@ -583,61 +535,49 @@ class Session:
         loc: Located,
         cid: str,
         held: str | None,
+        facts: Facts | None,
         content: str | None,
         edits: Sequence[tuple[str, str]] | None,
         replace_all: bool,
-    ) -> tuple[str, list[Span], str] | None:
-        """What the host's change makes of the version the model holds (text, the spans the
-        model then holds, kind), or None when it cannot be placed."""
+    ) -> tuple[str, ChangePlan] | None:
+        """What the host's change makes of the version ``held`` the model holds (whose facts
+        are ``facts``): (kind, plan), or None when it cannot be placed."""
         if content is not None:
             count = len(split_lines(content))
-            return content, ([(1, count, (frozenset([cid]),))] if count else []), Kind.WRITTEN
-        old = self.cache.lines_of(held) if held is not None else None
+            spans: list[Span] = [(1, count, (frozenset([cid]),))] if count else []
+            return Kind.WRITTEN, ChangePlan(content, spans, "")
+        old = self._versions.lines_of(held) if held is not None else None
         if old is None or not edits:
             return None  # the model holds no version to apply them to: a plain change
         try:
-            text, spans, _ = self._edit_plan(loc, cid, edits, replace_all)(join_lines(old), held)
+            change = plan_edit(loc.rel, join_lines(old), facts, edits, replace_all, cid)
         except FileCacheError:
             return None  # the edits do not apply to what the model holds
-        return text, spans, Kind.EDITED
+        return Kind.EDITED, ChangePlan(change.text, change.spans, "")
 
     def _answer(
-        self,
-        turn: Turn,
-        src: Source,
-        start: int,
-        end: int,
-        fresh: bool,
-        cid: str,
-        *,
-        label: str | None = None,
-        may_outline: bool = False,
-        partial: bool = False,
+        self, turn: Turn, src: Source, cid: str, ask_at: Callable[[int], ReadAsk]
     ) -> ReadResult:
+        """Answer the read ``cid`` of ``src``: ``ask_at(seq)`` is the read as asked, given the
+        sequence number its answer gets (after the notices, which may log changes first)."""
         settings = self.cache.settings
-        plain = self.cache.plain_tokens(src, start, end)
-        probe = ReadRequest(src=src, start=start, end=end, call_id=cid, seq=0, plain=plain,
-                            fresh=fresh, label=label)  # fmt: skip
-        if wants_outline(
-            probe, turn.view(src.key), settings.outline_threshold, may_outline=may_outline
-        ):
-            return self._answer_outline(turn, src, cid, fresh, large=True)
-        notice = self._outside.notices(self._state, turn, cid, src.key)
-        request = ReadRequest(src=src, start=start, end=end, call_id=cid, seq=turn.next_seq(),
-                              plain=plain, fresh=fresh, label=label, partial=partial)  # fmt: skip
+        notice = self._notices(turn, cid, src.key)
         view = turn.view(src.key)
+        ask = ask_at(turn.next_seq())
         decision = plan_read(
-            request, view, bases=diff_base_lines(self.cache, view, src.version),
-            call_seq=self._state.call_seq,
-            count=self.cache.count, diff_max_ratio=settings.diff_max_ratio,
-            max_versions=settings.versions_per_path, margin=self.cache.margin,
+            ask, view, call_seq=self._state.call_seq,
+            lookups=read_lookups(self._versions, self._counts, self._outlines, src, view),
+            rules=ReadRules(
+                outline_threshold=settings.outline_threshold,
+                diff_max_ratio=settings.diff_max_ratio,
+                max_versions=settings.versions_per_path, margin=self._counts.margin,
+            ),
         )  # fmt: skip
-        return self._answered(turn, request, decision, notice)
+        return self._answered(turn, decision, notice)
 
-    def _answered(
-        self, turn: Turn, request: ReadRequest, decision: ReadDecision, notice: str
-    ) -> ReadResult:
+    def _answered(self, turn: Turn, decision: ReadDecision, notice: str) -> ReadResult:
         """Log the decision in the turn and return its result (the view becomes the turn's)."""
+        request = decision.request
         src = request.src
         turn.views[src.key] = decision.view
         turn.seen[src.key] = src.version
@@ -646,49 +586,24 @@ class Session:
             # Raw and shell answers show a file byte for byte: filecache's own lines carry
             # the seal a file cannot know (render.render_sealed); content is never touched.
             if decision.kind in (Kind.UNCHANGED, Kind.DIFF, Kind.OUTLINE):
-                text = render_sealed(text, self.cache.ref_seal)
-                tokens += self.cache.count(text) - self.cache.count(decision.text)
+                text = render_sealed(text, self._secrets.ref_seal)
+                tokens += self._counts.count(text) - self._counts.count(decision.text)
             if notice:
-                notice = render_sealed(notice, self.cache.ref_seal)
+                notice = render_sealed(notice, self._secrets.ref_seal)
         if notice:
-            text, tokens = notice + text, tokens + self.cache.count(notice)
-        start, end = (1, len(src.lines)) if decision.kind == Kind.OUTLINE else (
-            request.start, request.end)  # fmt: skip
+            text, tokens = notice + text, tokens + self._counts.count(notice)
+        start, end = request.start, request.end
         turn.log(
             request.call_id, "read", src.path, start=start, end=end, version=src.version,
             base_version=decision.base_version, kind=str(decision.kind),
             base_call_id=decision.base_call_id, tokens=tokens, tokens_full=request.plain,
-            text_hash=self.cache.digest(text, self.cache.secret(src.version)),
+            text_hash=self._secrets.digest(text, self._secrets.secret(src.version)),
             deps=tuple(sorted(decision.relied)),
         )  # fmt: skip
         return ReadResult(
             str(decision.kind), text, src.path, src.version, request.call_id,
             decision.base_call_id, tokens, request.plain, start, end, len(src.lines),
         )  # fmt: skip
-
-    def _answer_outline(
-        self, turn: Turn, src: Source, cid: str, fresh: bool, *, large: bool
-    ) -> ReadResult:
-        total = len(src.lines)
-        plain = self.cache.plain_tokens(src, 1, total)
-        notice = self._outside.notices(self._state, turn, cid, src.key)
-        view = turn.view(src.key)
-        request = ReadRequest(src=src, start=1, end=total, call_id=cid, seq=turn.next_seq(),
-                              plain=plain, fresh=fresh)  # fmt: skip
-        held = (
-            view is not None
-            and not fresh
-            and outline_key(src.version, large=large) in view.outlines
-        )
-        budget = plain // 5 if large else None  # an explicit outline: render_outline's rule
-        outline_text = (
-            None if held else self.cache.outline_text(src.version, src.path, src.lines, budget)
-        )
-        decision = plan_outline(
-            request, view, outline_text, self.cache.count, large=large,
-            max_versions=self.cache.settings.versions_per_path,
-        )  # fmt: skip
-        return self._answered(turn, request, decision, notice)
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -712,7 +627,7 @@ class Session:
         """
         cache = self.cache
         self._state.ended(cid, failed=False)
-        with self._turn() as turn, cache.path_lock(loc.rel):
+        with self._turn() as turn, self._paths.path_lock(loc.rel):
             done = self._done_before(turn, loc, cid, kind) if retry else None
             if done is not None:
                 return done
@@ -721,8 +636,9 @@ class Session:
                 if old_data is None and must_exist:
                     raise EditError(f"{loc.rel}: no such file; use write to create it")
                 old, before = self._previous(loc, old_data)
-                text, spans, detail = plan(old, before)
-                data = encode_text(text, loc.rel)  # no NUL, no lone surrogate: served back
+                view = turn.view(loc.rel)
+                planned = plan(old, view.get(before) if view and before else None)
+                data = encode_text(planned.text, loc.rel)  # no NUL, no lone surrogate: served back
                 if self._current_bytes(loc) == old_data:
                     break  # unchanged since it was read: replace it now (we hold the lock)
             else:
@@ -730,7 +646,7 @@ class Session:
                     f"{loc.rel}: kept changing while being {kind} (another program writes it "
                     "without filecache's lock); nothing was written; read it again and retry"
                 )
-            version = cache.version_for(loc, data)  # keyed for a denied file
+            version = self._secrets.version_for(loc, data)  # keyed for a denied file
             if self._state.is_abandoned(cid):
                 raise CallAbandonedError(f"{loc.rel}: the call {cid} was abandoned; not {kind}")
             intent = Intent(self.id, cid, str(cache.root), loc.rel, before, version)
@@ -743,8 +659,8 @@ class Session:
                 raise
             turn.replaced = True
             try:
-                result = self._record_written(turn, loc, cid, kind, data, text, before, spans,
-                                              detail, written)  # fmt: skip
+                result = self._record_written(turn, loc, cid, kind, data, before, planned,
+                                              written)  # fmt: skip
                 turn.commit()
             except BaseException:
                 self._undo_write(loc, old_data, data)
@@ -780,7 +696,7 @@ class Session:
                 continue
             # we hold the path's lock: its writer is not between replace and commit (it died)
             data = self._current_bytes(loc)
-            if data is not None and self.cache.version_for(loc, data) == intent.after:
+            if data is not None and self._secrets.version_for(loc, data) == intent.after:
                 result = self._retried(loc, kind, intent.after, intent.before, cid, turn)
                 turn.on_commit(lambda: store.drop_intent(self.id, cid))
                 return result
@@ -798,18 +714,18 @@ class Session:
     ) -> WriteResult:
         """The confirmation of a write or edit applied by an earlier attempt of ``cid``;
         ``turn``: record it there (it was never confirmed before)."""
-        lines = self.cache.lines_of(version)
+        lines = self._versions.lines_of(version)
         if lines is None:
             data = self._current_bytes(loc)
             lines = split_lines(decode_text(data, loc.rel)) if data is not None else []
         message = render_write(loc.rel, kind, version, len(lines), RETRIED_DETAIL)
-        tokens = self.cache.count(message)
+        tokens = self._counts.count(message)
         if turn is not None:
             turn.seen[loc.rel] = version
             turn.log(
                 cid, "write" if kind == "written" else "edit", loc.rel, version=version,
                 base_version=before, kind=kind, tokens=tokens, tokens_full=tokens,
-                text_hash=self.cache.digest(message, False),
+                text_hash=self._secrets.digest(message, False),
             )  # fmt: skip
         return WriteResult(kind, message, loc.rel, version, before, cid, tokens)
 
@@ -820,30 +736,28 @@ class Session:
         cid: str,
         kind: str,
         data: bytes,
-        text: str,
         before: str | None,
-        spans: list[Span],
-        detail: str,
+        planned: ChangePlan,
         written: Sequence[str],
     ) -> WriteResult:
-        notice = self._outside.notices(self._state, turn, cid, loc.rel)
-        version = self.cache.version_for(loc, data)
-        lines = split_lines(text)
+        notice = self._notices(turn, cid, loc.rel)
+        version = self._secrets.version_for(loc, data)
+        lines = split_lines(planned.text)
         # as for reads: denied files and files over max_file_bytes are never stored
-        secret = self.cache.denied(loc, version)
+        secret = self._secrets.denied(loc, version)
         storable = not secret and len(data) <= self.cache.settings.max_file_bytes
-        self.cache.remember(version, lines, storable)
-        message = notice + render_write(loc.rel, kind, version, len(lines), detail)
-        tokens = self.cache.count(message)
+        self._versions.remember(version, lines, storable)
+        message = notice + render_write(loc.rel, kind, version, len(lines), planned.detail)
+        tokens = self._counts.count(message)
         seq = turn.next_seq()
         turn.seen[loc.rel] = version
         facts = turn.new_view(loc.rel).facts_for(version, len(lines), seq)
         facts.origin = cid  # the model's own change: a read that finds it undone says so
-        facts.add_spans(spans)
+        facts.add_spans(planned.spans)
         turn.log(
             cid, "write" if kind == "written" else "edit", loc.rel, version=version,
             base_version=before, kind=kind, tokens=tokens, tokens_full=tokens,
-            text_hash=self.cache.digest(message, False),
+            text_hash=self._secrets.digest(message, False),
             args=tuple(self._args_hash(w, secret) for w in written),
         )  # fmt: skip
         return WriteResult(kind, message, loc.rel, version, before, cid, tokens)
@@ -870,7 +784,7 @@ class Session:
         replaced; (None, None) for a new file."""
         if data is None:
             return None, None
-        version = self.cache.version_for(loc, data)
+        version = self._secrets.version_for(loc, data)
         if len(data) > self.cache.settings.max_file_bytes:
             return None, version
         try:
@@ -912,9 +826,14 @@ class Session:
 
     _current: Turn | None = None
 
+    def _notices(self, turn: Turn, cid: str, path: str) -> str:
+        """What the answer about ``path`` starts with: notices of other files the watcher saw
+        change (``outside.py``); none marked, nothing to ask."""
+        return self._outside.notices(self._state, turn, cid, path) if self._outside.marked else ""
+
     def _args_hash(self, text: str, secret: bool) -> str:
         """The ledger's tag of what a write/edit carried: keyed for a denied file's."""
-        return self.cache.digest(text, True) if secret else args_hash(text)
+        return self._secrets.digest(text, True) if secret else args_hash(text)
 
     def _call_id(self, call_id: str | None) -> str:
         return call_id if call_id else new_call_id()
@@ -943,12 +862,9 @@ def check_session_id(session_id: str) -> None:
             )
 
 
-_Plan = Callable[[str | None, str | None], tuple[str, list[Span], str]]
-"""What a write or edit makes of the file's current text: (new text, facts, detail)."""
-
-
-def _scratch(spans: list[Span], line_count: int) -> Facts:
-    return Facts("", line_count, list(spans))
+_Plan = Callable[[str | None, Facts | None], ChangePlan]
+"""What a write or edit makes of the file's current text (or None) and the facts the model
+holds of that version (``plan_write``, ``plan_edit``)."""
 
 
 def _strings(value: object) -> set[str]:

@@ -87,6 +87,32 @@ def host_session_id(host: str, host_session_id: str, root: Path) -> str:
     return f"{host}:{sid}@{_digest(str(root))[:8]}"
 
 
+def _relative_paths(root: Path, store: str | None) -> dict[str, str]:
+    """The settings of ``root`` (absolute) naming a relative path (``store``, ``key_file``: from
+    ``FILECACHE_*`` or the root's pyproject.toml), made absolute against the calling process's
+    working folder, as a process per call resolves them. The resident hook server answers every
+    project from one process whose own working folder is ``/``: resolved there, two projects'
+    relative stores would be one file (or none)."""
+    from filecache.adapters.hosts import call_env
+
+    from filecache.settings import load_settings
+    from filecache.store.store_url import is_store_url
+
+    if not root.is_dir():
+        return {}  # FileCache says so
+    settings = load_settings(root.resolve())
+    here = call_env.getcwd()
+    out = {}
+    given = store if store is not None else settings.store
+    if given and given != ":memory:" and not is_store_url(given):
+        if not os.path.isabs(given):  # as SqliteStore opens it: no ``~``
+            out["store"] = os.path.join(here, given)
+    key_file = settings.key_file
+    if key_file and not os.path.isabs(os.path.expanduser(key_file)):  # as secret_key reads it
+        out["key_file"] = os.path.join(here, key_file)
+    return out
+
+
 class HostSession(ClosesOnExit):
     """One model context of a host, on one root (see the module docstring)."""
 
@@ -110,7 +136,11 @@ class HostSession(ClosesOnExit):
         ``store`` as ``FileCache``'s (default: the root's settings, ``FILECACHE_STORE``, then
         ``<root>/.filecache/cache.db``).
         """
-        cache = FileCache(Path(root if root is not None else cwd), store=store)
+        from filecache.adapters.hosts import call_env  # the calling process's, in the server
+
+        where = Path(call_env.getcwd(), root if root is not None else cwd)  # an absolute one wins
+        paths = _relative_paths(where, store)
+        cache = FileCache(where, store=paths.pop("store", store), **paths)
         try:
             session = cache.session(host_session_id(host, host_session_id_, cache.root))
         except BaseException:

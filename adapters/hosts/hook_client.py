@@ -9,10 +9,11 @@ and a round trip on a Unix socket: filecache itself is loaded once, by the resid
 The call (``call``):
 1. The server's socket is ``<folder>/<identity>.sock``: ``identity`` hashes everything that
    changes an answer and is fixed per process (uid, interpreter, where this code is installed,
-   umask, ``FILECACHE_*``, ``HOME``, ``XDG_*``, ``LANG``/``LC_*``); the server checks the code
-   it runs against the disk on every call. ``socket_folder`` is ``$XDG_RUNTIME_DIR/filecache``,
-   else ``$XDG_CACHE_HOME/filecache/run``, else (a path too long for ``AF_UNIX``)
-   ``$TMPDIR/filecache-<uid>``; a folder that is not ours, or that others may enter, is refused.
+   umask, ``FILECACHE_*``, ``HOME``, ``XDG_*``, ``LANG``/``LC_*``, libpq's ``PG*``); the server
+   checks the code it runs against the disk on every call. ``socket_folder`` is
+   ``$XDG_RUNTIME_DIR/filecache``, else ``$XDG_CACHE_HOME/filecache/run``, else (a path too long
+   for ``AF_UNIX``) ``$TMPDIR/filecache-<uid>``; a folder that is not ours, or that others may
+   enter, is refused.
 2. No server listening: one is started, detached (double fork, a new session, stdio on
    ``/dev/null``), under a lock so that racing hooks start one; the starter waits until it
    listens (``START_TIMEOUT``).
@@ -26,6 +27,8 @@ mid-call; a call it committed is then a retry with the same call id, which ``Ses
 exactly once). A server that said ``R`` and got ``G`` but does not answer within
 ``ANSWER_TIMEOUT`` is given up on with no answer (the host's own output stands, as when a hook
 times out), never run a second time beside it. ``FILECACHE_HOOK_SERVER=0`` turns the server off.
+A client installed in the user's site-packages (``pip install --user``, which ``-I`` leaves off
+``sys.path``) adds that folder, for the server it starts and for an in-process call.
 Nothing here raises into the host: the exit status is 0 and failures are one line in the hook
 log.
 """
@@ -66,7 +69,7 @@ READY_TIMEOUT = 3.0  # from the request to the server's "R"
 START_TIMEOUT = 10.0  # a server importing filecache on a loaded machine
 ANSWER_TIMEOUT = {"claude-code": 25.0, "codex": 8.0, "opencode": 25.0}
 """Seconds after ``G`` before the client gives up; below each host's hook timeout as installed."""
-_IDENTITY_PREFIXES = ("FILECACHE_", "XDG_", "LC_")
+_IDENTITY_PREFIXES = ("FILECACHE_", "XDG_", "LC_", "PG")  # PG*: libpq's, for a store URL
 _IDENTITY_NAMES = ("HOME", "LANG")
 _PER_CALL = ("CLAUDE_PROJECT_DIR",)  # call_env.PER_CALL (not imported: it loads contextvars)
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -277,7 +280,17 @@ def _spawn(path: str, ident: str, deadline: float) -> bool:
     import select
 
     read_end, write_end = os.pipe()
-    argv = [sys.executable, "-I", "-m", "filecache.adapters.hosts.hook_server",
+    user = _user_site()
+    start = (
+        ["-m", "filecache.adapters.hosts.hook_server"]
+        if user is None
+        else [
+            "-c",
+            f"import runpy, site; site.addsitedir({user!r}); "
+            "runpy.run_module('filecache.adapters.hosts.hook_server', run_name='__main__')",
+        ]
+    )
+    argv = [sys.executable, "-I", *start,
             "--socket", path, "--identity", ident, "--ready-fd", str(write_end)]  # fmt: skip
     child = os.fork()
     if child == 0:  # pragma: no cover - runs in the forked child
@@ -310,14 +323,31 @@ def _spawn(path: str, ident: str, deadline: float) -> bool:
 # -- the call -------------------------------------------------------------------------------------
 
 
+def _user_site() -> str | None:
+    """The user's site-packages when this client is installed there (``pip install --user``):
+    ``-I`` leaves it off ``sys.path``, so the server and an in-process call add it (it is the
+    user's own folder, where this very file is, not the project's)."""
+    import site
+
+    user = site.getusersitepackages()
+    return user if _HERE.startswith(os.path.join(user, "")) else None
+
+
 def in_process(host: str, args: list[str], payload: bytes) -> bytes:
-    """The hook run in this process (``registry.run_hook``: never raises)."""
-    if sys.flags.no_site and "site" not in sys.modules:  # a ``-S`` start: sys.path as site has it
-        import site
+    """The hook run in this process (``registry.run_hook``: never raises); ``b""`` and a line
+    in the log when filecache cannot be imported."""
+    import site  # under ``-S``: imported, not run (``_user_site`` may have imported it)
 
+    if sys.flags.no_site:  # a ``-S`` start (one call per process): sys.path as site has it
         site.main()
-    from filecache.adapters.hosts.registry import run_hook
-
+    user = _user_site()
+    if user is not None and user not in sys.path:
+        site.addsitedir(user)
+    try:
+        from filecache.adapters.hosts.registry import run_hook
+    except ImportError as exc:  # the hook outlived its package: the host's output stands
+        log(host, f"cannot import filecache ({exc}); {sys.executable} -I does not have it")
+        return b""
     out: bytes = run_hook(host, args, payload)
     return out
 

@@ -1,4 +1,6 @@
-"""Pure helpers of reads and edits: ranges, where an edit landed, markers, replacements.
+"""Pure helpers of reads and edits: ranges, where an edit landed, markers, replacements, and
+the change planners ``plan_edit`` and ``plan_write`` (what a write or edit makes of a file's
+text: the new text, the facts the model holds of it, the confirmation's detail).
 
 Invariants: ``apply_edit`` replaces exactly what it reports (the pieces give every character's
 provenance) and refuses an ``old_string`` that is empty, absent or (without ``replace_all``) not
@@ -15,14 +17,17 @@ import unicodedata
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from filecache.core.diffing import Opcode
 from filecache.core.render import MARKERS, fileref_like
-from filecache.core.views import Piece
+from filecache.core.text import split_lines
+from filecache.core.views import Facts, Piece, Span, map_through_edit
 from filecache.errors import EditError, MarkerError, RangeError
 
 __all__ = [
     "MAX_LANDINGS",
+    "ChangePlan",
     "apply_edit",
     "check_markers",
     "describe_landings",
@@ -30,6 +35,8 @@ __all__ = [
     "landings",
     "line_range",
     "old_span",
+    "plan_edit",
+    "plan_write",
 ]
 
 _LONE_LF = re.compile(r"(?<!\r)\n")
@@ -242,3 +249,63 @@ def apply_edit(
     pieces.append(Piece(len(text) - pos, pos))
     out.append(text[pos:])
     return "".join(out), pieces, count
+
+
+@dataclass(frozen=True)
+class ChangePlan:
+    """What a write or edit makes of a file: the new ``text``, the ``spans`` the model holds of
+    it afterwards (its facts, each relying on the call and on what it held before), and the
+    confirmation's ``detail`` (how many replacements, where they landed)."""
+
+    text: str
+    spans: list[Span]
+    detail: str
+
+
+def plan_write(rel: str, old: str | None, content: str, call_id: str) -> ChangePlan:
+    """A write of ``content`` over ``old`` (None: a new file, or not text): every line is a
+    fact of the write's call (the model wrote it).
+
+    Raises:
+        MarkerError: ``content`` adds filecache's own markers.
+    """
+    check_markers(rel, old or "", content)
+    count = len(split_lines(content))
+    return ChangePlan(content, [(1, count, (frozenset([call_id]),))] if count else [], "")
+
+
+def plan_edit(
+    rel: str,
+    old: str | None,
+    held: Facts | None,
+    pairs: Sequence[tuple[str, str]],
+    replace_all: bool,
+    call_id: str,
+) -> ChangePlan:
+    """The (old, new) ``pairs`` applied in order to ``old``, all or none; ``held``: the facts
+    the model holds of the version ``old`` is (None: none), mapped through each replacement
+    (``views.map_through_edit``). Past ``MAX_LANDINGS`` places the model cannot place them,
+    so it holds nothing of the result. ``held`` is not changed.
+
+    Raises:
+        EditError: ``old`` is not text, or an ``old_string`` is missing or not unique.
+        MarkerError: the result adds filecache's own markers.
+    """
+    if old is None:
+        raise EditError(f"{rel}: not a text file filecache can edit; use write")
+    old_lines = split_lines(old)
+    facts = held
+    text, replaced, steps = old, 0, []
+    for old_s, new_s in pairs:
+        text, pieces, count = apply_edit(rel, text, old_s, new_s, replace_all)
+        replaced += count
+        new_lines = split_lines(text)
+        facts = Facts("", len(new_lines), map_through_edit(old_lines, facts, new_lines, pieces,
+                                                           call_id))  # fmt: skip
+        old_lines = new_lines
+        steps.append(landings(text, pieces))
+    check_markers(rel, old, text)
+    detail = f"{replaced} replacement{'s' if replaced != 1 else ''}"
+    if sum(map(len, steps)) <= MAX_LANDINGS:
+        return ChangePlan(text, facts.spans if facts else [], detail + describe_landings(steps))
+    return ChangePlan(text, [], detail)  # too many places to list: the model holds nothing

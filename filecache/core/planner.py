@@ -3,9 +3,16 @@ outline or a reference to an outline — and the view the model holds after it.
 
 Pure: records and functions in, a frozen ``ReadDecision`` out. No file system, no store, no
 locks; the input view is never changed (the decision carries a new one). ``Session`` is the
-shell around it: it reads the bytes, takes the locks, fetches the lines of candidate base
-versions, calls the planner, records the decision and returns it (the shape of ``plan_prune``
-beside ``pruner.py``).
+shell around it: it reads the bytes, takes the locks, calls the planner, records the decision
+and returns it (the shape of ``plan_prune`` beside ``pruner.py``).
+
+``plan_read`` takes every decision of one read: which lines (an offset and limit, a symbol's
+definition, a streamed window, a tool's output), whether an ``auto`` whole-file read is an
+outline, and then content, ``unchanged`` or a diff (``plan_lines``) or an outline
+(``plan_outline``). What it needs of the version's content (token counts, the outline, a
+symbol's lines, the lines of diff bases) it asks through ``ReadLookups``: functions of the
+version only, which the shell answers from its caches, and which the planner calls only when
+the decision needs them (an outline is rendered only when one is sent).
 
 The rules (DESIGN.md, "Read rules"):
 - ``unchanged`` only when the file is at the version the model last learned of (``latest``)
@@ -26,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from filecache.core.diffing import diff_lines, equal_blocks, hunks_touching, unified_hunks
-from filecache.core.edits import old_span
+from filecache.core.edits import line_range, old_span
 from filecache.core.render import (
     render_diff,
     render_file_ref,
@@ -36,20 +43,100 @@ from filecache.core.render import (
 )
 from filecache.core.results import Kind, Source, content_text
 from filecache.core.views import Deps, Facts, PathView, Span
+from filecache.errors import RequestError
 
 __all__ = [
     "DIFF_CANDIDATES",
+    "MODES",
+    "ReadAsk",
     "ReadDecision",
+    "ReadLookups",
     "ReadRequest",
+    "ReadRules",
+    "check_read",
     "choose_cover",
     "diff_bases",
     "outline_key",
+    "plan_lines",
     "plan_outline",
     "plan_read",
+    "streams_window",
     "wants_outline",
 ]
 
 DIFF_CANDIDATES = 2  # held versions tried as a diff base, the latest first
+MODES = ("auto", "full", "outline")
+
+
+def check_read(mode: str, symbol: str | None, ranged: bool) -> None:
+    """Refuse a read's arguments that ask for two things at once, or an unknown mode.
+
+    Raises:
+        RequestError: saying what to pass instead.
+    """
+    if mode not in MODES:
+        raise RequestError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+    if symbol is not None and (ranged or mode == "outline"):
+        raise RequestError("pass symbol alone, without offset/limit or mode='outline'")
+
+
+def streams_window(mode: str, ranged: bool) -> bool:
+    """Whether a read of a file over ``max_file_bytes`` is answered by a streamed window of its
+    lines (a range that is not an outline: always content, never stored); otherwise the read
+    fails with ``FileTooLargeError``."""
+    return ranged and mode != "outline"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadAsk:
+    """One read as the caller asked it, with the source as read and the call's identity.
+
+    ``lines`` is a range the shell fixed (a streamed window of a large file, a decorated tool's
+    lines); otherwise ``offset``/``limit`` or ``symbol`` select them. ``partial``: a streamed
+    range of a file too large to hold (never "full"). ``auto_outline``: whether an ``auto``
+    read of a whole file may be answered with an outline (the caller's opt-in). ``seq`` is the
+    sequence number the answer's event will get.
+    """
+
+    src: Source
+    call_id: str
+    seq: int
+    offset: int | None = None
+    limit: int | None = None
+    mode: str = "auto"
+    symbol: str | None = None
+    fresh: bool = False
+    lines: tuple[int, int] | None = None
+    partial: bool = False
+    auto_outline: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadRules:
+    """The settings a read decision depends on (``Settings``; ``margin``: see ``plan_lines``)."""
+
+    outline_threshold: int
+    diff_max_ratio: float
+    max_versions: int
+    margin: float = 1.0
+
+
+@dataclass(frozen=True)
+class ReadLookups:
+    """What the planner may ask of the version being read; each a function of the version's
+    content only (the shell caches them), called only when the decision needs it.
+
+    ``plain(start, end)``: the tokens of the plain content answer of those lines;
+    ``outline(budget)``: the rendered outline (``None``: ``render_outline``'s own rule);
+    ``symbol(name)``: the (first, last, qualified name) of a definition; ``bases()``: the lines
+    of the held versions a diff may start from (``diff_bases``, when stored).
+    """
+
+    count: Callable[[str], int]
+    plain: Callable[[int, int], int]
+    outline: Callable[[int | None], str]
+    symbol: Callable[[str], tuple[int, int, str]]
+    bases: Callable[[], Mapping[str, Sequence[str]]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,7 +163,8 @@ class ReadDecision:
     """What to answer and what the model holds afterwards.
 
     ``base_call_id`` is the first result an ``unchanged``/``diff``/outline reference names,
-    ``relied`` every call id the answer relies on, ``view`` the path's view after the answer.
+    ``relied`` every call id the answer relies on, ``view`` the path's view after the answer;
+    ``request`` the read it answers (the lines it covers, the plain content's tokens).
     """
 
     kind: Kind
@@ -86,6 +174,7 @@ class ReadDecision:
     base_version: str | None
     relied: frozenset[str]
     view: PathView
+    request: ReadRequest
 
 
 Counter = Callable[[str], int]
@@ -137,7 +226,7 @@ def plan_outline(
         text = render_outline_ref(src.path, src.version, len(src.lines), held)
         return ReadDecision(
             kind=Kind.OUTLINE, text=text, tokens=count(text), base_call_id=held,
-            base_version=src.version, relied=frozenset([held]), view=work,
+            base_version=src.version, relied=frozenset([held]), view=work, request=request,
         )  # fmt: skip
     if outline_text is None:
         raise ValueError("plan_outline needs the outline text unless the outline is held")
@@ -145,11 +234,78 @@ def plan_outline(
     work.outlines[key] = request.call_id
     return ReadDecision(
         kind=Kind.OUTLINE, text=text, tokens=count(text), base_call_id=None,
-        base_version=None, relied=frozenset(), view=work,
+        base_version=None, relied=frozenset(), view=work, request=request,
     )  # fmt: skip
 
 
 def plan_read(
+    ask: ReadAsk,
+    view: PathView | None,
+    *,
+    lookups: ReadLookups,
+    rules: ReadRules,
+    call_seq: Mapping[str, int],
+) -> ReadDecision:
+    """Decide one read: its lines, outline or not, and then what it answers.
+
+    Args:
+        ask: the read as asked (already checked by ``check_read``).
+        view: what the model holds of this path (None: nothing); not changed.
+        lookups: the version's token counts, outline, symbols and diff bases.
+        rules: the settings the decision depends on.
+        call_seq: the sequence number of each call id (to prefer the oldest result).
+
+    Raises:
+        RangeError: an offset or limit outside the file.
+        RequestError: a symbol that names no definition, or several.
+    """
+    src = ask.src
+    if ask.mode == "outline":
+        return _outline(ask, view, lookups, rules, large=False)
+    label = None
+    if ask.lines is not None:
+        start, end = ask.lines
+    elif ask.symbol is not None:
+        start, end, label = lookups.symbol(ask.symbol)
+    else:
+        start, end = line_range(src.path, len(src.lines), ask.offset, ask.limit)
+    request = ReadRequest(
+        src=src, start=start, end=end, call_id=ask.call_id, seq=ask.seq,
+        plain=lookups.plain(start, end), fresh=ask.fresh, label=label, partial=ask.partial,
+    )  # fmt: skip
+    whole_asked = ask.lines is None and ask.offset is None and ask.limit is None
+    may_outline = (
+        ask.mode == "auto" and ask.auto_outline and whole_asked and ask.symbol is None
+        and src.numbered
+    )  # fmt: skip
+    if wants_outline(request, view, rules.outline_threshold, may_outline=may_outline):
+        return _outline(ask, view, lookups, rules, large=True)
+    return plan_lines(
+        request, view, bases=lookups.bases(), call_seq=call_seq, count=lookups.count,
+        diff_max_ratio=rules.diff_max_ratio, max_versions=rules.max_versions,
+        margin=rules.margin,
+    )  # fmt: skip
+
+
+def _outline(
+    ask: ReadAsk, view: PathView | None, lookups: ReadLookups, rules: ReadRules, *, large: bool
+) -> ReadDecision:
+    """An outline answer of the whole file (``large``: an auto outline instead of content,
+    budgeted at a fifth of the content; else an explicit ``mode="outline"``)."""
+    src = ask.src
+    total = len(src.lines)
+    plain = lookups.plain(1, total)
+    request = ReadRequest(src=src, start=1, end=total, call_id=ask.call_id, seq=ask.seq,
+                          plain=plain, fresh=ask.fresh)  # fmt: skip
+    held = view is not None and not ask.fresh and outline_key(src.version, large=large) in (
+        view.outlines)  # fmt: skip
+    text = None if held else lookups.outline(plain // 5 if large else None)
+    return plan_outline(
+        request, view, text, lookups.count, large=large, max_versions=rules.max_versions
+    )
+
+
+def plan_lines(
     request: ReadRequest,
     view: PathView | None,
     *,
@@ -209,6 +365,7 @@ def _reference(
     return ReadDecision(
         kind=Kind.UNCHANGED, text=text, tokens=tokens, base_call_id=names[0],
         base_version=src.version, relied=frozenset().union(*units), view=work,
+        request=request,
     )  # fmt: skip
 
 
@@ -268,6 +425,7 @@ def _diff(
             return ReadDecision(
                 kind=Kind.DIFF, text=text, tokens=tokens, base_call_id=base,
                 base_version=held.version, relied=frozenset(need), view=work,
+                request=request,
             )  # fmt: skip
     return None
 
@@ -294,7 +452,7 @@ def _content(request: ReadRequest, work: PathView, src: Source, count: Counter) 
     work.facts_for(src.version, total, request.seq).add(start, end, frozenset([request.call_id]))
     return ReadDecision(
         kind=kind, text=text, tokens=tokens, base_call_id=None, base_version=None,
-        relied=frozenset(), view=work,
+        relied=frozenset(), view=work, request=request,
     )  # fmt: skip
 
 

@@ -43,7 +43,7 @@ from filecache.prune.file_tools import file_access
 from filecache.prune.pruning import PrunePlan, PrunePolicy, ResultInfo, apply_plan, plan_prune
 from filecache.prune.sdk_messages import convert
 from filecache.prune.transcript import Transcript, parse_transcript, unwrap
-from filecache.secrecy import MIN_LINE, SecretIndex, secret_key
+from filecache.secrecy import MIN_LINE, SecretIndex, Secrets, secret_key
 from filecache.settings import DEFAULT_DENY, Settings, is_denied
 from filecache.store.seal import default_seal
 from filecache.store.store import Store
@@ -78,8 +78,8 @@ class PruneCache(Protocol):
     def store(self) -> Store: ...
     @property
     def tokens(self) -> TokenCounter: ...
-    def secret(self, version: str) -> bool: ...
-    def reveals(self, text: str) -> str | None: ...
+    @property
+    def secrets(self) -> Secrets: ...
     def outline_text(
         self,
         version: str,
@@ -324,10 +324,12 @@ def prune_messages(
         ledger = session.ledger() if session is not None else None
         if session is not None:
             cache = session.cache
+            secrets = cache.secrets
             secret = denied_results(
-                transcript, ledger, cache.settings.deny, cache.secret, cache.root, cache.reveals
-            )
-            key: Callable[[], bytes] = functools.partial(getattr, cache, "key")
+                transcript, ledger, cache.settings.deny, secrets.secret, cache.root,
+                secrets.reveals,
+            )  # fmt: skip
+            key: Callable[[], bytes] = functools.partial(getattr, secrets, "key")
         else:
             index = SecretIndex(root, deny) if root is not None else None
             secret = denied_results(

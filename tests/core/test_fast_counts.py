@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from filecache import FileCache
-from filecache.cache import _shape_of
 from filecache.core.text import render_lines, split_lines
 from filecache.core.tokens import ESTIMATE_MARGIN, TokenCounter, fast_estimate, fast_estimate_text
+from filecache.sources import _shape_of
 from filecache.store.sqlite_store import MIGRATIONS, SqliteStore
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "outline"

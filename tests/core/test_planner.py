@@ -1,5 +1,6 @@
 """The read planner: the answer rules of issue 11 as regressions, and the never-stale property
-run against ``plan_read`` directly (no file system, no store), with mutants it must catch."""
+run against ``plan_lines`` (the line reads of ``plan_read``) directly (no file system, no
+store), with mutants it must catch."""
 
 from __future__ import annotations
 
@@ -15,12 +16,23 @@ from hypothesis import strategies as st
 
 from filecache import FileCache
 from filecache.core import planner as planner_module
+from filecache.core.edits import MAX_LANDINGS, plan_edit, plan_write
 from filecache.core.hashing import version_of
-from filecache.core.planner import ReadRequest, plan_read
+from filecache.core.planner import (
+    ReadAsk,
+    ReadLookups,
+    ReadRequest,
+    ReadRules,
+    check_read,
+    plan_lines,
+    plan_read,
+    streams_window,
+)
 from filecache.core.results import Kind, Source, content_text
 from filecache.core.text import join_lines, split_lines
 from filecache.core.tokens import TokenCounter
-from filecache.core.views import PathView
+from filecache.core.views import Facts, PathView
+from filecache.errors import EditError, RequestError
 
 TEXT = "".join(
     f"line {i}: some text that makes the line long enough to matter\n" for i in range(120)
@@ -163,7 +175,7 @@ def _answer(world: World, start: int | None, count: int | None, fresh: bool, cid
         fresh=fresh,
     )
     before = None if world.view is None else world.view.to_json()
-    decision = plan_read(request, world.view, bases=bases, call_seq=call_seq,
+    decision = plan_lines(request, world.view, bases=bases, call_seq=call_seq,
                          count=COUNTER.count, diff_max_ratio=0.9, max_versions=3)  # fmt: skip
     assert (None if world.view is None else world.view.to_json()) == before, "input changed"
     shown: dict[tuple[str, int], str] = {}
@@ -286,3 +298,131 @@ def test_the_property_catches_mutants(
         return
     with pytest.raises(AssertionError):
         run_world(CAUGHT)
+
+
+# -- plan_read's own decisions (lines, symbol, window, outline), pure -------------------------
+
+
+def _lookups(
+    src: Source, asked: list[tuple[object, ...]], symbol: tuple[int, int, str] = (3, 4, "f1")
+) -> ReadLookups:
+    """Lookups that record what the planner asked of the version."""
+
+    def outline(budget: int | None) -> str:
+        asked.append(("outline", budget))
+        return f"outline of {src.path}\n"
+
+    def lookup_symbol(name: str) -> tuple[int, int, str]:
+        asked.append(("symbol", name))
+        return symbol
+
+    def bases() -> dict[str, list[str]]:
+        asked.append(("bases",))
+        return {}
+
+    return ReadLookups(
+        count=COUNTER.count,
+        plain=lambda s, e: COUNTER.count(content_text(src, s, e)),
+        outline=outline,
+        symbol=lookup_symbol,
+        bases=bases,
+    )
+
+
+RULES = ReadRules(outline_threshold=50, diff_max_ratio=0.9, max_versions=3)
+
+
+def test_plan_read_outlines_a_large_whole_read_and_nothing_else() -> None:
+    src = _src(TEXT)
+    asked: list[tuple[object, ...]] = []
+    plain = COUNTER.count(content_text(src, 1, len(src.lines)))
+    lookups = _lookups(src, asked)
+    auto = plan_read(ReadAsk(src=src, call_id="c1", seq=1), None, lookups=lookups, rules=RULES,
+                     call_seq={})  # fmt: skip
+    assert auto.kind == Kind.OUTLINE and asked == [("outline", plain // 5)]
+    assert (auto.request.start, auto.request.end, auto.request.plain) == (1, 120, plain)
+    for ask in (
+        ReadAsk(src=src, call_id="c2", seq=2, fresh=True),  # the recovery path: content
+        ReadAsk(src=src, call_id="c3", seq=3, offset=1),  # a range
+        ReadAsk(src=src, call_id="c4", seq=4, mode="full"),
+        ReadAsk(src=src, call_id="c5", seq=5, auto_outline=False),  # the caller did not opt in
+    ):
+        asked.clear()
+        decision = plan_read(ask, None, lookups=lookups, rules=RULES, call_seq={})
+        assert decision.kind in (Kind.FULL, Kind.PARTIAL), ask
+        assert asked == [("bases",)]
+    held = plan_read(ReadAsk(src=src, call_id="c6", seq=6), auto.view, lookups=lookups,
+                     rules=RULES, call_seq={"c1": 1})  # fmt: skip
+    assert held.kind == Kind.OUTLINE and held.base_call_id == "c1"  # a reference, not rendered
+
+
+def test_plan_read_renders_an_explicit_outline_only_when_not_held() -> None:
+    src = _src(TEXT)
+    asked: list[tuple[object, ...]] = []
+    lookups = _lookups(src, asked)
+    first = plan_read(ReadAsk(src=src, call_id="o1", seq=1, mode="outline"), None,
+                      lookups=lookups, rules=RULES, call_seq={})  # fmt: skip
+    assert first.kind == Kind.OUTLINE and asked == [("outline", None)]
+    asked.clear()
+    again = plan_read(ReadAsk(src=src, call_id="o2", seq=2, mode="outline"), first.view,
+                      lookups=lookups, rules=RULES, call_seq={"o1": 1})  # fmt: skip
+    assert again.base_call_id == "o1" and asked == []
+
+
+def test_plan_read_takes_a_symbol_and_a_fixed_window_from_its_inputs() -> None:
+    src = _src(TEXT)
+    asked: list[tuple[object, ...]] = []
+    lookups = _lookups(src, asked, symbol=(3, 4, "Queue.Pop"))
+    sym = plan_read(ReadAsk(src=src, call_id="s1", seq=1, symbol="Pop"), None, lookups=lookups,
+                    rules=RULES, call_seq={})  # fmt: skip
+    assert sym.kind == Kind.SYMBOL and (sym.request.start, sym.request.end) == (3, 4)
+    assert "Queue.Pop" in sym.text and asked[0] == ("symbol", "Pop")
+    streamed = ReadAsk(src=src, call_id="w1", seq=2, lines=(1, 120), partial=True, fresh=True)
+    window = plan_read(streamed, None, lookups=lookups, rules=RULES, call_seq={})
+    assert window.kind == Kind.PARTIAL  # a streamed window is never "full", even if whole
+
+
+def test_check_read_refuses_two_asks_at_once() -> None:
+    with pytest.raises(RequestError, match="unknown mode"):
+        check_read("all", None, False)
+    with pytest.raises(RequestError, match="symbol alone"):
+        check_read("auto", "f", True)
+    with pytest.raises(RequestError, match="symbol alone"):
+        check_read("outline", "f", False)
+    check_read("full", "f", False)
+    assert streams_window("auto", True) and not streams_window("outline", True)
+    assert not streams_window("auto", False)
+
+
+# -- plan_edit / plan_write, pure ---------------------------------------------------------------
+
+
+def test_plan_edit_maps_the_held_facts_and_leaves_them_alone() -> None:
+    old = "a = 1\nb = 2\nc = 3\n"
+    held = Facts("v0", 3, [(1, 3, (frozenset(["r1"]),))])
+    before = list(held.spans)
+    plan = plan_edit("m.py", old, held, [("b = 2", "b = 20")], False, "e1")
+    assert plan.text == "a = 1\nb = 20\nc = 3\n" and held.spans == before
+    assert plan.detail.startswith("1 replacement")
+    lines = {n for s, e, _ in plan.spans for n in range(s, e + 1)}
+    assert lines == {1, 2, 3}  # the edited line too: the model wrote it over a line it held
+    nothing = plan_edit("m.py", old, None, [("b = 2", "b = 20")], False, "e1")
+    assert nothing.spans == []  # "b = 20" keeps characters of a line the model did not hold
+    new = plan_edit("m.py", old, None, [("b = 2\n", "B = 22\n")], False, "e1")
+    assert new.spans == [(2, 2, (frozenset(["e1"]),))]  # a line all its own is held
+
+
+def test_plan_edit_past_max_landings_holds_nothing_and_refuses_non_text() -> None:
+    old = "x\n" * (MAX_LANDINGS + 1)
+    plan = plan_edit("m.py", old, None, [("x", "y")], True, "e1")
+    assert plan.text == "y\n" * (MAX_LANDINGS + 1) and plan.spans == []
+    with pytest.raises(EditError, match="not a text file"):
+        plan_edit("m.bin", None, None, [("x", "y")], False, "e1")
+    with pytest.raises(EditError):
+        plan_edit("m.py", old, None, [("x", "y")], False, "e1")  # not unique
+
+
+def test_plan_write_holds_every_line_it_wrote() -> None:
+    plan = plan_write("n.py", None, "a\nb\n", "w1")
+    assert plan.spans == [(1, 2, (frozenset(["w1"]),))] and plan.text == "a\nb\n"
+    assert plan_write("n.py", "old\n", "", "w2").spans == []

@@ -1,4 +1,4 @@
-"""Tests for ``filecache.adapters.decorators``: an agent's own tools wrapped by a session."""
+"""Tests for ``filecache.decorators``: an agent's own tools wrapped by a session."""
 
 from __future__ import annotations
 

@@ -103,7 +103,7 @@ def test_read_tools_show_a_fresh_parameter_and_document_it(session: Session, roo
 
 
 def test_undocumented_tool_gets_an_args_section() -> None:
-    from filecache.adapters.tool_shape import add_fresh_doc
+    from filecache.tool_shape import add_fresh_doc
 
     assert add_fresh_doc("Read a file.").startswith("Read a file.\n\nArgs:\n    fresh: ")
     assert add_fresh_doc(None).startswith("Args:\n    fresh: ")
@@ -154,10 +154,23 @@ def test_a_sync_tool_returning_a_coroutine_is_an_error_not_a_silent_pass(
 
 
 def test_decorating_with_something_else_fails(root: Path) -> None:
-    from filecache.adapters.decorators import read_tool
+    from filecache.decorators import read_tool
 
     with pytest.raises(TypeError, match="Session or FileCache"):
         read_tool(root, lambda path: "")  # type: ignore[call-overload]
+
+
+def test_the_old_decorator_paths_still_import() -> None:
+    import filecache.adapters.decorators as old_decorators
+    import filecache.adapters.tool_shape as old_shape
+
+    import filecache.decorators as decorators
+    import filecache.tool_shape as tool_shape
+
+    for name in decorators.__all__:  # moved below the session (issue 22): re-exported for 0.1
+        assert getattr(old_decorators, name) is getattr(decorators, name)
+    for name in tool_shape.__all__:
+        assert getattr(old_shape, name) is getattr(tool_shape, name)
 
 
 # -- conversations ----------------------------------------------------------------------------

@@ -473,3 +473,129 @@ def _gone(socket_path: str) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"{socket_path} is still there")
+
+
+def test_a_relative_store_is_the_calling_folders_not_the_servers(world: World) -> None:
+    # The server's own working folder is "/": a relative store resolved there would be one file
+    # for every project (or none). A process per call resolves it in the hook's folder.
+    name = f"fc-state-{uuid.uuid4().hex[:8]}"
+    (world.project / "pyproject.toml").write_text(f'[tool.filecache]\nstore = "{name}/cache.db"\n')
+    (world.project / "a.py").write_text(TEXT)
+    try:
+        world.read("a.py", "toolu_1")
+        assert refers_to(world.read("a.py", "toolu_2")) == "toolu_1"
+        assert servers(world.env)[0]["calls"] == 2
+        assert (world.project / name / "cache.db").exists()
+        assert not Path("/", name).exists()
+        alone = world.hook(world.read_payload("a.py", "toolu_3"), FILECACHE_HOOK_SERVER="0")
+        assert refers_to(alone) == "toolu_1"  # the same store as the server's calls
+    finally:
+        import shutil
+
+        shutil.rmtree(Path("/", name), ignore_errors=True)
+    assert world.log == ""
+
+
+def test_a_client_that_cannot_import_filecache_says_so_in_the_log_not_to_the_host(
+    world: World, tmp_path: Path
+) -> None:
+    # The hook command outlives its package (uninstalled beside it, an interpreter that no
+    # longer has it): the client starts no server and cannot run the call; the host must get
+    # exit status 0, nothing on stdout or stderr, and the log one line.
+    alone = tmp_path / "left" / "hook_client.py"
+    alone.parent.mkdir()
+    alone.write_bytes(CLIENT.read_bytes())
+    python = getattr(sys, "_base_executable", sys.executable)
+    bare = subprocess.run([python, "-I", "-c", "import filecache"], capture_output=True)
+    if bare.returncode == 0:
+        pytest.skip("the base interpreter has filecache installed")
+    (world.project / "a.py").write_text(TEXT)
+    done = subprocess.run([python, "-I", "-S", str(alone), "claude-code"],
+                          input=world.read_payload("a.py", "toolu_1"), env=world.env,
+                          cwd=world.project, capture_output=True, timeout=120)  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert "cannot import filecache" in world.log
+    assert pids(world) == []
+
+
+def test_two_projects_at_once_keep_their_own_stores(world: World, tmp_path: Path) -> None:
+    # One server, two projects, calls in flight together: each call must use its own folder's
+    # relative store and answer from its own project's history.
+    (tmp_path / "b").mkdir()
+    other = World(tmp_path / "b", world.env)
+    for each in (world, other):
+        (each.project / "pyproject.toml").write_text('[tool.filecache]\nstore = "own.db"\n')
+        (each.project / "a.py").write_text(TEXT.replace("fox", f"fox of {each.base.name}"))
+        each.read("a.py", "toolu_1")
+    for round_ in range(3):
+        calls = [(each, f"toolu_{each.base.name}_{round_}") for each in (world, other)]
+        procs = []
+        for each, call in calls:
+            proc = subprocess.Popen(HOOK, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    env=world.env, cwd=each.project)  # fmt: skip
+            assert proc.stdin is not None
+            proc.stdin.write(each.read_payload("a.py", call))
+            proc.stdin.close()
+            procs.append(proc)
+        for (each, call), proc in zip(calls, procs, strict=True):
+            assert proc.stdout is not None
+            out = proc.stdout.read()
+            proc.stdout.close()
+            assert proc.wait() == 0
+            assert refers_to(out) == "toolu_1", (each.base.name, out[:200])
+            each.result(call, shown_text(out))
+    assert (world.project / "own.db").exists() and (other.project / "own.db").exists()
+    assert len(pids(world)) == 1 and world.log == ""
+
+
+def test_a_user_install_is_found_by_the_server_and_in_process(world: World) -> None:
+    # ``pip install --user``: filecache is in the user's site-packages, which ``-I`` leaves off
+    # sys.path. The hook, there, must still serve (from a server, and in-process).
+    import shutil
+
+    import xxhash
+
+    python = getattr(sys, "_base_executable", sys.executable)
+    if (
+        subprocess.run([python, "-I", "-c", "import filecache"], capture_output=True).returncode
+        == 0
+    ):
+        pytest.skip("the base interpreter has filecache installed")
+    env = {**world.env, "PYTHONUSERBASE": str(world.base / "userbase")}
+    where = "import site; print(site.getusersitepackages())"
+    user_site = subprocess.run([python, "-I", "-S", "-c", where], env=env, capture_output=True,
+                               text=True, check=True).stdout.strip()  # fmt: skip
+    package = Path(user_site) / "filecache"
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(TESTS.parent / "filecache", package, ignore=ignore)
+    shutil.copytree(TESTS.parent / "adapters", package / "adapters", ignore=ignore)
+    deps = Path(xxhash.__file__).resolve().parents[1]
+    (Path(user_site) / "filecache_deps.pth").write_text(f"{deps}\n")
+    hook = [
+        python,
+        "-I",
+        "-S",
+        str(package / "adapters" / "hosts" / "hook_client.py"),
+        "claude-code",
+    ]
+    world.env = env
+    (world.project / "a.py").write_text(TEXT)
+    assert world.hook(world.read_payload("a.py", "toolu_1"), hook) == b""
+    world.result("toolu_1", TEXT)
+    assert refers_to(world.hook(world.read_payload("a.py", "toolu_2"), hook)) == "toolu_1"
+    (server,) = servers(env)
+    assert server["calls"] == 2
+    alone = world.hook(world.read_payload("a.py", "toolu_3"), hook, FILECACHE_HOOK_SERVER="0")
+    assert refers_to(alone) == "toolu_1"
+    assert world.log == ""
+
+
+def test_libpq_variables_are_part_of_the_identity() -> None:
+    # A postgresql:// store reads PGHOST, PGDATABASE, PGPASSFILE...: two terminals with other
+    # values must not share a server (it would answer from the first one's database).
+    from filecache.adapters.hosts.hook_client import identity
+
+    base = {"HOME": "/home/u", "FILECACHE_STORE": "postgresql:///filecache"}
+    assert identity({**base, "PGHOST": "/run/a"}) != identity({**base, "PGHOST": "/run/b"})
+    assert identity({**base, "PGDATABASE": "one"}) != identity(base)
+    assert identity({**base, "PATH": "/elsewhere"}) == identity(base)
