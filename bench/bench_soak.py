@@ -11,7 +11,7 @@ slot, same session, a new call-id prefix) until every slot has done ``--ops`` op
 
 Then the oracle, per session: the delivered answers of all its processes, ordered by the store's
 event seq (a ``forget`` by the store head read under the session lock), go through the simulated
-model of ``tests/test_invariant.py``, whose "disk" for an answer is the true content of the
+model of ``tests/session/test_invariant.py``, whose "disk" for an answer is the true content of the
 answer's version (the store's blob, or a delivered full answer of that version). Counted:
 
 - stale: the model's reconstruction differs from the version's content, or an answer relies on

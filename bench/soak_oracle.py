@@ -2,7 +2,7 @@
 
 Per session, the delivered answers of all its processes, ordered by the store's event seq (a
 ``forget`` by the store head its worker read under the session lock), go through the simulated
-model of ``tests/test_invariant.py`` (its parsers and checks are imported from there). The
+model of ``tests/session/test_invariant.py`` (its parsers and checks are imported from there). The
 "disk" an answer is checked against is the true content of the answer's version: the store's
 blob, a delivered full answer of that version, a write's content, or the initial files.
 
@@ -85,7 +85,7 @@ class Counts:
 
 
 def import_model() -> Any:
-    sys.path.insert(0, str(REPO / "tests"))
+    sys.path[:0] = [str(REPO / "tests" / "session"), str(REPO / "tests")]
     import test_invariant
 
     return test_invariant

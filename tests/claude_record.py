@@ -1,6 +1,6 @@
 """Record one scripted Claude Code session with the real binary, plain or with filecache's hook.
 
-Used by ``tests/test_host_claude_replay_real.py`` and by
+Used by ``tests/adapters/hosts/test_host_claude_replay_real.py`` and by
 ``fixtures/imports/claude-code/make_cc2128.py`` (which writes ``cc-2.1.328-rereads.jsonl``):
 two files of this repository copied into a throwaway project; reads (two in parallel), an Edit,
 ranged re-reads, Bash ``cat``, ``sed -i``, a second prompt (``--resume``). ``record`` returns the

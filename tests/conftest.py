@@ -1,10 +1,13 @@
-"""Shared fixtures: a temp tree, caches over it (in memory and SQLite), a CLI runner, GNU patch."""
+"""Shared fixtures: a temp tree, caches over it (in memory and SQLite), a CLI runner, GNU patch;
+the system-test markers (tests/README.md) and hypothesis' profile (no deadline: no test times the
+machine)."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,7 +16,41 @@ from click.testing import CliRunner
 
 from filecache import FileCache
 
+# The tests are laid out by the package they test (tests/core/, tests/store/, ...); they import
+# the shared helpers here (needs, pg_server, ...) and each other (``from test_invariant import
+# ...``) by name: every folder that holds test modules is on sys.path, whichever runs first.
+for _folder in sorted({p.parent for p in Path(__file__).parent.rglob("test_*.py")}, reverse=True):
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
+
 pytest_plugins = ["pg_server"]  # the PostgreSQL fixtures: pg_server, pg_url, pg_cluster
+
+try:  # the [dev] extra's; .ci/run's mcp1 step runs the MCP tests without it
+    from hypothesis import HealthCheck, settings
+except ImportError:
+    pass
+else:
+    # Hypothesis' default deadline (200 ms an example) and its too-slow health check time the
+    # machine: under load they fail a correct test. Examples are bounded by count instead.
+    settings.register_profile(
+        "filecache", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    )
+    settings.load_profile("filecache")
+
+SYSTEM = ("pg", "hosts", "frameworks", "soak")
+"""The system-test markers; each implies ``slow`` (deselected by the default ``pytest``)."""
+PG_FIXTURES = {"pg_server", "pg_url", "pg_cluster"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses a PostgreSQL fixture is ``pg``; a system test is ``slow``."""
+    for item in items:
+        if PG_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.pg)
+        if any(item.get_closest_marker(name) for name in SYSTEM):
+            item.add_marker(pytest.mark.slow)
+
 
 NOTES = "".join(f"line {i}: the quick brown fox jumps over the lazy dog\n" for i in range(1, 61))
 """60 lines: large enough that a FileRef or a one-line diff is clearly smaller than the content."""

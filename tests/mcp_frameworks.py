@@ -1,4 +1,5 @@
-"""What the tests of the frameworks' own MCP clients share (tests/test_frameworks_mcp_*.py).
+"""What the tests of the frameworks' own MCP clients share
+(tests/adapters/frameworks/test_frameworks_mcp_*.py).
 
 Each test starts ``filecache serve`` over stdio through its framework's MCP client, drives the
 framework's real tool-calling loop with its scripted model through ``SCRIPT``, and hands what the

@@ -1,4 +1,5 @@
-"""``need``: the import rule of the framework tests (tests/test_frameworks_*.py)."""
+"""``need``: the import rule of the framework tests
+(tests/adapters/frameworks/test_frameworks_*.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The kill -9 soak of ``bench/bench_soak.py``, small: 2 processes x 400 mixed ops, 3 kills.
 
 Real processes on one root and one SQLite store, killed with SIGKILL and restarted; then the
-never-stale oracle of ``tests/test_invariant.py`` over every delivered answer. Twice: two
+never-stale oracle of ``tests/session/test_invariant.py`` over every delivered answer. Twice: two
 sessions with ``forget`` among the ops, and both processes on one session id without
 ``forget`` (a forget is not yet seen by the other process: ``test_forget_shared.py``). The
 oracle itself is checked too: an altered answer and an unseen forget are caught.
@@ -19,6 +19,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+
+pytestmark = pytest.mark.soak
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_soak.py"
 

@@ -323,7 +323,8 @@ def instructions() -> str:
 
 
 # A model that reads through a shell (Codex CLI) has no fresh=true: it gets the whole file with a
-# command filecache never serves (``shell_parse`` takes no "--"; tests/test_host_codex_units.py).
+# command filecache never serves (``shell_parse`` takes no "--";
+# tests/adapters/hosts/test_host_codex_units.py).
 FULL_READ_COMMAND = "cat -- PATH"
 HINT_DIFF_SHELL = (
     f"(Apply this diff to the text you already have; `{FULL_READ_COMMAND}` prints the whole file.)"

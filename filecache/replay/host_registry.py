@@ -2,7 +2,7 @@
 
 Filled by whoever may import the integrations (the CLI: ``register_host_replay``), read by
 ``replay_host``. Its own module, importing nothing but ``errors``, so registering costs the CLI's
-file commands nothing (``tests/test_fast_counts.py``): the replay machinery loads only when a
+file commands nothing (``tests/core/test_fast_counts.py``): the replay machinery loads only when a
 replay runs.
 """
 

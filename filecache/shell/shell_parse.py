@@ -16,10 +16,10 @@ form), byte for byte as GNU coreutils and GNU sed print it; ``selection`` the fi
 it prints, in order (a line twice when a script prints it twice).
 
 Invariant: for a parsed command and a text file, ``render_output`` equals the command's stdout
-(checked against real subprocesses in ``tests/test_shell_parse.py`` and
-``tests/test_shell_grep.py``); a file ``nl`` would treat specially (a section delimiter line)
-raises ``NotServable``. A grep that matches nothing prints nothing (and exits 1): the caller
-runs it.
+(checked against real subprocesses in ``tests/shell/test_shell_parse.py`` and
+``tests/shell/test_shell_grep.py``); a file ``nl`` would treat specially (a section delimiter
+line) raises ``NotServable``. A grep that matches nothing prints nothing (and exits 1): the
+caller runs it.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ adapter registers with ``register_format``) parses a provider's message list int
 ``Transcript`` and renders it back with some tool-result bodies replaced. Pruning is expressed
 only as "replace the body text of the result for call X with text T".
 
-Invariants (every codec keeps them; ``tests/test_transcript.py`` checks the built-in ones):
+Invariants (every codec keeps them; ``tests/prune/test_transcript.py`` checks the built-in ones):
 - Parsing never mutates the input list, and a ``Transcript`` keeps a reference to it (``raw``).
 - Every ``ToolResult`` answers exactly one ``ToolCall`` made in an earlier message; a call id
   occurs once; a call has at most one result (a call without one is *pending*, see

@@ -1,0 +1,227 @@
+"""filecache inside opencode: the real binary, set up by ``filecache install opencode``.
+
+Each end-to-end test runs ``opencode run`` (pinned, installed by ``.ci/run``; under CI a missing
+binary fails) in a throwaway HOME against ``scripted_chat``, and reads what the model saw from the
+requests opencode sent: every tool result by the call id the script chose. ``no_dangling`` checks
+every request of every run: a FileRef or diff names only results that request carries in full.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from opencode_run import OpencodeHome, need_opencode
+from scripted_chat import Call, ScriptedChat, Step
+
+from filecache.core.hashing import version_of
+
+pytestmark = pytest.mark.hosts
+
+NOTES = "".join(f"line {i}: the quick brown fox jumps over the lazy dog\n" for i in range(1, 61))
+SECRET = "API_TOKEN=hunter2-opencode-7f3a9c"
+REFERENCE = re.compile(r"^\[filecache\] .* since your results? (\S+?(?: and \S+?)*) \(", re.M)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> OpencodeHome:
+    need_opencode()
+    home = OpencodeHome(tmp_path)
+    (home.project / "notes.txt").write_text(NOTES)
+    return home
+
+
+def read(call: str, path: Path, **args: int) -> Call:
+    return Call(call, "read", {"filePath": str(path), **args})
+
+
+def bash(call: str, command: str) -> Call:
+    return Call(call, "bash", {"command": command, "description": "scripted"})
+
+
+def content_of(result: str) -> str:
+    """The numbered lines (or filecache's answer) inside a read result's <content> block."""
+    found = re.search(r"<content>\n(.*)\n\n\(", result, re.S)
+    assert found, result
+    return found[1]
+
+
+def no_dangling(chat: ScriptedChat) -> None:
+    for number, body in enumerate(chat.tool_requests()):
+        shown = {
+            m["tool_call_id"]: m["content"]
+            for m in body["messages"]
+            if m.get("role") == "tool" and isinstance(m.get("content"), str)
+        }
+        for call, text in shown.items():
+            for named in REFERENCE.findall(text):
+                for base in named.split(" and "):
+                    assert base in shown, f"request {number}: {call} names {base}, not sent"
+                    assert "[Old tool result content cleared]" not in shown[base]
+
+
+def test_reads_through_opencode_are_short_when_the_model_holds_the_lines(
+    home: OpencodeHome,
+) -> None:
+    line = home.install()
+    assert "installed filecache's plugin for opencode in" in line and str(home.config) in line
+    notes, env, new = home.project / "notes.txt", home.project / ".env", home.project / "new.txt"
+    env.write_text(SECRET + "\n")
+
+    def outside_change() -> None:
+        notes.write_text(NOTES.replace("line 40: the", "line 40: a changed"))
+
+    chat = home.run([
+        Step(calls=(read("r1", notes),)),
+        Step(calls=(read("r2", notes),)),
+        Step(calls=(read("r3", notes, offset=10, limit=5),)),
+        Step(calls=(Call("e1", "edit", {"filePath": str(notes), "oldString": "line 7: the",
+                                        "newString": "line 7: THE"}),)),
+        Step(calls=(read("r4", notes),)),
+        Step(calls=(read("r5", notes),), before=outside_change),
+        Step(calls=(bash("b1", "cat notes.txt"),)),
+        Step(calls=(read("r6", env), bash("b2", "cat .env"))),
+        Step(calls=(Call("w1", "write", {"filePath": str(new), "content": NOTES.upper()}),)),
+        Step(calls=(read("r7", new), read("r8", notes, offset=38, limit=5))),
+    ])  # fmt: skip
+    no_dangling(chat)
+
+    first = chat.result("r1")  # content: opencode's own output, untouched
+    assert first.startswith(f"<path>{notes}</path>\n<type>file</type>\n<content>\n1: line 1: ")
+    assert first.endswith("60: line 60: the quick brown fox jumps over the lazy dog\n\n"
+                          "(End of file - total 60 lines)\n</content>")  # fmt: skip
+
+    again = chat.result("r2")  # unchanged: one line naming the first read, in read's shape
+    short_hash = version_of(NOTES.encode()).split(":")[1][:8]
+    assert re.fullmatch(  # the seal: a keyed tag telling filecache's line from a file's text
+        re.escape(f"<path>{notes}</path>\n<type>file</type>\n<content>\n"
+                  f"[filecache] notes.txt unchanged since your result r1 (60 lines, {short_hash}")
+        + r"(; seal [0-9a-f]{6})?\)\n\n"
+        + re.escape("(End of file - total 60 lines)\n</content>"),
+        again,
+    )  # fmt: skip
+    assert len(again) * 4 < len(first)
+
+    ranged = chat.result("r3")  # an offset re-read of held lines: short, opencode's footer
+    assert "unchanged since your result r1 (lines 10-14," in content_of(ranged)
+    assert ranged.endswith("(Showing lines 10-14 of 60. Use offset=15 to continue.)\n</content>")
+
+    assert chat.result("e1") == "Edit applied successfully."
+    after_edit = content_of(chat.result("r4"))  # the model knows what it wrote
+    assert after_edit.startswith("[filecache] notes.txt unchanged since your result")
+    assert "line 7" not in after_edit
+
+    diff = content_of(chat.result("r5"))  # changed outside: a diff from the model's version
+    assert diff.startswith("[filecache] notes.txt changed since your result ")
+    assert "-line 40: the quick" in diff and "+line 40: a changed quick" in diff
+    assert "line 7: THE" not in diff.split("@@", 1)[0]  # no content beyond the hunk's context
+
+    assert chat.result("b1").startswith("[filecache] notes.txt unchanged since your result r5")
+
+    # A denied file: opencode's own output stands (the model asked for it), nothing is stored.
+    assert f"1: {SECRET}" in chat.result("r6") and chat.result("b2") == SECRET + "\n"
+    stored = home.store_bytes()
+    assert stored and b"hunter2" not in stored
+    assert version_of((SECRET + "\n").encode()).split(":")[1].encode() not in stored
+
+    # Parallel calls in one turn: a file the model wrote (large enough that a FileRef is
+    # shorter), a range after the outside change.
+    assert content_of(chat.result("r7")).startswith("[filecache] new.txt unchanged since your "
+                                                    "result w1")  # fmt: skip
+    assert "unchanged since your result r5 (lines 38-42," in content_of(chat.result("r8"))
+
+
+def test_after_compaction_content_comes_again(home: OpencodeHome) -> None:
+    home.install()
+    notes = home.project / "notes.txt"
+    config = home.config / "opencode.json"
+    compact_all = json.loads(config.read_text()) | {"compaction": {"tail_turns": 0}}
+    config.write_text(json.dumps(compact_all))  # summarise everything, keep no tail
+    chat = home.run([
+        Step(calls=(read("r1", notes),)),
+        Step(calls=(read("r2", notes),), prompt_tokens=199_000),  # overflows: opencode compacts
+        Step(calls=(read("r3", notes),)),
+        Step(calls=(read("r4", notes),)),
+    ])  # fmt: skip
+    no_dangling(chat)
+    summaries = [r for r in chat.requests if not r.get("tools")]
+    assert len(summaries) >= 2  # the title, and the compaction's summary
+    last = chat.tool_requests()[-1]
+    assert not any(m.get("tool_call_id") in ("r1", "r2") for m in last["messages"])
+    assert content_of(chat.result("r3")).startswith("1: line 1: ")  # the content, again
+    assert "unchanged since your result r3" in content_of(chat.result("r4"))
+
+
+def test_project_install_and_a_failed_call_leave_opencode_alone(home: OpencodeHome) -> None:
+    home.seed(home.project / ".opencode")  # opencode installs its plugin package there too
+    line = home.install("--project")
+    assert str(home.project / ".opencode" / "opencode.json") in line
+    notes = home.project / "notes.txt"
+    chat = home.run([
+        Step(calls=(read("r1", notes),)),
+        Step(calls=(read("r2", home.project / "missing.txt"),)),
+        Step(calls=(bash("b1", "cat notes.txt; exit 3"),)),
+        Step(calls=(read("r3", notes, offset=61),)),
+        Step(calls=(read("r4", notes, offset=59),)),
+    ])  # fmt: skip
+    no_dangling(chat)
+    assert "File not found" in chat.result("r2")
+    assert chat.result("b1").startswith("line 1: the quick")  # a failed command: its output
+    assert "out of range" in chat.result("r3")
+    assert "unchanged since your result r1 (lines 59-60," in content_of(chat.result("r4"))
+
+
+def residents(home: OpencodeHome) -> list[int]:
+    """The pids of filecache's resident processes that this HOME's opencode started."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        mine = f"HOME={home.home}".encode() in environ
+        if mine and b"filecache.adapters.hosts.opencode\0serve" in command:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_killed_resident_is_replaced_and_a_resumed_session_keeps_its_view(
+    home: OpencodeHome,
+) -> None:
+    home.install()
+    notes = home.project / "notes.txt"
+    killed: list[int] = []
+
+    def kill_resident() -> None:
+        pids = residents(home)
+        assert len(pids) == 1, pids
+        os.kill(pids[0], signal.SIGKILL)  # the process this test's opencode started
+        killed.extend(pids)
+
+    started: list[int] = []
+    chat = home.run([
+        Step(calls=(read("r1", notes),)),
+        Step(calls=(read("r2", notes),), before=kill_resident),
+        Step(calls=(read("r3", notes),), before=lambda: started.extend(residents(home))),
+    ])  # fmt: skip
+    no_dangling(chat)
+    assert killed and started and killed[0] not in started  # a new process answered r2 and r3
+    assert "unchanged since your result r1" in content_of(chat.result("r2"))
+    assert "unchanged since your result r1" in content_of(chat.result("r3"))
+    for _ in range(100):  # each exits when opencode closes its stdin: none outlives opencode
+        if not residents(home):
+            break
+        time.sleep(0.1)
+    assert residents(home) == []
+
+    # Resumed in a new opencode process: its messages still carry r1, so FileRefs still name it.
+    resumed = home.run([Step(calls=(read("r4", notes),))], "go on", "--continue")
+    no_dangling(resumed)
+    assert "unchanged since your result r1" in content_of(resumed.result("r4"))
+    assert resumed.result("r1").startswith(f"<path>{notes}</path>")  # r1 is in these requests

@@ -1,0 +1,116 @@
+"""Shell reads answered from the cache are byte-identical to the shell (real subprocesses).
+
+The commands are every distinct read the mini-swe-agent trajectories of the corpus ran
+(``fixtures/shell/recorded_commands.json``), on files made to fit them, plus random commands
+of the recognised forms on random files (empty lines, CRLF, tabs, no final newline, nl's
+section delimiters).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from filecache import FileCache
+from filecache.core.text import split_lines
+from filecache.shell.bash_reads import serve_bash
+from filecache.shell.shell_parse import NotServable, parse_shell_read, render_output
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "shell"
+RECORDED = json.loads((FIXTURES / "recorded_commands.json").read_text(encoding="utf-8"))
+
+
+def shell(root: Path) -> Callable[[str], str]:
+    def run(command: str) -> str:
+        out = subprocess.run(["bash", "-c", command], cwd=root, capture_output=True, check=False)
+        return out.stdout.decode("utf-8")
+
+    return run
+
+
+def _text(lines: int, final_newline: bool) -> str:
+    rows = [
+        f"\tdef f_{n}(x):  # line {n}" if n % 7 else "" for n in range(1, lines + 1)
+    ]  # tabs, empty lines
+    text = "\n".join(rows)
+    return text + "\n" if final_newline and rows else text
+
+
+def _make_files(root: Path, command: str, short: bool) -> None:
+    read = parse_shell_read(command)
+    assert read is not None
+    top = max([int(x) for x in re.findall(r"\d+", command)] + [12])
+    for path in read.paths:
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(_text(top // 2 if short else top + 20, not short), encoding="utf-8")
+
+
+@pytest.mark.parametrize("command", RECORDED["reads"])
+@pytest.mark.parametrize("short", [False, True], ids=["long", "short-no-eol"])
+def test_recorded_reads_first_answer_equals_the_shell(
+    tmp_path: Path, command: str, short: bool
+) -> None:
+    _make_files(tmp_path, command, short)
+    run = shell(tmp_path)
+    expected = run(command)
+    with FileCache(tmp_path, store=":memory:") as cache:
+        assert serve_bash(cache.session(), command, run) == expected
+
+
+@pytest.mark.parametrize("command", RECORDED["not_reads"])
+def test_recorded_commands_that_are_not_plain_reads_go_to_the_shell(command: str) -> None:
+    assert parse_shell_read(command) is None
+
+
+LINE = st.sampled_from(["x", "", "  y z", "\\:", "\\:\\:", "t\tab", "cr\r", "ü é", "p;q"])
+FIRST = st.sampled_from(
+    ["cat F", "cat -n F", "nl -ba F", "cat F G", "cat -n F G", "head F", "tail F"]
+    + [f"head -n {n} F" for n in (0, 1, 3, 20)]
+    + [f"head -{n} F" for n in (2, 5)]
+    + [f"tail -n {n} F" for n in (0, 1, 4, 20)]
+    + [f"tail -n +{n} F" for n in (1, 3, 9)]
+    + [f"sed -n '{s}' F" for s in ("3,7p", "5p", "$p", "4,$p", "2,+3p", "7,3p", "1,3p;2,4p")]
+    + ["sed -n -e '1,2p' -e '5,6p' F", "sed -n -e '$p' -e '1p' F"]
+)
+FILTER = st.sampled_from(
+    ["", " | sed -n '2,5p'", " | sed -n '3,$p'", " | head -n 4", " | tail -n 2",
+     " | tail -n +2 | head -n 2", " | sed -n -e '2,3p' -e '1p'"]
+)  # fmt: skip
+
+
+@st.composite
+def files(draw: st.DrawFn) -> str:
+    lines = draw(st.lists(LINE, max_size=14))
+    text = "\n".join(lines)
+    return text + "\n" if lines and draw(st.booleans()) else text
+
+
+@settings(
+    # Every example runs real bash (dozens of processes): a fifth of the invariant's examples.
+    max_examples=max(20, int(os.environ.get("FILECACHE_PROPERTY_EXAMPLES", "300")) // 5),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(first=FIRST, pipe=FILTER, f=files(), g=files())
+def test_random_reads_render_as_the_shell_prints(tmp_path_factory, first, pipe, f, g) -> None:
+    root = tmp_path_factory.mktemp("r")
+    (root / "F").write_bytes(f.encode())
+    (root / "G").write_bytes(g.encode())
+    command = first + ("" if " G" in first else pipe)
+    read = parse_shell_read(command)
+    assert read is not None, command
+    lines = [split_lines(f), split_lines(g)][: len(read.paths)]
+    try:
+        mine = render_output(read, lines)
+    except NotServable:
+        return  # nl's delimiter lines, cat -n joining files: the shell answers these
+    assert mine == shell(root)(command)
