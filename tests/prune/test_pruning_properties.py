@@ -260,11 +260,15 @@ def test_higher_pressure_only_escalates(
     policy = data.draw(policies(size(messages)))
     smaller = max(1, int(policy.context_window * data.draw(st.floats(0.3, 1.0))))
     low = bodies(prune(messages, policy).messages)
-    high = bodies(
-        prune(messages, PrunePolicy(**{**vars(policy), "context_window": smaller})).messages
-    )
+    pressed = prune(messages, PrunePolicy(**{**vars(policy), "context_window": smaller}))
+    high = bodies(pressed.messages)
+    # The one exception: the cost gate may decline a cut under the smaller window, where the
+    # prompt passes hard_at sooner (the forced pass clears then anyway, so the cut saves less
+    # than its cache rewrite costs). Such a result is named in the plan's dropped_by_gate;
+    # with the gate off (cache_aware False) that is empty, and nothing ever de-escalates.
+    declined = set(pressed.plan.dropped_by_gate) if policy.cache_aware else set()
     for cid, text in low.items():
-        assert TIERS[tier(high[cid])] >= TIERS[tier(text)], cid
+        assert TIERS[tier(high[cid])] >= TIERS[tier(text)] or cid in declined, cid
 
 
 @PROPERTY
