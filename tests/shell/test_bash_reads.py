@@ -32,6 +32,8 @@ TEXT = "".join(f"line {i}: some text long enough to be worth caching here\n" for
         ("cat -n a.py | sed -n '3,4p'", "a.py", "cat"),
         ("head -n 10 a.py | sed -n '5,20p'", "a.py", ""),
         ("nl -ba 'my file.py' | head -n 3", "my file.py", "nl"),
+        ("grep -n foo a.py", "a.py", ""),
+        ("cat a.py | grep x", "a.py", ""),
     ],
 )
 def test_recognised_reads(command: str, path: str, numbering: str) -> None:
@@ -56,8 +58,9 @@ def test_recognised_reads(command: str, path: str, numbering: str) -> None:
         "cat ~/a.py",
         'cat "$HOME/a.py"',
         "sed -i 's/a/b/' a.py",
-        "grep -n foo a.py",
-        "cat a.py | grep x",
+        "grep -i foo a.py",  # grep of one file with a literal pattern is a read; these are not
+        "grep foo a.py b.py",
+        'grep -n "fo.*o" a.py',
         "tail -f a.py",
         "cat $FILE",
         "cat a.py; rm a.py",
