@@ -120,13 +120,16 @@ class Proxy(ClosesOnExit):
             if pair.swallow:
                 swallowed += data
                 if _READY_FOR_QUERY in swallowed:
+                    # lost is set before any connection closes: the client's error (which the
+                    # closing causes) must never be seen before it (a race the tests lost under
+                    # load: StoreError raised, lost not yet set)
+                    self.lost.set()
                     with self._lock:
                         if self._then_down:
                             self._down = True
                             for other in self._pairs:
                                 other.close()
                     pair.close()
-                    self.lost.set()
                     return
                 continue
             try:
