@@ -203,6 +203,13 @@ def test_a_killed_resident_is_replaced_and_a_resumed_session_keeps_its_view(
         assert len(pids) == 1, pids
         os.kill(pids[0], signal.SIGKILL)  # the process this test's opencode started
         killed.extend(pids)
+        # until opencode reaped it (a zombie stays in /proc until then): its plugin has seen the
+        # child die. Before that, r2 may reach the dead child and fall back to opencode's own
+        # output (safe; replacing it within that call is the plugin's open item)
+        for _ in range(1200):
+            if not Path(f"/proc/{pids[0]}").exists():
+                break
+            time.sleep(0.05)
 
     started: list[int] = []
     chat = home.run([
