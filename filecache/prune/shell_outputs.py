@@ -18,26 +18,10 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
 
 from filecache.core.kinds import Kind, Tool
 from filecache.prune.codecs.base import ToolCall
-
-
-class ResultLike(Protocol):
-    """What is read here of ``pruning.ResultInfo`` (named here: pruning imports this module)."""
-
-    @property
-    def call_id(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def path(self) -> str | None: ...
-    @property
-    def answer(self) -> str: ...
-    @property
-    def tier(self) -> str: ...
-
+from filecache.prune.input_pruning import ResultLike
 
 __all__ = ["command_of", "superseded_outputs"]
 

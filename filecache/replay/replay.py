@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from filecache.cache import FileCache, ReadResult, Session, WriteResult
-from filecache.errors import FileCacheError, RequestError, TranscriptError
+from filecache.errors import FileCacheError, RequestError
 from filecache.fsio import STORE_DIR, locate
 from filecache.prune.pruner import TokenMemo, prune_messages
 from filecache.prune.pruning import PrunePolicy
@@ -59,6 +59,7 @@ from filecache.replay.replay_check import (
     tag_of,
     verified_lines,
 )
+from filecache.replay.replay_host import load_trace
 from filecache.replay.replay_metrics import (
     MESSAGE_OVERHEAD,
     READ_KINDS,
@@ -87,23 +88,6 @@ FILE_TOOLS = ("read_file", "write_file", "edit_file")
 READ_MODES = ("auto", "full")
 
 Message = dict[str, Any]
-
-
-def _load_trace(trace_dir: Path) -> dict[str, Any]:
-    path = trace_dir / "transcript.json"
-    try:
-        trace = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise TranscriptError(f"{trace_dir}: no transcript.json; is this a session trace?") from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TranscriptError(f"{path}: cannot read the trace ({exc})") from exc
-    if not isinstance(trace, dict) or trace.get("format") != TRACE_FORMAT:
-        found = trace.get("format") if isinstance(trace, dict) else type(trace).__name__
-        raise TranscriptError(f"{path}: format is {found!r}, expected {TRACE_FORMAT!r}")
-    messages = trace.get("messages")
-    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-        raise TranscriptError(f"{path}: 'messages' must be a list of message objects")
-    return trace
 
 
 def _tool_calls(messages: Sequence[Mapping[str, Any]]) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -380,7 +364,7 @@ def replay_session(
         raise RequestError(f"read_mode must be one of {', '.join(READ_MODES)}, not {read_mode!r}")
     trace_dir = Path(trace_dir)
     name = trace_dir.resolve().name
-    trace = _load_trace(trace_dir)
+    trace = load_trace(trace_dir)
     messages: list[Message] = trace["messages"]
     calls = _tool_calls(messages)
     shell = shell_commands(messages)
