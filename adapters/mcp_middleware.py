@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from filecache import FileCache, Session
+from filecache.core.kinds import Kind
 from filecache.core.render import mcp_instructions, render_result_tag
 from filecache.errors import ConfigError
 from filecache.settings import load_settings
@@ -218,7 +219,7 @@ class FileCacheMiddleware:
         old_meta = result.get("_meta")
         out["_meta"] = {**(old_meta if isinstance(old_meta, dict) else {}), "filecache": meta}
         tag = {"type": "text", "text": render_result_tag(answer.call_id, path, answer.version)}
-        if answer.kind in ("full", "partial"):
+        if answer.kind in (Kind.FULL, Kind.PARTIAL):
             out["content"] = [block, tag]
             return out
         out["content"] = [{"type": "text", "text": answer.text}]

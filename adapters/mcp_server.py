@@ -58,6 +58,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from filecache import FileCache, ReadResult, Session, WriteResult
+from filecache.core.kinds import Tool
 from filecache.core.render import mcp_instructions
 from filecache.errors import ConfigError, FileCacheError, OutsideRootError, PathError
 from filecache.session import check_session_id, new_call_id
@@ -480,7 +481,7 @@ class FileCacheServer:
             ]
         for call in calls:
             kinds[call.kind] = kinds.get(call.kind, 0) + 1
-            if call.tool == "read":
+            if call.tool == Tool.READ:
                 sent += call.tokens
                 plain += call.tokens_full
         return {

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from filecache.core.kinds import CHANGES, Tool
+from filecache.core.kinds import CHANGES, Kind, Tool
 from filecache.errors import RequestError
 from filecache.report_html import html_page, html_table, line_chart
 from filecache.store.store import Event, Projection, Store
@@ -45,7 +45,7 @@ BASELINE = "plain reads (same range, same format; an outline counted as what it 
 
 def read_baseline(kind: str, tokens: int, tokens_full: int) -> int:
     """What a read answer is counted against (see the module docstring)."""
-    return tokens if kind == "outline" else tokens_full
+    return tokens if kind == Kind.OUTLINE else tokens_full
 
 
 @dataclass(frozen=True)
@@ -222,7 +222,7 @@ def _fold(
         acc[2] += base
         series_plain.append((series_plain[-1] if series_plain else 0) + base)
         series_fc.append((series_fc[-1] if series_fc else 0) + e.tokens)
-    outlines = [e for e in reads if e.kind == "outline"]
+    outlines = [e for e in reads if e.kind == Kind.OUTLINE]
     before = sum(p.tokens_before for p in projections)
     after = sum(p.tokens_after for p in projections)
     saved["pruning"] = before - after
@@ -393,7 +393,7 @@ def session_rows(store: Store) -> list[dict[str, Any]]:
     rows = []
     for s in store.sessions():
         pruned = store.projection_records(s.session_id)
-        outlined = [e for e in store.events(s.session_id) if e.kind == "outline"]
+        outlined = [e for e in store.events(s.session_id) if e.kind == Kind.OUTLINE]
         plain = s.tokens_full - sum(e.tokens_full - e.tokens for e in outlined)
         host = host_of(s.session_id)
         rows.append(

@@ -45,6 +45,7 @@ from filecache.adapters.hosts.base import host_session_id
 from filecache.adapters.hosts.claude_code import DISPLAY_NAME, HOST_NAME, HookSite, answer
 
 from filecache.cache import FileCache, Session
+from filecache.core.kinds import Tool
 from filecache.core.render import host_instructions
 from filecache.core.tokens import TokenCounter
 from filecache.errors import FileCacheError, TranscriptError
@@ -102,7 +103,7 @@ def replay_claude_code(
             replayer.run(HostRun(counter), plain.session("claude-code"))
         with open_store(root, location) as opened:
             sid = host_session_id(HOST_NAME, replayer.name, root)
-            reads = [e for e in opened.events(sid) if e.tool == "read"]
+            reads = [e for e in opened.events(sid) if e.tool == Tool.READ]
         ledger = (
             sum(e.tokens for e in reads),
             sum(read_baseline(e.kind, e.tokens, e.tokens_full) for e in reads),
@@ -295,7 +296,7 @@ class _Replayer:
     def _ledger(self, cid: str) -> list[Any]:
         sid = host_session_id(HOST_NAME, self.name, self.root)
         with open_store(self.root, str(self.site.store)) as opened:
-            return [e for e in opened.events(sid) if e.call_id == cid and e.tool == "read"]
+            return [e for e in opened.events(sid) if e.call_id == cid and e.tool == Tool.READ]
 
 
 def _file_args(messages: list[dict[str, Any]]) -> dict[str, tuple[str, dict[str, Any]]]:

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from filecache.core.kinds import Kind
 from filecache.core.text import decode_text, split_lines
 from filecache.errors import FileCacheError
 from filecache.fsio import read_bytes
@@ -110,7 +111,7 @@ def answer_shell_read(session: Session, read: ShellRead, call_id: str | None) ->
             rels[0], offset=start, limit=end - start + 1, mode="full", numbered=False,
             call_id=cid,
         )  # fmt: skip
-        if result.kind in ("unchanged", "diff"):
+        if result.kind in (Kind.UNCHANGED, Kind.DIFF):
             return ShellAnswer(result.text, result.kind, result.path, start, end,
                                result.version, cid)  # fmt: skip
         text = _render(session, read, [result.version], picked, [(result.start, result.end)])
