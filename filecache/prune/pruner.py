@@ -45,7 +45,7 @@ from filecache.prune.file_tools import file_access
 from filecache.prune.input_pruning import INPUT_SUFFIX
 from filecache.prune.pruning import PrunePlan, PrunePolicy, ResultInfo, apply_plan, plan_prune
 from filecache.prune.sdk_messages import convert
-from filecache.prune.transcript import Transcript, parse_transcript, unwrap
+from filecache.prune.transcript import Transcript, needs_convert, parse_transcript, unwrap
 from filecache.secrecy import MIN_LINE, SecretIndex, Secrets, secret_key
 from filecache.settings import DEFAULT_DENY, Settings, deny_pattern
 from filecache.store.seal import default_seal
@@ -311,9 +311,12 @@ def prune_messages(
             a link to a denied file is then denied too.
     """
     envelope = unwrap(messages)
-    if isinstance(envelope.messages, (list, tuple)):  # hostile nesting is refused first
+    # SDK objects, LangChain, pydantic-ai (sdk_messages); plain dicts go straight to parsing,
+    # which refuses hostile nesting first (as it is refused here before any conversion)
+    converted = None
+    if needs_convert(envelope.messages):
         check_json([m for m in envelope.messages if isinstance(m, (dict, list))], "messages")
-    converted = convert(envelope.messages)  # SDK objects, LangChain, pydantic-ai (sdk_messages)
+        converted = convert(envelope.messages)
     if converted is not None:
         if converted.back is not None and converted.back_inputs is None:
             policy = dataclasses.replace(policy or PrunePolicy(), inputs=False)
