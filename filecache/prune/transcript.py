@@ -102,7 +102,8 @@ def is_langchain_dump(item: object) -> bool:
     of the formats: ``sdk_messages`` converts such lists)."""
     return (
         isinstance(item, dict)
-        and item.get("type") in _LANGCHAIN_TYPES
+        and isinstance(item.get("type"), str)  # a list or an object is no type (unhashable)
+        and item["type"] in _LANGCHAIN_TYPES
         and "content" in item
         and bool(_LANGCHAIN_KEYS & item.keys())
     )
