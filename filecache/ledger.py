@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
+from operator import attrgetter
 from types import MappingProxyType
 
 from filecache.core.kinds import CHANGES, Kind, Tool
@@ -67,14 +68,16 @@ class Ledger:
 
 
 _RECORD_FIELDS = tuple(f.name for f in fields(CallRecord))  # each is a field of Event too
+_record_values = attrgetter(*_RECORD_FIELDS)  # an event's values of them, in CallRecord's order
+_seq = attrgetter("seq")
 
 
 def build_ledger(session_id: str, events: Iterable[Event]) -> Ledger:
     """Fold events (in seq order) into a snapshot; a call id seen twice keeps its last row."""
     calls: dict[str, CallRecord] = {}
     writes: dict[str, list[WriteRecord]] = {}
-    for e in sorted(events, key=lambda ev: ev.seq):
-        calls[e.call_id] = CallRecord(**{name: getattr(e, name) for name in _RECORD_FIELDS})
+    for e in sorted(events, key=_seq):
+        calls[e.call_id] = CallRecord(*_record_values(e))
         if e.tool in CHANGES and e.kind != Kind.ERROR:
             writes.setdefault(e.path, []).append(
                 WriteRecord(e.call_id, e.seq, e.tool, e.base_version, e.version)

@@ -61,7 +61,7 @@ import xxhash
 from filecache.core.hashing import KEYED, keyed_digest, keyed_version, version_of
 from filecache.errors import ConfigError
 from filecache.fsio import STORE_DIR, SWEEP_MAX_ENTRIES, Located
-from filecache.settings import Settings, is_denied
+from filecache.settings import Settings, deny_pattern
 from filecache.store.seal import KEY_ENV, default_seal
 
 __all__ = ["MIN_LINE", "REWALK_AFTER", "SecretIndex", "Secrets", "secret_key"]
@@ -226,6 +226,7 @@ class SecretIndex:
 
     def _walk_tree(self) -> None:
         seen = 0
+        match = deny_pattern(self.deny).match
         for here, dirs, files in os.walk(self.root, followlinks=False):
             dirs[:] = [d for d in dirs if d not in _SKIP]
             seen += len(dirs) + len(files)
@@ -234,7 +235,7 @@ class SecretIndex:
             for name in files:
                 full = os.path.join(here, name)
                 rel = os.path.relpath(full, self.root).replace(os.sep, "/")
-                if is_denied(rel, self.deny):
+                if match(rel.lower()):
                     self._found(rel, full)
 
     def _found(self, rel: str, full: str) -> None:
@@ -284,7 +285,7 @@ class Secrets:
         self._index = SecretIndex(root, settings.deny)
         self._key: bytes | None = None
         self._ref_seal: str | None = None
-        self._deny_memo: dict[str, bool] = {}  # names matched against settings.deny
+        self._deny_match = deny_pattern(settings.deny).match  # of a lower-cased name
 
     def denied(self, path: str | Located, version: str | None = None) -> bool:
         """Whether ``path`` matches the deny-list: its content is hashed but never stored.
@@ -313,14 +314,8 @@ class Secrets:
         return self._index.denied_identity(st)
 
     def _denied_name(self, name: str) -> bool:
-        """``is_denied`` for the settings' deny-list, remembered per name (a glob match per
-        pattern and read otherwise)."""
-        found = self._deny_memo.get(name)
-        if found is None:
-            if len(self._deny_memo) >= 4096:
-                self._deny_memo.clear()
-            found = self._deny_memo[name] = is_denied(name, self.settings.deny)
-        return found
+        """``is_denied`` for the settings' deny-list (compiled once: ``deny_pattern``)."""
+        return self._deny_match(name.lower()) is not None
 
     @property
     def key(self) -> bytes:

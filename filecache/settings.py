@@ -48,7 +48,9 @@ Precedence, lowest first: the defaults below; a ``[tool.filecache]`` table in th
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -56,7 +58,7 @@ from typing import Any
 
 from filecache.errors import ConfigError
 
-__all__ = ["Settings", "is_denied", "load_settings"]
+__all__ = ["Settings", "deny_pattern", "is_denied", "load_settings"]
 
 DEFAULT_DENY = (".env*", "*.pem", "*.key", "id_rsa*", "*.p12")
 
@@ -104,11 +106,23 @@ class Settings:
 def is_denied(path: str, deny: tuple[str, ...]) -> bool:
     """Whether ``path`` (relative, POSIX) or its file name matches a deny-list glob, ignoring
     case (``.ENV``, ``X.PEM`` and ``ID_RSA`` are as secret as their lower-case names)."""
-    rel = path.removeprefix("./").lower()
-    name = rel.rsplit("/", 1)[-1]
-    return any(
-        fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(rel, p) for p in map(str.lower, deny)
-    )
+    return deny_pattern(deny).match(path.lower()) is not None
+
+
+@functools.lru_cache(maxsize=64)
+def deny_pattern(deny: tuple[str, ...]) -> re.Pattern[str]:
+    """The deny-list as one regular expression: ``is_denied(path, deny)`` is
+    ``deny_pattern(deny).match(path.lower())``. Compiled once per list (a prune pass or a walk
+    matches many names with it, with no glob translated or list lowered per name).
+
+    The globs (lower-cased, ``fnmatch.translate``: each matches a whole string) are tried on
+    the path without one leading ``./`` (the possessive group cannot give it back) and, after
+    the path's last ``/`` (the negative look-ahead: no ``/`` after it), on its file name.
+    """
+    if not deny:
+        return re.compile(r"(?!)")  # matches nothing
+    globs = "|".join(fnmatch.translate(p.lower()) for p in deny)
+    return re.compile(rf"(?:\./)?+(?:.*/(?!.*/))?(?:{globs})", re.DOTALL)
 
 
 _FIELDS = {f.name: f for f in fields(Settings)}

@@ -45,9 +45,9 @@ from filecache.prune.file_tools import file_access
 from filecache.prune.input_pruning import INPUT_SUFFIX
 from filecache.prune.pruning import PrunePlan, PrunePolicy, ResultInfo, apply_plan, plan_prune
 from filecache.prune.sdk_messages import convert
-from filecache.prune.transcript import Transcript, parse_transcript, unwrap
+from filecache.prune.transcript import Transcript, needs_convert, parse_transcript, unwrap
 from filecache.secrecy import MIN_LINE, SecretIndex, Secrets, secret_key
-from filecache.settings import DEFAULT_DENY, Settings, is_denied
+from filecache.settings import DEFAULT_DENY, Settings, deny_pattern
 from filecache.store.seal import default_seal
 from filecache.store.store import Store
 
@@ -214,13 +214,22 @@ def denied_results(
     looked for in the others too (``secrecy.MIN_LINE`` characters or more).
     """
 
+    match = deny_pattern(deny).match  # is_denied(name, deny): match(name.lower())
+    resolved: dict[str, bool] = {}  # path -> denied by a name it resolves to (once per path)
+
     def denied(path: str) -> bool:
-        names = [path]
-        if root is not None:
+        if match(path.lower()):
+            return True
+        if root is None or not deny:
+            return False
+        hit = resolved.get(path)
+        if hit is None:
+            hit = False
             with contextlib.suppress(FileCacheError):
                 loc = locate(root, path)
-                names += [loc.rel, *loc.aliases]
-        return any(is_denied(name, deny) for name in names)
+                hit = any(match(name.lower()) for name in (loc.rel, *loc.aliases))
+            resolved[path] = hit
+        return hit
 
     found: dict[str, str] = {}
     calls = transcript.calls_by_id()
@@ -228,7 +237,7 @@ def denied_results(
         cid = result.call_id
         record = ledger.calls.get(cid) if ledger is not None else None
         if record is not None and record.path is not None:
-            if is_denied(record.path, deny) or (record.version and secret(record.version)):
+            if match(record.path.lower()) or (record.version and secret(record.version)):
                 found[cid] = record.path
                 continue
         call = calls.get(cid)
@@ -239,7 +248,7 @@ def denied_results(
             if denied(access.path):
                 found[cid] = access.path
             continue
-        word = next((w for w in _WORDS.findall(call.raw_arguments) if is_denied(w, deny)), None)
+        word = next((w for w in _WORDS.findall(call.raw_arguments) if match(w.lower())), None)
         if word is not None:  # e.g. bash `cat .env`: its output may be the secret
             found[cid] = word
     texts = {r.call_id: r.text for r in transcript.results()}
@@ -302,9 +311,12 @@ def prune_messages(
             a link to a denied file is then denied too.
     """
     envelope = unwrap(messages)
-    if isinstance(envelope.messages, (list, tuple)):  # hostile nesting is refused first
+    # SDK objects, LangChain, pydantic-ai (sdk_messages); plain dicts go straight to parsing,
+    # which refuses hostile nesting first (as it is refused here before any conversion)
+    converted = None
+    if needs_convert(envelope.messages):
         check_json([m for m in envelope.messages if isinstance(m, (dict, list))], "messages")
-    converted = convert(envelope.messages)  # SDK objects, LangChain, pydantic-ai (sdk_messages)
+        converted = convert(envelope.messages)
     if converted is not None:
         if converted.back is not None and converted.back_inputs is None:
             policy = dataclasses.replace(policy or PrunePolicy(), inputs=False)

@@ -560,8 +560,9 @@ def plan_prune(
 
     protected = _protected(infos, policy.protect_recent)
     superseded = _superseded(infos, ledger, through_edits=policy.keep_edited)
-    if policy.rerun_outputs:  # a command's output, once the same command ran again
-        superseded |= superseded_outputs(infos, calls)
+    outputs = [i for i in infos if i.kind == Tool.OTHER]  # of commands (bash, ...), in order
+    if policy.rerun_outputs and len(outputs) > 1:  # an output, once its command ran again
+        superseded |= superseded_outputs(outputs, calls)
     target = policy.target * window
     actions: dict[str, PruneAction] = {}
     excess = total - target

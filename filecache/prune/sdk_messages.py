@@ -24,11 +24,9 @@ from typing import Any, Protocol
 
 from filecache.errors import TranscriptError
 from filecache.prune.message_blocks import type_name
+from filecache.prune.transcript import needs_convert
 
-__all__ = ["Converted", "SdkCodec", "convert", "is_langchain_dump", "register_sdk"]
-
-_LANGCHAIN_TYPES = frozenset({"human", "ai", "tool", "system", "chat", "function"})
-_LANGCHAIN_KEYS = frozenset({"additional_kwargs", "response_metadata", "tool_call_id"})
+__all__ = ["Converted", "SdkCodec", "convert", "register_sdk"]
 
 
 @dataclass(frozen=True)
@@ -84,26 +82,17 @@ def register_sdk(module: str, load: Callable[[], SdkCodec]) -> None:
         raise ValueError(f"message objects from {module!r} already have a codec")
 
 
-def is_langchain_dump(item: object) -> bool:
-    """A LangChain message's ``model_dump()``: its ``type`` and LangChain's own keys."""
-    return (
-        isinstance(item, dict)
-        and item.get("type") in _LANGCHAIN_TYPES
-        and "content" in item
-        and bool(_LANGCHAIN_KEYS & item.keys())
-    )
-
-
 def _module(item: object) -> str:
     return type(item).__module__.split(".")[0]
 
 
 def convert(messages: list[Any]) -> Converted | None:
-    """None for a list of plain message dicts (the formats ``transcript`` knows)."""
-    if all(isinstance(m, dict) for m in messages):
-        if messages and any(is_langchain_dump(m) for m in messages):
-            return _via(_langchain(), messages)
+    """None for a list of plain message dicts (the formats ``transcript`` knows:
+    ``transcript.needs_convert`` is False)."""
+    if not needs_convert(messages):
         return None
+    if all(isinstance(m, dict) for m in messages):  # LangChain's dumps among them
+        return _via(_langchain(), messages)
     modules = {_module(m) for m in messages if not isinstance(m, dict)}
     if len(modules) == 1 and (only := next(iter(modules))) in _SDKS:
         return _via(_SDKS[only](), messages)

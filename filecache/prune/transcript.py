@@ -39,7 +39,6 @@ from filecache.prune.codecs.base import (
 )
 from filecache.prune.file_tools import FILE_TOOLS, FileAccess, FileTool, file_access
 from filecache.prune.message_blocks import type_name
-from filecache.prune.sdk_messages import is_langchain_dump
 
 __all__ = [
     "FILE_TOOLS",
@@ -54,6 +53,7 @@ __all__ = [
     "Transcript",
     "detect_format",
     "file_access",
+    "is_langchain_dump",
     "link",
     "parse_list",
     "parse_transcript",
@@ -62,6 +62,7 @@ __all__ = [
     "render_replaced",
     "render_transcript",
     "replacements_by_message",
+    "needs_convert",
     "unwrap",
 ]
 
@@ -90,6 +91,28 @@ _BLOCK_FORMATS = {  # content block types that only one format uses
     **dict.fromkeys(("input_text", "output_text", "input_image", "input_file"), Format.RESPONSES),
     **dict.fromkeys(("image_url", "input_audio"), Format.OPENAI),
 }
+
+
+_LANGCHAIN_TYPES = frozenset({"human", "ai", "tool", "system", "chat", "function"})
+_LANGCHAIN_KEYS = frozenset({"additional_kwargs", "response_metadata", "tool_call_id"})
+
+
+def is_langchain_dump(item: object) -> bool:
+    """A LangChain message's ``model_dump()``: its ``type`` and LangChain's own keys (in none
+    of the formats: ``sdk_messages`` converts such lists)."""
+    return (
+        isinstance(item, dict)
+        and isinstance(item.get("type"), str)  # a list or an object is no type (unhashable)
+        and item["type"] in _LANGCHAIN_TYPES
+        and "content" in item
+        and bool(_LANGCHAIN_KEYS & item.keys())
+    )
+
+
+def needs_convert(messages: list[Any]) -> bool:
+    """Whether a message list is not plain message dicts of the formats: it holds objects (SDK
+    messages, LangChain's, pydantic-ai's) or LangChain dumps (``sdk_messages.convert``)."""
+    return not all(isinstance(m, dict) and not is_langchain_dump(m) for m in messages)
 
 
 def _item_format(item: Mapping[str, Any]) -> str | None:

@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 from filecache.adapters import anthropic_messages, openai_chat, openai_responses
 
+from filecache import prune_messages
 from filecache.errors import TranscriptError
+from filecache.prune.transcript import detect_format
 
 ADAPTERS = {"openai": openai_chat, "responses": openai_responses, "anthropic": anthropic_messages}
 
@@ -216,3 +218,12 @@ def test_malformed_input_is_refused_naming_the_index(fmt: str, messages: Any, me
 def test_pending_calls_are_allowed() -> None:
     transcript = openai_chat.parse([USER, _asst("a", "b"), _tool("b")])
     assert [c.id for c in transcript.pending_calls()] == ["a"]
+
+
+@pytest.mark.parametrize("kind", [[], {}])
+def test_a_type_that_is_no_string_is_no_crash(kind: Any) -> None:
+    """A message whose ``type`` is a list or an object names no format (it was a TypeError:
+    unhashable, looked up among LangChain's types)."""
+    messages = [{**USER, "type": kind}]
+    assert detect_format(messages) == "openai"
+    assert prune_messages(messages).messages == messages

@@ -8,6 +8,7 @@ file's content, while a plain file's content is there (so the scan can find what
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import sqlite3
 import zlib
@@ -16,6 +17,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from filecache import FileCache, PrunePolicy, prune_messages
 from filecache.cli import main
@@ -192,6 +195,34 @@ def test_archive_show_says_a_denied_result_was_not_stored(
 )  # fmt: skip
 def test_the_deny_list_ignores_case(path: str, denied: bool) -> None:
     assert is_denied(path, (".env*", "*.pem", "*.key", "id_rsa*", "*.p12")) is denied
+
+
+def _is_denied_by_globs(path: str, deny: tuple[str, ...]) -> bool:
+    """The deny-list's definition, one glob at a time: the path without a leading ``./``, or
+    its file name, matches a glob, both lower-cased."""
+    rel = path.removeprefix("./").lower()
+    name = rel.rsplit("/", 1)[-1]
+    return any(
+        fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(rel, p) for p in map(str.lower, deny)
+    )
+
+
+_GLOB_CHARS = st.sampled_from(list("aE./*?[]!"))
+_PATH_CHARS = st.sampled_from(list("aAeE./\n[İ"))
+
+
+@given(
+    st.lists(st.text(_GLOB_CHARS, max_size=5), max_size=3).map(tuple),
+    st.text(_PATH_CHARS, max_size=8),
+)
+@example(("e*",), "a/e/a")  # a glob may match past a "/" only from the path's start
+@example(("./e",), "./e")  # one "./" is stripped, never given back to a glob
+@example((".env*",), ".Env.Local/x/../y")
+def test_the_compiled_deny_list_matches_as_its_globs_do(deny: tuple[str, ...], path: str) -> None:
+    """``is_denied`` (one regular expression for the whole list) answers as the globs do, one
+    at a time, on the name and the relative path: ``./`` stripped once, any case."""
+    assert is_denied(path, deny) is _is_denied_by_globs(path, deny)
+    assert is_denied("./" + path, deny) is _is_denied_by_globs("./" + path, deny)
 
 
 def test_a_configured_pattern_matches_the_relative_path_in_any_case(tree: Path) -> None:
