@@ -8,8 +8,11 @@
 // exits when opencode does), so a read costs one round trip, not a Python start.
 //
 // Invariants:
-// - opencode's own output is the fallback: on any error, a timeout, a dead process or an answer
-//   of null, the tool result is left exactly as opencode made it.
+// - opencode's own output is the fallback: on any error, a timeout, a dead process that a new one
+//   could not stand in for, or an answer of null, the tool result is left exactly as opencode
+//   made it.
+// - A dead resident is replaced within the call that finds it dead, and a slow one is never
+//   doubled (Bridge).
 // - What the model holds is what `experimental.chat.messages.transform` shows before each
 //   request: the completed tool results that are not compacted. filecache is told when any call
 //   it answered is missing (opencode pruned or compacted it) and forgets what relied on it; a
@@ -22,6 +25,12 @@ import { spawn } from "node:child_process"
 
 const TIMEOUT_MS = 8000 // a first call also waits for the child to start; then it is fast
 const MAX_STARTS = 3 // a child that keeps dying is given up on: opencode's output stands
+// Requests a resident may get twice with the effect of once, so they are sent again to a new
+// resident when the one that had them died: filecache answers a read (or a bash read) whose call
+// id it answered before again from scratch (Session.read), and a re-hash or `keep` changes
+// nothing the second time. Not `edit`/`write`: adopted against the version the model holds, a
+// second one is not the first; they go again only to replace a write that failed.
+const REPEATABLE = new Set(["read", "bash", "changed", "keep"])
 const REFERENCE =
   /^\[filecache\] .* (?:unchanged|changed|changed outside the agent) since your results? (\S+?(?: and \S+?)*) \(/gm
 
@@ -138,14 +147,19 @@ function namedResults(text) {
 }
 
 // The resident filecache process: JSON lines, one answer per request, matched by id.
+//
+// A call that finds the resident dead replaces it at once: when the request's write failed
+// (the child never had all of it), or the child exited or closed its stdout before answering,
+// a new resident gets the request once more if that cannot apply it twice (REPEATABLE, or never
+// received). A timeout is not a death: a slow child is never doubled. A request that still got
+// no answer is forgotten by the resident (`orphan`) and opencode's output stands.
 class Bridge {
   constructor(python) {
     this.python = python
     this.child = null
     this.starts = 0
     this.next = 1
-    this.pending = new Map()
-    this.buffer = ""
+    this.pending = new Map() // id -> settle(outcome, answer) of the current child's requests
     this.orphans = [] // calls whose answer was lost with a dead child: forgotten on restart
   }
 
@@ -164,81 +178,108 @@ class Bridge {
     child.on("error", () => this.lost(child))
     child.on("exit", () => this.lost(child))
     child.stdin.on("error", () => this.lost(child))
-    this.child = child
-    for (const orphan of this.orphans.splice(0)) this.send({ ...orphan, op: "forget", id: 0 })
+    child.stdout.on("close", () => this.lost(child))
+    let buffer = ""
     child.stdout.setEncoding("utf8")
-    child.stdout.on("data", (chunk) => this.receive(chunk))
+    child.stdout.on("data", (chunk) => {
+      buffer += chunk
+      let newline
+      while ((newline = buffer.indexOf("\n")) >= 0) {
+        if (this.child === child) this.receive(buffer.slice(0, newline))
+        buffer = buffer.slice(newline + 1)
+      }
+    })
+    this.child = child
+    for (const forget of this.orphans.splice(0)) this.tell(child, forget)
     child.unref()
     if (child.stdin.unref) child.stdin.unref()
     if (child.stdout.unref) child.stdout.unref()
     return child
   }
 
+  // `child` died (or is dying): every request pending in it is lost.
   lost(child) {
     if (this.child !== child) return
     this.child = null
-    this.buffer = ""
-    for (const [, pending] of this.pending) pending(null)
+    const pending = [...this.pending.values()]
     this.pending.clear()
+    for (const settle of pending) settle("lost")
+    try {
+      child.stdin.end() // a child still running reads to the end of its input and exits
+    } catch {}
   }
 
-  // The answer to `request` never arrived: what filecache may have recorded for its call must
-  // not be relied on (the model gets opencode's output instead).
-  orphan(request) {
-    if (!request.call) return
-    const forget = { op: "forget", session: request.session, root: request.root, call: request.call }
-    if (!this.child || !this.send({ ...forget, id: 0 })) this.orphans.push(forget)
-  }
-
-  receive(chunk) {
-    this.buffer += chunk
-    let newline
-    while ((newline = this.buffer.indexOf("\n")) >= 0) {
-      const line = this.buffer.slice(0, newline)
-      this.buffer = this.buffer.slice(newline + 1)
-      let answer
-      try {
-        answer = JSON.parse(line)
-      } catch {
-        continue
-      }
-      const pending = this.pending.get(answer.id)
-      if (pending) {
-        this.pending.delete(answer.id)
-        pending(answer)
-      }
+  receive(line) {
+    let answer
+    try {
+      answer = JSON.parse(line)
+    } catch {
+      return
     }
+    const settle = this.pending.get(answer && answer.id)
+    if (settle) settle("answered", answer)
   }
 
-  ask(request) {
+  // The answer to `request`, or null: opencode's output stands.
+  async ask(request) {
+    const first = await this.attempt(request)
+    const again =
+      first.outcome === "unsent" || (first.outcome === "lost" && REPEATABLE.has(request.op))
+    const last = again ? await this.attempt(request) : first // to the new resident, once
+    const received = (sent) => sent.outcome === "lost" || sent.outcome === "timeout" // maybe
+    if (last.outcome !== "answered" && (received(first) || received(last))) this.orphan(request)
+    return last.answer && !last.answer.error ? last.answer : null
+  }
+
+  // One send of `request` to the resident (started if there is none): resolves to {outcome,
+  // answer}, outcome one of "answered"; "unsent" (the write failed: the child never had all of
+  // it, and is taken for dead); "lost" (the child ended first: it may have applied it);
+  // "timeout" (the child may still answer); "none" (no child could be started).
+  attempt(request) {
     const child = this.child || this.start()
-    if (!child) return Promise.resolve(null)
+    if (!child) return Promise.resolve({ outcome: "none", answer: null })
     const id = this.next++
     return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        if (!this.pending.delete(id)) return
-        resolve(null)
-        this.orphan(request) // the answer may still land, too late
-      }, TIMEOUT_MS)
-      if (timer.unref) timer.unref()
-      this.pending.set(id, (answer) => {
-        clearTimeout(timer)
-        if (answer === null) this.orphan(request) // the child died with the request
-        resolve(answer && !answer.error ? answer : null)
-      })
-      if (!this.send({ ...request, id })) {
+      let settled = false
+      const settle = (outcome, answer = null) => {
+        if (settled) return
+        settled = true
         this.pending.delete(id)
         clearTimeout(timer)
-        resolve(null)
+        resolve({ outcome, answer })
       }
+      const timer = setTimeout(() => settle("timeout"), TIMEOUT_MS)
+      if (timer.unref) timer.unref()
+      this.pending.set(id, settle)
+      this.send(child, { ...request, id }, () => {
+        settle("unsent")
+        this.lost(child)
+      })
     })
   }
 
-  send(message) {
+  // The answer to `request` never arrived: what filecache may have recorded for its call must
+  // not be relied on (the model gets opencode's output instead). Told to the resident (a new
+  // one if it died), or to the next one started.
+  orphan(request) {
+    if (!request.call) return
+    const forget = { op: "forget", session: request.session, root: request.root, call: request.call }
+    const child = this.child || this.start()
+    if (child) this.tell(child, forget)
+    else this.orphans.push(forget)
+  }
+
+  // `forget` sent without waiting for its answer; kept for the next child if it was not written.
+  tell(child, forget) {
+    this.send(child, { ...forget, id: 0 }, () => this.orphans.push(forget))
+  }
+
+  // Writes one line to `child`; `failed()` when it could not be written whole.
+  send(child, message, failed = () => {}) {
     try {
-      return this.child.stdin.write(JSON.stringify(message) + "\n") || true
+      child.stdin.write(JSON.stringify(message) + "\n", (error) => error && failed())
     } catch {
-      return false
+      failed()
     }
   }
 

@@ -8,10 +8,13 @@ every request of every run: a FileRef or diff names only results that request ca
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
 import signal
+import socket
+import threading
 import time
 from pathlib import Path
 
@@ -202,14 +205,7 @@ def test_a_killed_resident_is_replaced_and_a_resumed_session_keeps_its_view(
         pids = residents(home)
         assert len(pids) == 1, pids
         os.kill(pids[0], signal.SIGKILL)  # the process this test's opencode started
-        killed.extend(pids)
-        # until opencode reaped it (a zombie stays in /proc until then): its plugin has seen the
-        # child die. Before that, r2 may reach the dead child and fall back to opencode's own
-        # output (safe; replacing it within that call is the plugin's open item)
-        for _ in range(1200):
-            if not Path(f"/proc/{pids[0]}").exists():
-                break
-            time.sleep(0.05)
+        killed.extend(pids)  # r2 follows at once: its call may be the first to find it dead
 
     started: list[int] = []
     chat = home.run([
@@ -232,3 +228,77 @@ def test_a_killed_resident_is_replaced_and_a_resumed_session_keeps_its_view(
     no_dangling(resumed)
     assert "unchanged since your result r1" in content_of(resumed.result("r4"))
     assert resumed.result("r1").startswith(f"<path>{notes}</path>")  # r1 is in these requests
+
+
+def queued(pid: int, fd: int) -> bytes:
+    """What waits unread on socket ``fd`` of process ``pid`` (opencode gives its children
+    sockets as stdin and stdout): peeked at through a copy of the descriptor, taking nothing."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    pidfd = os.pidfd_open(pid)
+    try:
+        copy = libc.syscall(438, pidfd, fd, 0)  # SYS_pidfd_getfd, the same number on every arch
+    finally:
+        os.close(pidfd)
+    if copy < 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"pidfd_getfd (Linux 5.6 or later): {os.strerror(error)}")
+    with socket.socket(fileno=copy) as peer:
+        try:
+            return peer.recv(1 << 20, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return b""
+
+
+def need_peeking() -> None:
+    mine, other = socket.socketpair()
+    with mine, other:
+        other.sendall(b"x")
+        try:
+            assert queued(os.getpid(), mine.fileno()) == b"x"
+        except OSError as exc:
+            pytest.skip(f"cannot peek at a resident's stdin: {exc}")
+
+
+def test_a_resident_that_dies_with_the_call_pending_is_replaced_within_that_call(
+    home: OpencodeHome,
+) -> None:
+    need_peeking()
+    home.install()
+    notes = home.project / "notes.txt"
+    killed: list[int | OSError] = []
+
+    def kill_once_r2_waits(pid: int) -> None:
+        # the stopped resident holds r2's request unread: the plugin is waiting for its answer
+        try:
+            for _ in range(3000):
+                if b'"call":"r2"' in queued(pid, 0):
+                    killed.append(pid)
+                    return
+                time.sleep(0.01)
+        except OSError as exc:
+            killed.append(exc)  # reported below
+        finally:
+            os.kill(pid, signal.SIGKILL)  # never left stopped
+
+    killer: list[threading.Thread] = []
+
+    def stop_resident() -> None:
+        pids = residents(home)
+        assert len(pids) == 1, pids
+        os.kill(pids[0], signal.SIGSTOP)  # alive to opencode, answering nothing
+        killer.append(threading.Thread(target=kill_once_r2_waits, args=(pids[0],)))
+        killer[0].start()
+
+    started: list[int] = []
+    chat = home.run([
+        Step(calls=(read("r1", notes),)),
+        Step(calls=(read("r2", notes),), before=stop_resident),
+        Step(calls=(read("r3", notes),), before=lambda: started.extend(residents(home))),
+    ])  # fmt: skip
+    killer[0].join()
+    no_dangling(chat)
+    assert killed and isinstance(killed[0], int), f"r2's request never seen waiting: {killed}"
+    # r2 itself was answered by filecache, by a resident started within that call
+    assert "unchanged since your result r1" in content_of(chat.result("r2"))
+    assert started and killed[0] not in started
+    assert "unchanged since your result r1" in content_of(chat.result("r3"))

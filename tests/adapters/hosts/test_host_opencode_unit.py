@@ -6,10 +6,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from filecache.adapters.hosts import opencode
-from filecache.adapters.hosts.base import log_path
+from filecache.adapters.hosts.base import HostSession, log_path
 from filecache.adapters.hosts.opencode import PLUGIN, install, opencode_lines, parse_read, run_hook
 
 from filecache.errors import ConfigError
@@ -278,3 +279,137 @@ def test_a_capped_read_is_a_range() -> None:
     text += "continue.)\n</content>"
     shown = parse_read(text)
     assert shown is not None and (shown.start, shown.end, shown.to_end) == (1, 2, False)
+
+
+# A resident that dies under a call, driven in node: the child is killed (or stopped) between
+# two steps of this script, each a synchronous stretch in which node runs no event, so the
+# plugin learns of the death only from the call itself. Prints what each call left as the
+# tool's output, and the residents before and after.
+RESIDENT_CHECK = """
+import {{ FilecachePlugin }} from {plugin}
+import {{ readdirSync, readFileSync, writeFileSync }} from "node:fs"
+const [path, shown, kase] = [{path}, {shown}, {kase}]
+const alive = setInterval(() => {{}}, 1000)
+const hooks = await FilecachePlugin({{ directory: {root} }}, {{ python: {python} }})
+const call = async (callID, tool, args, output) => {{
+  const result = {{ output, metadata: {{}} }}
+  await hooks["tool.execute.after"]({{ tool, sessionID: "ses_1", callID, args }}, result)
+  return result.output
+}}
+const read = (callID) => call(callID, "read", {{ filePath: path }}, shown)
+const state = (pid) => {{  // R, S, T (stopped), Z (dead, not reaped yet), or X (gone)
+  try {{
+    const stat = readFileSync(`/proc/${{pid}}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0]
+  }} catch {{
+    return "X"
+  }}
+}}
+const residents = () => readdirSync("/proc").filter((pid) => {{
+  try {{
+    const stat = readFileSync(`/proc/${{pid}}/stat`, "utf8")
+    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+    const command = readFileSync(`/proc/${{pid}}/cmdline`, "utf8")
+    return ppid === process.pid && command.includes("serve") && !"ZX".includes(state(pid))
+  }} catch {{
+    return false
+  }}
+}}).map(Number)
+const block = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
+const until = (pid, wanted) => {{  // waits without letting node see the child's end
+  for (let round = 0; round < 2000 && state(pid) !== wanted; round++) block(5)
+  return state(pid)
+}}
+const out = {{ first: await read("c1") }}
+const [resident] = residents()
+out.before = [resident]
+if (kase === "dead") {{  // dead and not reaped when the call writes to it
+  process.kill(resident, "SIGKILL")
+  out.state = until(resident, "Z")
+  out.answer = await read("c2")
+  out.replaced = residents()
+}} else if (kase === "read" || kase === "edit") {{  // dies after the request reached it
+  process.kill(resident, "SIGSTOP")
+  out.state = until(resident, "T")
+  const edit = {{ filePath: path, oldString: "line 7: the", newString: "line 7: THE" }}
+  if (kase === "edit") writeFileSync(path, readFileSync(path, "utf8").replace(edit.oldString,
+                                                                             edit.newString))
+  const pending = kase === "read" ? read("c2")
+                                  : call("e1", "edit", edit, "Edit applied successfully.")
+  process.kill(resident, "SIGKILL")
+  out.answer = await pending
+  out.replaced = residents()
+  if (kase === "edit") out.next = await call("c3", "read", {{ filePath: path }}, {edited})
+}} else {{  // slow: stopped past the timeout, then running again
+  process.kill(resident, "SIGSTOP")
+  out.state = until(resident, "T")
+  out.answer = await read("c2")
+  out.during = residents()
+  process.kill(resident, "SIGCONT")
+  out.next = await read("c3")
+}}
+out.after = residents()
+console.log(JSON.stringify(out))
+await hooks.dispose()
+clearInterval(alive)
+"""
+
+
+def resident_check(tmp_path: Path, root: Path, notes: str, case: str) -> dict[str, Any]:
+    import shutil
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    path = root / "notes.txt"
+    edited = notes.replace("line 7: the", "line 7: THE")
+    script = tmp_path / "resident.mjs"
+    script.write_text(RESIDENT_CHECK.format(
+        plugin=json.dumps(PLUGIN.as_uri()), root=json.dumps(str(root)),
+        python=json.dumps(sys.executable), path=json.dumps(str(path)),
+        shown=json.dumps(opencode_read(path, notes)), kase=json.dumps(case),
+        edited=json.dumps(opencode_read(path, edited)),
+    ))  # fmt: skip
+    done = subprocess.run([node, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["first"] == opencode_read(path, notes)  # content: opencode's output stands
+    return out
+
+
+@pytest.mark.parametrize(
+    ("case", "state"),
+    [("dead", "Z"), ("read", "T")],  # killed before the call / with the read pending in it
+)
+def test_a_resident_found_dead_is_replaced_and_the_read_sent_again(
+    tmp_path: Path, root: Path, notes: str, case: str, state: str
+) -> None:
+    out = resident_check(tmp_path, root, notes, case)
+    assert out["state"] == state
+    assert "[filecache] notes.txt unchanged since your result c1" in out["answer"]
+    assert len(out["replaced"]) == 1 and out["replaced"] != out["before"]  # a new one answered
+
+
+def test_an_edit_the_dead_resident_may_have_applied_is_not_sent_again(
+    tmp_path: Path, root: Path, notes: str
+) -> None:
+    out = resident_check(tmp_path, root, notes, "edit")
+    assert out["answer"] == "Edit applied successfully."  # opencode's output
+    assert len(out["replaced"]) == 1 and out["replaced"] != out["before"]  # within the call
+    # the new resident was not given the edit (only told to forget e1): nothing of e1 is
+    # recorded, and the next read of the edited file is not taken as known to the model
+    host = HostSession.open("opencode", "ses_1", root)
+    try:
+        assert [e for e in host.cache.store.events(host.session.id) if e.call_id == "e1"] == []
+    finally:
+        host.close()
+    assert "unchanged since" not in out["next"] and "line 7: THE quick" in out["next"]
+
+
+@pytest.mark.slow  # waits for the plugin's timeout (8 s)
+def test_a_slow_resident_is_not_doubled(tmp_path: Path, root: Path, notes: str) -> None:
+    out = resident_check(tmp_path, root, notes, "slow")
+    assert out["state"] == "T"
+    assert out["answer"] == opencode_read(root / "notes.txt", notes)  # timed out: opencode's
+    assert out["during"] == out["before"] == out["after"]  # no second resident, ever
+    assert "[filecache] notes.txt unchanged since your result c1" in out["next"]
