@@ -96,6 +96,26 @@ def test_in_use_turns_keeps_reads_of_files_the_last_turns_name() -> None:
     assert tier(bodies(wide)["call_2"]) == tier(bodies(wide)["call_3"]) == "clear"
 
 
+def test_revisit_turns_keeps_reads_of_files_the_model_came_back_to() -> None:
+    # sympy-14531: printer.py read whole, grepped 15 turns later, then not named for 26 turns;
+    # its read cleared at the very request where the model turned to it again (recall 79.6%)
+    chat = Chat()
+    chat.read("src/printer.py", numbered(50))  # call_1: read, then come back to it
+    chat.read("src/runner.py", numbered(50))  # call_2: named only in the very next turn
+    chat.bash("cat src/runner.py | head -1", filler(10))  # call_3: still reading it
+    chat.bash("grep -n Printer src/printer.py", filler(10))  # call_4: back to printer.py
+    for _ in range(4):
+        chat.bash("true", filler(10))
+    off, on = knobs(in_use_turns=2), knobs(in_use_turns=2, revisit_turns=8)
+    assert tier(bodies(plan(chat.messages, off)[1])["call_1"]) == "clear"  # named 5 turns ago
+    out = bodies(plan(chat.messages, on)[1])
+    assert tier(out["call_1"]) == "keep"  # named again after other work: a working file
+    assert tier(out["call_2"]) == "clear"  # named in the turn after its read only
+    gone = bodies(plan(chat.messages, knobs(in_use_turns=2, revisit_turns=4))[1])
+    assert tier(gone["call_1"]) == "clear"  # outside the last revisit_turns turns: done with
+    assert PrunePolicy.preset("cost").revisit_turns == 50 == 2 * PRESETS["cost"]["in_use_turns"]
+
+
 def test_keep_edited_keeps_a_read_the_models_edit_builds_on_but_not_a_covered_one() -> None:
     chat = Chat()
     chat.read("a.py", numbered(50))  # call_1, then edited
