@@ -9,7 +9,9 @@ Passes, in order (DESIGN "Pruning"):
 
 1. Recency protection: the newest ``protect_recent`` tokens of tool output stay verbatim.
 2. Supersession: a file read is superseded by a later write, edit or outside change of the
-   same path, or by a later content read covering all its lines; superseded results clear.
+   same path, or by a later content read covering all its lines (an outline answer: by any
+   later content read of the file, the range the model looked it up for); superseded results
+   clear.
 3. Keep-alive: a result that a later FileRef or diff (still in the transcript, not cleared)
    relies on stays intact; so does a read of a file named in the protected tail.
 4. Tiered degradation, oldest first, until the prompt is back under ``target``: a large file
@@ -374,6 +376,9 @@ def _superseded(
             # outline answer the pass cleared would otherwise cover the read on the next pass.)
             shows = not (through_edits and later.tier == Tier.CLEAR)
             if later.kind == Tool.READ and later.answer in _CONTENT and shows:
+                if _outline(info):  # the map was used: the model read from it
+                    why[info.call_id] = f"superseded by a later read {later.call_id} of the file"
+                    break
                 if _covers(later, info):
                     why[info.call_id] = f"superseded by a later read {later.call_id} of these lines"
                     break
@@ -393,6 +398,14 @@ def _superseded(
                     why[info.call_id] = f"superseded by a change seen outside ({write.call_id})"
                     break
     return why
+
+
+def _outline(info: ResultInfo) -> bool:
+    """Whether the result is an outline answer (the ledger's kind; without a ledger, a
+    filecache answer whose head line says so)."""
+    if info.answer == Kind.OUTLINE:
+        return True
+    return info.answer == "filecache" and " outline " in info.text.split("\n", 1)[0]
 
 
 def _union_covers(spans: Sequence[tuple[int, int | None]], start: int, end: int | None) -> bool:

@@ -309,3 +309,21 @@ def test_a_read_whose_lines_later_reads_show_between_them_is_superseded() -> Non
     why = {a.call_id: a.reason for a in result.actions}
     assert why["call_1"] == "superseded by later reads up to call_4 of these lines"
     assert "call_2" not in why  # lines 1-40 are shown by nothing later
+
+
+def test_an_outline_answer_is_superseded_once_the_model_read_from_the_file() -> None:
+    outline = render_outline_answer(
+        "a.py outline (xxh3 0a1b2c3d):\n" + "".join(f"  def f{n}(): {n}-{n}\n" for n in range(30)),
+        large=True, tokens_full=5_000,
+    )  # fmt: skip
+    chat = Chat()
+    chat.read("a.py", outline)  # call_1: the map of a large file
+    chat.read("b.py", outline.replace("a.py", "b.py"))  # call_2: a map nothing was read from
+    chat.read("a.py", numbered(20, start=11), offset=11, limit=20)  # call_3: found with it
+    chat.bash("true", filler(40))
+    # in use (the last turns name both files): only supersession clears here
+    result, out = plan(chat.messages, knobs(small_result=10, in_use_turns=10))
+    why = {a.call_id: a.reason for a in result.actions}
+    assert why == {"call_1": "superseded by a later read call_3 of the file"}
+    assert tier(bodies(out)["call_2"]) == tier(bodies(out)["call_3"]) == "keep"
+    assert "read the file again" in bodies(out)["call_1"]  # how to get the map back
