@@ -9,7 +9,9 @@ Passes, in order (DESIGN "Pruning"):
 
 1. Recency protection: the newest ``protect_recent`` tokens of tool output stay verbatim.
 2. Supersession: a file read is superseded by a later write, edit or outside change of the
-   same path, or by a later content read covering all its lines; superseded results clear.
+   same path, or by a later content read covering all its lines (an outline answer: by any
+   later content read of the file, the range the model looked it up for); superseded results
+   clear.
 3. Keep-alive: a result that a later FileRef or diff (still in the transcript, not cleared)
    relies on stays intact; so does a read of a file named in the protected tail.
 4. Tiered degradation, oldest first, until the prompt is back under ``target``: a large file
@@ -108,6 +110,10 @@ class PrunePolicy:
         output_first: degrade other output (bash, ...) before file reads.
         in_use_turns: reads of files named in the last this many assistant turns stay intact
             (0: only those the protected tail names).
+        revisit_turns: reads of files the model came back to, named in at least two of the
+            last this many assistant turns, stay intact too (0: off). A file named once long
+            ago is done with; one named again after it was read is a working file, and the
+            model may return to it after a gap longer than ``in_use_turns``.
         keep_edited: a read superseded by a write, edit or outside change stays (the model's
             view of the file after its own edit is built on it); reads covered by a later
             read still clear, and so do outline answers (they show no lines to build on). The
@@ -137,6 +143,7 @@ class PrunePolicy:
     min_turns_left: int = 1
     output_first: bool = False
     in_use_turns: int = 0
+    revisit_turns: int = 0
     keep_edited: bool = False
     degrade: bool = True
     inputs: bool = True
@@ -157,8 +164,8 @@ class PrunePolicy:
 
 _SMALL: dict[str, object] = {
     # prune from 5% of the window down to nothing but what is protected or in use (reads of
-    # files the last 25 turns name, reads the model's edits build on); the rest clears
-    # without an outline or head-and-tail stage
+    # files the last 25 turns name, or two of the last 50: files it came back to; reads the
+    # model's edits build on); the rest clears without an outline or head-and-tail stage
     "prune_at": 0.05,
     "target": 0.0,
     "protect_recent": 500,
@@ -166,6 +173,7 @@ _SMALL: dict[str, object] = {
     "small_result": 500,
     "output_first": True,
     "in_use_turns": 25,
+    "revisit_turns": 50,
     "keep_edited": True,
     "degrade": False,
 }
@@ -368,6 +376,9 @@ def _superseded(
             # outline answer the pass cleared would otherwise cover the read on the next pass.)
             shows = not (through_edits and later.tier == Tier.CLEAR)
             if later.kind == Tool.READ and later.answer in _CONTENT and shows:
+                if _outline(info):  # the map was used: the model read from it
+                    why[info.call_id] = f"superseded by a later read {later.call_id} of the file"
+                    break
                 if _covers(later, info):
                     why[info.call_id] = f"superseded by a later read {later.call_id} of these lines"
                     break
@@ -387,6 +398,14 @@ def _superseded(
                     why[info.call_id] = f"superseded by a change seen outside ({write.call_id})"
                     break
     return why
+
+
+def _outline(info: ResultInfo) -> bool:
+    """Whether the result is an outline answer (the ledger's kind; without a ledger, a
+    filecache answer whose head line says so)."""
+    if info.answer == Kind.OUTLINE:
+        return True
+    return info.answer == "filecache" and " outline " in info.text.split("\n", 1)[0]
 
 
 def _union_covers(spans: Sequence[tuple[int, int | None]], start: int, end: int | None) -> bool:
@@ -502,6 +521,37 @@ def _in_use(
     return used
 
 
+def _revisited(
+    infos: Sequence[ResultInfo],
+    protected: set[str],
+    transcript: Transcript,
+    turns: int,
+    kinds: tuple[str, ...],
+) -> set[str]:
+    """Results of ``kinds`` of files the model came back to: named in one of the last
+    ``turns`` assistant turns (text and call arguments) that came at least two turns after
+    the result's own (naming it in the very next turn is still reading it)."""
+    assistants = [n for n, m in enumerate(transcript.messages) if m.role == "assistant"]
+    first = max(0, len(assistants) - turns)
+    named = [
+        transcript.messages[n].text
+        + " "
+        + " ".join(c.raw_arguments for c in transcript.messages[n].tool_calls)
+        for n in assistants
+    ]
+    used = set()
+    for info in infos:
+        if info.kind not in kinds or not info.path or info.call_id in protected:
+            continue
+        name = _file_name(info.path)
+        if len(name) <= 3:
+            continue
+        own = bisect_right(assistants, info.message_index) - 1  # the turn that made the call
+        if any(name in text for text in named[max(first, own + 2) :]):
+            used.add(info.call_id)
+    return used
+
+
 def _truncate(text: str, policy: PrunePolicy, why: str) -> str | None:
     lines = text.split("\n")
     keep = policy.head_lines + policy.tail_lines
@@ -612,6 +662,8 @@ def plan_prune(
     excess = total - target - sum(a.tokens_before - a.tokens_after for a in actions.values())
     kinds = (Tool.READ, Tool.EDIT) if policy.keep_edited else (Tool.READ,)
     alive = relied | _in_use(infos, protected, tail_text, kinds)
+    if policy.revisit_turns:
+        alive |= _revisited(infos, protected, transcript, policy.revisit_turns, kinds)
     if policy.keep_edited:
         by_id = {i.call_id: i for i in infos}
         alive |= {cid for cid, why in superseded.items() if _built_on(by_id[cid], why)}

@@ -96,6 +96,26 @@ def test_in_use_turns_keeps_reads_of_files_the_last_turns_name() -> None:
     assert tier(bodies(wide)["call_2"]) == tier(bodies(wide)["call_3"]) == "clear"
 
 
+def test_revisit_turns_keeps_reads_of_files_the_model_came_back_to() -> None:
+    # sympy-14531: printer.py read whole, grepped 15 turns later, then not named for 26 turns;
+    # its read cleared at the very request where the model turned to it again (recall 79.6%)
+    chat = Chat()
+    chat.read("src/printer.py", numbered(50))  # call_1: read, then come back to it
+    chat.read("src/runner.py", numbered(50))  # call_2: named only in the very next turn
+    chat.bash("cat src/runner.py | head -1", filler(10))  # call_3: still reading it
+    chat.bash("grep -n Printer src/printer.py", filler(10))  # call_4: back to printer.py
+    for _ in range(4):
+        chat.bash("true", filler(10))
+    off, on = knobs(in_use_turns=2), knobs(in_use_turns=2, revisit_turns=8)
+    assert tier(bodies(plan(chat.messages, off)[1])["call_1"]) == "clear"  # named 5 turns ago
+    out = bodies(plan(chat.messages, on)[1])
+    assert tier(out["call_1"]) == "keep"  # named again after other work: a working file
+    assert tier(out["call_2"]) == "clear"  # named in the turn after its read only
+    gone = bodies(plan(chat.messages, knobs(in_use_turns=2, revisit_turns=4))[1])
+    assert tier(gone["call_1"]) == "clear"  # outside the last revisit_turns turns: done with
+    assert PrunePolicy.preset("cost").revisit_turns == 50 == 2 * PRESETS["cost"]["in_use_turns"]
+
+
 def test_keep_edited_keeps_a_read_the_models_edit_builds_on_but_not_a_covered_one() -> None:
     chat = Chat()
     chat.read("a.py", numbered(50))  # call_1, then edited
@@ -289,3 +309,21 @@ def test_a_read_whose_lines_later_reads_show_between_them_is_superseded() -> Non
     why = {a.call_id: a.reason for a in result.actions}
     assert why["call_1"] == "superseded by later reads up to call_4 of these lines"
     assert "call_2" not in why  # lines 1-40 are shown by nothing later
+
+
+def test_an_outline_answer_is_superseded_once_the_model_read_from_the_file() -> None:
+    outline = render_outline_answer(
+        "a.py outline (xxh3 0a1b2c3d):\n" + "".join(f"  def f{n}(): {n}-{n}\n" for n in range(30)),
+        large=True, tokens_full=5_000,
+    )  # fmt: skip
+    chat = Chat()
+    chat.read("a.py", outline)  # call_1: the map of a large file
+    chat.read("b.py", outline.replace("a.py", "b.py"))  # call_2: a map nothing was read from
+    chat.read("a.py", numbered(20, start=11), offset=11, limit=20)  # call_3: found with it
+    chat.bash("true", filler(40))
+    # in use (the last turns name both files): only supersession clears here
+    result, out = plan(chat.messages, knobs(small_result=10, in_use_turns=10))
+    why = {a.call_id: a.reason for a in result.actions}
+    assert why == {"call_1": "superseded by a later read call_3 of the file"}
+    assert tier(bodies(out)["call_2"]) == tier(bodies(out)["call_3"]) == "keep"
+    assert "read the file again" in bodies(out)["call_1"]  # how to get the map back
