@@ -31,8 +31,8 @@ from collections.abc import Callable, Sequence
 from itertools import filterfalse
 from typing import TYPE_CHECKING
 
-from filecache.core.planner import ReadLookups, diff_bases
-from filecache.core.results import Source, content_text
+from filecache.core.planner import ReadLookups, content_text, diff_bases
+from filecache.core.results import Source
 from filecache.core.text import content_header, decode_text, join_lines, split_lines
 from filecache.core.tokens import ESTIMATE_MARGIN, TokenCounter, fast_estimate, fast_estimate_text
 from filecache.core.views import PathView

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from filecache.core.diffing import diff_lines, equal_blocks, hunks_touching, unified_hunks
-from filecache.core.edits import line_range, old_span
+from filecache.core.edits import old_span
 from filecache.core.render import (
     render_diff,
     render_file_ref,
@@ -41,7 +41,8 @@ from filecache.core.render import (
     render_outline_ref,
     render_undone_edit,
 )
-from filecache.core.results import Kind, Source, content_text
+from filecache.core.results import Kind, Source
+from filecache.core.text import line_range, render_lines
 from filecache.core.views import Deps, Facts, PathView, Span
 from filecache.errors import RequestError
 
@@ -55,6 +56,7 @@ __all__ = [
     "ReadRules",
     "check_read",
     "choose_cover",
+    "content_text",
     "diff_bases",
     "outline_key",
     "plan_lines",
@@ -428,6 +430,16 @@ def _diff(
                 request=request,
             )  # fmt: skip
     return None
+
+
+def content_text(src: Source, start: int, end: int, label: str | None = None) -> str:
+    """The content rendering of ``start..end`` of ``src``: what a read answers when it sends
+    content, and what the plain baseline counts (so savings compare like with like)."""
+    if src.output is not None:
+        return src.output
+    return render_lines(
+        src.path, src.lines, start, end, numbered=src.numbered, version=src.version, label=label
+    )
 
 
 def _content(request: ReadRequest, work: PathView, src: Source, count: Counter) -> ReadDecision:
