@@ -64,13 +64,13 @@ from filecache.errors import (
     FileCacheError,
     FileTooLargeError,
     MissingFileError,
+    OutsideRootError,
     RequestError,
     StoreConflictError,
 )
 from filecache.fsio import Located, read_bytes, read_window, remove_file, write_bytes
 from filecache.hosts import CacheHost
 from filecache.ledger import Ledger, build_ledger
-from filecache.locations import Locations
 from filecache.outside import OutsideChanges
 from filecache.sources import read_lookups
 from filecache.store.store import Intent
@@ -102,7 +102,6 @@ class Session:
         self._paths, self._secrets, self._versions = cache.paths, cache.secrets, cache.versions
         self._counts, self._outlines = cache.counts, cache.outlines
         self._outside = OutsideChanges(cache)  # files the watcher saw change
-        self._locations = Locations(self._paths.locate)  # resolutions of the paths asked, link-free
         cache.store.touch_session(session_id)
 
     # -- public API -------------------------------------------------------------------------
@@ -154,16 +153,28 @@ class Session:
                         raise
             raise AssertionError("unreachable")  # pragma: no cover
 
-        return self._attempt(cid, lambda: self._locations.retry(path, read_at))
+        return self._attempt(cid, path, read_at)
 
-    def _attempt(self, cid: str, call: Callable[[], _T]) -> _T:
-        """Run one attempt of the call ``cid``; one that raised recorded nothing of itself, so
-        an abandonment of it is spent (``SessionState.ended``)."""
+    def _attempt(self, cid: str, path: str | Path, call: Callable[[Located], _T]) -> _T:
+        """Run one attempt of the call ``cid`` at ``path`` (``_at``); one that raised recorded
+        nothing of itself, so an abandonment of it is spent (``SessionState.ended``)."""
         try:
-            return call()
+            return self._at(path, call)
         except BaseException:
             self._state.ended(cid, failed=True)
             raise
+
+    def _at(self, path: str | Path, call: Callable[[Located], _T]) -> _T:
+        """``call`` at ``path``'s location (``Root.remembered``); refused on a remembered one
+        (a link appeared on its way), it runs once more on a fresh resolution."""
+        loc = self._paths.remembered(path)
+        try:
+            return call(loc)
+        except OutsideRootError:
+            fresh = self._paths.relocate(path, loc)
+            if fresh is None:
+                raise
+        return call(fresh)
 
     def _read(
         self,
@@ -218,7 +229,7 @@ class Session:
             return self._change(loc, cid, "written", plan, [content], must_exist=False,
                                 retry=call_id is not None)  # fmt: skip
 
-        return self._attempt(cid, lambda: self._locations.retry(path, write_at))
+        return self._attempt(cid, path, write_at)
 
     def edit(
         self,
@@ -249,11 +260,11 @@ class Session:
         else:
             pairs = list(edits)
         cid = self._call_id(call_id)
-        return self._attempt(cid, lambda: self._locations.retry(path, lambda loc: self._change(
+        return self._attempt(cid, path, lambda loc: self._change(
             loc, cid, "edited",
             lambda old, held: plan_edit(loc.rel, old, held, pairs, replace_all, cid),
             [new for _, new in pairs], must_exist=True, retry=call_id is not None,
-        )))  # fmt: skip
+        ))  # fmt: skip
 
     def forget(self, call_ids: Iterable[str]) -> None:
         """The model no longer has these results: drop every fact that relies on them."""
@@ -528,7 +539,7 @@ class Session:
                 turn.record_change(call_id, loc.rel, version, held)
                 return Kind.CHANGED
 
-        return self._locations.retry(path, adopt_at)
+        return self._at(path, adopt_at)
 
     def _adopted(
         self,
