@@ -41,7 +41,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from filecache.core.text import MAX_LINE_CHARS, Window, line_range, scan_window
+from filecache.core.text import MAX_LINE_CHARS, Window, scan_window
 from filecache.errors import (
     AccessDeniedError,
     FileTooLargeError,
@@ -427,6 +427,8 @@ def read_window(
         The window; ``window.lines`` has the file's line count as its length, and the range
         answered is ``window.lines.start`` .. ``start + len(window.lines.kept) - 1``.
     """
+    from filecache.core.planner import line_range  # the one wording of range errors
+
     start = 1 if offset is None else offset
     line_range(loc.rel, start, offset, limit)  # offset and limit themselves (start <= total)
     stop = None if limit is None else start + limit - 1

@@ -42,9 +42,9 @@ from filecache.core.render import (
     render_undone_edit,
 )
 from filecache.core.results import Kind, Source
-from filecache.core.text import line_range, render_lines
+from filecache.core.text import render_lines
 from filecache.core.views import Deps, Facts, PathView, Span
-from filecache.errors import RequestError
+from filecache.errors import RangeError, RequestError
 
 __all__ = [
     "DIFF_CANDIDATES",
@@ -58,6 +58,7 @@ __all__ = [
     "choose_cover",
     "content_text",
     "diff_bases",
+    "line_range",
     "outline_key",
     "plan_lines",
     "plan_outline",
@@ -180,6 +181,23 @@ class ReadDecision:
 
 
 Counter = Callable[[str], int]
+
+
+def line_range(rel: str, total: int, offset: int | None, limit: int | None) -> tuple[int, int]:
+    """The lines ``offset`` and ``limit`` ask of a file of ``total`` lines (1-based, inclusive);
+    the one wording of range errors (reads and ``fsio.read_window``)."""
+    start = 1 if offset is None else offset
+    if start < 1:
+        raise RangeError(f"{rel}: offset must be 1 or more (the first line is 1), got {offset}")
+    if limit is not None and limit < 1:
+        raise RangeError(f"{rel}: limit must be 1 or more, got {limit}")
+    if start > max(total, 1):
+        raise RangeError(
+            f"{rel}: offset {start} is past the end; the file has {total} line"
+            f"{'s' if total != 1 else ''}"
+        )
+    end = total if limit is None else min(total, start + limit - 1)
+    return start, end
 
 
 def diff_bases(view: PathView | None, version: str) -> list[str]:

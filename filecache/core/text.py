@@ -25,13 +25,7 @@ from typing import Any, overload
 import xxhash
 
 from filecache.core.hashing import KEYED, PREFIX, short_version
-from filecache.errors import (
-    BinaryFileError,
-    EncodingError,
-    FileTooLargeError,
-    InvalidContentError,
-    RangeError,
-)
+from filecache.errors import BinaryFileError, EncodingError, FileTooLargeError, InvalidContentError
 
 __all__ = [
     "EOF_MARK",
@@ -43,7 +37,6 @@ __all__ = [
     "decode_text",
     "encode_text",
     "join_lines",
-    "line_range",
     "render_lines",
     "scan_window",
     "split_lines",
@@ -92,23 +85,6 @@ def join_lines(lines: Sequence[str]) -> str:
         return ""
     text = "\n".join(lines)
     return text[:-1] if text.endswith(EOF_MARK) else text + "\n"
-
-
-def line_range(rel: str, total: int, offset: int | None, limit: int | None) -> tuple[int, int]:
-    """The lines ``offset`` and ``limit`` ask of a file of ``total`` lines (1-based, inclusive);
-    the one wording of range errors (reads and ``fsio.read_window``)."""
-    start = 1 if offset is None else offset
-    if start < 1:
-        raise RangeError(f"{rel}: offset must be 1 or more (the first line is 1), got {offset}")
-    if limit is not None and limit < 1:
-        raise RangeError(f"{rel}: limit must be 1 or more, got {limit}")
-    if start > max(total, 1):
-        raise RangeError(
-            f"{rel}: offset {start} is past the end; the file has {total} line"
-            f"{'s' if total != 1 else ''}"
-        )
-    end = total if limit is None else min(total, start + limit - 1)
-    return start, end
 
 
 def describe_binary(data: bytes) -> str | None:
