@@ -218,7 +218,7 @@ class Counts:
         self.secrets = secrets
         self.tokens = TokenCounter(settings.tokenizer)  # no vocabulary loaded yet
         self._lock = threading.Lock()
-        self._token_counts: dict[tuple[str, int, int, bool], int] = {}
+        self._token_counts: dict[tuple[str | int | bool, ...], int] = {}
 
     @property
     def margin(self) -> float:
@@ -236,15 +236,19 @@ class Counts:
         """Tokens of the plain read of ``start..end`` (counted once per version and range).
 
         Without ``exact_counts`` an estimate from the range's characters, non-ASCII bytes and
-        lines: the rendering is never built, so a new version costs no join and no count.
+        lines: the rendering is never built, so a new version costs no join and no count. Both
+        are kept in memory: a re-read of the range (an ``unchanged`` answer) costs a lookup.
         """
-        if not self.settings.exact_counts:
-            return self._estimate_plain(src, start, end)
-        key = (src.version, start, end, src.numbered)
+        exact = self.settings.exact_counts
+        key: tuple[str | int | bool, ...] = (src.version, start, end, src.numbered)
+        if not exact:  # an estimate's header names the path (an exact count's key is as stored)
+            key += (src.path,)
         with self._lock:
             cached = self._token_counts.get(key)
         if cached is not None:
             return cached
+        if not exact:
+            return self._keep(key, self._estimate_plain(src, start, end))
         skey = f"{src.version}:{start}:{end}:{int(src.numbered)}:{self.tokens.encoding}"
         secret = self.secrets.marked(src.version)  # a count reveals little; still, not stored
         stored = None if secret else self.seal.get(self.store, "tokens", skey)
@@ -254,6 +258,9 @@ class Counts:
             n = self.tokens.count(content_text(src, start, end))
             if not secret:
                 self.seal.put(self.store, "tokens", skey, str(n))
+        return self._keep(key, n)
+
+    def _keep(self, key: tuple[str | int | bool, ...], n: int) -> int:
         with self._lock:
             if len(self._token_counts) >= _TOKEN_COUNTS_MAX:  # a long-lived server: bound it
                 self._token_counts.clear()
