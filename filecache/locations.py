@@ -7,23 +7,17 @@ same, remembering link-free resolutions (a fifth of an unchanged re-read: ``real
 remembered location (a link appeared on its way) is run once more on ``relocate``'s fresh
 resolution, so its answer is what an unremembered call would have given (the invariants are
 ``fsio``'s). ``Root.path_lock(rel)`` is the lock every write and edit holds from reading a file
-to replacing it: a record lock on ``paths.lock`` in the root's store folder (whatever store is
-used, so every filecache process on the root takes the same one), plus the store's own lock
-of the same name (a shared store extends it across machines).
+to replacing it (``store.locks.PathLocks``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
-from filecache.errors import StoreError
 from filecache.fsio import Located, link_free, locate
-from filecache.store.locks import lock_file
-from filecache.store.store import Store, default_store_path, fallback_store_folder
+from filecache.store.locks import PathLocks
+from filecache.store.store import Store
 
 __all__ = ["Root"]
 
@@ -41,8 +35,8 @@ class Root:
         """``path`` confined to the root, refusing the store's own files wherever they are."""
         self.remembered = functools.partial(locate, root, refuse=refuse, remember=self.known)
         """``locate``, answered from (and kept in) ``known`` when no link was on the way."""
-        self._lock = threading.Lock()
-        self._path_locks: Path | None = None
+        self.path_lock = PathLocks(root, store).hold
+        """The lock of the file ``rel`` a write or edit holds from reading it to replacing it."""
 
     def relocate(self, path: str | Path, stale: Located) -> Located | None:
         """After a call refused ``stale``, ``remembered``'s answer for ``path``: a fresh
@@ -54,23 +48,6 @@ class Root:
         if self.known.get(path) is stale:
             self.known.pop(path, None)
         return self.locate(path)
-
-    @contextlib.contextmanager
-    def path_lock(self, rel: str) -> Iterator[None]:
-        """Exclusive across threads and processes (and, with a shared store, machines) for the
-        file ``rel``: held by a write or edit from reading the file to replacing it."""
-        with self._lock:
-            if self._path_locks is None:
-                try:
-                    self._path_locks = default_store_path(self.root).with_name("paths.lock")
-                except StoreError:  # a linked store folder (a store named elsewhere is used)
-                    folder = fallback_store_folder(self.root)
-                    folder.mkdir(parents=True, exist_ok=True)
-                    self._path_locks = folder / "paths.lock"
-            where = self._path_locks
-        name = f"path:{self.root}\0{rel}"
-        with lock_file(where).hold(name), self.store.lock(name):
-            yield
 
 
 def _store_files(store: Store) -> frozenset[Path]:
