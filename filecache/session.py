@@ -533,7 +533,9 @@ class Session:
                 if planned is not None and data is not None:
                     kind, change = planned
                     if encode_text(change.text, loc.rel) == data:
-                        self._record_written(turn, loc, call_id, kind, data, held, change, ())
+                        adopted = self._secrets.version_for(loc, data)
+                        self._record_written(turn, loc, call_id, kind, data, adopted, held,
+                                             change, ())  # fmt: skip
                         return kind
                 version = None if data is None else self._secrets.version_for(loc, data)
                 turn.record_change(call_id, loc.rel, version, held)
@@ -670,8 +672,8 @@ class Session:
                 raise
             turn.replaced = True
             try:
-                result = self._record_written(turn, loc, cid, kind, data, before, planned,
-                                              written)  # fmt: skip
+                result = self._record_written(turn, loc, cid, kind, data, version, before,
+                                              planned, written)  # fmt: skip
                 turn.commit()
             except BaseException:
                 self._undo_write(loc, old_data, data)
@@ -747,12 +749,14 @@ class Session:
         cid: str,
         kind: str,
         data: bytes,
+        version: str,
         before: str | None,
         planned: ChangePlan,
         written: Sequence[str],
     ) -> WriteResult:
+        """Record the change ``planned`` made (``data``, of ``version``) in the turn: the facts
+        the model holds of the new version, the ledger row, the confirmation."""
         notice = self._notices(turn, cid, loc.rel)
-        version = self._secrets.version_for(loc, data)
         lines = split_lines(planned.text)
         # as for reads: denied files and files over max_file_bytes are never stored
         secret = self._secrets.denied(loc, version)
