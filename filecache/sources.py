@@ -24,6 +24,7 @@ Concurrency: ``Versions._lock`` owns the LRU, its sizes and the pending/stored s
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from collections import OrderedDict
@@ -219,18 +220,16 @@ class Counts:
         self.tokens = TokenCounter(settings.tokenizer)  # no vocabulary loaded yet
         self._lock = threading.Lock()
         self._token_counts: dict[tuple[str | int | bool, ...], int] = {}
-
-    @property
-    def margin(self) -> float:
+        exact = settings.exact_counts  # decided once: each count goes straight to its counter
+        self.count: Callable[[str], int] = (
+            self.tokens.count
+            if exact
+            else functools.partial(fast_estimate_text, encoding=self.tokens.encoding)
+        )
+        """Tokens of a text: exact with ``exact_counts``, else ``fast_estimate_text``."""
+        self.margin = 1.0 if exact else ESTIMATE_MARGIN
         """The fraction of estimated content an estimated answer may cost to replace it: 1 with
         exact counts, else ``tokens.ESTIMATE_MARGIN``."""
-        return 1.0 if self.settings.exact_counts else ESTIMATE_MARGIN
-
-    def count(self, text: str) -> int:
-        """Tokens of ``text``: exact with ``exact_counts``, else ``fast_estimate_text``."""
-        if self.settings.exact_counts:
-            return self.tokens.count(text)
-        return fast_estimate_text(text, self.tokens.encoding)
 
     def plain_tokens(self, src: Source, start: int, end: int) -> int:
         """Tokens of the plain read of ``start..end`` (counted once per version and range).
