@@ -758,8 +758,9 @@ class Session:
         the model holds of the new version, the ledger row, the confirmation."""
         notice = self._notices(turn, cid, loc.rel)
         lines = split_lines(planned.text)
-        # as for reads: denied files and files over max_file_bytes are never stored
-        secret = self._secrets.denied(loc, version)
+        # as for reads: denied files and files over max_file_bytes are never stored (the
+        # version says which: ``version_for`` keyed and marked it if the file is denied)
+        secret = self._secrets.secret(version)
         storable = not secret and len(data) <= self.cache.settings.max_file_bytes
         self._versions.remember(version, lines, storable)
         message = notice + render_write(loc.rel, kind, version, len(lines), planned.detail)
