@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from filecache.conversations import CacheHost
 from filecache.core.edits import ChangePlan, plan_edit, plan_write
 from filecache.core.hashing import KEYED, args_hash
 from filecache.core.planner import (
@@ -69,7 +70,6 @@ from filecache.errors import (
     StoreConflictError,
 )
 from filecache.fsio import Located, read_bytes, read_window, remove_file, write_bytes
-from filecache.hosts import CacheHost
 from filecache.ledger import Ledger, build_ledger
 from filecache.outside import OutsideChanges
 from filecache.sources import read_lookups

@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("store",),
     ("ledger", "turns", "secrecy", "locations"),
     ("prune", "sources"),
-    ("hosts", "tool_shape"),
+    ("tool_shape",),
     ("conversations",),
     ("outside", "decorators"),
     ("session",),
