@@ -151,7 +151,7 @@ def resolve(target: Session | FileCache, what: str = "this tool") -> Session:
 
     if isinstance(target, Session):
         return target
-    if isinstance(target, FileCache):  # FileCache.session gives a Session (hosts.SessionHost)
+    if isinstance(target, FileCache):  # its session() gives a Session (a SessionHost)
         return cast("Session", current_session(target, what))
     raise TypeError(f"expected a filecache Session or FileCache, got {type(target).__name__}")
 

@@ -15,19 +15,95 @@ Invariants and ownership:
 - One ``Session`` object per (cache, id) while any binding of it is open: concurrent bindings
   of one id in one process share it (``_Registry``, under its lock); the last one to close
   drops it, and a later binding continues the session from the store.
+
+``CacheHost`` and ``SessionHost`` name what a binding, the tool decorators
+(``filecache.decorators``), a session's notices (``outside``) and a ``Session`` itself
+(``Session.cache``) use of a ``FileCache`` and a ``Session``: these modules sit below
+``cache`` and ``session`` and are reached from their methods, so they name the other side by
+these protocols, never by importing it (no import cycle: ``tests/test_layout.py``). A session
+answers with the parts its ``FileCache`` hands it (``paths``, ``secrets``, ``versions``,
+``counts``, ``outlines``: objects of ``locations``, ``secrecy`` and ``sources``); the methods
+are the cache's one-line forms of theirs that decorators, shell reads, pruning and replay use
+through ``session.cache``. ``FileCache`` and ``Session`` satisfy them (mypy checks it where
+they pass ``self``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from filecache.errors import ConfigError
-from filecache.hosts import CacheHost, SessionHost
 
-__all__ = ["bound_session", "conversation", "current_session"]
+if TYPE_CHECKING:
+    from filecache.core.results import ReadResult
+    from filecache.core.tokens import TokenCounter
+    from filecache.fsio import Located
+    from filecache.locations import Root
+    from filecache.secrecy import Secrets
+    from filecache.settings import Settings
+    from filecache.sources import Counts, Outlines, Versions
+    from filecache.store.store import Store
+
+__all__ = ["CacheHost", "SessionHost", "bound_session", "conversation", "current_session"]
+
+
+@runtime_checkable
+class CacheHost(Protocol):
+    """The ``FileCache`` members its sessions (and what they are passed to), conversations and
+    decorated tools use."""
+
+    root: Path
+    settings: Settings
+    store: Store
+    # the parts a session answers with; the methods below are the cache's one-line forms of
+    # theirs that conversations, decorators, shell reads, pruning and replay use
+    paths: Root
+    secrets: Secrets
+    versions: Versions
+    counts: Counts
+    outlines: Outlines
+
+    @property
+    def tokens(self) -> TokenCounter: ...
+    def session(self, session_id: str | None = None) -> SessionHost: ...
+    def locate(self, path: str | Path) -> Located: ...
+    def secret(self, version: str) -> bool: ...
+    def reveals(self, text: str) -> str | None: ...
+    def lines_of(self, version: str) -> list[str] | None: ...
+    def outline_text(
+        self,
+        version: str,
+        path: str,
+        lines: Sequence[str] | None = None,
+        max_tokens: int | None = None,
+    ) -> str: ...
+
+
+@runtime_checkable
+class SessionHost(Protocol):
+    """The ``Session`` members conversations and decorated tools use."""
+
+    id: str
+
+    @property
+    def cache(self) -> CacheHost: ...
+    def answer_output(
+        self,
+        key: str,
+        path: str,
+        output: str,
+        *,
+        fresh: bool = False,
+        call_id: str | None = None,
+        lines: tuple[int, int] | None = None,
+    ) -> ReadResult: ...
+    def record_write(self, path: str, tool: str, call_id: str | None = None) -> str: ...
+
 
 # Per context: cache identity -> the session bound for it (a cache may serve several roots'
 # tools side by side, each with its own binding).

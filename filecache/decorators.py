@@ -41,12 +41,11 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from filecache.conversations import current_session
+from filecache.conversations import CacheHost, SessionHost, current_session
 from filecache.core.edits import check_markers
 from filecache.core.render import render_result_tag
 from filecache.core.text import render_lines, split_lines
 from filecache.errors import FileCacheError
-from filecache.hosts import CacheHost, SessionHost
 from filecache.tool_shape import CallPlan, ToolShape, add_fresh_doc, fresh_parameter
 
 __all__ = ["edit_tool", "read_tool", "write_tool"]

@@ -4,7 +4,15 @@ Invariants:
 - A path is checked as text first, in time linear in its length: no NUL, at most ``PATH_MAX``
   bytes, no component over ``NAME_MAX`` bytes, encodable for the file system. Only then is it
   resolved (symlinks followed); it must stay inside the root, and the store's own folder
-  (``.filecache``) is never served or written.
+  (``.filecache``) is never served or written, nor are the files ``locate`` is told to refuse
+  (a store kept elsewhere).
+- ``locate`` remembers, in the dict it is given (``remember``), a resolution on which no
+  symbolic link was: the path as asked, normalised lexically, *is* the resolved path, with no
+  ``..`` (which a link before it would change) and no aliases. A remembered ``Located`` is never
+  followed through a link: every walk below is ``O_NOFOLLOW``, so a component that has become a
+  link since is refused, and the caller runs the call again on a fresh resolution
+  (``locations.Root.relocate``). At most ``MAX_REMEMBERED`` paths (then it starts afresh);
+  thread-safe: a dict read or written whole under the GIL.
 - Every open, stat, mkdir and rename goes through a descriptor of the parent folder, reached
   from the root one component at a time with ``O_NOFOLLOW``: a folder swapped for a symbolic
   link after ``locate`` resolved the path is refused (``OutsideRootError``), never followed
@@ -44,10 +52,12 @@ from filecache.errors import (
 )
 
 __all__ = [
+    "MAX_REMEMBERED",
     "NAME_MAX",
     "PATH_MAX",
     "Located",
     "check_path",
+    "link_free",
     "locate",
     "read_bytes",
     "read_window",
@@ -60,6 +70,7 @@ STORE_DIR = ".filecache"
 PATH_MAX = 4096  # bytes in a path (Linux PATH_MAX), checked before anything is resolved
 NAME_MAX = 255  # bytes in one component (ext4, xfs, btrfs, APFS)
 CHUNK = 1 << 20  # bytes per read of a streamed (ranged) read
+MAX_REMEMBERED = 4096  # resolutions ``locate`` keeps in a ``remember`` dict
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -138,11 +149,23 @@ def check_path(raw: str) -> None:
             )
 
 
-def locate(root: Path, path: str | os.PathLike[str]) -> Located:
+def locate(
+    root: Path,
+    path: str | os.PathLike[str],
+    *,
+    refuse: frozenset[str] = frozenset(),
+    remember: dict[str, Located] | None = None,
+) -> Located:
     """Resolve ``path`` (relative to ``root`` or absolute inside it) and confine it to the root.
 
-    ``root`` must be resolved (absolute, no symbolic links).
+    ``root`` must be resolved (absolute, no symbolic links). ``refuse``: resolved paths never
+    served or written (a store's files wherever it lives). ``remember``: where link-free
+    resolutions are kept and found again (module docstring).
     """
+    if remember is not None and isinstance(path, str):
+        known = remember.get(path)
+        if known is not None:
+            return known
     raw = os.fspath(path)
     if not isinstance(raw, str):
         raise PathError(f"{raw!r}: give the path as text, not bytes")
@@ -172,8 +195,22 @@ def locate(root: Path, path: str | os.PathLike[str]) -> Located:
         st = os.stat(base)
     except OSError as exc:
         raise _os_error(raw, exc) from exc
+    if real in refuse:
+        raise OutsideRootError(f"{rel}: filecache's own store is not served or written")
     aliases = _aliases(base, inside, candidate, rel)
-    return Located(rel, Path(real), root, aliases, (st.st_dev, st.st_ino))
+    loc = Located(rel, Path(real), root, aliases, (st.st_dev, st.st_ino))
+    if remember is not None and isinstance(path, str) and link_free(loc, path):
+        if len(remember) >= MAX_REMEMBERED:
+            remember.clear()
+        remember[path] = loc
+    return loc
+
+
+def link_free(loc: Located, asked: str) -> bool:
+    """Whether ``asked`` resolved to itself: no ``..``, no alias, lexically the real path."""
+    if loc.aliases or ".." in asked.split("/"):
+        return False
+    return str(loc.real) == os.path.normpath(os.path.join(loc.root, asked))
 
 
 def _aliases(base: str, inside: str, candidate: str, rel: str) -> tuple[str, ...]:
@@ -390,9 +427,7 @@ def read_window(
         The window; ``window.lines`` has the file's line count as its length, and the range
         answered is ``window.lines.start`` .. ``start + len(window.lines.kept) - 1``.
     """
-    from filecache.core.edits import (
-        line_range,  # the one wording of range errors (edits imports render)
-    )
+    from filecache.core.planner import line_range  # the one wording of range errors
 
     start = 1 if offset is None else offset
     line_range(loc.rel, start, offset, limit)  # offset and limit themselves (start <= total)

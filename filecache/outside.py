@@ -21,12 +21,12 @@ Invariants:
 
 from __future__ import annotations
 
+from filecache.conversations import CacheHost
 from filecache.core.planner import ReadRequest, plan_lines
 from filecache.core.render import render_outside_change
 from filecache.core.results import Kind
 from filecache.errors import ContentError, FileCacheError, MissingFileError
 from filecache.fsio import read_bytes
-from filecache.hosts import CacheHost
 from filecache.turns import SessionState, Turn
 
 __all__ = ["OutsideChanges"]

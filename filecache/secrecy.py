@@ -161,6 +161,9 @@ class SecretIndex:
     def __init__(self, root: Path, deny: tuple[str, ...]) -> None:
         self.root = root
         self.deny = deny
+        # the deny-list compiled once (``settings.deny_pattern``): a match for a lower-cased
+        # denied name or relative path
+        self.denied_name = deny_pattern(deny).match
         self._lock = threading.Lock()
         self._ids: set[tuple[int, int]] = set()
         self._lines: dict[str, str] = {}  # line -> the denied path it came from
@@ -226,7 +229,6 @@ class SecretIndex:
 
     def _walk_tree(self) -> None:
         seen = 0
-        match = deny_pattern(self.deny).match
         for here, dirs, files in os.walk(self.root, followlinks=False):
             dirs[:] = [d for d in dirs if d not in _SKIP]
             seen += len(dirs) + len(files)
@@ -235,7 +237,7 @@ class SecretIndex:
             for name in files:
                 full = os.path.join(here, name)
                 rel = os.path.relpath(full, self.root).replace(os.sep, "/")
-                if match(rel.lower()):
+                if self.denied_name(rel.lower()):
                     self._found(rel, full)
 
     def _found(self, rel: str, full: str) -> None:
@@ -283,9 +285,9 @@ class Secrets:
         self._secret: set[str] = set()  # versions of denied files (see ``denied``)
         self._secret_plain: set[str] = set()  # their xxh3 versions: in memory, never stored
         self._index = SecretIndex(root, settings.deny)
+        self._denied_name = self._index.denied_name
         self._key: bytes | None = None
         self._ref_seal: str | None = None
-        self._deny_match = deny_pattern(settings.deny).match  # of a lower-cased name
 
     def denied(self, path: str | Located, version: str | None = None) -> bool:
         """Whether ``path`` matches the deny-list: its content is hashed but never stored.
@@ -295,10 +297,11 @@ class Secrets:
         is also denied by its file's identity (device and inode: a hard link to a denied file,
         ``SecretIndex.denied_identity``). A denied ``version`` is remembered as secret: no
         blob, outline, token count, archive or projection of it is stored, whatever path it is
-        read by later (``settings.is_denied``).
+        read by later (``settings.is_denied``, compiled once: ``deny_pattern``).
         """
         names = [path] if isinstance(path, str) else [path.rel, *path.aliases]
-        if not any(map(self._denied_name, names)) and not self._denied_identity(path):
+        matched = any(map(self._denied_name, map(str.lower, names)))
+        if not matched and not self._denied_identity(path):
             return version is not None and self.secret(version)
         if version is not None:
             self.mark(version)
@@ -312,10 +315,6 @@ class Secrets:
         except OSError:
             return False
         return self._index.denied_identity(st)
-
-    def _denied_name(self, name: str) -> bool:
-        """``is_denied`` for the settings' deny-list (compiled once: ``deny_pattern``)."""
-        return self._deny_match(name.lower()) is not None
 
     @property
     def key(self) -> bytes:

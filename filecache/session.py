@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from filecache.conversations import CacheHost
 from filecache.core.edits import ChangePlan, plan_edit, plan_write
 from filecache.core.hashing import KEYED, args_hash
 from filecache.core.planner import (
@@ -64,13 +65,12 @@ from filecache.errors import (
     FileCacheError,
     FileTooLargeError,
     MissingFileError,
+    OutsideRootError,
     RequestError,
     StoreConflictError,
 )
 from filecache.fsio import Located, read_bytes, read_window, remove_file, write_bytes
-from filecache.hosts import CacheHost
 from filecache.ledger import Ledger, build_ledger
-from filecache.locations import Locations
 from filecache.outside import OutsideChanges
 from filecache.sources import read_lookups
 from filecache.store.store import Intent
@@ -102,7 +102,6 @@ class Session:
         self._paths, self._secrets, self._versions = cache.paths, cache.secrets, cache.versions
         self._counts, self._outlines = cache.counts, cache.outlines
         self._outside = OutsideChanges(cache)  # files the watcher saw change
-        self._locations = Locations(self._paths.locate)  # resolutions of the paths asked, link-free
         cache.store.touch_session(session_id)
 
     # -- public API -------------------------------------------------------------------------
@@ -154,16 +153,28 @@ class Session:
                         raise
             raise AssertionError("unreachable")  # pragma: no cover
 
-        return self._attempt(cid, lambda: self._locations.retry(path, read_at))
+        return self._attempt(cid, path, read_at)
 
-    def _attempt(self, cid: str, call: Callable[[], _T]) -> _T:
-        """Run one attempt of the call ``cid``; one that raised recorded nothing of itself, so
-        an abandonment of it is spent (``SessionState.ended``)."""
+    def _attempt(self, cid: str, path: str | Path, call: Callable[[Located], _T]) -> _T:
+        """Run one attempt of the call ``cid`` at ``path`` (``_at``); one that raised recorded
+        nothing of itself, so an abandonment of it is spent (``SessionState.ended``)."""
         try:
-            return call()
+            return self._at(path, call)
         except BaseException:
             self._state.ended(cid, failed=True)
             raise
+
+    def _at(self, path: str | Path, call: Callable[[Located], _T]) -> _T:
+        """``call`` at ``path``'s location (``Root.remembered``); refused on a remembered one
+        (a link appeared on its way), it runs once more on a fresh resolution."""
+        loc = self._paths.remembered(path)
+        try:
+            return call(loc)
+        except OutsideRootError:
+            fresh = self._paths.relocate(path, loc)
+            if fresh is None:
+                raise
+        return call(fresh)
 
     def _read(
         self,
@@ -218,7 +229,7 @@ class Session:
             return self._change(loc, cid, "written", plan, [content], must_exist=False,
                                 retry=call_id is not None)  # fmt: skip
 
-        return self._attempt(cid, lambda: self._locations.retry(path, write_at))
+        return self._attempt(cid, path, write_at)
 
     def edit(
         self,
@@ -249,11 +260,11 @@ class Session:
         else:
             pairs = list(edits)
         cid = self._call_id(call_id)
-        return self._attempt(cid, lambda: self._locations.retry(path, lambda loc: self._change(
+        return self._attempt(cid, path, lambda loc: self._change(
             loc, cid, "edited",
             lambda old, held: plan_edit(loc.rel, old, held, pairs, replace_all, cid),
             [new for _, new in pairs], must_exist=True, retry=call_id is not None,
-        )))  # fmt: skip
+        ))  # fmt: skip
 
     def forget(self, call_ids: Iterable[str]) -> None:
         """The model no longer has these results: drop every fact that relies on them."""
@@ -522,13 +533,15 @@ class Session:
                 if planned is not None and data is not None:
                     kind, change = planned
                     if encode_text(change.text, loc.rel) == data:
-                        self._record_written(turn, loc, call_id, kind, data, held, change, ())
+                        adopted = self._secrets.version_for(loc, data)
+                        self._record_written(turn, loc, call_id, kind, data, adopted, held,
+                                             change, ())  # fmt: skip
                         return kind
                 version = None if data is None else self._secrets.version_for(loc, data)
                 turn.record_change(call_id, loc.rel, version, held)
                 return Kind.CHANGED
 
-        return self._locations.retry(path, adopt_at)
+        return self._at(path, adopt_at)
 
     def _adopted(
         self,
@@ -659,8 +672,8 @@ class Session:
                 raise
             turn.replaced = True
             try:
-                result = self._record_written(turn, loc, cid, kind, data, before, planned,
-                                              written)  # fmt: skip
+                result = self._record_written(turn, loc, cid, kind, data, version, before,
+                                              planned, written)  # fmt: skip
                 turn.commit()
             except BaseException:
                 self._undo_write(loc, old_data, data)
@@ -736,15 +749,18 @@ class Session:
         cid: str,
         kind: str,
         data: bytes,
+        version: str,
         before: str | None,
         planned: ChangePlan,
         written: Sequence[str],
     ) -> WriteResult:
+        """Record the change ``planned`` made (``data``, of ``version``) in the turn: the facts
+        the model holds of the new version, the ledger row, the confirmation."""
         notice = self._notices(turn, cid, loc.rel)
-        version = self._secrets.version_for(loc, data)
         lines = split_lines(planned.text)
-        # as for reads: denied files and files over max_file_bytes are never stored
-        secret = self._secrets.denied(loc, version)
+        # as for reads: denied files and files over max_file_bytes are never stored (the
+        # version says which: ``version_for`` keyed and marked it if the file is denied)
+        secret = self._secrets.secret(version)
         storable = not secret and len(data) <= self.cache.settings.max_file_bytes
         self._versions.remember(version, lines, storable)
         message = notice + render_write(loc.rel, kind, version, len(lines), planned.detail)

@@ -24,6 +24,7 @@ Concurrency: ``Versions._lock`` owns the LRU, its sizes and the pending/stored s
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from collections import OrderedDict
@@ -31,8 +32,8 @@ from collections.abc import Callable, Sequence
 from itertools import filterfalse
 from typing import TYPE_CHECKING
 
-from filecache.core.planner import ReadLookups, diff_bases
-from filecache.core.results import Source, content_text
+from filecache.core.planner import ReadLookups, content_text, diff_bases
+from filecache.core.results import Source
 from filecache.core.text import content_header, decode_text, join_lines, split_lines
 from filecache.core.tokens import ESTIMATE_MARGIN, TokenCounter, fast_estimate, fast_estimate_text
 from filecache.core.views import PathView
@@ -218,33 +219,35 @@ class Counts:
         self.secrets = secrets
         self.tokens = TokenCounter(settings.tokenizer)  # no vocabulary loaded yet
         self._lock = threading.Lock()
-        self._token_counts: dict[tuple[str, int, int, bool], int] = {}
-
-    @property
-    def margin(self) -> float:
+        self._token_counts: dict[tuple[str | int | bool, ...], int] = {}
+        exact = settings.exact_counts  # decided once: each count goes straight to its counter
+        self.count: Callable[[str], int] = (
+            self.tokens.count
+            if exact
+            else functools.partial(fast_estimate_text, encoding=self.tokens.encoding)
+        )
+        """Tokens of a text: exact with ``exact_counts``, else ``fast_estimate_text``."""
+        self.margin = 1.0 if exact else ESTIMATE_MARGIN
         """The fraction of estimated content an estimated answer may cost to replace it: 1 with
         exact counts, else ``tokens.ESTIMATE_MARGIN``."""
-        return 1.0 if self.settings.exact_counts else ESTIMATE_MARGIN
-
-    def count(self, text: str) -> int:
-        """Tokens of ``text``: exact with ``exact_counts``, else ``fast_estimate_text``."""
-        if self.settings.exact_counts:
-            return self.tokens.count(text)
-        return fast_estimate_text(text, self.tokens.encoding)
 
     def plain_tokens(self, src: Source, start: int, end: int) -> int:
         """Tokens of the plain read of ``start..end`` (counted once per version and range).
 
         Without ``exact_counts`` an estimate from the range's characters, non-ASCII bytes and
-        lines: the rendering is never built, so a new version costs no join and no count.
+        lines: the rendering is never built, so a new version costs no join and no count. Both
+        are kept in memory: a re-read of the range (an ``unchanged`` answer) costs a lookup.
         """
-        if not self.settings.exact_counts:
-            return self._estimate_plain(src, start, end)
-        key = (src.version, start, end, src.numbered)
+        exact = self.settings.exact_counts
+        key: tuple[str | int | bool, ...] = (src.version, start, end, src.numbered)
+        if not exact:  # an estimate's header names the path (an exact count's key is as stored)
+            key += (src.path,)
         with self._lock:
             cached = self._token_counts.get(key)
         if cached is not None:
             return cached
+        if not exact:
+            return self._keep(key, self._estimate_plain(src, start, end))
         skey = f"{src.version}:{start}:{end}:{int(src.numbered)}:{self.tokens.encoding}"
         secret = self.secrets.marked(src.version)  # a count reveals little; still, not stored
         stored = None if secret else self.seal.get(self.store, "tokens", skey)
@@ -254,6 +257,9 @@ class Counts:
             n = self.tokens.count(content_text(src, start, end))
             if not secret:
                 self.seal.put(self.store, "tokens", skey, str(n))
+        return self._keep(key, n)
+
+    def _keep(self, key: tuple[str | int | bool, ...], n: int) -> int:
         with self._lock:
             if len(self._token_counts) >= _TOKEN_COUNTS_MAX:  # a long-lived server: bound it
                 self._token_counts.clear()

@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("store",),
     ("ledger", "turns", "secrecy", "locations"),
     ("prune", "sources"),
-    ("hosts", "tool_shape"),
+    ("tool_shape",),
     ("conversations",),
     ("outside", "decorators"),
     ("session",),
@@ -313,3 +313,24 @@ def test_the_layer_check_refuses_an_upward_edge() -> None:
     assert layer_violations({"filecache.newmod": {"filecache.errors"}}) == [
         "filecache.newmod -> filecache.errors: newmod has no layer"
     ]
+
+
+# The hops of issue 22 (README's Layout section): how many modules of ours one warm operation
+# runs code in, as ``bench/bench_hops.py`` counts them (calls, not times: the same on any
+# machine). A change that adds a module to a path fails here; one that removes one lowers it.
+HOPS_MAX = {"read (content)": 12, "read (unchanged)": 12, "edit": 14, "prune": 22}
+
+
+def test_a_warm_operation_runs_code_in_few_modules(tmp_path: Path) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_hops", REPO / "bench" / "bench_hops.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    root = tmp_path / "root"
+    root.mkdir()
+    counts = bench.run(root.resolve(), tmp_path / "store.db")
+    assert set(counts) == set(HOPS_MAX)
+    over = {op: sorted(c) for op, c in counts.items() if len(c) > HOPS_MAX[op]}
+    assert not over, f"more modules than HOPS_MAX allows: {over}"

@@ -1,4 +1,4 @@
-"""Pure helpers of reads and edits: ranges, where an edit landed, markers, replacements, and
+"""Pure helpers of edits: where an edit landed, markers, replacements, and
 the change planners ``plan_edit`` and ``plan_write`` (what a write or edit makes of a file's
 text: the new text, the facts the model holds of it, the confirmation's detail).
 
@@ -23,7 +23,7 @@ from filecache.core.diffing import Opcode
 from filecache.core.render import MARKERS, fileref_like
 from filecache.core.text import split_lines
 from filecache.core.views import Facts, Piece, Span, map_through_edit
-from filecache.errors import EditError, MarkerError, RangeError
+from filecache.errors import EditError, MarkerError
 
 __all__ = [
     "MAX_LANDINGS",
@@ -33,28 +33,12 @@ __all__ = [
     "describe_landings",
     "fold",
     "landings",
-    "line_range",
     "old_span",
     "plan_edit",
     "plan_write",
 ]
 
 _LONE_LF = re.compile(r"(?<!\r)\n")
-
-
-def line_range(rel: str, total: int, offset: int | None, limit: int | None) -> tuple[int, int]:
-    start = 1 if offset is None else offset
-    if start < 1:
-        raise RangeError(f"{rel}: offset must be 1 or more (the first line is 1), got {offset}")
-    if limit is not None and limit < 1:
-        raise RangeError(f"{rel}: limit must be 1 or more, got {limit}")
-    if start > max(total, 1):
-        raise RangeError(
-            f"{rel}: offset {start} is past the end; the file has {total} line"
-            f"{'s' if total != 1 else ''}"
-        )
-    end = total if limit is None else min(total, start + limit - 1)
-    return start, end
 
 
 def old_span(ops: Sequence[Opcode], start: int, end: int) -> tuple[int, int]:

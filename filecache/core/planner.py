@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from filecache.core.diffing import diff_lines, equal_blocks, hunks_touching, unified_hunks
-from filecache.core.edits import line_range, old_span
+from filecache.core.edits import old_span
 from filecache.core.render import (
     render_diff,
     render_file_ref,
@@ -41,9 +41,10 @@ from filecache.core.render import (
     render_outline_ref,
     render_undone_edit,
 )
-from filecache.core.results import Kind, Source, content_text
+from filecache.core.results import Kind, Source
+from filecache.core.text import render_lines
 from filecache.core.views import Deps, Facts, PathView, Span
-from filecache.errors import RequestError
+from filecache.errors import RangeError, RequestError
 
 __all__ = [
     "DIFF_CANDIDATES",
@@ -55,7 +56,9 @@ __all__ = [
     "ReadRules",
     "check_read",
     "choose_cover",
+    "content_text",
     "diff_bases",
+    "line_range",
     "outline_key",
     "plan_lines",
     "plan_outline",
@@ -178,6 +181,23 @@ class ReadDecision:
 
 
 Counter = Callable[[str], int]
+
+
+def line_range(rel: str, total: int, offset: int | None, limit: int | None) -> tuple[int, int]:
+    """The lines ``offset`` and ``limit`` ask of a file of ``total`` lines (1-based, inclusive);
+    the one wording of range errors (reads and ``fsio.read_window``)."""
+    start = 1 if offset is None else offset
+    if start < 1:
+        raise RangeError(f"{rel}: offset must be 1 or more (the first line is 1), got {offset}")
+    if limit is not None and limit < 1:
+        raise RangeError(f"{rel}: limit must be 1 or more, got {limit}")
+    if start > max(total, 1):
+        raise RangeError(
+            f"{rel}: offset {start} is past the end; the file has {total} line"
+            f"{'s' if total != 1 else ''}"
+        )
+    end = total if limit is None else min(total, start + limit - 1)
+    return start, end
 
 
 def diff_bases(view: PathView | None, version: str) -> list[str]:
@@ -428,6 +448,16 @@ def _diff(
                 request=request,
             )  # fmt: skip
     return None
+
+
+def content_text(src: Source, start: int, end: int, label: str | None = None) -> str:
+    """The content rendering of ``start..end`` of ``src``: what a read answers when it sends
+    content, and what the plain baseline counts (so savings compare like with like)."""
+    if src.output is not None:
+        return src.output
+    return render_lines(
+        src.path, src.lines, start, end, numbered=src.numbered, version=src.version, label=label
+    )
 
 
 def _content(request: ReadRequest, work: PathView, src: Source, count: Counter) -> ReadDecision:

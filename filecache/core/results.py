@@ -1,8 +1,4 @@
-"""What a read or a write answers, and the one content rendering both runs share.
-
-Frozen records; no I/O. ``content_text`` is the plain rendering a read answers with when it
-sends content (the replay baseline uses the same), so savings compare like with like.
-"""
+"""What a read or a write answers: frozen records, no I/O."""
 
 from __future__ import annotations
 
@@ -10,9 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from filecache.core.text import render_lines
-
-__all__ = ["Kind", "ReadResult", "Source", "WriteResult", "content_text"]
+__all__ = ["Kind", "ReadResult", "Source", "WriteResult"]
 
 
 class Kind(StrEnum):
@@ -90,12 +84,3 @@ class Source:
     lines: Sequence[str]  # a ``text.LineWindow`` for a streamed range of a large file
     numbered: bool
     output: str | None = None  # a decorated tool's exact output (its content rendering)
-
-
-def content_text(src: Source, start: int, end: int, label: str | None = None) -> str:
-    """The content rendering of ``start..end`` (the plain baseline uses the same)."""
-    if src.output is not None:
-        return src.output
-    return render_lines(
-        src.path, src.lines, start, end, numbered=src.numbered, version=src.version, label=label
-    )

@@ -22,6 +22,11 @@ Ownership and invariants:
   it), keeping only its pins.
 - Two names on one byte only serialise each other more; callers take locks in one order
   (session, then path), so no two callers wait on each other in a cycle.
+
+``PathLocks`` is the lock of each file of a root that a write or edit holds from reading the
+file to replacing it: a record lock on ``paths.lock`` in the root's store folder (whatever store
+is used, so every filecache process on the root takes the same one), plus the store's own lock
+of the same name (a shared store extends it across machines).
 """
 
 from __future__ import annotations
@@ -36,12 +41,17 @@ import time
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import xxhash
 
 from filecache.errors import StoreError
+from filecache.store.store import default_store_path, fallback_store_folder
 
-__all__ = ["LockFile", "lock_file"]
+if TYPE_CHECKING:
+    from filecache.store.store import LockStore
+
+__all__ = ["LockFile", "PathLocks", "lock_file"]
 
 _SLOTS = 1 << 30  # bytes of the lock file that names hash to
 
@@ -206,3 +216,35 @@ def _forget_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+class PathLocks:
+    """The locks of a root's files (see the module docstring), for a write or edit."""
+
+    def __init__(self, root: Path, store: LockStore) -> None:
+        self.root = root
+        self.store = store
+        self._file: LockFile | None = None  # paths.lock: found on the first hold
+        self._meta = threading.Lock()
+
+    @contextlib.contextmanager
+    def hold(self, rel: str) -> Iterator[None]:
+        """Exclusive across threads and processes (and, with a shared store, machines) for the
+        file ``rel``."""
+        name = f"path:{self.root}\0{rel}"
+        with (self._file or self._find()).hold(name), self.store.lock(name):
+            yield
+
+    def _find(self) -> LockFile:
+        """``paths.lock`` beside the root's default store, made on first use (so a root only
+        read never gets a store folder), else in the user cache folder for the root."""
+        with self._meta:
+            if self._file is None:
+                try:
+                    where = default_store_path(self.root).with_name("paths.lock")
+                except StoreError:  # a linked store folder (a store named elsewhere is used)
+                    folder = fallback_store_folder(self.root)
+                    folder.mkdir(parents=True, exist_ok=True)
+                    where = folder / "paths.lock"
+                self._file = lock_file(where)
+            return self._file

@@ -11,7 +11,7 @@ Invariants:
   (content-addressed: a second put is a no-op) and ``size`` is the uncompressed length.
 - The archive keeps the first original of a call; a projection replaces the previous one but
   keeps the first ``tokens_before``.
-- The event columns are listed once (``EVENT_COLUMNS``), in the order of ``store.event_row``:
+- The event columns are listed once (``EVENT_COLUMNS``), in the order of ``Event``'s fields:
   ``Event``'s first 15 fields, then ``deps`` and ``args`` (space-separated).
 - A write of a session's row other than ``commit``'s calls ``_forget_last_used`` first, inside
   the work (so under the SQLite store's lock): the SQLite ``commit`` skips rewriting a last use

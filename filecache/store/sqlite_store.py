@@ -38,7 +38,7 @@ from filecache.store.dialect import SQLITE
 from filecache.store.locks import lock_file
 from filecache.store.migrations import MIGRATIONS, Connection
 from filecache.store.sql_store import SqlStore, statements
-from filecache.store.store import LAST_USED_SLACK, Event, check_sequence, event_row
+from filecache.store.store import LAST_USED_SLACK, Event, check_sequence
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
 
@@ -185,8 +185,15 @@ class SqliteStore(SqlStore):
     ) -> int:
         """Append ``events`` and apply ``views`` in one transaction if the head is
         ``expected_head``; else ``StoreConflictError`` and nothing written. Returns the head."""
-        check_sequence(session_id, expected_head, events)
-        rows = [event_row(e) for e in events]
+        continuing = [(session_id, expected_head + n) for n in range(1, len(events) + 1)]
+        if [(e.session_id, e.seq) for e in events] != continuing:
+            check_sequence(session_id, expected_head, events)  # raises, naming the event
+        rows = [  # in the order of ``sql_store.EVENT_COLUMNS``
+            (e.session_id, e.seq, e.call_id, e.tool, e.path, e.start, e.end, e.version,
+             e.base_version, e.kind, e.base_call_id, e.tokens, e.tokens_full, e.text_hash,
+             e.created, " ".join(e.deps), " ".join(e.args))
+            for e in events
+        ]  # fmt: skip
         when = events[-1].created if events else time.time()
         sql = self._sql
 

@@ -503,17 +503,8 @@ class MemoryStore(ClosesOnExit):
         pass
 
 
-def event_row(e: Event) -> tuple[object, ...]:
-    """An event as a row of the ``events`` table (``sql_store.EVENT_COLUMNS``)."""
-    return (
-        e.session_id, e.seq, e.call_id, e.tool, e.path, e.start, e.end, e.version,
-        e.base_version, e.kind, e.base_call_id, e.tokens, e.tokens_full, e.text_hash,
-        e.created, " ".join(e.deps), " ".join(e.args),
-    )  # fmt: skip
-
-
 def event_of_row(row: Sequence[object]) -> Event:
-    """Inverse of ``event_row``."""
+    """A row of the ``events`` table (``sql_store.EVENT_COLUMNS``) as an ``Event``."""
     deps, args = str(row[-2]), str(row[-1])
     return Event(*row[:-2], deps=tuple(deps.split()), args=tuple(args.split()))  # type: ignore[arg-type,misc]
 

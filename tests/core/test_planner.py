@@ -24,11 +24,12 @@ from filecache.core.planner import (
     ReadRequest,
     ReadRules,
     check_read,
+    content_text,
     plan_lines,
     plan_read,
     streams_window,
 )
-from filecache.core.results import Kind, Source, content_text
+from filecache.core.results import Kind, Source
 from filecache.core.text import join_lines, split_lines
 from filecache.core.tokens import TokenCounter
 from filecache.core.views import Facts, PathView

@@ -1,5 +1,6 @@
-"""Remembered path resolutions (``filecache.locations``): a link that appears on a remembered
-path, or a path through a link that changes, gives the answer an unremembered call gives."""
+"""Remembered path resolutions (``fsio.locate``'s ``remember``, ``locations.Root``): a link that
+appears on a remembered path, or a path through a link that changes, gives the answer an
+unremembered call gives."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from filecache import FileCache
 from filecache.errors import OutsideRootError
-from filecache.locations import MAX_REMEMBERED, Locations
+from filecache.fsio import MAX_REMEMBERED
 
 
 def _tree(root: Path) -> None:
@@ -85,17 +86,14 @@ def test_only_link_free_paths_are_remembered_and_the_memory_is_bounded(
 ) -> None:
     _tree(root)
     (root / "link").symlink_to(root / "a")
-    calls: list[str | Path] = []
-
-    def locate(path: str | Path) -> object:
-        calls.append(path)
-        return cache.locate(path)
-
-    places = Locations(locate)  # type: ignore[arg-type]
+    places = cache.paths
     for path in ("a/x.py", "a/x.py", "./a//x.py", "./a//x.py", "link/x.py", "link/x.py"):
-        places.locate(path)
-    assert calls == ["a/x.py", "./a//x.py", "link/x.py", "link/x.py"]
+        places.remembered(path)
+    assert list(places.known) == ["a/x.py", "./a//x.py"]  # lexically the real path
+    first = places.known["a/x.py"]
+    assert places.remembered("a/x.py") is first  # answered from memory
+    assert places.locate("a/x.py") is not first  # ``locate`` always resolves afresh
     for i in range(MAX_REMEMBERED + 1):
-        places.locate(f"new-{i}.py")
-    assert len(places._known) <= MAX_REMEMBERED
+        places.remembered(f"new-{i}.py")
+    assert len(places.known) <= MAX_REMEMBERED
     assert os.path.exists(root / "a" / "x.py")

@@ -163,14 +163,13 @@ def test_a_refusal_of_a_remembered_location_is_retried_though_another_thread_rem
     cache: FileCache, root: Path
 ) -> None:
     from filecache.fsio import Located, read_bytes
-    from filecache.locations import Locations
 
     (root / "a").mkdir()
     (root / "a" / "x.txt").write_text("in a\n")
     (root / "b").mkdir()
     (root / "b" / "x.txt").write_text("in b\n")
-    places = Locations(cache.locate)
-    first = places.locate("a/x.txt")  # remembered
+    session, places = cache.session("s"), cache.paths
+    first = places.remembered("a/x.txt")  # remembered
     seen: list[bytes] = []
 
     def read(loc: Located) -> bytes:
@@ -178,14 +177,14 @@ def test_a_refusal_of_a_remembered_location_is_retried_though_another_thread_rem
             return read_bytes(loc)
         os.rename(root / "a", root / "a.real")  # another thread swaps the folder for a link
         (root / "a").symlink_to("b")
-        seen.append(places.retry("a/x.txt", read_bytes))  # a second thread: through the link
+        seen.append(session._at("a/x.txt", read_bytes))  # a second thread: through the link
         try:
             read_bytes(loc)  # this thread's walk meets the link
         finally:
             (root / "a").unlink()  # the swap undone; a third thread remembers the path anew
             os.rename(root / "a.real", root / "a")
-            places.locate("a/x.txt")
+            places.remembered("a/x.txt")
         raise AssertionError("the walk followed the link")  # pragma: no cover
 
-    assert places.retry("a/x.txt", read) == b"in a\n"  # what an unremembered call gives now
+    assert session._at("a/x.txt", read) == b"in a\n"  # what an unremembered call gives now
     assert seen == [b"in b\n"]

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from filecache import FileCache, PrunePolicy, prune_messages
 from filecache.cli import main
-from filecache.settings import is_denied
+from filecache.settings import deny_pattern, is_denied
 
 
 def secret_text(tag: str, lines: int = 80) -> str:
@@ -194,7 +194,29 @@ def test_archive_show_says_a_denied_result_was_not_stored(
     ],
 )  # fmt: skip
 def test_the_deny_list_ignores_case(path: str, denied: bool) -> None:
-    assert is_denied(path, (".env*", "*.pem", "*.key", "id_rsa*", "*.p12")) is denied
+    deny = (".env*", "*.pem", "*.key", "id_rsa*", "*.p12")
+    assert is_denied(path, deny) is denied
+    assert (deny_pattern(deny).match(path.lower()) is not None) is denied
+
+
+@pytest.mark.parametrize(
+    "deny",
+    [
+        (), ("private/*",), ("*",), ("a*b",), ("*.PY", "x?z/*"), ("[ab]*",), ("[!a]*",),
+        (".*",), ("*/secret",), ("sub/*.key",), ("./x",),
+    ],
+)  # fmt: skip
+def test_the_compiled_deny_list_matches_what_is_denied_matches(deny: tuple[str, ...]) -> None:
+    """``Secrets`` matches the deny-list compiled once (``deny_pattern``): the same answer as
+    ``is_denied`` on the path and on its name, with a leading ``./`` dropped once."""
+    paths = [
+        "x/a/yb", "ab", "a/b", "./x", "././.env", "./a.py", "private/notes.md", "Private/N.md",
+        "q/private/notes.md", "xyz/a", "xAz/b/c", "sub/a.key", "q/sub/a.key", "a/secret",
+        "secret", "a/b/secret", "dir/", "", "./", "a\nb/.env", ".env/x", "b", "ba/c", "B.PY",
+    ]  # fmt: skip
+    match = deny_pattern(deny).match
+    for path in paths:
+        assert (match(path.lower()) is not None) is is_denied(path, deny), path
 
 
 def _is_denied_by_globs(path: str, deny: tuple[str, ...]) -> bool:
