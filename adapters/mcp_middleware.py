@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from filecache import FileCache, Session
-from filecache.core.kinds import Kind
+from filecache.core.kinds import Kind, Tool
 from filecache.core.render import mcp_instructions, render_result_tag
 from filecache.errors import ConfigError
 from filecache.settings import load_settings
@@ -117,7 +117,7 @@ class FileCacheMiddleware:
         self._cache: FileCache | None = None
         self._lock = threading.Lock()
         self._connections: Connections[_Connection] = Connections(self._new_connection)
-        reads = [n for n, (role, _) in self._tools.items() if role == "read"]
+        reads = [n for n, (role, _) in self._tools.items() if role == Tool.READ]
         self._guide = mcp_instructions(reads[0] if reads else "the read tool")
 
     @property

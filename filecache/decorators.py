@@ -43,6 +43,7 @@ from typing import Any, TypeVar, overload
 
 from filecache.conversations import CacheHost, SessionHost, current_session
 from filecache.core.edits import check_markers
+from filecache.core.kinds import Tool
 from filecache.core.render import render_result_tag
 from filecache.core.text import render_lines, split_lines
 from filecache.errors import FileCacheError
@@ -306,9 +307,9 @@ def _guard_markers(session: SessionHost, shape: ToolShape, plan: CallPlan, role:
         if name == shape.path_name or name in shape.context_names:
             continue
         for inner, text in _strings(value):
-            is_old = (inner or name).lower().startswith("old") and role == "edit"
+            is_old = (inner or name).lower().startswith("old") and role == Tool.EDIT
             (old if is_old else new).append(text)
-    if role == "write":
+    if role == Tool.WRITE:
         old.append(_current_text(session, plan.path))
     check_markers(plan.path or "the file", "\n".join(old), "\n".join(new))
 

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from filecache.conversations import CacheHost
 from filecache.core.edits import ChangePlan, plan_edit, plan_write
 from filecache.core.hashing import KEYED, args_hash
+from filecache.core.kinds import Tool
 from filecache.core.planner import (
     MODES,
     ReadAsk,
@@ -487,7 +488,7 @@ class Session:
         """Record a write/edit done outside ``Session`` (decorated tools); returns the call id."""
         cid = self._call_id(call_id)
         with self._turn() as turn:
-            turn.log(cid, tool, path, kind=str(Kind.WRITTEN if tool == "write" else Kind.EDITED))
+            turn.log(cid, tool, path, kind=str(Kind.WRITTEN if tool == Tool.WRITE else Kind.EDITED))
         return cid
 
     def adopt_change(

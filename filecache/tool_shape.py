@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from filecache.core.kinds import Tool
 from filecache.errors import ConfigError
 
 __all__ = ["CallPlan", "ToolShape", "add_fresh_doc", "fresh_parameter"]
@@ -106,7 +107,7 @@ class ToolShape:
         for option, value in (("offset", offset), ("limit", limit)):
             if value is None:
                 continue
-            if role != "read":
+            if role != Tool.READ:
                 raise ConfigError(f"{what}: {option}= applies to read tools only")
             if value not in plain:
                 raise ConfigError(f"{what}: {_name(fn)} has no parameter {value!r} ({option}=)")

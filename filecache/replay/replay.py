@@ -45,6 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from filecache.cache import FileCache, ReadResult, Session, WriteResult
+from filecache.core.kinds import Tool
+from filecache.core.results import Kind
 from filecache.errors import FileCacheError, RequestError
 from filecache.fsio import STORE_DIR, locate
 from filecache.prune.pruner import TokenMemo, prune_messages
@@ -398,7 +400,7 @@ def replay_session(
             for message in messages:
                 run.step(message, fc_root, plain_root)
             tokenizer_used = cache.tokens.encoding
-            reads = [e for e in cache.store.events(session.id) if e.tool == "read"]
+            reads = [e for e in cache.store.events(session.id) if e.tool == Tool.READ]
             ledger = (
                 sum(e.tokens for e in reads),
                 sum(read_baseline(e.kind, e.tokens, e.tokens_full) for e in reads),
@@ -419,7 +421,7 @@ def _slack(kind: str) -> int:
     """How much larger than the agent's own view an answer may be before the cap sends that
     view instead: a content answer the size of its header (the version tag later FileRefs
     and diffs build on: capping it to save a few tokens would cost them), any other none."""
-    return HEADER_SLACK if kind in ("full", "partial") else 0
+    return HEADER_SLACK if kind in (Kind.FULL, Kind.PARTIAL) else 0
 
 
 class _Run:
