@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import xxhash
 
-from filecache.core.results import ReadResult, Source, WriteResult
+from filecache.core.kinds import Tool
+from filecache.core.results import Kind, ReadResult, Source, WriteResult
 from filecache.core.tokens import TokenCounter
 from filecache.errors import (
     ConfigError,
@@ -208,14 +209,14 @@ class FileCache:
                             head,
                             [
                                 Event(
-                                    intent.session_id,
-                                    head + 1,
-                                    intent.call_id + "~recovered",
-                                    "change",
-                                    intent.path,
+                                    session_id=intent.session_id,
+                                    seq=head + 1,
+                                    call_id=intent.call_id + "~recovered",
+                                    tool=str(Tool.CHANGE),
+                                    path=intent.path,
                                     version=intent.after,
                                     base_version=intent.before,
-                                    kind="changed",
+                                    kind=str(Kind.CHANGED),
                                 )
                             ],  # fmt: skip
                             {},

@@ -17,7 +17,7 @@ from filecache.store.store import Event
 __all__ = ["CallRecord", "Ledger", "WriteRecord", "build_ledger"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True)  # positional: built in one place, from ``_record_values`` of an event
 class CallRecord:
     """One tool call as the ledger saw it.
 
@@ -44,7 +44,7 @@ class CallRecord:
     args: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WriteRecord:
     """A change of a path: the session's own write/edit, or a change seen from outside."""
 
@@ -55,7 +55,7 @@ class WriteRecord:
     after: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Ledger:
     """Snapshot of a session's ledger. ``writes`` are in order per path."""
 
@@ -80,10 +80,16 @@ def build_ledger(session_id: str, events: Iterable[Event]) -> Ledger:
         calls[e.call_id] = CallRecord(*_record_values(e))
         if e.tool in CHANGES and e.kind != Kind.ERROR:
             writes.setdefault(e.path, []).append(
-                WriteRecord(e.call_id, e.seq, e.tool, e.base_version, e.version)
+                WriteRecord(
+                    call_id=e.call_id,
+                    seq=e.seq,
+                    tool=e.tool,
+                    before=e.base_version,
+                    after=e.version,
+                )
             )
     return Ledger(
-        session_id,
-        MappingProxyType(calls),
-        MappingProxyType({p: tuple(w) for p, w in writes.items()}),
+        session_id=session_id,
+        calls=MappingProxyType(calls),
+        writes=MappingProxyType({p: tuple(w) for p, w in writes.items()}),
     )

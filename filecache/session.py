@@ -202,7 +202,13 @@ class Session:
             key = self._secrets.key if self._secrets.denied(loc) else None  # keyed if denied
             window = read_window(loc, offset, limit, budget=limit_bytes, key=key)
             self._secrets.denied(loc, window.version)  # its lines are never stored in any case
-            src = Source(loc.rel, loc.rel, window.version, window.lines, numbered)
+            src = Source(
+                key=loc.rel,
+                path=loc.rel,
+                version=window.version,
+                lines=window.lines,
+                numbered=numbered,
+            )
             first, count = window.lines.start, len(window.lines.kept)
             lines = (first, first + count - 1)
             return self._answer(turn, src, cid, lambda seq: ReadAsk(
@@ -476,7 +482,10 @@ class Session:
         self._versions.remember(version, split, not secret)
         start, end = lines or (1, len(split))
         whole = start == 1 and end == len(split)
-        src = Source(key, path, version, split, False, output if whole else None)
+        src = Source(
+            key=key, path=path, version=version, lines=split, numbered=False,
+            output=output if whole else None,
+        )  # fmt: skip
         cid = self._call_id(call_id)
         with self._turn() as turn:
             self._state.tool_keys.add(key)
@@ -615,8 +624,9 @@ class Session:
             deps=tuple(sorted(decision.relied)),
         )  # fmt: skip
         return ReadResult(
-            str(decision.kind), text, src.path, src.version, request.call_id,
-            decision.base_call_id, tokens, request.plain, start, end, len(src.lines),
+            kind=str(decision.kind), text=text, path=src.path, version=src.version,
+            call_id=request.call_id, base_call_id=decision.base_call_id, tokens=tokens,
+            tokens_full=request.plain, start=start, end=end, line_count=len(src.lines),
         )  # fmt: skip
 
     # -- writing ----------------------------------------------------------------------------
@@ -663,7 +673,10 @@ class Session:
             version = self._secrets.version_for(loc, data)  # keyed for a denied file
             if self._state.is_abandoned(cid):
                 raise CallAbandonedError(f"{loc.rel}: the call {cid} was abandoned; not {kind}")
-            intent = Intent(self.id, cid, str(cache.root), loc.rel, before, version)
+            intent = Intent(
+                session_id=self.id, call_id=cid, root=str(cache.root), path=loc.rel,
+                before=before, after=version,
+            )  # fmt: skip
             cache.store.put_intent(intent)
             try:
                 write_bytes(loc, data)
@@ -737,11 +750,15 @@ class Session:
         if turn is not None:
             turn.seen[loc.rel] = version
             turn.log(
-                cid, "write" if kind == "written" else "edit", loc.rel, version=version,
+                cid, str(Tool.WRITE if kind == Kind.WRITTEN else Tool.EDIT), loc.rel,
+                version=version,
                 base_version=before, kind=kind, tokens=tokens, tokens_full=tokens,
                 text_hash=self._secrets.digest(message, False),
             )  # fmt: skip
-        return WriteResult(kind, message, loc.rel, version, before, cid, tokens)
+        return WriteResult(
+            kind=kind, text=message, path=loc.rel, version=version, base_version=before,
+            call_id=cid, tokens=tokens,
+        )  # fmt: skip
 
     def _record_written(
         self,
@@ -772,12 +789,15 @@ class Session:
         facts.origin = cid  # the model's own change: a read that finds it undone says so
         facts.add_spans(planned.spans)
         turn.log(
-            cid, "write" if kind == "written" else "edit", loc.rel, version=version,
+            cid, str(Tool.WRITE if kind == Kind.WRITTEN else Tool.EDIT), loc.rel, version=version,
             base_version=before, kind=kind, tokens=tokens, tokens_full=tokens,
             text_hash=self._secrets.digest(message, False),
             args=tuple(self._args_hash(w, secret) for w in written),
         )  # fmt: skip
-        return WriteResult(kind, message, loc.rel, version, before, cid, tokens)
+        return WriteResult(
+            kind=kind, text=message, path=loc.rel, version=version, base_version=before,
+            call_id=cid, tokens=tokens,
+        )  # fmt: skip
 
     def _current_bytes(self, loc: Located) -> bytes | None:
         """The file's bytes now (None: it does not exist); any size (what a write replaces)."""

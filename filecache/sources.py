@@ -97,7 +97,7 @@ class Versions:
             lines = split_lines(decode_text(data, loc.rel))
             storable = len(data) <= self.max_file_bytes and not secret
             self.remember(version, lines, storable)
-        return Source(loc.rel, loc.rel, version, lines, numbered)
+        return Source(key=loc.rel, path=loc.rel, version=version, lines=lines, numbered=numbered)
 
     def diff_base_lines(self, view: PathView | None, version: str) -> dict[str, list[str]]:
         """The lines of the held versions a diff to ``version`` may start from (when stored)."""

@@ -172,7 +172,14 @@ class Turn:
         return self.base + len(self.events) + 1
 
     def log(self, call_id: str, tool: str, path: str, **fields: Any) -> Event:
-        event = Event(self.state.id, self.next_seq(), call_id, tool, path, **fields)
+        event = Event(
+            session_id=self.state.id,
+            seq=self.next_seq(),
+            call_id=call_id,
+            tool=tool,
+            path=path,
+            **fields,
+        )
         self.events.append(event)
         return event
 

@@ -24,7 +24,7 @@ class Kind(StrEnum):
     ERROR = "error"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReadResult:
     """The answer to a read. ``text`` is what the model sees; the rest is for programs.
 
@@ -58,7 +58,7 @@ class ReadResult:
         return self.text
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WriteResult:
     """The answer to a write or an edit: ``kind`` is ``written`` or ``edited``."""
 
@@ -74,7 +74,7 @@ class WriteResult:
         return self.text
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Source:
     """Text to answer from: a file as read, or a decorated tool's output."""
 

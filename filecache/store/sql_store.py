@@ -262,7 +262,14 @@ class SqlStore(ClosesOnExit):
         """Every session with its event count and token sums, most recently used first."""
         rows = self._one(lambda c: c.execute(self._sql.select_sessions).fetchall())
         return [
-            SessionInfo(str(s), float(c), float(u), int(n), int(t), int(f))
+            SessionInfo(
+                session_id=str(s),
+                created=float(c),
+                last_used=float(u),
+                events=int(n),
+                tokens=int(t),
+                tokens_full=int(f),
+            )
             for s, c, u, n, t, f in rows
         ]
 
@@ -294,7 +301,7 @@ class SqlStore(ClosesOnExit):
             self._forget_last_used(None)
             self._delete_sessions(conn, old)
             blobs = conn.execute(self._sql.delete_unreferenced_blobs).rowcount
-            return GcReport(len(old), max(blobs, 0))
+            return GcReport(sessions_deleted=len(old), blobs_deleted=max(blobs, 0))
 
         return self._transaction(work)
 
@@ -352,7 +359,16 @@ class SqlStore(ClosesOnExit):
         rows = self._one(
             lambda c: c.execute(self._sql.select_projection_records, (session_id,)).fetchall()
         )
-        return [Projection(str(c), str(t), int(b), int(a), float(w)) for c, t, b, a, w in rows]
+        return [
+            Projection(
+                call_id=str(c),
+                tier=str(t),
+                tokens_before=int(b),
+                tokens_after=int(a),
+                created=float(w),
+            )
+            for c, t, b, a, w in rows
+        ]
 
     # Intents ---------------------------------------------------------------------------------
 
@@ -375,6 +391,14 @@ class SqlStore(ClosesOnExit):
                 lambda c: c.execute(self._sql.select_intents_of_root, (root,)).fetchall()
             )
         return [
-            Intent(str(s), str(c), str(r), str(p), b, str(a), float(w))
+            Intent(
+                session_id=str(s),
+                call_id=str(c),
+                root=str(r),
+                path=str(p),
+                before=b,
+                after=str(a),
+                created=float(w),
+            )
             for s, c, r, p, b, a, w in rows
         ]

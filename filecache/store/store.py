@@ -43,7 +43,7 @@ import time
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
@@ -77,7 +77,7 @@ LAST_USED_SLACK = 1.0
 """Seconds by which a stored session's last use may lag its newest event (see the invariants)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Event:
     """One ledger row: a read, write, edit, external change or other tool call of a session.
 
@@ -123,7 +123,7 @@ class Event:
     args: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Intent:
     """A write or edit about to replace a file: recorded before, dropped after its commit.
 
@@ -144,7 +144,7 @@ class Intent:
     created: float = field(default_factory=time.time)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SessionInfo:
     """A summary of one stored session."""
 
@@ -156,7 +156,7 @@ class SessionInfo:
     tokens_full: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Projection:
     """What pruning made of one tool result, and the tokens it took before and takes now.
 
@@ -171,7 +171,7 @@ class Projection:
     created: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GcReport:
     """What a garbage collection removed."""
 
@@ -418,12 +418,12 @@ class MemoryStore(ClosesOnExit):
                 evs = list(self._events.get(sid, {}).values())
                 out.append(
                     SessionInfo(
-                        sid,
-                        created,
-                        last,
-                        len(evs),
-                        sum(e.tokens for e in evs),
-                        sum(e.tokens_full for e in evs),
+                        session_id=sid,
+                        created=created,
+                        last_used=last,
+                        events=len(evs),
+                        tokens=sum(e.tokens for e in evs),
+                        tokens_full=sum(e.tokens_full for e in evs),
                     )
                 )
             return sorted(out, key=lambda s: (-s.last_used, s.session_id))
@@ -447,7 +447,7 @@ class MemoryStore(ClosesOnExit):
             dead = [v for v in self._blobs if v not in live]
             for v in dead:
                 del self._blobs[v]
-            return GcReport(len(old), len(dead))
+            return GcReport(sessions_deleted=len(old), blobs_deleted=len(dead))
 
     def cache_get(self, namespace: str, key: str) -> str | None:
         with self._lock:
@@ -493,7 +493,7 @@ class MemoryStore(ClosesOnExit):
             tokens = self._projection_tokens.get(session_id, {})
             return sorted(
                 (
-                    Projection(cid, tier, *tokens.get(cid, (0, 0, 0.0)))
+                    _projection(cid, tier, tokens.get(cid, (0, 0, 0.0)))
                     for cid, (tier, _) in projections.items()
                 ),
                 key=lambda p: (p.created, p.call_id),
@@ -503,10 +503,21 @@ class MemoryStore(ClosesOnExit):
         pass
 
 
+_EVENT_FIELDS = tuple(f.name for f in fields(Event))[:-2]  # the row's order, deps/args apart
+
+
+def _projection(call_id: str, tier: str, held: tuple[int, int, float]) -> Projection:
+    before, after, created = held
+    return Projection(
+        call_id=call_id, tier=tier, tokens_before=before, tokens_after=after, created=created
+    )
+
+
 def event_of_row(row: Sequence[object]) -> Event:
     """A row of the ``events`` table (``sql_store.EVENT_COLUMNS``) as an ``Event``."""
     deps, args = str(row[-2]), str(row[-1])
-    return Event(*row[:-2], deps=tuple(deps.split()), args=tuple(args.split()))  # type: ignore[arg-type,misc]
+    values = dict(zip(_EVENT_FIELDS, row[:-2], strict=True))
+    return Event(**values, deps=tuple(deps.split()), args=tuple(args.split()))  # type: ignore[arg-type]
 
 
 def check_sequence(session_id: str, expected_head: int, events: Sequence[Event]) -> None:

@@ -150,7 +150,9 @@ class World:
 
 def _src(text: str) -> Source:
     lines = split_lines(text)
-    return Source("f.py", "f.py", version_of(text.encode()), lines, True)
+    return Source(
+        key="f.py", path="f.py", version=version_of(text.encode()), lines=lines, numbered=True
+    )
 
 
 def _answer(world: World, start: int | None, count: int | None, fresh: bool, cid: str) -> None:

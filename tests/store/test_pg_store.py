@@ -289,9 +289,20 @@ def test_sessions_gc_on_postgres(pg_url: str) -> None:
     with PostgresStore(pg_url) as store:
         for version in ("old-only", "kept", "orphan"):
             store.put_blob(version, version.encode())
-        old = Event("old", 1, "c1", "read", "a.py", version="old-only", created=100.0)
+        old = Event(
+            session_id="old",
+            seq=1,
+            call_id="c1",
+            tool="read",
+            path="a.py",
+            version="old-only",
+            created=100.0,
+        )
         append(store, old, {"a.py": "state"})
-        append(store, Event("new", 1, "c1", "read", "a.py", version="kept"))
+        append(
+            store,
+            Event(session_id="new", seq=1, call_id="c1", tool="read", path="a.py", version="kept"),
+        )
     runner = CliRunner()
     done = runner.invoke(main, ["sessions", "gc", "--store", pg_url, "--older-than", "1", "--json"])
     assert done.exit_code == 0, done.output

@@ -48,7 +48,7 @@ def open_sqlite(db_path: Path) -> Iterator[Callable[[], SqliteStore]]:
 def event(seq: int, session: str = "s1", **fields: object) -> Event:
     values: dict[str, object] = {"call_id": f"c{seq}", "tool": "read", "path": "a.py"}
     values.update(fields)
-    return Event(session, seq, **values)  # type: ignore[arg-type]
+    return Event(session_id=session, seq=seq, **values)  # type: ignore[arg-type]
 
 
 def append(store: Store, event: Event, views: dict[str, str | None] | None = None) -> None:
@@ -181,7 +181,8 @@ from filecache.store.store import Event
 worker = int(sys.argv[2])
 with SqliteStore(Path(sys.argv[1])) as store:
     for i in range(1, 101):
-        store.commit(f"w{worker}", i - 1, [Event(f"w{worker}", i, f"c{i}", "read", "a.py")], {})
+        event = Event(session_id=f"w{worker}", seq=i, call_id=f"c{i}", tool="read", path="a.py")
+        store.commit(f"w{worker}", i - 1, [event], {})
         store.put_blob(f"v{worker}-{i}", b"x" * 100)
 """
 

@@ -61,7 +61,7 @@ def store(spec: str) -> Iterator[Store]:
 def event(seq: int, session: str = "s1", created: float = 1000.0, **fields: object) -> Event:
     values: dict[str, object] = {"call_id": f"c{seq}", "tool": "read", "path": "a.py"}
     values.update(fields)
-    return Event(session, seq, created=created, **values)  # type: ignore[arg-type]
+    return Event(session_id=session, seq=seq, created=created, **values)  # type: ignore[arg-type]
 
 
 def append(store: Store, event: Event, views: dict[str, str | None] | None = None) -> None:
@@ -225,11 +225,11 @@ def test_committers_racing_on_one_session_lose_no_event(store: Store) -> None:
 
 def test_events_come_back_in_seq_order_with_every_field(store: Store) -> None:
     full = Event(
-        "s1",
-        2,
-        "call-2",
-        "edit",
-        "src/a.py",
+        session_id="s1",
+        seq=2,
+        call_id="call-2",
+        tool="edit",
+        path="src/a.py",
         start=3,
         end=9,
         version="xxh3:new",
@@ -365,7 +365,7 @@ def test_gc_removes_old_sessions_and_unreferenced_blobs(store: Store) -> None:
     assert not store.has_blob("orphan")
     for kept in ("shared", "kept-version", "kept-base"):
         assert store.get_blob(kept) == kept.encode()
-    assert store.gc(older_than=300.0) == GcReport(0, 0)
+    assert store.gc(older_than=300.0) == GcReport(sessions_deleted=0, blobs_deleted=0)
 
 
 # KvStore ----------------------------------------------------------------------------------------
@@ -506,8 +506,24 @@ def test_lock_excludes_other_processes(spec: str, tmp_path: Path) -> None:
 
 
 def test_an_intent_of_the_same_call_replaces_the_first(store: Store) -> None:
-    first = Intent("s1", "c1", "/r", "a.py", None, "xxh3:1", 10.0)
-    again = Intent("s1", "c1", "/r2", "b.py", "xxh3:0", "xxh3:2", 11.0)
+    first = Intent(
+        session_id="s1",
+        call_id="c1",
+        root="/r",
+        path="a.py",
+        before=None,
+        after="xxh3:1",
+        created=10.0,
+    )
+    again = Intent(
+        session_id="s1",
+        call_id="c1",
+        root="/r2",
+        path="b.py",
+        before="xxh3:0",
+        after="xxh3:2",
+        created=11.0,
+    )
     store.put_intent(first)
     store.put_intent(again)
     assert store.intents() == [again]

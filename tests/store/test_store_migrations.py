@@ -107,11 +107,39 @@ def _check_every_role(store: Store) -> None:
     assert store.projections("s1") == {"c1": ("clear", "[cleared]")}
     [record] = store.projection_records("s1")
     assert (record.tokens_before, record.tokens_after) == (30, 4)
-    assert store.intents("/root") == [Intent("s1", "c3", "/root", "a.py", "xxh3:b", "xxh3:c", 21.0)]
+    assert store.intents("/root") == [
+        Intent(
+            session_id="s1",
+            call_id="c3",
+            root="/root",
+            path="a.py",
+            before="xxh3:b",
+            after="xxh3:c",
+            created=21.0,
+        )
+    ]
     [info] = store.sessions()
     assert (info.session_id, info.events, info.tokens, info.tokens_full) == ("s1", 2, 35, 70)
-    assert store.commit("s1", 2, [Event("s1", 3, "c3", "write", "a.py", created=30.0)], {}) == 3
-    store.put_intent(Intent("s1", "c4", "/root", "b.py", None, "xxh3:d", 31.0))
+    assert (
+        store.commit(
+            "s1",
+            2,
+            [Event(session_id="s1", seq=3, call_id="c3", tool="write", path="a.py", created=30.0)],
+            {},
+        )
+        == 3
+    )
+    store.put_intent(
+        Intent(
+            session_id="s1",
+            call_id="c4",
+            root="/root",
+            path="b.py",
+            before=None,
+            after="xxh3:d",
+            created=31.0,
+        )
+    )
     assert [(i.root, i.path) for i in store.intents("/root")][-1] == ("/root", "b.py")
     store.drop_intent("s1", "c3")
     store.delete_session("s1")
