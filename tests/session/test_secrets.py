@@ -229,8 +229,8 @@ def _is_denied_by_globs(path: str, deny: tuple[str, ...]) -> bool:
     )
 
 
-_GLOB_CHARS = st.sampled_from(list("aE./*?[]!"))
-_PATH_CHARS = st.sampled_from(list("aAeE./\n[İ"))
+_GLOB_CHARS = st.sampled_from(list("aEks./*?[]!"))
+_PATH_CHARS = st.sampled_from(list("aAeE./\n[İſK"))  # ſ, Kelvin K: lowered before the match
 
 
 @given(
@@ -240,6 +240,9 @@ _PATH_CHARS = st.sampled_from(list("aAeE./\n[İ"))
 @example(("e*",), "a/e/a")  # a glob may match past a "/" only from the path's start
 @example(("./e",), "./e")  # one "./" is stripped, never given back to a glob
 @example((".env*",), ".Env.Local/x/../y")
+@example(("**",), "a/\nb")  # "*" matches "/" and a newline alike
+@example(("k*", "[!s]"), "K/ſ")  # lower() maps the Kelvin sign to "k"; "ſ" stays itself
+@example(("a/*",), "./a/\n/b")
 def test_the_compiled_deny_list_matches_as_its_globs_do(deny: tuple[str, ...], path: str) -> None:
     """``is_denied`` (one regular expression for the whole list) answers as the globs do, one
     at a time, on the name and the relative path: ``./`` stripped once, any case."""

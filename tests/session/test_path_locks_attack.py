@@ -1,0 +1,103 @@
+"""The path lock (``store.locks.PathLocks``) alone serialises edits of one file: caches with
+*different* stores (whose own locks exclude nothing of each other), the root and the file spelled
+differently (a link to the root, a link to the file, absolute, ``./``), in threads and in
+processes: no edit that returned is lost."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from filecache import FileCache
+
+WORKER = r"""
+import json, sys
+from filecache import FileCache
+
+root, store, tag, path, n = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+ok = []
+with FileCache(root, store=store) as cache:
+    session = cache.session(tag)
+    for k in range(n):
+        line = f"{tag}-{k}"
+        session.edit(path, "END\n", line + "\nEND\n", call_id=line)
+        ok.append(line)
+print(json.dumps(ok))
+"""
+
+
+def _tree(tmp_path: Path) -> tuple[Path, Path]:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "shared.txt").write_text("START\nEND\n")
+    (root / "alias.txt").symlink_to("shared.txt")
+    spelled = tmp_path / "root-link"
+    spelled.symlink_to(root)  # the same root by another name
+    return root, spelled
+
+
+def test_processes_with_their_own_stores_and_spellings_never_lose_an_edit(tmp_path: Path) -> None:
+    root, spelled = _tree(tmp_path)
+    plans = [
+        (str(root), "shared.txt"),
+        (str(spelled), "alias.txt"),
+        (str(root), str(root / "shared.txt")),
+        (str(spelled), "./shared.txt"),
+    ]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                WORKER,
+                where,
+                str(tmp_path / f"store{i}.db"),
+                f"p{i}",
+                path,
+                "40",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i, (where, path) in enumerate(plans)
+    ]
+    done: list[str] = []
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr
+        done += json.loads(stdout)
+    lines = (root / "shared.txt").read_text().splitlines()
+    assert len(done) == 4 * 40
+    assert sorted(lines[1:-1]) == sorted(done), "an edit that returned is not in the file"
+    assert (lines[0], lines[-1]) == ("START", "END")
+
+
+def test_threads_of_two_caches_with_their_own_stores_never_lose_an_edit(tmp_path: Path) -> None:
+    root, spelled = _tree(tmp_path)
+    errors: list[BaseException] = []
+    with (
+        FileCache(root, store=":memory:") as first,
+        FileCache(spelled, store=":memory:") as second,  # a lock of its own, nothing shared
+    ):
+        sessions = [first.session("a"), second.session("b")]
+        paths = ["shared.txt", "alias.txt", "./shared.txt", str(spelled / "shared.txt")]
+
+        def work(t: int) -> None:
+            try:
+                for k in range(40):
+                    sessions[t % 2].edit(paths[t], "END\n", f"t{t}-{k}\nEND\n")
+            except BaseException as exc:  # collected and asserted empty below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    assert errors == []
+    lines = (root / "shared.txt").read_text().splitlines()
+    assert sorted(lines[1:-1]) == sorted(f"t{t}-{k}" for t in range(4) for k in range(40))
