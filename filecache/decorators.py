@@ -47,6 +47,7 @@ from filecache.core.kinds import Tool
 from filecache.core.render import render_result_tag
 from filecache.core.text import render_lines, split_lines
 from filecache.errors import FileCacheError
+from filecache.fsio import read_bytes
 from filecache.tool_shape import CallPlan, ToolShape, add_fresh_doc, fresh_parameter
 
 __all__ = ["edit_tool", "read_tool", "write_tool"]
@@ -316,10 +317,9 @@ def _guard_markers(session: SessionHost, shape: ToolShape, plan: CallPlan, role:
 
 def _current_text(session: SessionHost, path: str) -> str:
     """The file's text now, if it is a readable text file in the root (for the marker count)."""
-    try:
+    try:  # fsio's read: no link followed, no FIFO opened, the size checked on the open file
         loc = session.cache.locate(path)
-        if loc.real.is_file() and loc.real.stat().st_size <= session.cache.settings.max_file_bytes:
-            return loc.real.read_text(encoding="utf-8")
+        text = read_bytes(loc, session.cache.settings.max_file_bytes).decode("utf-8")
+        return text.replace("\r\n", "\n").replace("\r", "\n")  # as read_text read it
     except (FileCacheError, OSError, UnicodeDecodeError, ValueError):
-        pass
-    return ""
+        return ""

@@ -108,3 +108,28 @@ def test_hostile_lines_are_checked_in_linear_time(root: Path) -> None:
         session.write("big.txt", hostile.replace("[", "") + "\n")  # no marker: allowed
         with pytest.raises(MarkerError):
             session.write("big.txt", hostile.replace("[", "") + "\n" + FILEREF + "\n")
+
+
+def test_the_write_guard_reads_the_file_as_fsio_does(tmp_path: Path) -> None:
+    """A decorated write's guard reads the file it replaces (``decorators._current_text``)
+    through fsio: when the file is swapped for a link outside the root between its resolution
+    and the read, the outside bytes are not read (``Path.read_text`` followed the link)."""
+    from filecache import decorators
+
+    root, outside = tmp_path / "root", tmp_path / "outside.txt"
+    root.mkdir()
+    outside.write_text(FILEREF + "\n", encoding="utf-8")
+    (root / "a.txt").write_text("plain\r\nlines\r\n", encoding="utf-8")
+    with FileCache(root, store=":memory:") as cache:
+        session = cache.session("s")
+        assert decorators._current_text(session, "a.txt") == "plain\nlines\n"  # as before
+        locate = cache.locate
+
+        def swapped(path: str) -> object:
+            loc = locate(path)
+            (root / "a.txt").unlink()
+            (root / "a.txt").symlink_to(outside)  # after the resolution, before the read
+            return loc
+
+        cache.locate = swapped  # type: ignore[method-assign]
+        assert decorators._current_text(session, "a.txt") == ""
