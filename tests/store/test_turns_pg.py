@@ -26,6 +26,8 @@ psycopg = pytest.importorskip("psycopg", reason="the [postgres] extra is not ins
 
 from pg_proxy import Proxy  # noqa: E402  (it needs psycopg: after the skip)
 
+from filecache.store.pg_store import PostgresStore  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 BODY = "".join(f"line {i}: the quick brown fox jumps over the lazy dog\n" for i in range(1, 41))
@@ -109,7 +111,10 @@ def test_edits_under_backend_terminations_are_applied_exactly_when_reported(
                 pass
 
     outcomes: dict[str, int] = {}
-    with FileCache(tree, store=pg_url) as cache:
+    # A store timeout of 2 s, not the default 5: most stormy edits wait that long for a
+    # connection before their StoreError (40 edits took over two minutes at 5 s); what is
+    # checked does not depend on how long a call waits.
+    with FileCache(tree, store=PostgresStore(pg_url, timeout=2.0)) as cache:
         session = cache.session("x")
         thread = threading.Thread(target=killer, daemon=True)
         thread.start()
