@@ -25,8 +25,10 @@ Ownership and invariants:
 
 ``PathLocks`` is the lock of each file of a root that a write or edit holds from reading the
 file to replacing it: a record lock on ``paths.lock`` in the root's store folder (whatever store
-is used, so every filecache process on the root takes the same one), plus the store's own lock
-of the same name (a shared store extends it across machines).
+is used, so every filecache process on the root takes the same one), then an ``flock`` of the
+file's folder (``folder_lock``: a root inside another, or around it, names the file otherwise
+and has its own ``paths.lock``; the folder is the one thing they share), then the store's own
+lock of the same name (a shared store extends it across machines).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from filecache.store.store import default_store_path, fallback_store_folder
 if TYPE_CHECKING:
     from filecache.store.store import LockStore
 
-__all__ = ["LockFile", "PathLocks", "lock_file"]
+__all__ = ["LockFile", "PathLocks", "folder_lock", "lock_file"]
 
 _SLOTS = 1 << 30  # bytes of the lock file that names hash to
 
@@ -208,6 +210,7 @@ def lock_file(path: Path) -> LockFile:
 
 def _forget_after_fork() -> None:
     global _FILES_LOCK
+    _FOLDERS.__dict__.clear()  # the parent's folder locks are its own (released by its LOCK_UN)
     _FILES.clear()  # the child holds no record locks; its descriptors are reopened on use
     _SPELLINGS.clear()
     _FILES_LOCK = threading.Lock()
@@ -216,6 +219,50 @@ def _forget_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+_FOLDERS = threading.local()  # per thread: {(device, inode): holds} of the folders it locked
+
+
+@contextlib.contextmanager
+def folder_lock(file: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on the folder of ``file`` for the ``with`` block: every root and
+    store that can reach the file reaches this one folder (``paths.lock`` and the store's
+    locks are per root: a root inside another named the file otherwise, and its edits raced
+    the outer root's). Each hold opens the folder anew, so threads exclude each other too
+    (``flock`` locks an open file description); a thread's nested hold of one folder only
+    counts. A folder that cannot be opened (not made yet: a write makes it; or unreadable)
+    is not locked: the root's own locks stand alone, as before. A forked child forgets what
+    its parent's thread held; the parent releases with ``LOCK_UN``, which frees the shared
+    description for both.
+    """
+    try:
+        fd = os.open(file.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        fd = -1
+    if fd < 0:
+        yield
+        return
+    try:
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino)
+        held: dict[tuple[int, int], int] = _FOLDERS.__dict__.setdefault("held", {})
+        if key in held:  # this thread holds the folder already
+            held[key] += 1
+            try:
+                yield
+            finally:
+                held[key] -= 1
+            return
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        held[key] = 1
+        try:
+            yield
+        finally:
+            del held[key]
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 class PathLocks:
@@ -230,10 +277,12 @@ class PathLocks:
     @contextlib.contextmanager
     def hold(self, rel: str) -> Iterator[None]:
         """Exclusive across threads and processes (and, with a shared store, machines) for the
-        file ``rel``."""
+        file ``rel``; and, through its folder's lock (``folder_lock``), against every root that
+        holds the same file under another name (a root inside this one, or around it)."""
         name = f"path:{self.root}\0{rel}"
-        with (self._file or self._find()).hold(name), self.store.lock(name):
-            yield
+        with (self._file or self._find()).hold(name), folder_lock(self.root / rel):
+            with self.store.lock(name):
+                yield
 
     def _find(self) -> LockFile:
         """``paths.lock`` beside the root's default store, made on first use (so a root only

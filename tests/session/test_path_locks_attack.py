@@ -101,3 +101,78 @@ def test_threads_of_two_caches_with_their_own_stores_never_lose_an_edit(tmp_path
     assert errors == []
     lines = (root / "shared.txt").read_text().splitlines()
     assert sorted(lines[1:-1]) == sorted(f"t{t}-{k}" for t in range(4) for k in range(40))
+
+
+def _nested(tmp_path: Path) -> tuple[Path, Path]:
+    outer = tmp_path / "outer"
+    inner = outer / "sub"
+    inner.mkdir(parents=True)
+    (inner / "shared.txt").write_text("START\nEND\n")
+    return outer, inner
+
+
+def test_processes_on_nested_roots_never_lose_an_edit(tmp_path: Path) -> None:
+    """A root inside another names the same file otherwise (``sub/shared.txt`` and
+    ``shared.txt``), so the roots' own locks (``paths.lock`` per root, a store each) exclude
+    nothing of each other: the file's folder lock does (``store.locks.folder_lock``). Without
+    it, threads lost 31-40 of 160 edits here."""
+    outer, inner = _nested(tmp_path)
+    plans = [(outer, "sub/shared.txt"), (inner, "shared.txt")] * 2
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                WORKER,
+                str(where),
+                str(tmp_path / f"store{i}.db"),
+                f"p{i}",
+                path,
+                "40",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for i, (where, path) in enumerate(plans)
+    ]
+    done: list[str] = []
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr
+        done += json.loads(stdout)
+    lines = (inner / "shared.txt").read_text().splitlines()
+    assert sorted(lines[1:-1]) == sorted(done), "an edit that returned is not in the file"
+
+
+def test_threads_on_nested_roots_never_lose_an_edit(tmp_path: Path) -> None:
+    outer, inner = _nested(tmp_path)
+    errors: list[BaseException] = []
+    with FileCache(outer, store=":memory:") as big, FileCache(inner, store=":memory:") as small:
+        sessions = [big.session("a"), small.session("b")]
+        paths = ["sub/shared.txt", "shared.txt"]
+
+        def work(t: int) -> None:
+            try:
+                for k in range(40):
+                    sessions[t % 2].edit(paths[t % 2], "END\n", f"t{t}-{k}\nEND\n")
+            except BaseException as exc:  # collected and asserted empty below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    assert errors == []
+    lines = (inner / "shared.txt").read_text().splitlines()
+    assert sorted(lines[1:-1]) == sorted(f"t{t}-{k}" for t in range(4) for k in range(40))
+
+
+def test_a_nested_hold_of_one_folder_in_one_thread_does_not_wait_on_itself(tmp_path: Path) -> None:
+    from filecache.store.locks import folder_lock
+
+    (tmp_path / "a.txt").write_text("x")
+    with folder_lock(tmp_path / "a.txt"), folder_lock(tmp_path / "b.txt"):
+        entered = True
+    assert entered
