@@ -11,7 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
-from filecache import FileCache
+from filecache import FileCache, Session
 
 WORKER = r"""
 import json, sys
@@ -78,29 +78,37 @@ def test_processes_with_their_own_stores_and_spellings_never_lose_an_edit(tmp_pa
 
 def test_threads_of_two_caches_with_their_own_stores_never_lose_an_edit(tmp_path: Path) -> None:
     root, spelled = _tree(tmp_path)
-    errors: list[BaseException] = []
     with (
         FileCache(root, store=":memory:") as first,
         FileCache(spelled, store=":memory:") as second,  # a lock of its own, nothing shared
     ):
         sessions = [first.session("a"), second.session("b")]
         paths = ["shared.txt", "alias.txt", "./shared.txt", str(spelled / "shared.txt")]
+        _edit_in_threads([(sessions[t % 2], paths[t]) for t in range(4)], root / "shared.txt")
 
-        def work(t: int) -> None:
-            try:
-                for k in range(40):
-                    sessions[t % 2].edit(paths[t], "END\n", f"t{t}-{k}\nEND\n")
-            except BaseException as exc:  # collected and asserted empty below
-                errors.append(exc)
 
-        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
+def _edit_in_threads(plans: list[tuple[Session, str]], real: Path) -> None:
+    """One thread per (session, path) plan, 40 edits each; every edit that returned is in
+    ``real`` (the file they all name), none twice, and none raised."""
+    errors: list[BaseException] = []
+
+    def work(t: int) -> None:
+        session, path = plans[t]
+        try:
+            for k in range(40):
+                session.edit(path, "END\n", f"t{t}-{k}\nEND\n")
+        except BaseException as exc:  # collected and asserted empty below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(len(plans))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
     assert errors == []
-    lines = (root / "shared.txt").read_text().splitlines()
-    assert sorted(lines[1:-1]) == sorted(f"t{t}-{k}" for t in range(4) for k in range(40))
+    lines = real.read_text().splitlines()
+    expected = [f"t{t}-{k}" for t in range(len(plans)) for k in range(40)]
+    assert sorted(lines[1:-1]) == sorted(expected), "an edit that returned is not in the file"
 
 
 def _nested(tmp_path: Path) -> tuple[Path, Path]:
@@ -147,26 +155,9 @@ def test_processes_on_nested_roots_never_lose_an_edit(tmp_path: Path) -> None:
 
 def test_threads_on_nested_roots_never_lose_an_edit(tmp_path: Path) -> None:
     outer, inner = _nested(tmp_path)
-    errors: list[BaseException] = []
     with FileCache(outer, store=":memory:") as big, FileCache(inner, store=":memory:") as small:
-        sessions = [big.session("a"), small.session("b")]
-        paths = ["sub/shared.txt", "shared.txt"]
-
-        def work(t: int) -> None:
-            try:
-                for k in range(40):
-                    sessions[t % 2].edit(paths[t % 2], "END\n", f"t{t}-{k}\nEND\n")
-            except BaseException as exc:  # collected and asserted empty below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-    assert errors == []
-    lines = (inner / "shared.txt").read_text().splitlines()
-    assert sorted(lines[1:-1]) == sorted(f"t{t}-{k}" for t in range(4) for k in range(40))
+        plans = [(big.session("a"), "sub/shared.txt"), (small.session("b"), "shared.txt")] * 2
+        _edit_in_threads(plans, inner / "shared.txt")
 
 
 def test_a_nested_hold_of_one_folder_in_one_thread_does_not_wait_on_itself(tmp_path: Path) -> None:
