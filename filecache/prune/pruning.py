@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_right
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from filecache.core.kinds import CHANGES, FILE_ACCESSES, Kind, Tier, Tool
@@ -71,7 +71,7 @@ from filecache.prune.input_pruning import (
 )
 from filecache.prune.prune_cost import cut_net, session_growth
 from filecache.prune.shell_outputs import superseded_outputs
-from filecache.prune.transcript import Transcript, file_access
+from filecache.prune.transcript import Message, Transcript, file_access
 
 __all__ = [
     "PRESETS", "PruneAction", "PrunePlan", "PrunePolicy", "ResultInfo", "apply_plan", "plan_prune",
@@ -506,48 +506,52 @@ def _relied_on(infos: Sequence[ResultInfo], cleared: set[str]) -> set[str]:
     return alive
 
 
+def _named(message: Message) -> str:
+    """What a message names: its text and its calls' arguments."""
+    return message.text + " " + " ".join(c.raw_arguments for c in message.tool_calls)
+
+
+def _files_named(
+    infos: Sequence[ResultInfo], protected: set[str], kinds: tuple[str, ...]
+) -> Iterator[tuple[ResultInfo, str]]:
+    """The results of ``kinds`` that may stay in use, each with its file's name (a name of
+    three characters or fewer would be found anywhere)."""
+    for info in infos:
+        if info.kind in kinds and info.path and info.call_id not in protected:
+            name = _file_name(info.path)
+            if len(name) > 3:
+                yield info, name
+
+
 def _in_use(
     infos: Sequence[ResultInfo], protected: set[str], tail_text: str, kinds: tuple[str, ...]
 ) -> set[str]:
     """Results of ``kinds`` (reads; with ``keep_edited`` edits too) of files the recent turns
     name: not degraded while the model works on them. An edit's confirmation says where the
     edit landed, which its arguments alone do not when the model never read those lines."""
-    used = set()
-    for info in infos:
-        if info.kind in kinds and info.path and info.call_id not in protected:
-            name = _file_name(info.path)
-            if len(name) > 3 and name in tail_text:
-                used.add(info.call_id)
-    return used
+    return {
+        info.call_id for info, name in _files_named(infos, protected, kinds) if name in tail_text
+    }
 
 
 def _revisited(
     infos: Sequence[ResultInfo],
     protected: set[str],
     transcript: Transcript,
+    assistants: Sequence[int],
     turns: int,
     kinds: tuple[str, ...],
 ) -> set[str]:
     """Results of ``kinds`` of files the model came back to: named in one of the last
-    ``turns`` assistant turns (text and call arguments) that came at least two turns after
-    the result's own (naming it in the very next turn is still reading it)."""
-    assistants = [n for n, m in enumerate(transcript.messages) if m.role == "assistant"]
+    ``turns`` assistant turns (``assistants``: their message indexes; text and call arguments)
+    that came at least two turns after the result's own (naming it in the very next turn is
+    still reading it)."""
     first = max(0, len(assistants) - turns)
-    named = [
-        transcript.messages[n].text
-        + " "
-        + " ".join(c.raw_arguments for c in transcript.messages[n].tool_calls)
-        for n in assistants
-    ]
+    named = [_named(transcript.messages[n]) for n in assistants[first:]]
     used = set()
-    for info in infos:
-        if info.kind not in kinds or not info.path or info.call_id in protected:
-            continue
-        name = _file_name(info.path)
-        if len(name) <= 3:
-            continue
+    for info, name in _files_named(infos, protected, kinds):
         own = bisect_right(assistants, info.message_index) - 1  # the turn that made the call
-        if any(name in text for text in named[max(first, own + 2) :]):
+        if any(name in text for text in named[max(0, own + 2 - first) :]):
             used.add(info.call_id)
     return used
 
@@ -645,15 +649,10 @@ def plan_prune(
         default=len(transcript.messages),
     )
     tail_start = first_protected
-    if policy.in_use_turns:
-        assistants = [i for i, m in enumerate(transcript.messages) if m.role == "assistant"]
-        if assistants:
-            tail_start = min(tail_start, assistants[-min(len(assistants), policy.in_use_turns)])
-    tail_text = "\n".join(
-        m.text + " " + " ".join(c.raw_arguments for c in m.tool_calls)
-        for m in transcript.messages[tail_start:]
-        if m.role != "tool"
-    )
+    assistants = [i for i, m in enumerate(transcript.messages) if m.role == "assistant"]
+    if policy.in_use_turns and assistants:
+        tail_start = min(tail_start, assistants[-min(len(assistants), policy.in_use_turns)])
+    tail_text = "\n".join(_named(m) for m in transcript.messages[tail_start:] if m.role != "tool")
     relied = _relied_on(infos, set(actions))
     while restored := [c for c in actions if c in relied]:
         for cid in restored:  # a live FileRef or diff still points at it
@@ -663,7 +662,7 @@ def plan_prune(
     kinds = (Tool.READ, Tool.EDIT) if policy.keep_edited else (Tool.READ,)
     alive = relied | _in_use(infos, protected, tail_text, kinds)
     if policy.revisit_turns:
-        alive |= _revisited(infos, protected, transcript, policy.revisit_turns, kinds)
+        alive |= _revisited(infos, protected, transcript, assistants, policy.revisit_turns, kinds)
     if policy.keep_edited:
         by_id = {i.call_id: i for i in infos}
         alive |= {cid for cid, why in superseded.items() if _built_on(by_id[cid], why)}
