@@ -185,9 +185,7 @@ class SqliteStore(SqlStore):
     ) -> int:
         """Append ``events`` and apply ``views`` in one transaction if the head is
         ``expected_head``; else ``StoreConflictError`` and nothing written. Returns the head."""
-        continuing = [(session_id, expected_head + n) for n in range(1, len(events) + 1)]
-        if [(e.session_id, e.seq) for e in events] != continuing:
-            check_sequence(session_id, expected_head, events)  # raises, naming the event
+        check_sequence(session_id, expected_head, events)
         rows = [  # in the order of ``sql_store.EVENT_COLUMNS``
             (e.session_id, e.seq, e.call_id, e.tool, e.path, e.start, e.end, e.version,
              e.base_version, e.kind, e.base_call_id, e.tokens, e.tokens_full, e.text_hash,
