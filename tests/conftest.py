@@ -4,12 +4,14 @@ machine)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from click.testing import CliRunner
@@ -66,6 +68,19 @@ def _no_filecache_environment(
     for name in [n for n in os.environ if n.startswith("FILECACHE_")]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.getbasetemp() / "config"))
+
+
+@pytest.fixture(scope="session")
+def bench_hops() -> ModuleType:
+    """``bench/bench_hops.py`` as a module: what counts the modules an operation runs code in
+    (``hops``, ``run``) for ``tests/test_layout.py`` and the pruning pass's own test."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_hops", Path(__file__).parent.parent / "bench" / "bench_hops.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture

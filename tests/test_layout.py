@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = {"filecache": REPO / "filecache", "filecache.adapters": REPO / "adapters"}
@@ -321,16 +322,10 @@ def test_the_layer_check_refuses_an_upward_edge() -> None:
 HOPS_MAX = {"read (content)": 13, "read (unchanged)": 13, "edit": 15, "prune": 22}
 
 
-def test_a_warm_operation_runs_code_in_few_modules(tmp_path: Path) -> None:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_hops", REPO / "bench" / "bench_hops.py")
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+def test_a_warm_operation_runs_code_in_few_modules(tmp_path: Path, bench_hops: ModuleType) -> None:
     root = tmp_path / "root"
     root.mkdir()
-    counts = bench.run(root.resolve(), tmp_path / "store.db")
+    counts = bench_hops.run(root.resolve(), tmp_path / "store.db")
     assert set(counts) == set(HOPS_MAX)
     over = {op: sorted(c) for op, c in counts.items() if len(c) > HOPS_MAX[op]}
     assert not over, f"more modules than HOPS_MAX allows: {over}"

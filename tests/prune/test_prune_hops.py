@@ -3,24 +3,19 @@
 A pass over plain message dicts of file tools runs none of the parts it has no use for: no
 ``settings`` (the deny-list is one pattern compiled once), no SDK dispatch (``sdk_messages``),
 no re-run pass without two command outputs (``shell_outputs``); and the ledger is built without
-a Python frame per event. Counts of frames (``sys.setprofile``), never times.
+a Python frame per event. Counts of frames (``bench_hops.hops``: ``sys.setprofile``), never times.
 """
 
 from __future__ import annotations
 
-import sys
-from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
+from types import ModuleType
 from typing import Any
 
 from prune_chat import Chat
 
-import filecache
 from filecache import FileCache, PrunePolicy, prune_messages
 
-PACKAGE = Path(filecache.__file__).resolve().parent
 SOURCE = "".join(f"def handler_{i}(event):\n    return compute({i}, event)\n\n" for i in range(40))
 EAGER = PrunePolicy(
     context_window=2_000, prune_at=0.0, target=0.0, protect_recent=0, min_reclaim=0,
@@ -28,26 +23,9 @@ EAGER = PrunePolicy(
 )  # fmt: skip
 
 
-def modules_run(operation: Callable[[], Any]) -> Counter[str]:
-    """Frames started per module of ``filecache`` while ``operation`` runs (this thread)."""
-    calls: Counter[str] = Counter()
-
-    def profile(frame: FrameType, event: str, arg: object) -> None:
-        if event == "call":
-            path = Path(frame.f_code.co_filename)
-            if path.suffix == ".py" and path.is_relative_to(PACKAGE):
-                parts = path.relative_to(PACKAGE).with_suffix("").parts
-                calls[".".join(("filecache", *parts)).removesuffix(".__init__")] += 1
-
-    sys.setprofile(profile)
-    try:
-        operation()
-    finally:
-        sys.setprofile(None)
-    return calls
-
-
-def test_a_pass_over_plain_dicts_runs_no_code_it_has_no_use_for(tmp_path: Path) -> None:
+def test_a_pass_over_plain_dicts_runs_no_code_it_has_no_use_for(
+    tmp_path: Path, bench_hops: ModuleType
+) -> None:
     root = tmp_path / "tree"
     root.mkdir()
     (root / "app.py").write_text(SOURCE)
@@ -62,7 +40,7 @@ def test_a_pass_over_plain_dicts_runs_no_code_it_has_no_use_for(tmp_path: Path) 
         calm = PrunePolicy(context_window=10**9)
         prune_messages(chat.messages, session=session, policy=calm)  # warm: imports, tokenizer
         results: list[Any] = []
-        ran = modules_run(
+        ran = bench_hops.hops(
             lambda: results.append(prune_messages(chat.messages, session=session, policy=EAGER))
         )
     assert "r1" in results[0].plan.replacements  # the pass did its work: the stale read cleared
