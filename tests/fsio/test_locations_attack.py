@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from test_secrets import store_bytes
 
 from filecache import FileCache
-from filecache.errors import OutsideRootError
+from filecache.errors import FileCacheError, OutsideRootError
 
 
 def test_the_root_swapped_for_a_link_between_calls_is_never_read_or_written_through(
@@ -89,20 +92,10 @@ def test_a_remembered_path_turned_into_a_link_to_a_denied_file_stores_nothing_of
 def test_threads_racing_a_folder_swap_never_read_or_write_outside(
     root: Path, outside: Path, tmp_path: Path
 ) -> None:
-    import threading
-    import time
-
-    from filecache.errors import FileCacheError
-
     (outside / "x.txt").write_text("OUTSIDE-CONTENT\n")
     (root / "a").mkdir()
     (root / "a" / "x.txt").write_text("inside\n")
-    # Each worker makes 300 calls and goes on until the folder was swapped 200 times; the swapper
-    # runs until every worker is done (counts, not a time: a loaded machine makes the race no
-    # shorter).
     done, swaps = threading.Event(), [0]
-    answers: list[str] = []
-    errors: list[BaseException] = []
 
     def put(link: bool) -> None:
         """``a`` as the link to outside or the real folder; a writer may have made a fresh
@@ -127,36 +120,48 @@ def test_threads_racing_a_folder_swap_never_read_or_write_outside(
             swaps[0] += 1
 
     with FileCache(root, store=str(tmp_path / "store.db")) as cache:
-
-        def work(n: int) -> None:
-            session = cache.session(f"s{n}")
-            calls = 0
-            while calls < 300 or (swaps[0] < 200 and swapper.is_alive()):
-                calls += 1
-                try:
-                    if n % 2:
-                        session.write("a/x.txt", f"written by {n}\n")
-                    else:
-                        answers.append(session.read("a/x.txt", fresh=True).text)
-                except FileCacheError:
-                    pass  # refused or missing mid-swap: fine
-                except BaseException as exc:  # pragma: no cover - the failure shown
-                    errors.append(exc)
-                    raise
-
-        swapper = threading.Thread(target=swap)
-        workers = [threading.Thread(target=work, args=(n,)) for n in range(4)]
-        for t in [swapper, *workers]:
-            t.start()
-        for t in workers:
-            t.join()
-        done.set()
-        swapper.join()
-    assert not errors
-    assert swaps[0] >= 200
-    assert answers and not [a for a in answers if "OUTSIDE" in a]
+        race_reads_and_writes(cache, swap, done, swaps, 200)
     assert (outside / "x.txt").read_text() == "OUTSIDE-CONTENT\n"
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt", "x.txt"]
+
+
+def race_reads_and_writes(
+    cache: FileCache, swap: Callable[[], None], done: threading.Event, swaps: list[int], least: int
+) -> None:
+    """Four sessions' threads read and write ``a/x.txt`` while ``swap`` runs until they are
+    done: each makes 300 calls and goes on until ``least`` swaps were made (counts, not a time:
+    a loaded machine makes the race no shorter). A refusal or a missing file is fine; no answer
+    may hold the outside file's ``OUTSIDE`` bytes, and nothing else may be raised."""
+    answers: list[str] = []
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        session = cache.session(f"s{n}")
+        calls = 0
+        while calls < 300 or (swaps[0] < least and swapper.is_alive()):
+            calls += 1
+            try:
+                if n % 2:
+                    session.write("a/x.txt", f"written by {n}\n")
+                else:
+                    answers.append(session.read("a/x.txt", fresh=True).text)
+            except FileCacheError:
+                pass  # refused (outside) or missing mid-swap: fine
+            except BaseException as exc:  # pragma: no cover - the failure shown
+                errors.append(exc)
+                raise
+
+    swapper = threading.Thread(target=swap)
+    workers = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in [swapper, *workers]:
+        t.start()
+    for t in workers:
+        t.join()
+    done.set()
+    swapper.join()
+    assert not errors
+    assert swaps[0] >= least
+    assert answers and not [a for a in answers if "OUTSIDE" in a]
 
 
 def test_a_refusal_of_a_remembered_location_is_retried_though_another_thread_remembered_anew(

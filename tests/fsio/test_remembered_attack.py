@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from test_locations_attack import race_reads_and_writes
 
 from filecache import FileCache
 from filecache.errors import FileCacheError, MissingFileError, OutsideRootError, PathError
@@ -149,8 +150,6 @@ def test_threads_of_several_sessions_racing_a_file_swapped_for_a_link_out(
     (root / "a").mkdir()
     (root / "a" / "x.txt").write_text("inside\n")
     done, swaps = threading.Event(), [0]
-    answers: list[str] = []
-    errors: list[BaseException] = []
 
     def swap() -> None:
         while not done.is_set():
@@ -164,33 +163,6 @@ def test_threads_of_several_sessions_racing_a_file_swapped_for_a_link_out(
 
     with FileCache(root, store=str(tmp_path / "store.db")) as cache:
         cache.session("warm").read("a/x.txt")  # remembered before the race
-
-        def work(n: int) -> None:
-            session = cache.session(f"s{n}")
-            calls = 0
-            while calls < 300 or (swaps[0] < 300 and swapper.is_alive()):
-                calls += 1
-                try:
-                    if n % 2:
-                        session.write("a/x.txt", f"written by {n}\n")
-                    else:
-                        answers.append(session.read("a/x.txt", fresh=True).text)
-                except FileCacheError:
-                    pass  # refused (outside) or missing mid-swap: fine
-                except BaseException as exc:  # pragma: no cover - the failure shown
-                    errors.append(exc)
-                    raise
-
-        swapper = threading.Thread(target=swap)
-        workers = [threading.Thread(target=work, args=(n,)) for n in range(4)]
-        for t in [swapper, *workers]:
-            t.start()
-        for t in workers:
-            t.join()
-        done.set()
-        swapper.join()
-    assert not errors
-    assert swaps[0] >= 300
-    assert answers and not [a for a in answers if "OUTSIDE" in a]
+        race_reads_and_writes(cache, swap, done, swaps, 300)
     assert (outside / "x.txt").read_text() == "OUTSIDE-CONTENT\n"
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt", "x.txt"]
