@@ -27,6 +27,7 @@ from listening import wait_until_listening
 from pg_server import Cluster
 from test_concurrency import KILLED_WRITER, _run_workers
 from test_invariant import OPS, PATHS, contents, run_ops
+from test_store import event
 
 from filecache import FileCache
 from filecache.cli import main
@@ -289,20 +290,8 @@ def test_sessions_gc_on_postgres(pg_url: str) -> None:
     with PostgresStore(pg_url) as store:
         for version in ("old-only", "kept", "orphan"):
             store.put_blob(version, version.encode())
-        old = Event(
-            session_id="old",
-            seq=1,
-            call_id="c1",
-            tool="read",
-            path="a.py",
-            version="old-only",
-            created=100.0,
-        )
-        append(store, old, {"a.py": "state"})
-        append(
-            store,
-            Event(session_id="new", seq=1, call_id="c1", tool="read", path="a.py", version="kept"),
-        )
+        append(store, event(1, "old", version="old-only", created=100.0), {"a.py": "state"})
+        append(store, event(1, "new", version="kept"))
     runner = CliRunner()
     done = runner.invoke(main, ["sessions", "gc", "--store", pg_url, "--older-than", "1", "--json"])
     assert done.exit_code == 0, done.output

@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+from test_store import event
 
 from filecache.store import migrations
 from filecache.store.sqlite_store import MIGRATIONS, SqliteStore
-from filecache.store.store import Event
 
 
 def _rows(path: Path, sql: str) -> list[tuple[object, ...]]:
@@ -35,42 +35,19 @@ def test_a_store_of_the_previous_release_migrates_and_that_release_still_opens_i
     with monkeypatch.context() as patch:
         patch.setattr(migrations, "MIGRATIONS", older)
         store = SqliteStore(db)
-        store.commit(
-            "s",
-            0,
-            [
-                Event(
-                    session_id="s", seq=1, call_id="c1", tool="read", path="a.py", version="xxh3:a"
-                )
-            ],
-            {},
-        )
+        store.commit("s", 0, [event(1, "s", version="xxh3:a")], {})
         store.close()
     assert "events_session_call" in _indexes(db)
     assert _rows(db, "PRAGMA user_version") == [(len(older),)]
     store = SqliteStore(db)  # this release: m007 runs
     assert "events_session_call" not in _indexes(db)
     assert _rows(db, "PRAGMA user_version") == [(len(MIGRATIONS),)]
-    store.commit(
-        "s",
-        1,
-        [Event(session_id="s", seq=2, call_id="c2", tool="read", path="a.py", version="xxh3:b")],
-        {},
-    )
+    store.commit("s", 1, [event(2, "s", version="xxh3:b")], {})
     store.close()
     with monkeypatch.context() as patch:  # the previous release opens it again, and writes
         patch.setattr(migrations, "MIGRATIONS", older)
         store = SqliteStore(db)
-        store.commit(
-            "s",
-            2,
-            [
-                Event(
-                    session_id="s", seq=3, call_id="c3", tool="read", path="a.py", version="xxh3:c"
-                )
-            ],
-            {},
-        )
+        store.commit("s", 2, [event(3, "s", version="xxh3:c")], {})
         store.close()
     store = SqliteStore(db)
     assert [e.call_id for e in store.events("s")] == ["c1", "c2", "c3"]
@@ -83,24 +60,10 @@ def test_a_session_used_through_another_store_object_is_not_expired_by_gc(tmp_pa
     one, two = SqliteStore(db), SqliteStore(db)
     try:
         now = time.time()
-        one.commit(
-            "s",
-            0,
-            [
-                Event(
-                    session_id="s", seq=1, call_id="c1", tool="read", path="a.py", created=now - 0.2
-                )
-            ],
-            {},
-        )
+        one.commit("s", 0, [event(1, "s", created=now - 0.2)], {})
         two.touch_session("old", now - 86400 * 30)
         # the other object's commit, within the slack of what it last wrote
-        one.commit(
-            "s",
-            1,
-            [Event(session_id="s", seq=2, call_id="c2", tool="read", path="a.py", created=now)],
-            {},
-        )
+        one.commit("s", 1, [event(2, "s", created=now)], {})
         report = two.gc(older_than=now - 86400)
         assert report.sessions_deleted == 1
         assert [s.session_id for s in one.sessions()] == ["s"]

@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_store import event
 
 from filecache.store import migrations
 from filecache.store.dialect import POSTGRESQL, SQLITE
 from filecache.store.migrations import MIGRATIONS
 from filecache.store.sql_store import EVENT_COLUMNS
 from filecache.store.sqlite_store import SqliteStore
-from filecache.store.store import Event, Intent, Store, compress
+from filecache.store.store import Intent, Store, compress
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "store"
 
@@ -120,15 +121,7 @@ def _check_every_role(store: Store) -> None:
     ]
     [info] = store.sessions()
     assert (info.session_id, info.events, info.tokens, info.tokens_full) == ("s1", 2, 35, 70)
-    assert (
-        store.commit(
-            "s1",
-            2,
-            [Event(session_id="s1", seq=3, call_id="c3", tool="write", path="a.py", created=30.0)],
-            {},
-        )
-        == 3
-    )
+    assert store.commit("s1", 2, [event(3, tool="write", created=30.0)], {}) == 3
     store.put_intent(
         Intent(
             session_id="s1",
