@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 
 from filecache.core.kinds import CHANGES, FILE_ACCESSES, Kind, Tier, Tool
 from filecache.core.render import (
+    MARKER,
     OUTLINE_TAG,
     PLACEHOLDER_MARKER,
     TRUNCATION_MARKER,
@@ -300,6 +301,10 @@ def collect(
             kind, path = record.tool, record.path
             start, end = record.start or 1, record.end
             version, answer, base = record.version, record.kind, record.base_call_id
+            if answer == Kind.OUTLINE and not result.text.startswith(MARKER):
+                # The model was not given filecache's outline but something else in its place
+                # (the agent's own view, which a cap kept): the transcript says what it holds.
+                answer = ""
         elif access is not None:
             kind, path, start, end = access.kind, access.path, access.start, access.end
             version = None

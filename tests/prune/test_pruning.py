@@ -163,6 +163,24 @@ def test_superseded_by_an_outside_change_seen_by_rehash(tmp_path: Path) -> None:
         }
 
 
+def test_an_outline_the_model_was_not_given_is_not_a_map_it_used(tmp_path: Path) -> None:
+    """The ledger says outline, but the transcript holds the agent's own view in its place (a
+    cap kept it): a later range read does not supersede that view as a used map would be."""
+    (tmp_path / "a.py").write_text(SOURCE)
+    with FileCache(tmp_path, store=":memory:", outline_threshold=0) as cache:
+        session = cache.session()
+        outline = session.read("a.py", call_id="r1")
+        assert outline.kind == "outline"
+        lines = session.read("a.py", offset=3, limit=2, call_id="r2").text
+        for shown, expected in ((outline.text, {"r1"}), (numbered(40), set())):
+            chat = Chat()
+            chat.read("a.py", shown, call_id="r1")
+            chat.read("a.py", lines, 3, 2, call_id="r2")
+            ledger = session.ledger()
+            found = _superseded(collect(parse_transcript(chat.messages), ledger, words), ledger)
+            assert set(found) == expected
+
+
 # -- keep-alive -----------------------------------------------------------------------------
 
 
