@@ -272,6 +272,37 @@ def bench_tokens() -> None:
     print("Target: re-reads ≥ 99% fewer tokens than their full reads; a FileRef ≤ 32 tokens.\n")
 
 
+def bench_numbering() -> None:
+    """What the line numbers of a content answer cost: the 20 files of ``fixtures/delta/`` read
+    whole through a session, against their raw lines and ``cat -n``'s six-column numbers."""
+    names = delta_files()
+    texts = {name: (DELTA / name).read_text(encoding="utf-8") for name in names}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for name, text in texts.items():
+            (root / name).parent.mkdir(exist_ok=True)
+            (root / name).write_text(text, encoding="utf-8")
+        with FileCache(root, store=":memory:") as cache:
+            session = cache.session("bench")
+            answers = {name: session.read(name, mode="full").text for name in names}
+    print("### What line numbers cost (20 whole files of `fixtures/delta/`)\n")
+    print(row("encoding", "raw lines", "`cat -n` (6 columns)", "filecache's answers", "saved"))
+    print(row("---", "---:", "---:", "---:", "---:"))
+    for encoding in ("o200k", "cl100k"):
+        counter = TokenCounter(encoding)
+        raw = sum(counter.count(t) for t in texts.values())
+        cat = sum(
+            counter.count("".join(f"{n:6d}\t{line}" for n, line in enumerate(lines, 1)))
+            for lines in (t.splitlines(keepends=True) for t in texts.values())
+        )
+        ours = sum(counter.count(a) for a in answers.values())
+        print(row(encoding, f"{raw:,}", f"{cat:,}", f"{ours:,}", f"{100 * (1 - ours / cat):.1f}%"))
+    print(
+        "\nfilecache's answers carry a one-line header each and number lines right-aligned to "
+        "the width of the last number shown, then a TAB.\n"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reads", type=int, default=2000, help="re-reads timed (default 2000)")
@@ -283,6 +314,7 @@ def main() -> None:
     if args.tokens_only:
         print("$ .venv/bin/python bench/bench_read.py --tokens-only\n")
         bench_tokens()
+        bench_numbering()
         return
     print(
         f"$ .venv/bin/python bench/bench_read.py --reads {args.reads} --diff-runs {args.diff_runs}"
@@ -294,6 +326,7 @@ def main() -> None:
         bench_reread(Path(tmp), args.reads)
         bench_diff(Path(tmp), args.diff_runs)
     bench_tokens()
+    bench_numbering()
 
 
 def _diff_version() -> str:

@@ -12,10 +12,12 @@ Two estimators, for when no vocabulary is loaded:
   linear model over three numbers the read path already has — characters, the extra bytes of
   non-ASCII characters in UTF-8, and lines — so it costs nothing per character. Its
   coefficients were fitted per encoding (least squares on relative error) to the exact BPE
-  counts of 5,001 text files (source, docs, data; 1,188 with non-ASCII text). Exact/estimate
-  over those files: median 1.01, 1st percentile 0.81, 99th 1.71 for ``cat -n`` renderings; 1.03,
-  0.77, 1.99 for raw text. ``ESTIMATE_MARGIN`` is the 1st percentile: decisions that compare an
-  estimated answer with an estimated content require the answer to be smaller by that margin too.
+  counts of 5,001 text files: for raw text, of source, docs and data (1,188 with non-ASCII
+  text; exact/estimate median 1.03, 1st percentile 0.77, 99th 1.99); for content answers
+  (numbered lines, ``render_lines``), of the 5,001 text files of a ``site-packages``
+  (``bench/fit_fast_counts.py``: median 0.99, 1st percentile 0.82, 99th 1.91).
+  ``ESTIMATE_MARGIN`` is about the 1st percentile: decisions that compare an estimated answer
+  with an estimated content require the answer to be smaller by that margin too.
   Known bias: text that is mostly CJK (three UTF-8 bytes a glyph, about one token each) is
   overestimated about 2.2 times: FileRefs, diffs and outlines (each as correct as content) then
   clear their bars more easily, and ``filecache stats`` overstates what they saved.
@@ -39,10 +41,11 @@ __all__ = [
 
 ENCODINGS = {"o200k": "o200k_base", "cl100k": "cl100k_base"}
 
-# (per character, per extra UTF-8 byte, per line): raw text, then ``cat -n`` numbered lines.
+# (per character, per extra UTF-8 byte, per line): raw text, then content answers (numbered
+# lines under a header; ``bench/fit_fast_counts.py`` fits them).
 _FAST: dict[str, tuple[tuple[float, float, float], tuple[float, float, float]]] = {
-    "o200k": ((0.2126, 1.0087, 1.5151), (0.2230, 0.9674, 4.7913)),
-    "cl100k": ((0.2086, 1.4751, 1.5754), (0.2195, 1.3795, 4.8397)),
+    "o200k": ((0.2126, 1.0087, 1.5151), (0.1921, 0.2971, 3.5417)),
+    "cl100k": ((0.2086, 1.4751, 1.5754), (0.1906, 0.3539, 3.5508)),
 }
 ESTIMATE_MARGIN = 0.8
 """An estimated answer replaces estimated content only when at most this fraction of it."""
@@ -52,8 +55,8 @@ def fast_estimate(
     chars: int, extra_bytes: int, lines: int, *, numbered: bool = False, encoding: str = "o200k"
 ) -> int:
     """Estimated tokens of text with ``chars`` characters (newlines not counted), ``extra_bytes``
-    bytes beyond one per character in UTF-8, over ``lines`` lines; ``numbered``: rendered
-    ``cat -n`` style (each line behind a 6-column number and a TAB)."""
+    bytes beyond one per character in UTF-8, over ``lines`` lines; ``numbered``: rendered as a
+    content answer (``render_lines``: each line behind its number and a TAB, under a header)."""
     if chars <= 0 and lines <= 0:
         return 0
     per_char, per_byte, per_line = _FAST.get(encoding, _FAST["o200k"])[numbered]

@@ -62,7 +62,7 @@ def test_console_script_runs(root: Path, store_path: Path) -> None:
         [str(CONSOLE_SCRIPT), "read", "notes.txt", *base], capture_output=True, timeout=60
     )
     assert first.returncode == 0, first.stderr
-    assert b"     1\tline 1: the quick" in first.stdout
+    assert b"]\n 1\tline 1: the quick" in first.stdout
     second = subprocess.run(
         [str(CONSOLE_SCRIPT), "read", "notes.txt", *base], capture_output=True, timeout=60
     )
@@ -75,19 +75,19 @@ def test_read_twice_in_one_session_gives_content_then_fileref(
 ) -> None:
     first = run(runner, root, store_path, "read", "notes.txt", "--session", "s1")
     assert first.exit_code == 0, first.stderr
-    assert "    60\tline 60: the quick brown fox" in first.stdout
+    assert "\n60\tline 60: the quick brown fox" in first.stdout
     second = run(runner, root, store_path, "read", "notes.txt", "--session", "s1")
     assert second.exit_code == 0, second.stderr
     assert "notes.txt unchanged" in second.stdout
     assert "line 60" not in second.stdout
     other = run(runner, root, store_path, "read", "notes.txt", "--session", "s2")
-    assert "    60\tline 60" in other.stdout
+    assert "\n60\tline 60" in other.stdout
 
 
 def test_default_store_lives_in_the_root_and_is_git_ignored(runner: CliRunner, root: Path) -> None:
     args = ["read", "notes.txt", "--root", str(root), "--session", "d"]
     env = {"FILECACHE_STORE": None}
-    assert "    60\tline 60" in runner.invoke(main, args, env=env).stdout
+    assert "\n60\tline 60" in runner.invoke(main, args, env=env).stdout
     assert "notes.txt unchanged" in runner.invoke(main, args, env=env).stdout
     assert (root / ".filecache" / ".gitignore").read_text(encoding="utf-8").strip() == "*"
 
@@ -119,7 +119,7 @@ def test_read_json_fields(runner: CliRunner, root: Path, store_path: Path) -> No
 
 def test_read_with_range_and_raw(runner: CliRunner, root: Path, store_path: Path) -> None:
     result = run(runner, root, store_path, "read", "notes.txt", "--offset", "2", "--limit", "2")
-    assert "     2\tline 2:" in result.stdout and "     4\t" not in result.stdout
+    assert "]\n2\tline 2:" in result.stdout and "\n4\t" not in result.stdout
     raw = run(runner, root, store_path, "read", "src/app.py", "--raw")
     assert raw.stdout == "def main():\n    return 1\n"
 

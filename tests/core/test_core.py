@@ -6,6 +6,8 @@ import difflib
 import inspect
 import re
 import socket
+import sys
+import threading
 from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
@@ -17,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import filecache
+import filecache.core.text as text_mod
 from filecache import errors
 from filecache.core.diffing import diff_lines, render_hunks, unified_hunks
 from filecache.core.hashing import short_version, version_of
@@ -62,7 +65,7 @@ def test_render_lines_whole_file() -> None:
     lines = split_lines("alpha\n\tbeta\ngamma\n")
     out = render_lines("pkg/p.py", lines, 1, 3).split("\n")
     assert re.fullmatch(r"\[pkg/p\.py: 3 lines" + HEADER, out[0])
-    assert out[1:] == ["     1\talpha", "     2\t\tbeta", "     3\tgamma", ""]
+    assert out[1:] == ["1\talpha", "2\t\tbeta", "3\tgamma", ""]
 
 
 def test_render_lines_partial_and_version() -> None:
@@ -71,13 +74,56 @@ def test_render_lines_partial_and_version() -> None:
     out = render_lines("p.py", lines, 998, 1001, version=version).split("\n")
     assert re.fullmatch(r"\[p\.py: lines 998-1001 of 1200" + HEADER, out[0])
     assert short_version(version) in out[0]
-    assert out[1:] == ["   998\tl998", "   999\tl999", "  1000\tl1000", "  1001\tl1001", ""]
+    assert out[1:] == [" 998\tl998", " 999\tl999", "1000\tl1000", "1001\tl1001", ""]
+
+
+@given(st.integers(1, 200_000), st.integers(0, 5_000))
+def test_line_numbers_are_right_aligned_to_the_last_number_shown(start: int, more: int) -> None:
+    end = start + more
+    lines = [f"l{n}" for n in range(1, end + 1)]
+    body = render_lines("p", lines, start, end).split("\n")[1:-1]
+    width = len(str(end))
+    assert body == [f"{n:>{width}}\tl{n}" for n in range(start, end + 1)]
+
+
+def test_line_number_prefixes_stay_right_while_threads_grow_the_shared_cache() -> None:
+    """The prefixes are cached per width and grown on demand: threads that render ranges of
+    every width at once never see a cache another thread is extending (a duplicated or
+    missing prefix would number lines wrongly). A tiny switch interval makes the threads
+    interleave inside the growth; 20 rounds, each from an empty cache."""
+    ends = [9, 99, 5_000, 9_999, 12_345, 99_999, 130_000, 42, 7_777, 1_025]
+    lines = [f"l{n}" for n in range(1, max(ends) + 1)]
+    errors: list[str] = []
+
+    def render(k: int, barrier: threading.Barrier) -> None:
+        barrier.wait()
+        for end in ends[k % 3 :] + ends[: k % 3]:
+            start = max(1, end - 40)
+            body = render_lines("p", lines, start, end).split("\n")[1:-1]
+            width = len(str(end))
+            if body != [f"{n:>{width}}\tl{n}" for n in range(start, end + 1)]:
+                errors.append(f"{start}-{end}")
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(20):
+            text_mod.__dict__["_PREFIXES"].clear()
+            barrier = threading.Barrier(8)
+            threads = [threading.Thread(target=render, args=(k, barrier)) for k in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
 
 
 def test_render_lines_no_final_newline_and_empty() -> None:
     lines = split_lines("one\ntwo")
-    assert render_lines("t", lines, 1, 2).endswith(f"     2\ttwo\n{NO_NEWLINE}\n")
-    assert render_lines("t", lines, 1, 1).endswith("     1\tone\n")
+    assert render_lines("t", lines, 1, 2).endswith(f"]\n1\tone\n2\ttwo\n{NO_NEWLINE}\n")
+    assert render_lines("t", lines, 1, 1).endswith("]\n1\tone\n")
     assert re.fullmatch(r"\[e: empty file" + HEADER + "\n", render_lines("e", [], 1, 0))
 
 

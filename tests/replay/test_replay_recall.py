@@ -153,7 +153,7 @@ def test_no_answer_is_larger_than_the_agents_own_view(tmp_path: Path) -> None:
 
     lines = BIG.splitlines(keepends=True)
     clipped = "".join(f"{n:6d}\t{t}" for n, t in enumerate(lines[:6], 1)) + "<response clipped>"
-    part = "".join(f"{n:6d}\t{t}" for n, t in enumerate(lines[:5], 1))
+    part = "".join(f"{n}\t{t}" for n, t in enumerate(lines[:5], 1))  # as filecache numbers
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a coding agent."},
         {"role": "user", "content": "fix it"},

@@ -171,7 +171,7 @@ def test_stats_and_replay_agree_on_the_same_sessions(tmp_path: Path) -> None:
         assert rows[one.session_id]["saved"] == one.saved  # 'sessions list' counts alike
     real = next(r for r in replays if r.name == FIXTURE.name)
     outline = next(c for c in real.calls if c["kind"] == "outline")
-    assert outline["plain_tokens"] > 5 * outline["filecache_tokens"]  # what it was credited
+    assert outline["plain_tokens"] > 4 * outline["filecache_tokens"]  # what it was credited
     assert real.ledger_saved_pct < 50 < 100 * (1 - real.ledger_reads[0] / (
         real.ledger_reads[1] + outline["plain_tokens"] - outline["filecache_tokens"]
     ))  # fmt: skip

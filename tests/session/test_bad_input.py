@@ -78,7 +78,7 @@ def test_crlf_read_shows_cr_hashes_bytes_and_write_round_trips(
     data = b"first\r\nsecond\r\nthird\r\n"
     (root / "dos.txt").write_bytes(data)
     result = cache.session().read("dos.txt")
-    assert "     1\tfirst\r\n     2\tsecond\r\n     3\tthird\r\n" in result.text
+    assert "]\n1\tfirst\r\n2\tsecond\r\n3\tthird\r\n" in result.text
     assert result.version == version_of(data)
     raw = cache.session().read("dos.txt", numbered=False)
     assert raw.text.encode("utf-8") == data
@@ -112,7 +112,7 @@ def test_missing_final_newline_is_marked_and_raw_is_exact(cache: FileCache, root
     (root / "tail.txt").write_text("one\ntwo", encoding="utf-8")
     session = cache.session()
     text = session.read("tail.txt").text
-    assert text.endswith("     2\ttwo\n\\ No newline at end of file\n")
+    assert text.endswith("]\n1\tone\n2\ttwo\n\\ No newline at end of file\n")
     assert session.read("tail.txt", numbered=False, fresh=True).text == "one\ntwo"
 
 
@@ -153,7 +153,7 @@ def test_huge_file_whole_read_refused_ranged_read_works(root: Path) -> None:
         assert "huge.txt" in str(info.value) and "offset/limit" in str(info.value)
         part = session.read("huge.txt", offset=100, limit=3)
     assert (part.kind, part.start, part.end, part.line_count) == ("partial", 100, 102, 200)
-    assert "   100\trow 00100 of a" in part.text and "   103\t" not in part.text
+    assert "]\n100\trow 00100 of a" in part.text and "\n103\t" not in part.text
     assert part.version == version_of(data.encode("utf-8"))
 
 

@@ -83,6 +83,8 @@ def _modify(path: Path, old: str, new: str) -> None:
 
 
 def test_an_outside_change_is_noticed_once_with_the_diff(root: Path) -> None:
+    app = "".join(f"def handler_{i}(event):\n    return event  # {i}\n" for i in range(6))
+    (root / "src" / "app.py").write_text(app, encoding="utf-8")  # a FileRef is shorter
     with FileCache(root, store=":memory:", watch=True) as cache:
         assert cache.watcher is not None
         session = cache.session()
@@ -99,7 +101,8 @@ def test_an_outside_change_is_noticed_once_with_the_diff(root: Path) -> None:
         assert answer.text.count("changed outside the agent") == 1
         assert answer.kind == "unchanged"  # app.py itself: a one-line FileRef after the notice
         last = rest.rstrip("\n").rsplit("\n", 1)[1]
-        assert last.startswith("[filecache] src/app.py unchanged since your result call_2 (2 lines")
+        ref = "[filecache] src/app.py unchanged since your result call_2 (12 lines"
+        assert last.startswith(ref)
         # Once per change: the next answers carry no notice, and the model's view moved on.
         assert "outside" not in session.read("src/app.py", call_id="call_4").text
         assert session.read("notes.txt", call_id="call_5").kind == "unchanged"
