@@ -329,8 +329,9 @@ _PREFIXES_KEPT = 1 << 17  # prefixes cached up to this line number; deeper ones 
 
 def _prefixes(start: int, end: int) -> list[str]:
     """The prefixes of lines ``start..end``: the number right-aligned to the width of ``end``,
-    then a TAB (``cat -n``'s style without its six-column padding, which cost about two tokens
-    a line under o200k and cl100k: ``bench/bench_read.py --tokens-only``).
+    then a TAB (``cat -n``'s style without its six-column padding: 1.6 tokens a line fewer on
+    the 10,595 lines of ``fixtures/delta``, o200k and cl100k, ``bench/bench_read.py
+    --tokens-only``).
 
     Built once per width and sliced after; a longer list replaces the cached one whole, so a
     thread that reads the cache meanwhile slices a complete list, never one being extended."""
