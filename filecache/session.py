@@ -281,10 +281,10 @@ class Session:
     def _forget_in(self, turn: Turn, ids: Iterable[str]) -> None:
         ids = frozenset(ids)
         dropped = False
-        for key in list(self._state.views):
-            view = turn.view(key)
-            if view is not None:
-                dropped |= view.forget(ids)
+        for key, held in list(self._state.views.items()):
+            current = turn.views.get(key, held)  # the turn's copy, else the session's view
+            if current.forgets(ids):  # copied only when forgetting changes it
+                dropped |= turn.new_view(key).forget(ids)
         if dropped:  # an event moves the store's head: other objects of the session catch up
             turn.log(self._call_id(None), "forget", "", kind="forgot", deps=tuple(sorted(ids)))
 

@@ -312,6 +312,22 @@ class PathView:
             changed = True
         return changed
 
+    def forgets(self, ids: set[str] | frozenset[str]) -> bool:
+        """Whether ``forget(ids)`` would change this view: an outline or an alternative relies
+        on one of ``ids``, or ``forget`` would tidy it (a version without facts, adjacent runs
+        with the same alternatives). A view it would leave as is need not be copied to ask."""
+        if any(cid in ids for cid in self.outlines.values()):
+            return True
+        for facts in self.versions.values():
+            if not facts.spans:
+                return True
+            end, before = -1, None
+            for s, e, alts in facts.spans:
+                if (end + 1 == s and alts == before) or any(not d.isdisjoint(ids) for d in alts):
+                    return True
+                end, before = e, alts
+        return False
+
     def call_ids(self) -> set[str]:
         held = set(self.outlines.values())
         for facts in self.versions.values():

@@ -288,3 +288,29 @@ def test_an_edit_maps_facts_a_run_at_a_time_as_line_by_line(
     new_lines = split_lines(edited)
     got = map_through_edit(old_lines, facts, new_lines, pieces, "e-new")
     assert got == _line_by_line(old_lines, facts, new_lines, pieces, "e-new")
+
+
+@settings(max_examples=int(os.environ.get("FILECACHE_PROPERTY_EXAMPLES", "300")), deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 12), st.integers(0, 4), _DEPS), max_size=8),
+    st.frozensets(_IDS, max_size=3),
+    st.data(),
+)
+def test_forgets_says_exactly_whether_forget_changes_a_view(
+    adds: list[tuple[int, int, frozenset[str]]], ids: frozenset[str], data: st.DataObject
+) -> None:
+    view = PathView(max_versions=3)
+    for n, (start, size, deps) in enumerate(adds):
+        view.facts_for(f"v{n % 4}", 20, n).add(start, start + size, deps)
+    if data.draw(st.booleans()):
+        view.facts_for("empty", 20, 99)  # a version without facts: forget drops it
+    if data.draw(st.booleans()):  # adjacent runs left unmerged (a stored view): forget merges
+        alts = (data.draw(_DEPS),)
+        view.facts_for("split", 20, 100).spans = [(1, 3, alts), (4, 6, alts)]
+    if data.draw(st.booleans()):
+        view.outlines["v1#auto"] = data.draw(_IDS)
+    before = (view.to_json(), [f.spans for f in view.versions.values()])
+    after = view.copy()
+    after.forget(ids)
+    changed = (after.to_json(), [f.spans for f in after.versions.values()]) != before
+    assert view.forgets(ids) == changed
