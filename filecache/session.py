@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from filecache.conversations import CacheHost
-from filecache.core.edits import ChangePlan, plan_edit, plan_write
+from filecache.core.edits import ChangePlan, plan_adopt, plan_edit, plan_write
 from filecache.core.hashing import KEYED, args_hash
 from filecache.core.kinds import Tool
 from filecache.core.planner import (
@@ -56,8 +56,8 @@ from filecache.core.planner import (
 )
 from filecache.core.render import RETRIED_DETAIL, render_sealed, render_write
 from filecache.core.results import Kind, ReadResult, Source, WriteResult
-from filecache.core.text import decode_text, encode_text, join_lines, split_lines
-from filecache.core.views import Facts, Span
+from filecache.core.text import decode_text, encode_text, split_lines
+from filecache.core.views import Facts
 from filecache.errors import (
     CallAbandonedError,
     ConflictError,
@@ -538,8 +538,15 @@ class Session:
                     else self._state.seen.get(loc.rel)
                 )
                 facts = view.get(held) if view is not None and held else None
-                planned = None if deleted or data is None else self._adopted(
-                    loc, call_id, held, facts, content, edits, replace_all)  # fmt: skip
+                planned = None
+                if not deleted and data is not None:
+                    lines = None
+                    if content is None and held is not None:
+                        lines = self._versions.lines_of(held)  # what the edits apply to
+                    planned = plan_adopt(
+                        loc.rel, lines, facts, content=content, edits=edits,
+                        replace_all=replace_all, call_id=call_id,
+                    )  # fmt: skip
                 if planned is not None and data is not None:
                     kind, change = planned
                     if encode_text(change.text, loc.rel) == data:
@@ -552,31 +559,6 @@ class Session:
                 return Kind.CHANGED
 
         return self._at(path, adopt_at)
-
-    def _adopted(
-        self,
-        loc: Located,
-        cid: str,
-        held: str | None,
-        facts: Facts | None,
-        content: str | None,
-        edits: Sequence[tuple[str, str]] | None,
-        replace_all: bool,
-    ) -> tuple[str, ChangePlan] | None:
-        """What the host's change makes of the version ``held`` the model holds (whose facts
-        are ``facts``): (kind, plan), or None when it cannot be placed."""
-        if content is not None:
-            count = len(split_lines(content))
-            spans: list[Span] = [(1, count, (frozenset([cid]),))] if count else []
-            return Kind.WRITTEN, ChangePlan(content, spans, "")
-        old = self._versions.lines_of(held) if held is not None else None
-        if old is None or not edits:
-            return None  # the model holds no version to apply them to: a plain change
-        try:
-            change = plan_edit(loc.rel, join_lines(old), facts, edits, replace_all, cid)
-        except FileCacheError:
-            return None  # the edits do not apply to what the model holds
-        return Kind.EDITED, ChangePlan(change.text, change.spans, "")
 
     def _answer(
         self, turn: Turn, src: Source, cid: str, ask_at: Callable[[int], ReadAsk]
