@@ -102,6 +102,7 @@ class Session:
         # the parts of the cache a session answers with (FileCache makes them, once per root)
         self._paths, self._secrets, self._versions = cache.paths, cache.secrets, cache.versions
         self._counts, self._outlines = cache.counts, cache.outlines
+        self._seal = functools.partial(getattr, self._secrets, "ref_seal")  # asked when needed
         self._outside = OutsideChanges(cache)  # files the watcher saw change
         cache.store.touch_session(session_id)
 
@@ -571,7 +572,9 @@ class Session:
         ask = ask_at(turn.next_seq())
         decision = plan_read(
             ask, view, call_seq=self._state.call_seq,
-            lookups=read_lookups(self._versions, self._counts, self._outlines, src, view),
+            lookups=read_lookups(
+                self._versions, self._counts, self._outlines, src, view, self._seal
+            ),
             rules=ReadRules(
                 outline_threshold=settings.outline_threshold,
                 diff_max_ratio=settings.diff_max_ratio,
@@ -586,15 +589,9 @@ class Session:
         src = request.src
         turn.views[src.key] = decision.view
         turn.seen[src.key] = src.version
-        text, tokens = decision.text, decision.tokens
-        if not src.numbered:
-            # Raw and shell answers show a file byte for byte: filecache's own lines carry
-            # the seal a file cannot know (render.render_sealed); content is never touched.
-            if decision.kind in (Kind.UNCHANGED, Kind.DIFF, Kind.OUTLINE):
-                text = render_sealed(text, self._secrets.ref_seal)
-                tokens += self._counts.count(text) - self._counts.count(decision.text)
-            if notice:
-                notice = render_sealed(notice, self._secrets.ref_seal)
+        text, tokens = decision.text, decision.tokens  # a raw answer's sealed (plan_read)
+        if notice and not src.numbered:  # and so are a notice's lines
+            notice = render_sealed(notice, self._secrets.ref_seal)
         if notice:
             text, tokens = notice + text, tokens + self._counts.count(notice)
         start, end = request.start, request.end
