@@ -9,10 +9,11 @@ and returns it (the shape of ``plan_prune`` beside ``pruner.py``).
 ``plan_read`` takes every decision of one read: which lines (an offset and limit, a symbol's
 definition, a streamed window, a tool's output), whether an ``auto`` whole-file read is an
 outline, and then content, ``unchanged`` or a diff (``plan_lines``) or an outline
-(``plan_outline``), sealed when the read is raw and the answer is not content. What it needs of the version's content (token counts, the outline, a
-symbol's lines, the lines of diff bases) it asks through ``ReadLookups``: functions of the
-version only, which the shell answers from its caches, and which the planner calls only when
-the decision needs them (an outline is rendered only when one is sent).
+(``plan_outline``), sealed when the read is raw and the answer is not content. What it needs
+of the version's content (token counts, the outline, a symbol's lines, the lines of diff bases)
+it asks through ``ReadLookups``: functions of the version only (and the root's seal), which the
+shell answers from its caches, and which the planner calls only when the decision needs them
+(an outline is rendered only when one is sent).
 
 The rules (DESIGN.md, "Read rules"):
 - ``unchanged`` only when the file is at the version the model last learned of (``latest``)
