@@ -1,7 +1,7 @@
 """The ledger snapshot the pruner consumes: every call of a session and every path's writes.
 
-Pure: built from the store's ``Event`` rows, returns frozen records. ``Session.ledger()`` is the
-public way to get one.
+Pure: built from a session's ``Event`` rows, returns frozen records. ``Session.ledger()`` is the
+public way to get one (of the events its object keeps, ``turns.SessionState.events``).
 """
 
 from __future__ import annotations

@@ -397,8 +397,13 @@ class Session:
                 self._outside.mark(path)
 
     def ledger(self) -> Ledger:
-        """A snapshot of this session's ledger (what the pruner consumes)."""
-        return build_ledger(self.id, self.cache.store.events(self.id))
+        """A snapshot of this session's ledger (what the pruner consumes): of the events this
+        object keeps, caught up with the store first (another object, thread or process of the
+        session may have moved it on)."""
+        with self._hold():
+            if self._current is None:  # a turn caught up when it began
+                self._state.catch_up()
+            return build_ledger(self.id, self._state.events)
 
     def read_tool(self, fn: Any = None, /, **options: Any) -> Any:
         """Decorate an agent's own read tool: cache on its output (see filecache.decorators).
