@@ -6,15 +6,16 @@ public way to get one (of the events its object keeps, ``turns.SessionState.even
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from operator import attrgetter
 from types import MappingProxyType
 
+from filecache.core.hashing import KEYED
 from filecache.core.kinds import CHANGES, Kind, Tool
 from filecache.store.store import Event
 
-__all__ = ["CallRecord", "Ledger", "WriteRecord", "build_ledger"]
+__all__ = ["CallRecord", "Ledger", "WriteRecord", "build_ledger", "stale_calls"]
 
 
 @dataclass(frozen=True)  # positional: built in one place, from ``_record_values`` of an event
@@ -93,3 +94,49 @@ def build_ledger(session_id: str, events: Iterable[Event]) -> Ledger:
         calls=MappingProxyType(calls),
         writes=MappingProxyType({p: tuple(w) for p, w in writes.items()}),
     )
+
+
+def stale_calls(
+    held: Iterable[str],
+    calls: Mapping[str, CallRecord],
+    texts: Mapping[str, str],
+    arguments: Mapping[str, object],
+    text_hash: Callable[[str, bool], str],
+    args_hash: Callable[[str, bool], str],
+) -> set[str]:
+    """The ``held`` call ids a transcript no longer backs (``Session.sync``).
+
+    A result the view relies on must still be in the transcript (``texts``: call id -> result
+    text) with exactly the text filecache answered: its ``text_hash(text, keyed)`` is the
+    ledger's. A write's or edit's call must still carry what it wrote: each of the ledger's
+    ``args`` is the ``args_hash(string, secret)`` of a string in the call's ``arguments``
+    (call id -> its parsed arguments; a client may clear tool inputs). Keyed hashes (``KEYED``)
+    are compared keyed.
+    """
+    gone: set[str] = set()
+    for cid in held:
+        record = calls.get(cid)
+        text = texts.get(cid)
+        if text is None:
+            gone.add(cid)
+        elif record is not None and record.text_hash is not None:
+            keyed = record.text_hash.startswith(KEYED)
+            if text_hash(text, keyed) != record.text_hash:
+                gone.add(cid)
+        if record is not None and record.args:  # a write/edit: its arguments must remain
+            carried = _strings(arguments.get(cid))
+            secret = record.args[0].startswith(KEYED)
+            if not set(record.args) <= {args_hash(v, secret) for v in carried}:
+                gone.add(cid)
+    return gone
+
+
+def _strings(value: object) -> set[str]:
+    """Every string inside a call's (JSON) arguments."""
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return set().union(*(_strings(v) for v in value.values())) if value else set()
+    if isinstance(value, (list, tuple)):
+        return set().union(*(_strings(v) for v in value)) if value else set()
+    return set()

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from filecache.conversations import CacheHost
 from filecache.core.edits import ChangePlan, plan_adopt, plan_edit, plan_write
-from filecache.core.hashing import KEYED, args_hash
+from filecache.core.hashing import args_hash
 from filecache.core.kinds import Tool
 from filecache.core.planner import (
     MODES,
@@ -71,7 +71,7 @@ from filecache.errors import (
     StoreConflictError,
 )
 from filecache.fsio import Located, read_bytes, read_window, remove_file, write_bytes
-from filecache.ledger import Ledger, build_ledger
+from filecache.ledger import Ledger, build_ledger, stale_calls
 from filecache.outside import OutsideChanges
 from filecache.sources import read_lookups
 from filecache.store.store import Intent
@@ -323,26 +323,14 @@ class Session:
         wrote (a client may clear tool inputs); everything else is forgotten. Returns the
         forgotten ids.
         """
-        results = {r.call_id: r.text for r in transcript.results()}
-        calls = transcript.calls_by_id()
+        texts = {r.call_id: r.text for r in transcript.results()}
+        arguments = {cid: call.arguments for cid, call in transcript.calls_by_id().items()}
         with self.lock:
-            ledger = self.ledger().calls
-            gone: set[str] = set()
-            for cid in self.held_call_ids():
-                record = ledger.get(cid)
-                text = results.get(cid)
-                if text is None:
-                    gone.add(cid)
-                elif record is not None and record.text_hash is not None:
-                    keyed = record.text_hash.startswith(KEYED)
-                    if self._secrets.digest(text, keyed) != record.text_hash:
-                        gone.add(cid)
-                if record is not None and record.args:  # a write/edit: its arguments must remain
-                    call = calls.get(cid)
-                    carried = _strings(call.arguments) if call is not None else set()
-                    secret = record.args[0].startswith(KEYED)
-                    if not set(record.args) <= {self._args_hash(v, secret) for v in carried}:
-                        gone.add(cid)
+            calls = self.ledger().calls
+            gone = stale_calls(
+                self.held_call_ids(), calls, texts, arguments, self._secrets.digest,
+                self._args_hash,
+            )  # fmt: skip
             if gone:
                 self.forget(gone)
         return gone
@@ -886,14 +874,3 @@ def check_session_id(session_id: str) -> None:
 _Plan = Callable[[str | None, Facts | None], ChangePlan]
 """What a write or edit makes of the file's current text (or None) and the facts the model
 holds of that version (``plan_write``, ``plan_edit``)."""
-
-
-def _strings(value: object) -> set[str]:
-    """Every string inside a call's (JSON) arguments."""
-    if isinstance(value, str):
-        return {value}
-    if isinstance(value, dict):
-        return set().union(*(_strings(v) for v in value.values())) if value else set()
-    if isinstance(value, (list, tuple)):
-        return set().union(*(_strings(v) for v in value)) if value else set()
-    return set()
