@@ -679,14 +679,14 @@ class Session:
         The confirmation is recorded under ``cid`` then, without facts: the model learns that
         the file changed, and its next read is content or a diff."""
         state, store = self._state, self.cache.store
-        seq = state.call_seq.get(cid)
+        seq = state.call_seq.get(cid)  # the turn caught up: the state's events are the store's
         if seq is not None:
-            event = next((e for e in store.events(self.id, seq - 1) if e.seq == seq), None)
+            event = state.event(seq)
             if event is not None and event.tool in ("write", "edit") and event.version:
                 return self._retried(loc, event.kind, event.version, event.base_version, cid, None)
         recovered = state.call_seq.get(cid + "~recovered")
         if recovered is not None:
-            event = next((e for e in store.events(self.id, recovered - 1)), None)
+            event = state.event(recovered)
             if event is not None and event.version:
                 return self._retried(loc, kind, event.version, event.base_version, cid, turn)
         root = str(self.cache.root)

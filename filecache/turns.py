@@ -32,7 +32,9 @@ The caller (``Session._turn``) holds the session's thread lock and store lock ar
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
+from operator import attrgetter
 from typing import Any
 
 from filecache.core.views import PathView
@@ -41,6 +43,7 @@ from filecache.store.store import Event, EventStore
 
 __all__ = ["SessionState", "Turn"]
 
+_seq = attrgetter("seq")
 _MAX_ABANDONED = 4096  # abandoned call ids remembered (one never committed stays until evicted)
 
 
@@ -112,6 +115,11 @@ class SessionState:
         self.tool_keys |= {key for key in self.views if "{" in key}
         self.seq = head
         self.loaded = True
+
+    def event(self, seq: int) -> Event | None:
+        """The session's event ``seq`` as of the last catch-up or commit, or None."""
+        k = bisect_left(self.events, seq, key=_seq)
+        return self.events[k] if k < len(self.events) and self.events[k].seq == seq else None
 
     def abandon(self, call_ids: Iterable[str], *, unsure: bool = False) -> None:
         """The answers of ``call_ids`` never reached the caller (``unsure``: may not have;
