@@ -15,7 +15,7 @@ from filecache.core.hashing import KEYED
 from filecache.core.kinds import CHANGES, Kind, Tool
 from filecache.store.store import Event
 
-__all__ = ["CallRecord", "Ledger", "WriteRecord", "build_ledger", "stale_calls"]
+__all__ = ["CallRecord", "Ledger", "LedgerFold", "WriteRecord", "build_ledger", "stale_calls"]
 
 
 @dataclass(frozen=True)  # positional: built in one place, from ``_record_values`` of an event
@@ -75,25 +75,48 @@ _seq = attrgetter("seq")
 
 def build_ledger(session_id: str, events: Iterable[Event]) -> Ledger:
     """Fold events (in seq order) into a snapshot; a call id seen twice keeps its last row."""
-    calls: dict[str, CallRecord] = {}
-    writes: dict[str, list[WriteRecord]] = {}
-    for e in sorted(events, key=_seq):
-        calls[e.call_id] = CallRecord(*_record_values(e))
-        if e.tool in CHANGES and e.kind != Kind.ERROR:
-            writes.setdefault(e.path, []).append(
-                WriteRecord(
-                    call_id=e.call_id,
-                    seq=e.seq,
-                    tool=e.tool,
-                    before=e.base_version,
-                    after=e.version,
+    fold = LedgerFold(session_id)
+    fold.add(sorted(events, key=_seq))
+    return fold.snapshot()
+
+
+class LedgerFold:
+    """``build_ledger`` a batch of events at a time: ``add`` folds the events that followed the
+    ones already folded (in seq order), ``snapshot`` is the ledger so far (copies of the
+    folded maps: a snapshot never changes). ``count`` is how many events were folded. Not
+    thread-safe: its owner (``Session.ledger``) holds the session's lock."""
+
+    __slots__ = ("_calls", "_writes", "count", "session_id")
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.count = 0
+        self._calls: dict[str, CallRecord] = {}
+        self._writes: dict[str, list[WriteRecord]] = {}
+
+    def add(self, events: Iterable[Event]) -> None:
+        calls, writes = self._calls, self._writes
+        for e in events:
+            self.count += 1
+            calls[e.call_id] = CallRecord(*_record_values(e))
+            if e.tool in CHANGES and e.kind != Kind.ERROR:
+                writes.setdefault(e.path, []).append(
+                    WriteRecord(
+                        call_id=e.call_id,
+                        seq=e.seq,
+                        tool=e.tool,
+                        before=e.base_version,
+                        after=e.version,
+                    )
                 )
-            )
-    return Ledger(
-        session_id=session_id,
-        calls=MappingProxyType(calls),
-        writes=MappingProxyType({p: tuple(w) for p, w in writes.items()}),
-    )
+
+    def snapshot(self) -> Ledger:
+        writes = self._writes  # each path's as a tuple; no comprehension: no frame per path
+        return Ledger(
+            session_id=self.session_id,
+            calls=MappingProxyType(dict(self._calls)),
+            writes=MappingProxyType(dict(zip(writes, map(tuple, writes.values()), strict=True))),
+        )
 
 
 def stale_calls(

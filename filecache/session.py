@@ -71,7 +71,7 @@ from filecache.errors import (
     StoreConflictError,
 )
 from filecache.fsio import Located, read_bytes, read_window, remove_file, write_bytes
-from filecache.ledger import Ledger, build_ledger, stale_calls
+from filecache.ledger import Ledger, LedgerFold, stale_calls
 from filecache.outside import OutsideChanges
 from filecache.sources import read_lookups
 from filecache.store.store import Intent
@@ -389,9 +389,16 @@ class Session:
         object keeps, caught up with the store first (another object, thread or process of the
         session may have moved it on)."""
         with self._hold():
+            state = self._state
             if self._current is None:  # a turn caught up when it began
-                self._state.catch_up()
-            return build_ledger(self.id, self._state.events)
+                state.catch_up()
+            fold = self._ledger
+            if fold is None or fold[0] != state.lives or fold[1].count > len(state.events):
+                fold = self._ledger = (state.lives, LedgerFold(self.id))
+            fold[1].add(state.events[fold[1].count :])  # only the events since the last one
+            return fold[1].snapshot()
+
+    _ledger: tuple[int, LedgerFold] | None = None  # (the events' life, their fold so far)
 
     def read_tool(self, fn: Any = None, /, **options: Any) -> Any:
         """Decorate an agent's own read tool: cache on its output (see filecache.decorators).

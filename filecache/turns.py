@@ -2,8 +2,9 @@
 
 ``SessionState`` is what one ``Session`` object knows of its session: the store's head as of its
 last turn, the views (what the model holds, per path), each call's sequence number, the
-version last seen per path, and the events up to the head (what ``Session.ledger`` folds: a
-prune pass does not read the session back from the store; about 0.7 kB of memory per event).
+version last seen per path, and the events up to the head (what ``Session.ledger`` folds, a
+batch at a time: a prune pass does not read the session back from the store; about 0.7 kB of
+memory per event).
 ``Turn`` is one call's pending work on it: copies of the views it touches and the events it
 logs, handed to the store in one transaction by ``commit``.
 
@@ -63,6 +64,7 @@ class SessionState:
         # kept as turns commit them and ``catch_up`` reads them, so that a prune pass does not
         # read the whole session back from the store.
         self.events: list[Event] = []
+        self.lives = 0  # how many times ``events`` started afresh (the session deleted meanwhile)
         self.loaded = False  # the first turn loads the views from the store
         # Call ids whose answer never reached the caller (``Session.abandon``): a turn that
         # logs one is not committed (or, if it already replaced a file, commits without the
@@ -96,6 +98,7 @@ class SessionState:
             self.call_seq.clear()
             self.seen.clear()
             self.events.clear()
+            self.lives += 1
             self.seq = 0
         if found is None or restart:
             found = store.events(self.id, after=self.seq)

@@ -32,6 +32,7 @@ def test_the_kept_ledger_is_the_stores_after_every_other_objects_work(tmp_path: 
         first, second = one.session("s"), two.session("s")
         first.read("a.txt", call_id="r1")
         _same(first)
+        earlier = first.ledger()  # a snapshot: later folds never change it
         second.read("a.txt", call_id="r2")  # the other object moved the session on
         second.edit("a.txt", "line 3 ", "line three ", call_id="e1")
         _same(first)
@@ -40,6 +41,7 @@ def test_the_kept_ledger_is_the_stores_after_every_other_objects_work(tmp_path: 
         _same(first)
         _same(second)
         assert [c.call_id for c in first.ledger().calls.values()][:4] == ["r1", "r2", "e1", "r3"]
+        assert list(earlier.calls) == ["r1"] and not earlier.writes
 
         # Deleted and begun again elsewhere, further than this object knew it: a new life
         known = one.store.head("s")
