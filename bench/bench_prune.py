@@ -45,7 +45,7 @@ from filecache.core.text import render_lines, split_lines
 from filecache.core.tokens import TokenCounter
 from filecache.prune.pruner import PruneResult, TokenMemo, prune_messages
 from filecache.prune.pruning import PrunePolicy
-from filecache.store.store import MemoryStore
+from filecache.store.memory_store import MemoryStore
 
 SEED = 20_240_611
 

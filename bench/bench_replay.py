@@ -39,7 +39,7 @@ from filecache.replay.replay_metrics import (
     combine,
     message_text,
 )
-from filecache.store.store import MemoryStore
+from filecache.store.memory_store import MemoryStore
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = ROOT.parent / "shared" / "corpus" / "swe-agent-dev.tar.gz"

@@ -38,8 +38,9 @@ if _typing.TYPE_CHECKING:
     from .prune.pruning import PrunePlan, PrunePolicy
     from .prune.transcript import Transcript, parse_transcript
     from .settings import Settings
+    from .store.memory_store import MemoryStore
     from .store.sqlite_store import SqliteStore
-    from .store.store import MemoryStore, Store
+    from .store.store import Store
 
 __all__ = [
     "AccessDeniedError",
@@ -100,7 +101,7 @@ _MODULES = {
     "FileTooLargeError": "errors",
     "Ledger": "ledger",
     "MarkerError": "errors",
-    "MemoryStore": "store.store",
+    "MemoryStore": "store.memory_store",
     "MissingFileError": "errors",
     "NotARegularFileError": "errors",
     "OutsideRootError": "errors",

@@ -1,20 +1,21 @@
 """The ledger snapshot the pruner consumes: every call of a session and every path's writes.
 
-Pure: built from the store's ``Event`` rows, returns frozen records. ``Session.ledger()`` is the
-public way to get one.
+Pure: built from a session's ``Event`` rows, returns frozen records. ``Session.ledger()`` is the
+public way to get one (of the events its object keeps, ``turns.SessionState.events``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from operator import attrgetter
 from types import MappingProxyType
 
+from filecache.core.hashing import KEYED
 from filecache.core.kinds import CHANGES, Kind, Tool
 from filecache.store.store import Event
 
-__all__ = ["CallRecord", "Ledger", "WriteRecord", "build_ledger"]
+__all__ = ["CallRecord", "Ledger", "LedgerFold", "WriteRecord", "build_ledger", "stale_calls"]
 
 
 @dataclass(frozen=True)  # positional: built in one place, from ``_record_values`` of an event
@@ -74,22 +75,91 @@ _seq = attrgetter("seq")
 
 def build_ledger(session_id: str, events: Iterable[Event]) -> Ledger:
     """Fold events (in seq order) into a snapshot; a call id seen twice keeps its last row."""
-    calls: dict[str, CallRecord] = {}
-    writes: dict[str, list[WriteRecord]] = {}
-    for e in sorted(events, key=_seq):
-        calls[e.call_id] = CallRecord(*_record_values(e))
-        if e.tool in CHANGES and e.kind != Kind.ERROR:
-            writes.setdefault(e.path, []).append(
-                WriteRecord(
-                    call_id=e.call_id,
-                    seq=e.seq,
-                    tool=e.tool,
-                    before=e.base_version,
-                    after=e.version,
+    fold = LedgerFold(session_id)
+    fold.add(sorted(events, key=_seq))
+    return fold.snapshot()
+
+
+class LedgerFold:
+    """``build_ledger`` a batch of events at a time: ``add`` folds the events that followed the
+    ones already folded (in seq order), ``snapshot`` is the ledger so far (copies of the
+    folded maps: a snapshot never changes). ``count`` is how many events were folded. Not
+    thread-safe: its owner (``Session.ledger``) holds the session's lock."""
+
+    __slots__ = ("_calls", "_writes", "count", "session_id")
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.count = 0
+        self._calls: dict[str, CallRecord] = {}
+        self._writes: dict[str, list[WriteRecord]] = {}
+
+    def add(self, events: Iterable[Event]) -> None:
+        calls, writes = self._calls, self._writes
+        for e in events:
+            self.count += 1
+            calls[e.call_id] = CallRecord(*_record_values(e))
+            if e.tool in CHANGES and e.kind != Kind.ERROR:
+                writes.setdefault(e.path, []).append(
+                    WriteRecord(
+                        call_id=e.call_id,
+                        seq=e.seq,
+                        tool=e.tool,
+                        before=e.base_version,
+                        after=e.version,
+                    )
                 )
-            )
-    return Ledger(
-        session_id=session_id,
-        calls=MappingProxyType(calls),
-        writes=MappingProxyType({p: tuple(w) for p, w in writes.items()}),
-    )
+
+    def snapshot(self) -> Ledger:
+        writes = self._writes  # each path's as a tuple; no comprehension: no frame per path
+        return Ledger(
+            session_id=self.session_id,
+            calls=MappingProxyType(dict(self._calls)),
+            writes=MappingProxyType(dict(zip(writes, map(tuple, writes.values()), strict=True))),
+        )
+
+
+def stale_calls(
+    held: Iterable[str],
+    calls: Mapping[str, CallRecord],
+    texts: Mapping[str, str],
+    arguments: Mapping[str, object],
+    text_hash: Callable[[str, bool], str],
+    args_hash: Callable[[str, bool], str],
+) -> set[str]:
+    """The ``held`` call ids a transcript no longer backs (``Session.sync``).
+
+    A result the view relies on must still be in the transcript (``texts``: call id -> result
+    text) with exactly the text filecache answered: its ``text_hash(text, keyed)`` is the
+    ledger's. A write's or edit's call must still carry what it wrote: each of the ledger's
+    ``args`` is the ``args_hash(string, secret)`` of a string in the call's ``arguments``
+    (call id -> its parsed arguments; a client may clear tool inputs). Keyed hashes (``KEYED``)
+    are compared keyed.
+    """
+    gone: set[str] = set()
+    for cid in held:
+        record = calls.get(cid)
+        text = texts.get(cid)
+        if text is None:
+            gone.add(cid)
+        elif record is not None and record.text_hash is not None:
+            keyed = record.text_hash.startswith(KEYED)
+            if text_hash(text, keyed) != record.text_hash:
+                gone.add(cid)
+        if record is not None and record.args:  # a write/edit: its arguments must remain
+            carried = _strings(arguments.get(cid))
+            secret = record.args[0].startswith(KEYED)
+            if not set(record.args) <= {args_hash(v, secret) for v in carried}:
+                gone.add(cid)
+    return gone
+
+
+def _strings(value: object) -> set[str]:
+    """Every string inside a call's (JSON) arguments."""
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return set().union(*(_strings(v) for v in value.values())) if value else set()
+    if isinstance(value, (list, tuple)):
+        return set().union(*(_strings(v) for v in value)) if value else set()
+    return set()

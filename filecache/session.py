@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from filecache.conversations import CacheHost
-from filecache.core.edits import ChangePlan, plan_edit, plan_write
-from filecache.core.hashing import KEYED, args_hash
+from filecache.core.edits import ChangePlan, plan_adopt, plan_edit, plan_write
+from filecache.core.hashing import args_hash
 from filecache.core.kinds import Tool
 from filecache.core.planner import (
     MODES,
@@ -56,8 +56,8 @@ from filecache.core.planner import (
 )
 from filecache.core.render import RETRIED_DETAIL, render_sealed, render_write
 from filecache.core.results import Kind, ReadResult, Source, WriteResult
-from filecache.core.text import decode_text, encode_text, join_lines, split_lines
-from filecache.core.views import Facts, Span
+from filecache.core.text import decode_text, encode_text, split_lines
+from filecache.core.views import Facts
 from filecache.errors import (
     CallAbandonedError,
     ConflictError,
@@ -71,7 +71,7 @@ from filecache.errors import (
     StoreConflictError,
 )
 from filecache.fsio import Located, read_bytes, read_window, remove_file, write_bytes
-from filecache.ledger import Ledger, build_ledger
+from filecache.ledger import Ledger, LedgerFold, stale_calls
 from filecache.outside import OutsideChanges
 from filecache.sources import read_lookups
 from filecache.store.store import Intent
@@ -102,6 +102,7 @@ class Session:
         # the parts of the cache a session answers with (FileCache makes them, once per root)
         self._paths, self._secrets, self._versions = cache.paths, cache.secrets, cache.versions
         self._counts, self._outlines = cache.counts, cache.outlines
+        self._seal = functools.partial(getattr, self._secrets, "ref_seal")  # asked when needed
         self._outside = OutsideChanges(cache)  # files the watcher saw change
         cache.store.touch_session(session_id)
 
@@ -281,10 +282,10 @@ class Session:
     def _forget_in(self, turn: Turn, ids: Iterable[str]) -> None:
         ids = frozenset(ids)
         dropped = False
-        for key in list(self._state.views):
-            view = turn.view(key)
-            if view is not None:
-                dropped |= view.forget(ids)
+        for key, held in list(self._state.views.items()):
+            current = turn.views.get(key, held)  # the turn's copy, else the session's view
+            if current.forgets(ids):  # copied only when forgetting changes it
+                dropped |= turn.new_view(key).forget(ids)
         if dropped:  # an event moves the store's head: other objects of the session catch up
             turn.log(self._call_id(None), "forget", "", kind="forgot", deps=tuple(sorted(ids)))
 
@@ -322,26 +323,14 @@ class Session:
         wrote (a client may clear tool inputs); everything else is forgotten. Returns the
         forgotten ids.
         """
-        results = {r.call_id: r.text for r in transcript.results()}
-        calls = transcript.calls_by_id()
+        texts = {r.call_id: r.text for r in transcript.results()}
+        arguments = {cid: call.arguments for cid, call in transcript.calls_by_id().items()}
         with self.lock:
-            ledger = self.ledger().calls
-            gone: set[str] = set()
-            for cid in self.held_call_ids():
-                record = ledger.get(cid)
-                text = results.get(cid)
-                if text is None:
-                    gone.add(cid)
-                elif record is not None and record.text_hash is not None:
-                    keyed = record.text_hash.startswith(KEYED)
-                    if self._secrets.digest(text, keyed) != record.text_hash:
-                        gone.add(cid)
-                if record is not None and record.args:  # a write/edit: its arguments must remain
-                    call = calls.get(cid)
-                    carried = _strings(call.arguments) if call is not None else set()
-                    secret = record.args[0].startswith(KEYED)
-                    if not set(record.args) <= {self._args_hash(v, secret) for v in carried}:
-                        gone.add(cid)
+            calls = self.ledger().calls
+            gone = stale_calls(
+                self.held_call_ids(), calls, texts, arguments, self._secrets.digest,
+                self._args_hash,
+            )  # fmt: skip
             if gone:
                 self.forget(gone)
         return gone
@@ -396,8 +385,20 @@ class Session:
                 self._outside.mark(path)
 
     def ledger(self) -> Ledger:
-        """A snapshot of this session's ledger (what the pruner consumes)."""
-        return build_ledger(self.id, self.cache.store.events(self.id))
+        """A snapshot of this session's ledger (what the pruner consumes): of the events this
+        object keeps, caught up with the store first (another object, thread or process of the
+        session may have moved it on)."""
+        with self._hold():
+            state = self._state
+            if self._current is None:  # a turn caught up when it began
+                state.catch_up()
+            fold = self._ledger
+            if fold is None or fold[0] != state.lives or fold[1].count > len(state.events):
+                fold = self._ledger = (state.lives, LedgerFold(self.id))
+            fold[1].add(state.events[fold[1].count :])  # only the events since the last one
+            return fold[1].snapshot()
+
+    _ledger: tuple[int, LedgerFold] | None = None  # (the events' life, their fold so far)
 
     def read_tool(self, fn: Any = None, /, **options: Any) -> Any:
         """Decorate an agent's own read tool: cache on its output (see filecache.decorators).
@@ -538,8 +539,15 @@ class Session:
                     else self._state.seen.get(loc.rel)
                 )
                 facts = view.get(held) if view is not None and held else None
-                planned = None if deleted or data is None else self._adopted(
-                    loc, call_id, held, facts, content, edits, replace_all)  # fmt: skip
+                planned = None
+                if not deleted and data is not None:
+                    lines = None
+                    if content is None and held is not None:
+                        lines = self._versions.lines_of(held)  # what the edits apply to
+                    planned = plan_adopt(
+                        loc.rel, lines, facts, content=content, edits=edits,
+                        replace_all=replace_all, call_id=call_id,
+                    )  # fmt: skip
                 if planned is not None and data is not None:
                     kind, change = planned
                     if encode_text(change.text, loc.rel) == data:
@@ -553,31 +561,6 @@ class Session:
 
         return self._at(path, adopt_at)
 
-    def _adopted(
-        self,
-        loc: Located,
-        cid: str,
-        held: str | None,
-        facts: Facts | None,
-        content: str | None,
-        edits: Sequence[tuple[str, str]] | None,
-        replace_all: bool,
-    ) -> tuple[str, ChangePlan] | None:
-        """What the host's change makes of the version ``held`` the model holds (whose facts
-        are ``facts``): (kind, plan), or None when it cannot be placed."""
-        if content is not None:
-            count = len(split_lines(content))
-            spans: list[Span] = [(1, count, (frozenset([cid]),))] if count else []
-            return Kind.WRITTEN, ChangePlan(content, spans, "")
-        old = self._versions.lines_of(held) if held is not None else None
-        if old is None or not edits:
-            return None  # the model holds no version to apply them to: a plain change
-        try:
-            change = plan_edit(loc.rel, join_lines(old), facts, edits, replace_all, cid)
-        except FileCacheError:
-            return None  # the edits do not apply to what the model holds
-        return Kind.EDITED, ChangePlan(change.text, change.spans, "")
-
     def _answer(
         self, turn: Turn, src: Source, cid: str, ask_at: Callable[[int], ReadAsk]
     ) -> ReadResult:
@@ -589,7 +572,9 @@ class Session:
         ask = ask_at(turn.next_seq())
         decision = plan_read(
             ask, view, call_seq=self._state.call_seq,
-            lookups=read_lookups(self._versions, self._counts, self._outlines, src, view),
+            lookups=read_lookups(
+                self._versions, self._counts, self._outlines, src, view, self._seal
+            ),
             rules=ReadRules(
                 outline_threshold=settings.outline_threshold,
                 diff_max_ratio=settings.diff_max_ratio,
@@ -604,15 +589,9 @@ class Session:
         src = request.src
         turn.views[src.key] = decision.view
         turn.seen[src.key] = src.version
-        text, tokens = decision.text, decision.tokens
-        if not src.numbered:
-            # Raw and shell answers show a file byte for byte: filecache's own lines carry
-            # the seal a file cannot know (render.render_sealed); content is never touched.
-            if decision.kind in (Kind.UNCHANGED, Kind.DIFF, Kind.OUTLINE):
-                text = render_sealed(text, self._secrets.ref_seal)
-                tokens += self._counts.count(text) - self._counts.count(decision.text)
-            if notice:
-                notice = render_sealed(notice, self._secrets.ref_seal)
+        text, tokens = decision.text, decision.tokens  # a raw answer's sealed (plan_read)
+        if notice and not src.numbered:  # and so are a notice's lines
+            notice = render_sealed(notice, self._secrets.ref_seal)
         if notice:
             text, tokens = notice + text, tokens + self._counts.count(notice)
         start, end = request.start, request.end
@@ -707,14 +686,14 @@ class Session:
         The confirmation is recorded under ``cid`` then, without facts: the model learns that
         the file changed, and its next read is content or a diff."""
         state, store = self._state, self.cache.store
-        seq = state.call_seq.get(cid)
+        seq = state.call_seq.get(cid)  # the turn caught up: the state's events are the store's
         if seq is not None:
-            event = next((e for e in store.events(self.id, seq - 1) if e.seq == seq), None)
+            event = state.event(seq)
             if event is not None and event.tool in ("write", "edit") and event.version:
                 return self._retried(loc, event.kind, event.version, event.base_version, cid, None)
         recovered = state.call_seq.get(cid + "~recovered")
         if recovered is not None:
-            event = next((e for e in store.events(self.id, recovered - 1)), None)
+            event = state.event(recovered)
             if event is not None and event.version:
                 return self._retried(loc, kind, event.version, event.base_version, cid, turn)
         root = str(self.cache.root)
@@ -902,14 +881,3 @@ def check_session_id(session_id: str) -> None:
 _Plan = Callable[[str | None, Facts | None], ChangePlan]
 """What a write or edit makes of the file's current text (or None) and the facts the model
 holds of that version (``plan_write``, ``plan_edit``)."""
-
-
-def _strings(value: object) -> set[str]:
-    """Every string inside a call's (JSON) arguments."""
-    if isinstance(value, str):
-        return {value}
-    if isinstance(value, dict):
-        return set().union(*(_strings(v) for v in value.values())) if value else set()
-    if isinstance(value, (list, tuple)):
-        return set().union(*(_strings(v) for v in value)) if value else set()
-    return set()

@@ -348,9 +348,15 @@ class Outlines:
 
 
 def read_lookups(
-    versions: Versions, counts: Counts, outlines: Outlines, src: Source, view: PathView | None
+    versions: Versions,
+    counts: Counts,
+    outlines: Outlines,
+    src: Source,
+    view: PathView | None,
+    seal: Callable[[], str],
 ) -> ReadLookups:
-    """What the read planner may ask of ``src``'s version, answered from these parts."""
+    """What the read planner may ask of ``src``'s version, answered from these parts (and
+    ``seal``: the root's seal, ``Secrets.ref_seal``)."""
     lines: Sequence[str] = src.lines
 
     def symbol(name: str) -> tuple[int, int, str]:
@@ -365,6 +371,7 @@ def read_lookups(
         outline=lambda budget: outlines.outline_text(src.version, src.path, lines, budget),
         symbol=symbol,
         bases=lambda: versions.diff_base_lines(view, src.version),
+        seal=seal,
     )
 
 

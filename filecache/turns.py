@@ -1,13 +1,19 @@
 """A session object's copy of its session in the store, and the turns that change it.
 
 ``SessionState`` is what one ``Session`` object knows of its session: the store's head as of its
-last turn, the views (what the model holds, per path), each call's sequence number and the
-version last seen per path. ``Turn`` is one call's pending work on it: copies of the views it
-touches and the events it logs, handed to the store in one transaction by ``commit``.
+last turn, the views (what the model holds, per path), each call's sequence number, the
+version last seen per path, and the events up to the head (what ``Session.ledger`` folds, a
+batch at a time: a prune pass does not read the session back from the store; about 0.7 kB of
+memory per event).
+``Turn`` is one call's pending work on it: copies of the views it touches and the events it
+logs, handed to the store in one transaction by ``commit``.
 
 Invariants:
 - The state changes only in ``catch_up`` (from the store) and in a ``Turn``'s commit, after the
   store took the turn's events and views: a call that raises leaves the state as it was.
+- ``events`` are the store's events of the session up to ``seq``: a turn's are added once the
+  store took them; ``catch_up`` adds what others committed, and starts afresh when the session
+  was deleted meanwhile (the head went back, or our newest event is no longer under it).
 - A turn's events are numbered from the head it started at; the store's commit refuses them
   (``StoreConflictError``) when the head moved on meanwhile, and nothing is written.
 - A view whose facts a turn did not change is neither stored nor replaced (an unchanged re-read
@@ -27,7 +33,9 @@ The caller (``Session._turn``) holds the session's thread lock and store lock ar
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
+from operator import attrgetter
 from typing import Any
 
 from filecache.core.views import PathView
@@ -36,6 +44,7 @@ from filecache.store.store import Event, EventStore
 
 __all__ = ["SessionState", "Turn"]
 
+_seq = attrgetter("seq")
 _MAX_ABANDONED = 4096  # abandoned call ids remembered (one never committed stays until evicted)
 
 
@@ -51,6 +60,11 @@ class SessionState:
         self.call_seq: dict[str, int] = {}
         self.seen: dict[str, str | None] = {}  # last version observed per path
         self.tool_keys: set[str] = set()  # views of decorated tools' outputs (not files)
+        # Every event of the session up to ``seq``, in order: what ``Session.ledger`` folds,
+        # kept as turns commit them and ``catch_up`` reads them, so that a prune pass does not
+        # read the whole session back from the store.
+        self.events: list[Event] = []
+        self.lives = 0  # how many times ``events`` started afresh (the session deleted meanwhile)
         self.loaded = False  # the first turn loads the views from the store
         # Call ids whose answer never reached the caller (``Session.abandon``): a turn that
         # logs one is not committed (or, if it already replaced a file, commits without the
@@ -69,14 +83,30 @@ class SessionState:
         head = store.head(self.id)
         if head == self.seq and self.loaded:
             return
-        if head < self.seq:  # the session was deleted (and maybe begun again) elsewhere
+        # Deleted elsewhere (and maybe begun again): the head went back, or our newest event
+        # is gone from under a head that went on. Either way the state starts afresh.
+        restart = head < self.seq
+        found: list[Event] | None = None
+        if not restart and head > self.seq and self.events:
+            last = self.events[-1]
+            found = store.events(self.id, after=last.seq - 1)
+            if found and _event_id(found[0]) == _event_id(last):
+                del found[0]  # ours: the rest went on from it
+            else:
+                restart = True
+        if restart:
             self.call_seq.clear()
             self.seen.clear()
+            self.events.clear()
+            self.lives += 1
             self.seq = 0
-        for e in store.events(self.id, after=self.seq):
+        if found is None or restart:
+            found = store.events(self.id, after=self.seq)
+        for e in found:
             self.call_seq[e.call_id] = e.seq
             if e.tool in ("read", "write", "edit", "change") and e.kind != "error":
                 self.seen[e.path] = e.version
+        self.events.extend(e for e in found if e.seq <= head)
         self.views.clear()
         for key, state in store.load_views(self.id).items():
             try:
@@ -88,6 +118,11 @@ class SessionState:
         self.tool_keys |= {key for key in self.views if "{" in key}
         self.seq = head
         self.loaded = True
+
+    def event(self, seq: int) -> Event | None:
+        """The session's event ``seq`` as of the last catch-up or commit, or None."""
+        k = bisect_left(self.events, seq, key=_seq)
+        return self.events[k] if k < len(self.events) and self.events[k].seq == seq else None
 
     def abandon(self, call_ids: Iterable[str], *, unsure: bool = False) -> None:
         """The answers of ``call_ids`` never reached the caller (``unsure``: may not have;
@@ -220,6 +255,7 @@ class Turn:
             if not self._landed():  # raises if it cannot tell
                 raise
             state.seq = self.base + len(self.events)
+        state.events.extend(self.events)
         for event in self.events:
             state.call_seq[event.call_id] = event.seq
         state.seen.update(self.seen)
@@ -263,6 +299,12 @@ class Turn:
     def _run_after(self) -> None:
         for action in self._after:
             action()
+
+
+def _event_id(event: Event) -> tuple[int, float, str]:
+    """What tells an event apart from one of another life of its session: (seq, creation
+    time to the microsecond, call id), as ``Turn._landed`` knows a turn by its first event."""
+    return event.seq, event.created, event.call_id
 
 
 def _warn(message: str, *args: object) -> None:

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 
 from filecache.core.diffing import Opcode
 from filecache.core.render import MARKERS, fileref_like
-from filecache.core.text import split_lines
+from filecache.core.results import Kind
+from filecache.core.text import join_lines, split_lines
 from filecache.core.views import Facts, Piece, Span, map_through_edit
-from filecache.errors import EditError, MarkerError
+from filecache.errors import EditError, FileCacheError, MarkerError
 
 __all__ = [
     "MAX_LANDINGS",
@@ -34,6 +35,7 @@ __all__ = [
     "fold",
     "landings",
     "old_span",
+    "plan_adopt",
     "plan_edit",
     "plan_write",
 ]
@@ -293,3 +295,32 @@ def plan_edit(
     if sum(map(len, steps)) <= MAX_LANDINGS:
         return ChangePlan(text, facts.spans if facts else [], detail + describe_landings(steps))
     return ChangePlan(text, [], detail)  # too many places to list: the model holds nothing
+
+
+def plan_adopt(
+    rel: str,
+    held: Sequence[str] | None,
+    facts: Facts | None,
+    *,
+    content: str | None,
+    edits: Sequence[tuple[str, str]] | None,
+    replace_all: bool,
+    call_id: str,
+) -> tuple[Kind, ChangePlan] | None:
+    """What a change a host's own tool made (``Session.adopt_change``) makes of the version
+    the model holds (its lines ``held``, its facts ``facts``): ``content`` written whole (every
+    line a fact of the call), or ``edits`` applied to ``held`` as ``plan_edit`` applies them.
+    (kind, plan) without a confirmation's detail, or None when it cannot be placed: no
+    version held to apply the edits to, or they do not apply to it. Nothing is refused: the
+    change already happened."""
+    if content is not None:
+        count = len(split_lines(content))
+        spans: list[Span] = [(1, count, (frozenset([call_id]),))] if count else []
+        return Kind.WRITTEN, ChangePlan(content, spans, "")
+    if held is None or not edits:
+        return None  # the model holds no version to apply them to: a plain change
+    try:
+        change = plan_edit(rel, join_lines(held), facts, edits, replace_all, call_id)
+    except FileCacheError:
+        return None  # the edits do not apply to what the model holds
+    return Kind.EDITED, ChangePlan(change.text, change.spans, "")

@@ -9,10 +9,11 @@ and returns it (the shape of ``plan_prune`` beside ``pruner.py``).
 ``plan_read`` takes every decision of one read: which lines (an offset and limit, a symbol's
 definition, a streamed window, a tool's output), whether an ``auto`` whole-file read is an
 outline, and then content, ``unchanged`` or a diff (``plan_lines``) or an outline
-(``plan_outline``). What it needs of the version's content (token counts, the outline, a
-symbol's lines, the lines of diff bases) it asks through ``ReadLookups``: functions of the
-version only, which the shell answers from its caches, and which the planner calls only when
-the decision needs them (an outline is rendered only when one is sent).
+(``plan_outline``), sealed when the read is raw and the answer is not content. What it needs
+of the version's content (token counts, the outline, a symbol's lines, the lines of diff bases)
+it asks through ``ReadLookups``: functions of the version only (and the root's seal), which the
+shell answers from its caches, and which the planner calls only when the decision needs them
+(an outline is rendered only when one is sent).
 
 The rules (DESIGN.md, "Read rules"):
 - ``unchanged`` only when the file is at the version the model last learned of (``latest``)
@@ -30,7 +31,7 @@ The rules (DESIGN.md, "Read rules"):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from filecache.core.diffing import diff_lines, equal_blocks, hunks_touching, unified_hunks
 from filecache.core.edits import old_span
@@ -39,6 +40,7 @@ from filecache.core.render import (
     render_file_ref,
     render_outline_answer,
     render_outline_ref,
+    render_sealed,
     render_undone_edit,
 )
 from filecache.core.results import Kind, Source
@@ -132,7 +134,9 @@ class ReadLookups:
     ``plain(start, end)``: the tokens of the plain content answer of those lines;
     ``outline(budget)``: the rendered outline (``None``: ``render_outline``'s own rule);
     ``symbol(name)``: the (first, last, qualified name) of a definition; ``bases()``: the lines
-    of the held versions a diff may start from (``diff_bases``, when stored).
+    of the held versions a diff may start from (``diff_bases``, when stored); ``seal()``: the
+    root's seal (``Secrets.ref_seal``; of the root, not the version), asked only for a raw
+    answer that is not content.
     """
 
     count: Callable[[str], int]
@@ -140,6 +144,7 @@ class ReadLookups:
     outline: Callable[[int | None], str]
     symbol: Callable[[str], tuple[int, int, str]]
     bases: Callable[[], Mapping[str, Sequence[str]]]
+    seal: Callable[[], str]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -275,10 +280,30 @@ def plan_read(
         rules: the settings the decision depends on.
         call_seq: the sequence number of each call id (to prefer the oldest result).
 
+    A raw read (``src.numbered`` false: a decorated tool's output, a shell read) shows the
+    file byte for byte, so filecache's own lines in a FileRef, a diff or an outline carry the
+    root's seal, which a file cannot know (``render.render_sealed``); content is never touched.
+
     Raises:
         RangeError: an offset or limit outside the file.
         RequestError: a symbol that names no definition, or several.
     """
+    decision = _plan(ask, view, lookups, rules, call_seq)
+    if ask.src.numbered or decision.kind not in (Kind.UNCHANGED, Kind.DIFF, Kind.OUTLINE):
+        return decision
+    text = render_sealed(decision.text, lookups.seal())
+    tokens = decision.tokens + lookups.count(text) - lookups.count(decision.text)
+    return replace(decision, text=text, tokens=tokens)
+
+
+def _plan(
+    ask: ReadAsk,
+    view: PathView | None,
+    lookups: ReadLookups,
+    rules: ReadRules,
+    call_seq: Mapping[str, int],
+) -> ReadDecision:
+    """``plan_read``'s decision, before a raw answer is sealed."""
     src = ask.src
     if ask.mode == "outline":
         return _outline(ask, view, lookups, rules, large=False)

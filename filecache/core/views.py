@@ -122,6 +122,25 @@ class Facts:
             return have
         return frozenset().union(*(min(alts, key=len) for _, _, alts in runs))
 
+    def carried_runs(self, start: int, end: int) -> list[tuple[int, int, Deps]]:
+        """``carried_cover`` of each line of ``start..end``, a run at a time: ``(s, e, deps)``
+        for the lines that are facts and carry (their run has an alternative under
+        ``MAX_DEPS``: its oldest such); a line left out is not carried."""
+        out: list[tuple[int, int, Deps]] = []
+        spans = self.spans
+        k = max(bisect_right(spans, start, key=lambda s: s[0]) - 1, 0)
+        while k < len(spans):
+            s, e, alts = spans[k]
+            if s > end:
+                break
+            lo, hi = max(s, start), min(e, end)
+            if lo <= hi:
+                have = next((d for d in alts if len(d) < MAX_DEPS), None)
+                if have is not None:
+                    out.append((lo, hi, have))
+            k += 1
+        return out
+
     def lines_held(self) -> int:
         return sum(e - s + 1 for s, e, _ in self.spans)
 
@@ -293,6 +312,22 @@ class PathView:
             changed = True
         return changed
 
+    def forgets(self, ids: set[str] | frozenset[str]) -> bool:
+        """Whether ``forget(ids)`` would change this view: an outline or an alternative relies
+        on one of ``ids``, or ``forget`` would tidy it (a version without facts, adjacent runs
+        with the same alternatives). A view it would leave as is need not be copied to ask."""
+        if any(cid in ids for cid in self.outlines.values()):
+            return True
+        for facts in self.versions.values():
+            if not facts.spans:
+                return True
+            end, before = -1, None
+            for s, e, alts in facts.spans:
+                if (end + 1 == s and alts == before) or any(not d.isdisjoint(ids) for d in alts):
+                    return True
+                end, before = e, alts
+        return False
+
     def call_ids(self) -> set[str]:
         held = set(self.outlines.values())
         for facts in self.versions.values():
@@ -441,12 +476,31 @@ def map_through_edit(
     for p in pieces:
         piece_starts.append(pos)
         pos += p.length
-    for idx in range(len(new_lines)):
+    idx = 0
+    while idx < len(new_lines):
         ls, le = new_starts[idx], new_starts[idx + 1]
         deps = own
         known = True
         while k < len(pieces) and piece_starts[k] + pieces[k].length <= ls:
             k += 1
+        src = pieces[k].src if k < len(pieces) else None
+        if src is not None:
+            piece_end = piece_starts[k] + pieces[k].length
+            if le <= piece_end:
+                # Lines wholly inside one copied piece: old lines one for one, carried a run
+                # of facts at a time (``carried_runs``), as ``carried_cover`` carries each.
+                last = bisect_right(new_starts, piece_end) - 2  # the last line ending inside
+                first_old = bisect_right(old_starts, ls - piece_starts[k] + src) - 1
+                shift = idx - first_old
+                runs = old_spans.carried_runs(first_old + 1, last - shift + 1) if old_spans else []
+                for s, e, have in runs:
+                    joined = unions.get(have)
+                    if joined is None:
+                        joined = unions[have] = have | own
+                    if len(joined) <= MAX_DEPS:
+                        out.append((s + shift, e + shift, (joined,)))
+                idx = last + 1
+                continue
         j = k
         while j < len(pieces) and piece_starts[j] < le:
             piece = pieces[j]
@@ -454,21 +508,22 @@ def map_through_edit(
                 lo = max(ls, piece_starts[j]) - piece_starts[j] + piece.src
                 hi = min(le, piece_starts[j] + piece.length) - piece_starts[j] + piece.src
                 first = bisect_right(old_starts, lo) - 1
-                last = bisect_right(old_starts, hi - 1) - 1
-                have = old_spans.carried_cover(first + 1, last + 1) if old_spans else None
-                if have is None or len(have) >= MAX_DEPS:
+                last_old = bisect_right(old_starts, hi - 1) - 1
+                cover = old_spans.carried_cover(first + 1, last_old + 1) if old_spans else None
+                if cover is None or len(cover) >= MAX_DEPS:
                     known = False
                     break
                 if deps is own:
-                    joined = unions.get(have)
+                    joined = unions.get(cover)
                     if joined is None:
-                        joined = unions[have] = have | own
+                        joined = unions[cover] = cover | own
                     deps = joined
-                elif not have <= deps:
-                    deps = deps | have
+                elif not cover <= deps:
+                    deps = deps | cover
             j += 1
         if known and len(deps) <= MAX_DEPS:
             out.append((idx + 1, idx + 1, (deps,)))
+        idx += 1
     return _merge(out)
 
 

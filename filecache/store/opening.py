@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 
 from filecache.errors import StoreError
-from filecache.store.store import MemoryStore, Store, default_store_path
+from filecache.store.memory_store import MemoryStore
+from filecache.store.store import Store, default_store_path
 from filecache.store.store_url import is_store_url, open_url_store, refuse_url_path
 
 __all__ = ["open_store", "store_location"]

@@ -55,8 +55,8 @@ from filecache.errors import StoreConflictError, StoreError
 from filecache.store import migrations
 from filecache.store.dialect import POSTGRESQL
 from filecache.store.migrations import CONFLICT_SQLSTATE
-from filecache.store.sql_store import SqlStore
-from filecache.store.store import Event, check_sequence
+from filecache.store.sql_store import SqlStore, check_sequence
+from filecache.store.store import Event
 
 __all__ = ["Conn", "PostgresStore", "describe_url", "event_json", "migrate"]
 

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from typing import TypeVar
 
+from filecache.errors import StoreError
 from filecache.store.dialect import Dialect
 from filecache.store.migrations import Connection
 from filecache.store.store import (
@@ -35,12 +37,18 @@ from filecache.store.store import (
     Intent,
     Projection,
     SessionInfo,
-    compress,
-    decompress,
-    event_of_row,
 )
 
-__all__ = ["EVENT_COLUMNS", "SqlStore", "Statements", "statements"]
+__all__ = [
+    "EVENT_COLUMNS",
+    "SqlStore",
+    "Statements",
+    "check_sequence",
+    "compress",
+    "decompress",
+    "event_of_row",
+    "statements",
+]
 
 T = TypeVar("T")
 
@@ -51,6 +59,50 @@ EVENT_COLUMNS = (
 _INTENT_COLUMNS = "session_id, call_id, root, path, before, after, created"
 _SESSION_TABLES = ("events", "views", "archive", "projections", "intents", "sessions")
 _NO_SEQ = -(2**62)  # ``events(after=None)``: every seq is above it
+
+
+# What every store keeps: blobs packed by ``compress``, a commit's events checked by
+# ``check_sequence`` (``MemoryStore`` too); the events table's rows read by ``event_of_row``.
+
+
+def compress(data: bytes) -> bytes:
+    """Compress a blob for storage (zlib, fast level: blobs are read far more than written)."""
+    return zlib.compress(data, 1)
+
+
+def decompress(data: bytes) -> bytes:
+    """Inverse of ``compress``; a corrupt blob is a ``StoreError``."""
+    try:
+        return zlib.decompress(data)
+    except zlib.error as exc:
+        raise StoreError(
+            f"corrupt blob in the store ({exc}); delete the store to rebuild it"
+        ) from exc
+
+
+def check_sequence(session_id: str, expected_head: int, events: Sequence[Event]) -> None:
+    """``events`` must belong to the session and continue its head without a gap (one list
+    comparison; the events are walked only to name the one that does not)."""
+    expected = [(session_id, expected_head + n) for n in range(1, len(events) + 1)]
+    if [(e.session_id, e.seq) for e in events] == expected:
+        return
+    for offset, event in enumerate(events, start=1):
+        if event.session_id != session_id or event.seq != expected_head + offset:
+            raise StoreError(
+                f"event {event.call_id!r} (session {event.session_id!r}, seq {event.seq}) does "
+                f"not continue session {session_id!r} at seq {expected_head + offset}; an event's "
+                "seq must be unique within its session"
+            )
+
+
+_EVENT_FIELDS = tuple(f.name for f in fields(Event))[:-2]  # the row's order, deps/args apart
+
+
+def event_of_row(row: Sequence[object]) -> Event:
+    """A row of the ``events`` table (``sql_store.EVENT_COLUMNS``) as an ``Event``."""
+    deps, args = str(row[-2]), str(row[-1])
+    values = dict(zip(_EVENT_FIELDS, row[:-2], strict=True))
+    return Event(**values, deps=tuple(deps.split()), args=tuple(args.split()))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

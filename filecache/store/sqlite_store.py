@@ -37,8 +37,8 @@ from filecache.store import migrations
 from filecache.store.dialect import SQLITE
 from filecache.store.locks import lock_file
 from filecache.store.migrations import MIGRATIONS, Connection
-from filecache.store.sql_store import SqlStore, statements
-from filecache.store.store import LAST_USED_SLACK, Event, check_sequence
+from filecache.store.sql_store import SqlStore, check_sequence, statements
+from filecache.store.store import LAST_USED_SLACK, Event
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
 

@@ -1,4 +1,4 @@
-"""Storage behind small role protocols, and the memory store.
+"""Storage behind small role protocols: the records a store keeps, and the roles.
 
 The roles: ``EventStore`` (a session's ledger and views), ``BlobStore`` (content blobs),
 ``ArchiveStore`` (pruning's originals and projections), ``LockStore`` (named locks and write
@@ -29,8 +29,9 @@ Invariants:
   newest committed event, to within ``LAST_USED_SLACK`` seconds: a commit may leave it when it
   would move on by less (the SQLite store then writes no page for it).
 
-Three implementations: ``MemoryStore`` (here), and ``SqliteStore`` and ``PostgresStore``, one
-SQL implementation (``sql_store.SqlStore``) over a ``dialect``.
+Three implementations: ``memory_store.MemoryStore``, and ``SqliteStore`` and ``PostgresStore``,
+one SQL implementation (``sql_store.SqlStore``) over a ``dialect``; every one checks a commit's
+events by ``sql_store.check_sequence``.
 ``filecache.store.opening.open_store`` picks one from what the caller passed.
 """
 
@@ -40,15 +41,14 @@ import contextlib
 import os
 import threading
 import time
-import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
-from filecache.errors import StoreConflictError, StoreError
+from filecache.errors import StoreError
 from filecache.fsio import STORE_DIR
 
 __all__ = [
@@ -61,7 +61,6 @@ __all__ = [
     "Intent",
     "KvStore",
     "LockStore",
-    "MemoryStore",
     "Projection",
     "RetentionStore",
     "SessionInfo",
@@ -271,21 +270,6 @@ class Store(EventStore, BlobStore, ArchiveStore, LockStore, KvStore, RetentionSt
     ) -> None: ...
 
 
-def compress(data: bytes) -> bytes:
-    """Compress a blob for storage (zlib, fast level: blobs are read far more than written)."""
-    return zlib.compress(data, 1)
-
-
-def decompress(data: bytes) -> bytes:
-    """Inverse of ``compress``; a corrupt blob is a ``StoreError``."""
-    try:
-        return zlib.decompress(data)
-    except zlib.error as exc:
-        raise StoreError(
-            f"corrupt blob in the store ({exc}); delete the store to rebuild it"
-        ) from exc
-
-
 class ClosesOnExit:
     """``with store:`` closes the store at the end (every store class has it)."""
 
@@ -302,247 +286,6 @@ class ClosesOnExit:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-class MemoryStore(ClosesOnExit):
-    """A store that lives as long as the process: for tests, ``":memory:"`` and one-shot runs."""
-
-    def __init__(self) -> None:
-        self._lock = threading.RLock()
-        self._blobs: dict[str, bytes] = {}
-        self._events: dict[str, dict[int, Event]] = {}  # session -> seq -> event
-        self._views: dict[str, dict[str, str]] = {}
-        self._sessions: dict[str, tuple[float, float]] = {}
-        self._cache: dict[tuple[str, str], str] = {}
-        self._archive: dict[tuple[str, str], str] = {}
-        self._projections: dict[str, dict[str, tuple[str, str]]] = {}
-        self._projection_tokens: dict[str, dict[str, tuple[int, int, float]]] = {}
-        self._intents: dict[tuple[str, str], Intent] = {}
-        self._locks: dict[str, threading.RLock] = {}
-
-    def put_blob(self, version: str, data: bytes) -> None:
-        with self._lock:
-            self._blobs.setdefault(version, compress(data))
-
-    def get_blob(self, version: str) -> bytes | None:
-        with self._lock:
-            packed = self._blobs.get(version)
-        return None if packed is None else decompress(packed)
-
-    def has_blob(self, version: str) -> bool:
-        with self._lock:
-            return version in self._blobs
-
-    def events(self, session_id: str, after: int | None = None) -> list[Event]:
-        with self._lock:
-            stored = self._events.get(session_id, {}).values()
-            return sorted(
-                (e for e in stored if after is None or e.seq > after), key=lambda e: e.seq
-            )
-
-    def head(self, session_id: str) -> int:
-        with self._lock:
-            return max(self._events.get(session_id) or (0,))  # {} after a commit of no events
-
-    def settled_events(self, session_id: str, after: int) -> list[Event]:
-        return self.events(session_id, after)  # a commit here is never in flight unseen
-
-    def commit(
-        self,
-        session_id: str,
-        expected_head: int,
-        events: Sequence[Event],
-        views: Mapping[str, str | None],
-    ) -> int:
-        with self._lock:
-            head = self.head(session_id)
-            if head != expected_head:
-                raise StoreConflictError(
-                    f"session {session_id!r} moved on to seq {head} (expected {expected_head})"
-                )
-            check_sequence(session_id, expected_head, events)
-            stored = self._events.setdefault(session_id, {})
-            for event in events:
-                stored[event.seq] = event
-            for path, state in views.items():
-                self._save_view(session_id, path, state)
-            self._touch(session_id, events[-1].created if events else time.time())
-            return expected_head + len(events)
-
-    @contextlib.contextmanager
-    def lock(self, name: str) -> Iterator[None]:
-        with self._lock:
-            held = self._locks.setdefault(name, threading.RLock())
-        with held:
-            yield
-
-    def put_intent(self, intent: Intent) -> None:
-        with self._lock:
-            self._intents[(intent.session_id, intent.call_id)] = intent
-
-    def drop_intent(self, session_id: str, call_id: str) -> None:
-        with self._lock:
-            self._intents.pop((session_id, call_id), None)
-
-    def intents(self, root: str | None = None) -> list[Intent]:
-        with self._lock:
-            return sorted(
-                (i for i in self._intents.values() if root is None or i.root == root),
-                key=lambda i: i.created,
-            )
-
-    def _save_view(self, session_id: str, path: str, state: str | None) -> None:
-        with self._lock:
-            views = self._views.setdefault(session_id, {})
-            if state is None:
-                views.pop(path, None)
-            else:
-                views[path] = state
-
-    def load_views(self, session_id: str) -> dict[str, str]:
-        with self._lock:
-            return dict(self._views.get(session_id, {}))
-
-    def touch_session(self, session_id: str, now: float | None = None) -> None:
-        with self._lock:
-            self._touch(session_id, time.time() if now is None else now)
-
-    def _touch(self, session_id: str, now: float) -> None:
-        created, _ = self._sessions.get(session_id, (now, now))
-        self._sessions[session_id] = (created, now)
-
-    def sessions(self) -> list[SessionInfo]:
-        with self._lock:
-            out = []
-            for sid, (created, last) in self._sessions.items():
-                evs = list(self._events.get(sid, {}).values())
-                out.append(
-                    SessionInfo(
-                        session_id=sid,
-                        created=created,
-                        last_used=last,
-                        events=len(evs),
-                        tokens=sum(e.tokens for e in evs),
-                        tokens_full=sum(e.tokens_full for e in evs),
-                    )
-                )
-            return sorted(out, key=lambda s: (-s.last_used, s.session_id))
-
-    def delete_session(self, session_id: str) -> None:
-        with self._lock:
-            self._sessions.pop(session_id, None)
-            self._events.pop(session_id, None)
-            self._views.pop(session_id, None)
-            self._projections.pop(session_id, None)
-            self._projection_tokens.pop(session_id, None)
-            for key in [k for k in self._archive if k[0] == session_id]:
-                del self._archive[key]
-
-    def gc(self, older_than: float) -> GcReport:
-        with self._lock:
-            old = [sid for sid, (_, last) in self._sessions.items() if last < older_than]
-            for sid in old:
-                self.delete_session(sid)
-            live = _referenced_versions(e for evs in self._events.values() for e in evs.values())
-            dead = [v for v in self._blobs if v not in live]
-            for v in dead:
-                del self._blobs[v]
-            return GcReport(sessions_deleted=len(old), blobs_deleted=len(dead))
-
-    def cache_get(self, namespace: str, key: str) -> str | None:
-        with self._lock:
-            return self._cache.get((namespace, key))
-
-    def cache_put(self, namespace: str, key: str, value: str) -> None:
-        with self._lock:
-            self._cache[(namespace, key)] = value
-
-    def archive_put(self, session_id: str, call_id: str, text: str) -> None:
-        with self._lock:
-            self._archive.setdefault((session_id, call_id), text)
-
-    def archive_get(self, call_id: str, session_id: str | None = None) -> str | None:
-        with self._lock:
-            if session_id is not None:
-                return self._archive.get((session_id, call_id))
-            found = [t for (_, c), t in self._archive.items() if c == call_id]
-            return found[-1] if found else None
-
-    def projection_put(
-        self,
-        session_id: str,
-        call_id: str,
-        tier: str,
-        text: str,
-        tokens_before: int = 0,
-        tokens_after: int = 0,
-    ) -> None:
-        with self._lock:
-            self._projections.setdefault(session_id, {})[call_id] = (tier, text)
-            tokens = self._projection_tokens.setdefault(session_id, {})
-            first_before, _, created = tokens.get(call_id, (0, 0, time.time()))
-            tokens[call_id] = (first_before or tokens_before, tokens_after, created)
-
-    def projections(self, session_id: str) -> dict[str, tuple[str, str]]:
-        with self._lock:
-            return dict(self._projections.get(session_id, {}))
-
-    def projection_records(self, session_id: str) -> list[Projection]:
-        with self._lock:
-            projections = self._projections.get(session_id, {})
-            tokens = self._projection_tokens.get(session_id, {})
-            return sorted(
-                (
-                    _projection(cid, tier, tokens.get(cid, (0, 0, 0.0)))
-                    for cid, (tier, _) in projections.items()
-                ),
-                key=lambda p: (p.created, p.call_id),
-            )
-
-    def close(self) -> None:
-        pass
-
-
-_EVENT_FIELDS = tuple(f.name for f in fields(Event))[:-2]  # the row's order, deps/args apart
-
-
-def _projection(call_id: str, tier: str, held: tuple[int, int, float]) -> Projection:
-    before, after, created = held
-    return Projection(
-        call_id=call_id, tier=tier, tokens_before=before, tokens_after=after, created=created
-    )
-
-
-def event_of_row(row: Sequence[object]) -> Event:
-    """A row of the ``events`` table (``sql_store.EVENT_COLUMNS``) as an ``Event``."""
-    deps, args = str(row[-2]), str(row[-1])
-    values = dict(zip(_EVENT_FIELDS, row[:-2], strict=True))
-    return Event(**values, deps=tuple(deps.split()), args=tuple(args.split()))  # type: ignore[arg-type]
-
-
-def check_sequence(session_id: str, expected_head: int, events: Sequence[Event]) -> None:
-    """``events`` must belong to the session and continue its head without a gap (one list
-    comparison; the events are walked only to name the one that does not)."""
-    expected = [(session_id, expected_head + n) for n in range(1, len(events) + 1)]
-    if [(e.session_id, e.seq) for e in events] == expected:
-        return
-    for offset, event in enumerate(events, start=1):
-        if event.session_id != session_id or event.seq != expected_head + offset:
-            raise StoreError(
-                f"event {event.call_id!r} (session {event.session_id!r}, seq {event.seq}) does "
-                f"not continue session {session_id!r} at seq {expected_head + offset}; an event's "
-                "seq must be unique within its session"
-            )
-
-
-def _referenced_versions(events: Iterable[Event]) -> set[str]:
-    live: set[str] = set()
-    for e in events:
-        if e.version:
-            live.add(e.version)
-        if e.base_version:
-            live.add(e.base_version)
-    return live
 
 
 STORE_FILES = ("cache.db", "cache.db-wal", "cache.db-shm", "cache.db-journal", "paths.lock")

@@ -454,3 +454,23 @@ def test_estimate_of_cjk_is_about_the_glyph_count() -> None:
 def test_unknown_tokenizer_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="unknown tokenizer 'gpt2'"):
         TokenCounter("gpt2")
+
+
+def test_plan_adopt_places_a_host_change_on_the_version_the_model_holds() -> None:
+    from filecache.core.edits import plan_adopt
+
+    held = split_lines("a = 1\nb = 2\nc = 3\n")
+    facts = Facts("v1", 3)
+    facts.add(1, 3, frozenset({"r1"}))
+    kind, plan = plan_adopt("f.py", held, facts, content=None, edits=[("b = 2", "b = 20")],
+                            replace_all=False, call_id="h1")  # fmt: skip
+    assert (kind, plan.text, plan.detail) == ("edited", "a = 1\nb = 20\nc = 3\n", "")
+    assert plan.spans == [(1, 3, (frozenset({"r1", "h1"}),))]  # carried through the edit
+    kind, plan = plan_adopt("f.py", None, None, content="x\ny\n", edits=None, replace_all=False,
+                            call_id="h2")  # fmt: skip
+    assert (kind, plan.text, plan.spans) == ("written", "x\ny\n", [(1, 2, (frozenset({"h2"}),))])
+    # nothing held to apply edits to, or edits that do not apply: None (a plain change)
+    assert plan_adopt("f.py", None, None, content=None, edits=[("a", "b")], replace_all=False,
+                      call_id="h3") is None  # fmt: skip
+    assert plan_adopt("f.py", held, facts, content=None, edits=[("zzz", "y")], replace_all=False,
+                      call_id="h4") is None  # fmt: skip

@@ -4,6 +4,7 @@ store), with mutants it must catch."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable
@@ -329,6 +330,7 @@ def _lookups(
         outline=outline,
         symbol=lookup_symbol,
         bases=bases,
+        seal=lambda: (asked.append(("seal",)), "5ea1ed")[1],
     )
 
 
@@ -429,3 +431,26 @@ def test_plan_write_holds_every_line_it_wrote() -> None:
     plan = plan_write("n.py", None, "a\nb\n", "w1")
     assert plan.spans == [(1, 2, (frozenset(["w1"]),))] and plan.text == "a\nb\n"
     assert plan_write("n.py", "old\n", "", "w2").spans == []
+
+
+def test_plan_read_seals_a_raw_answer_that_is_not_content_and_counts_it() -> None:
+    """A raw read's FileRef carries the root's seal on filecache's own line, its tokens counted
+    on the sealed text; its content is never sealed, and a numbered read never asks the seal."""
+    raw = dataclasses.replace(_src(TEXT), numbered=False)
+    asked: list[tuple[object, ...]] = []
+    lookups = _lookups(raw, asked)
+    first = plan_read(ReadAsk(src=raw, call_id="r1", seq=1, mode="full"), None, lookups=lookups,
+                      rules=RULES, call_seq={})  # fmt: skip
+    assert first.kind == Kind.FULL and "5ea1ed" not in first.text and ("seal",) not in asked
+    again = plan_read(ReadAsk(src=raw, call_id="r2", seq=2, mode="full"), first.view,
+                      lookups=lookups, rules=RULES, call_seq={"r1": 1})  # fmt: skip
+    assert again.kind == Kind.UNCHANGED and "; seal 5ea1ed)" in again.text
+    assert again.tokens == COUNTER.count(again.text) and asked.count(("seal",)) == 1
+    numbered = _src(TEXT)
+    asked.clear()
+    lookups = _lookups(numbered, asked)
+    first = plan_read(ReadAsk(src=numbered, call_id="n1", seq=1, mode="full"), None,
+                      lookups=lookups, rules=RULES, call_seq={})  # fmt: skip
+    again = plan_read(ReadAsk(src=numbered, call_id="n2", seq=2, mode="full"), first.view,
+                      lookups=lookups, rules=RULES, call_seq={"n1": 1})  # fmt: skip
+    assert again.kind == Kind.UNCHANGED and "seal" not in again.text and ("seal",) not in asked

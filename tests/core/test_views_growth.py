@@ -206,3 +206,111 @@ def test_a_damaged_stored_view_means_the_model_holds_nothing_of_it(
             again = session.read("a.py", call_id="r2")
             assert again.kind == "unchanged" and again.base_call_id == "r1"
         caplog.clear()
+
+
+def _line_by_line(
+    old_lines: list[str], old: Facts | None, new_lines: list[str], pieces: list[Piece], cid: str
+) -> list[Span]:
+    """``map_through_edit`` by its definition, one new line at a time: the line is a fact when
+    each piece it copies from is carried (``Facts.carried_cover`` of the old lines it spans)."""
+
+    def starts(lines: list[str]) -> list[int]:
+        out = [0]
+        for line in lines:
+            out.append(out[-1] + len(line) + (0 if line.endswith("\x00") else 1))
+        return out
+
+    old_starts, new_starts = starts(old_lines), starts(new_lines)
+    at = [sum(p.length for p in pieces[:n]) for n in range(len(pieces))]
+    out: list[Span] = []
+    for idx in range(len(new_lines)):
+        ls, le = new_starts[idx], new_starts[idx + 1]
+        deps: frozenset[str] | None = frozenset([cid])
+        for p, ps in zip(pieces, at, strict=True):
+            if p.src is None or not p.length or ps + p.length <= ls or ps >= le:
+                continue
+            lo, hi = max(ls, ps) - ps + p.src, min(le, ps + p.length) - ps + p.src
+            first = sum(1 for s in old_starts if s <= lo) - 1
+            last = sum(1 for s in old_starts if s <= hi - 1) - 1
+            have = old.carried_cover(first + 1, last + 1) if old is not None else None
+            if have is None or len(have) >= MAX_DEPS or deps is None:
+                deps = None
+                break
+            deps = deps | have
+        if deps is not None and len(deps) <= MAX_DEPS:
+            if out and out[-1][1] == idx and out[-1][2] == (deps,):
+                out[-1] = (out[-1][0], idx + 1, (deps,))
+            else:
+                out.append((idx + 1, idx + 1, (deps,)))
+    return out
+
+
+_WORDS = st.sampled_from(["a", "b", "ab", "x = 1", "", "def f():", "  return"])
+_BIG = frozenset(f"e{n}" for n in range(MAX_DEPS))  # an alternative at the bound
+
+
+@settings(max_examples=int(os.environ.get("FILECACHE_PROPERTY_EXAMPLES", "300")), deadline=None)
+@given(
+    st.lists(_WORDS, min_size=0, max_size=14),
+    st.booleans(),
+    st.lists(
+        st.tuples(st.integers(1, 15), st.integers(0, 6), st.one_of(_DEPS, st.just(_BIG))),
+        max_size=6,
+    ),
+    st.data(),
+)
+def test_an_edit_maps_facts_a_run_at_a_time_as_line_by_line(
+    words: list[str],
+    final_newline: bool,
+    adds: list[tuple[int, int, frozenset[str]]],
+    data: st.DataObject,
+) -> None:
+    from filecache.core.edits import apply_edit
+    from filecache.core.text import split_lines
+    from filecache.errors import EditError
+
+    text = "\n".join(words) + ("\n" if final_newline and words else "")
+    old_lines = split_lines(text)
+    facts = None
+    if adds:
+        facts = Facts("v", len(old_lines))
+        for start, size, deps in adds:
+            facts.add(start, min(start + size, len(old_lines)), deps)
+    if not text:
+        return
+    a = data.draw(st.integers(0, len(text) - 1))
+    b = data.draw(st.integers(a + 1, min(len(text), a + 12)))
+    new = data.draw(st.sampled_from(["", "z", "\n", "q\nr\n", text[a:b] + "\n"]))
+    try:
+        edited, pieces, _ = apply_edit("f.py", text, text[a:b], new, True)
+    except EditError:
+        return
+    new_lines = split_lines(edited)
+    got = map_through_edit(old_lines, facts, new_lines, pieces, "e-new")
+    assert got == _line_by_line(old_lines, facts, new_lines, pieces, "e-new")
+
+
+@settings(max_examples=int(os.environ.get("FILECACHE_PROPERTY_EXAMPLES", "300")), deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 12), st.integers(0, 4), _DEPS), max_size=8),
+    st.frozensets(_IDS, max_size=3),
+    st.data(),
+)
+def test_forgets_says_exactly_whether_forget_changes_a_view(
+    adds: list[tuple[int, int, frozenset[str]]], ids: frozenset[str], data: st.DataObject
+) -> None:
+    view = PathView(max_versions=3)
+    for n, (start, size, deps) in enumerate(adds):
+        view.facts_for(f"v{n % 4}", 20, n).add(start, start + size, deps)
+    if data.draw(st.booleans()):
+        view.facts_for("empty", 20, 99)  # a version without facts: forget drops it
+    if data.draw(st.booleans()):  # adjacent runs left unmerged (a stored view): forget merges
+        alts = (data.draw(_DEPS),)
+        view.facts_for("split", 20, 100).spans = [(1, 3, alts), (4, 6, alts)]
+    if data.draw(st.booleans()):
+        view.outlines["v1#auto"] = data.draw(_IDS)
+    before = (view.to_json(), [f.spans for f in view.versions.values()])
+    after = view.copy()
+    after.forget(ids)
+    changed = (after.to_json(), [f.spans for f in after.versions.values()]) != before
+    assert view.forgets(ids) == changed

@@ -26,7 +26,7 @@ from filecache.prune.input_pruning import INPUT_SUFFIX, MIN_PAYLOAD
 from filecache.prune.pruner import prune_messages
 from filecache.prune.pruning import PrunePolicy
 from filecache.prune.transcript import parse_transcript
-from filecache.store.store import MemoryStore
+from filecache.store.memory_store import MemoryStore
 
 FIRST = "".join(f"print('first version, line {i}')\n" for i in range(40))
 SECOND = "".join(f"print('second version, line {i}')\n" for i in range(40))

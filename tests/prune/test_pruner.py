@@ -19,7 +19,7 @@ from filecache.cli import main
 from filecache.prune.pruner import prune_messages
 from filecache.prune.pruning import PrunePolicy
 from filecache.prune.transcript import parse_transcript
-from filecache.store.store import MemoryStore
+from filecache.store.memory_store import MemoryStore
 
 SOURCE = "".join(f"def handler_{i}(event):\n    return compute({i}, event)\n\n" for i in range(40))
 NOTES = "".join(f"note {i}: the quick brown fox jumps over the lazy dog\n" for i in range(60))

@@ -23,7 +23,7 @@ from filecache.prune.input_pruning import INPUT_SUFFIX
 from filecache.prune.pruner import PruneResult, prune_messages
 from filecache.prune.pruning import TIERS, PrunePolicy
 from filecache.prune.transcript import ToolResult, parse_transcript
-from filecache.store.store import MemoryStore
+from filecache.store.memory_store import MemoryStore
 
 PATHS = ("a.py", "src/b.py", "/repo/src/b.py", "notes.md")
 USER = ("go on", "the bug is in notes.md", "run pytest", filler(300, "talk"), filler(900, "long"))

@@ -86,3 +86,32 @@ def test_rehash_records_changes_made_outside_file_tools(tmp_path: Path) -> None:
         assert [(w.call_id, w.tool) for w in writes["a.py"]] == [("bash_2", "change")]
         assert writes["b.py"][0].after is None
         assert session.read("a.py").kind == "diff"
+
+
+def test_stale_calls_is_sync_s_decision_without_a_session() -> None:
+    """``ledger.stale_calls``, pure: a held result must be in the transcript with the text the
+    ledger hashed, and a write/edit call must still carry every string it wrote."""
+    from filecache.core.hashing import KEYED
+    from filecache.ledger import CallRecord, stale_calls
+
+    def tag(text: str, keyed: bool) -> str:
+        return (KEYED if keyed else "xxh3:") + text
+
+    def record(cid: str, text_hash: str | None, args: tuple[str, ...] = ()) -> CallRecord:
+        tool = "edit" if args else "read"
+        return CallRecord(cid, 1, tool, "a.py", None, None, None, None, "", None, 0, 0,
+                          text_hash, (), args)  # fmt: skip
+
+    calls = {
+        "same": record("same", tag("A", False)),
+        "changed": record("changed", tag("B", False)),
+        "secret": record("secret", tag("S", True)),
+        "e-kept": record("e-kept", tag("ok", False), (tag("new", False),)),
+        "e-cleared": record("e-cleared", tag("ok", False), (tag("new", False),)),
+    }
+    texts = {"same": "A", "changed": "B2", "secret": "S", "e-kept": "ok", "e-cleared": "ok"}
+    arguments = {"e-kept": {"path": "a.py", "edits": [{"new_string": "new"}]}, "e-cleared": {}}
+    held = [*calls, "missing", "unknown-but-present"]
+    texts["unknown-but-present"] = "whatever"  # no ledger row: kept while its text is there
+    gone = stale_calls(held, calls, texts, arguments, tag, tag)
+    assert gone == {"changed", "e-cleared", "missing"}

@@ -10,7 +10,7 @@ from typing import Any
 
 from filecache.prune.pruning import PrunePolicy
 from filecache.replay.replay import HEADER_SLACK, replay_session
-from filecache.store.store import MemoryStore
+from filecache.store.memory_store import MemoryStore
 
 SOURCE = "".join(f"value_{n} = {n}\n" for n in range(1, 61))
 

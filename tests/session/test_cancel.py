@@ -212,7 +212,7 @@ def test_a_turn_whose_outcome_is_unknown_is_forgotten_if_it_landed(root: Path) -
     """The commit raised, and asking the store whether it landed failed too: the caller saw an
     error, so if the turn did land, the next turn forgets it."""
     from filecache.errors import StoreError
-    from filecache.store.store import MemoryStore
+    from filecache.store.memory_store import MemoryStore
 
     class Unsure(MemoryStore):
         lose = False

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from filecache import FileCache, StoreError
-from filecache.store.store import MemoryStore
+from filecache.store.memory_store import MemoryStore
 
 WORKER = r"""
 import json, sys, threading

@@ -16,11 +16,11 @@ import pytest
 from filecache.errors import StoreError
 from filecache.store import migrations
 from filecache.store.dialect import SQLITE, Dialect
+from filecache.store.memory_store import MemoryStore
 from filecache.store.opening import open_store
 from filecache.store.sqlite_store import MIGRATIONS, SqliteStore
 from filecache.store.store import (
     Event,
-    MemoryStore,
     Store,
     default_store_path,
 )

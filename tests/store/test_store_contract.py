@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from filecache.errors import StoreConflictError, StoreError
+from filecache.store.memory_store import MemoryStore
 from filecache.store.opening import open_store
 from filecache.store.sqlite_store import SqliteStore
 from filecache.store.store import (
@@ -32,7 +33,6 @@ from filecache.store.store import (
     Intent,
     KvStore,
     LockStore,
-    MemoryStore,
     RetentionStore,
     Store,
 )

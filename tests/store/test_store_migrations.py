@@ -20,9 +20,9 @@ from test_store import event
 from filecache.store import migrations
 from filecache.store.dialect import POSTGRESQL, SQLITE
 from filecache.store.migrations import MIGRATIONS
-from filecache.store.sql_store import EVENT_COLUMNS
+from filecache.store.sql_store import EVENT_COLUMNS, compress
 from filecache.store.sqlite_store import SqliteStore
-from filecache.store.store import Intent, Store, compress
+from filecache.store.store import Intent, Store
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "store"
 
