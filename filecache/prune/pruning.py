@@ -301,7 +301,7 @@ def collect(
             kind, path = record.tool, record.path
             start, end = record.start or 1, record.end
             version, answer, base = record.version, record.kind, record.base_call_id
-            if answer == Kind.OUTLINE and not result.text.startswith(MARKER):
+            if answer == Kind.OUTLINE and tier == Tier.KEEP and not text.startswith(MARKER):
                 # The model was not given filecache's outline but something else in its place
                 # (the agent's own view, which a cap kept): the transcript says what it holds.
                 answer = ""
@@ -407,7 +407,11 @@ def _superseded(
 
 def _outline(info: ResultInfo) -> bool:
     """Whether the result is an outline answer (the ledger's kind; without a ledger, a
-    filecache answer whose head line says so)."""
+    filecache answer whose head line says so). A result this pruner degraded to its outline is
+    not: its head line says "outline" too, but the model was given the lines (the pass that
+    degraded it did not take it for a map the model used, and the next pass must not either)."""
+    if info.tier != Tier.KEEP:
+        return False
     if info.answer == Kind.OUTLINE:
         return True
     return info.answer == "filecache" and " outline " in info.text.split("\n", 1)[0]

@@ -231,6 +231,39 @@ def test_the_newest_protect_recent_tokens_are_byte_identical(
         assert dumps(raw(result.messages, old)) == dumps(raw(messages, old))
 
 
+def test_a_read_degraded_to_its_outline_is_no_map_on_the_next_pass() -> None:
+    """Found by ``test_pruning_twice_equals_pruning_once``: a whole read the first pass
+    degraded to its outline reads, on the next pass, like an outline answer (its head line
+    says "outline"), and a later read of one line then cleared it as a used map; the first
+    pass had kept it (one line does not cover the read). Both passes must decide alike."""
+    source = "".join(f"def f{n}(x):\n    return x + {n + 1}\n" for n in range(1, 14, 2))
+    content = "".join(f"{n:6d}\t{line}\n" for n, line in enumerate(source.splitlines(), 1))
+
+    def call(cid: str, name: str, args: dict[str, Any], result: str) -> list[dict[str, Any]]:
+        function = {"name": name, "arguments": json.dumps(args)}
+        return [
+            {"role": "assistant", "content": None,
+             "tool_calls": [{"id": cid, "type": "function", "function": function}]},
+            {"role": "tool", "tool_call_id": cid, "content": result},
+        ]  # fmt: skip
+
+    messages = [
+        {"role": "system", "content": "sys"},
+        *call("r1", "read_file", {"path": "a.py"}, content),
+        *call("r2", "read_file", {"path": "a.py", "limit": 1}, "     1\tdef f1(x):\n"),
+        *call("r3", "read_file", {"path": "b.py"}, "     1\tx = 1\n"),
+    ]
+    policy = PrunePolicy(
+        context_window=300, prune_at=0.05, target=0.0, protect_recent=0, min_reclaim=0,
+        small_result=0, head_lines=1, tail_lines=1, cache_aware=False,
+    )  # fmt: skip
+    for store in (MemoryStore(), None):
+        once = prune(messages, policy, store)
+        assert {a.call_id: a.tier for a in once.plan.actions} == {"r1": "outline"}
+        twice = prune(once.messages, policy, store)
+        assert dumps(twice.messages) == dumps(once.messages) and twice.plan.actions == ()
+
+
 @PROPERTY
 @given(fmt=FORMATS, conversation=turns(), data=st.data())
 def test_pruning_twice_equals_pruning_once(
