@@ -33,7 +33,8 @@ Invariants:
   (``prior``) renders to the same bytes again: prompt-cache friendly and restart-safe.
 - Idempotent: planning on the output of a plan (with the same ``prior``) adds nothing.
 - The cost gate (on by default) keeps only the actions whose saving, over the turns expected to
-  remain, pays for the cached prefix they invalidate (``prune_cost``); one cut per pass.
+  remain, pays for the cached prefix they invalidate (``prune_cost``); one cut per pass, as
+  deep as the next pass over its output would make it (``_gate_settled``).
 
 Presets (``PrunePolicy.preset``): ``cost`` bills least under prompt caching (it considers a
 cut before every request and the cost gate keeps those that pay); ``context`` makes the same
@@ -718,7 +719,7 @@ def plan_prune(
     gate: str = ""
     dropped: tuple[str, ...] = ()
     if policy.cache_aware and total <= policy.hard_at * window:
-        chosen, gate, dropped = _cost_gate(chosen, msg_tokens, policy, transcript)
+        chosen, gate, dropped = _gate_settled(chosen, msg_tokens, policy, transcript)
     chosen = _inputs_still_held(chosen, found, infos)
     reclaimed = sum(a.tokens_before - a.tokens_after for a in chosen)
     if chosen and reclaimed < policy.min_reclaim:  # what the gate kept is not worth a cut
@@ -879,6 +880,30 @@ def _cost_gate(
     if not kept:
         return [], f"cost gate: no cut pays over {turns} turns", dropped
     return kept, f"cost gate: cut at message {kept[0].message_index} nets {net:,.0f}", dropped
+
+
+def _gate_settled(
+    actions: list[PruneAction],
+    msg_tokens: Sequence[int],
+    policy: PrunePolicy,
+    transcript: Transcript,
+) -> tuple[list[PruneAction], str, tuple[str, ...]]:
+    """The cost gate, then again over what it dropped, with the kept cut made, until it keeps
+    nothing more: what the next pass over this one's output would decide. Once the kept cut
+    made the prompt smaller, a deeper cut may pay (more requests before the prompt reaches
+    ``hard_at``); made now, it is one invalidation of the cache, not two, and planning on the
+    output adds nothing (idempotent)."""
+    kept, gate, dropped = _cost_gate(actions, msg_tokens, policy, transcript)
+    tokens, newly = list(msg_tokens), kept
+    while newly and len(kept) < len(actions):
+        for action in newly:
+            tokens[action.message_index] -= action.tokens_before - action.tokens_after
+        newly, deeper, dropped = _cost_gate(
+            actions[: len(actions) - len(kept)], tokens, policy, transcript
+        )
+        if newly:
+            kept, gate = newly + kept, deeper
+    return kept, gate, dropped
 
 
 def apply_plan(transcript: Transcript, plan: PrunePlan) -> list[object]:

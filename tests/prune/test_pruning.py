@@ -16,6 +16,7 @@ from prune_chat import Chat, bodies, filler, numbered, tier, words
 from filecache import FileCache
 from filecache.core.render import OUTLINE_TAG, TRUNCATION_MARKER, render_cleared
 from filecache.ledger import Ledger
+from filecache.prune.pruner import prune_messages
 from filecache.prune.pruning import (
     PrunePlan,
     PrunePolicy,
@@ -408,6 +409,29 @@ def test_min_reclaim_applies_to_what_the_gate_keeps() -> None:
     assert (result.actions, result.dropped_by_gate, result.reclaimed) == ((), ("call_1",), 0)
     assert result.gate.startswith("cost gate: cut at message 6 nets ")
     assert result.gate.endswith(": under min_reclaim")
+
+
+def test_the_cost_gate_settles_in_one_pass() -> None:
+    """The gate keeps the cut that pays best (here the newest result alone); once it is made,
+    the prompt is smaller, more requests come before it reaches ``hard_at``, and a deeper cut
+    pays too. The pass makes it as the next pass would: pruning its output again adds nothing
+    (found by ``test_pruning_twice_equals_pruning_once``; the gate alone left it to the next
+    pass, a second invalidation of the cache)."""
+    chat = Chat()
+    chat.read("f3.py", numbered(20))
+    chat.read("f2.py", numbered(59))
+    chat.bash("cmd0", filler(39, "out"))
+    chat.bash("cmd1", filler(24, "out"))
+    chat.read("f2.py", numbered(59))
+    chat.bash("cmd2", filler(23, "out"))
+    rules = policy(
+        context_window=1030, prune_at=0.05, target=0.0, protect_recent=0, small_result=0,
+        degrade=False, cache_aware=True,
+    )  # fmt: skip
+    once = prune_messages(chat.messages, policy=rules, count=words)
+    assert [a.call_id for a in once.plan.actions] == [f"call_{n}" for n in range(1, 6)]
+    again = prune_messages(once.messages, policy=rules, count=words)
+    assert again.plan.actions == () and again.messages == once.messages
 
 
 @pytest.mark.parametrize("deep", [True, False])
