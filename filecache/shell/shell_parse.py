@@ -460,6 +460,7 @@ def render_lines_at(
         return _render_grep(read, files, picked)
     # Numbers count the stream the first command wrote (cat -n numbers across its files).
     offsets = _offsets(files)
+    unterminated = _unterminated(read, files) if read.stages else None
     parts: list[str] = []
     for k, (f, n) in enumerate(picked):
         line = files[f][n - 1]
@@ -469,10 +470,34 @@ def render_lines_at(
             body = f"{offsets[f] + n:6d}\t{body}"
         if read.numbering == "nl":
             open_end = False
-        if open_end and k + 1 < len(picked) and read.stages:
-            open_end = False  # sed: the next output line starts on a new line
+        if read.stages:  # only the output's last line can lack its newline, as the stages say
+            open_end = k + 1 == len(picked) and unterminated == (f, n)
         parts.append(body if open_end else body + "\n")
     return "".join(parts)
+
+
+def _unterminated(read: ShellRead, files: Sequence[Sequence[str]]) -> tuple[int, int] | None:
+    """The ``(file, line)`` the piped output ends on without a newline, or None. A file's last
+    line may lack one (not under ``nl``, which ends every line); ``sed`` writes the newline
+    before its next output line, so only its last output line can stay open, and only if that
+    is the open line; ``head``, ``tail`` and ``tail -n +N`` pass the bytes through, so the
+    open line stays open only if it is still the last one."""
+    stream = [
+        (f, n, read.numbering != "nl" and n == len(lines) and lines[-1].endswith(EOF_MARK))
+        for f, lines in enumerate(files)
+        for n in range(1, len(lines) + 1)
+    ]
+    for stage in read.stages:
+        if stage.op == "sed":
+            out = [stream[i] for i in _sed_pick(stage, len(stream))]
+            stream = [(f, n, False) for f, n, _ in out[:-1]] + out[-1:]
+        elif stage.op == "head":
+            stream = stream[: stage.count]
+        elif stage.op == "tail":
+            stream = stream[max(0, len(stream) - stage.count) :] if stage.count else []
+        else:  # from
+            stream = stream[stage.count - 1 :]
+    return (stream[-1][0], stream[-1][1]) if stream and stream[-1][2] else None
 
 
 def _render_grep(
