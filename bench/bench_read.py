@@ -224,8 +224,9 @@ def delta_files() -> list[str]:
     return names
 
 
-def bench_tokens() -> None:
-    """The seeds' delta benchmark: 20 source files read, every other one re-read unchanged."""
+def bench_tokens() -> dict[str, str]:
+    """The seeds' delta benchmark: 20 source files read, every other one re-read unchanged.
+    Returns the 20 whole-file answers (``bench_numbering`` counts their line numbers)."""
     counter = TokenCounter("o200k")
     names = delta_files()
     with tempfile.TemporaryDirectory() as tmp:
@@ -270,33 +271,31 @@ def bench_tokens() -> None:
         f"(tokenizer exact: {counter.exact}), e.g. `{example.strip()}`.\n"
     )
     print("Target: re-reads ≥ 99% fewer tokens than their full reads; a FileRef ≤ 32 tokens.\n")
+    return {name: result.text for name, result in full.items()}
 
 
-def bench_numbering() -> None:
-    """What the line numbers of a content answer cost: the 20 files of ``fixtures/delta/`` read
-    whole through a session, against their raw lines and ``cat -n``'s six-column numbers."""
-    names = delta_files()
-    texts = {name: (DELTA / name).read_text(encoding="utf-8") for name in names}
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        for name, text in texts.items():
-            (root / name).parent.mkdir(exist_ok=True)
-            (root / name).write_text(text, encoding="utf-8")
-        with FileCache(root, store=":memory:") as cache:
-            session = cache.session("bench")
-            answers = {name: session.read(name, mode="full").text for name in names}
-    print("### What line numbers cost (20 whole files of `fixtures/delta/`)\n")
-    print(row("encoding", "raw lines", "`cat -n` (6 columns)", "filecache's answers", "saved"))
-    print(row("---", "---:", "---:", "---:", "---:"))
+def bench_numbering(answers: dict[str, str]) -> None:
+    """What the line numbers of a content answer cost: the whole-file ``answers`` of the 20
+    files of ``fixtures/delta/`` (``bench_tokens``), against their raw lines and ``cat -n``'s
+    six-column numbers."""
+    texts = {name: (DELTA / name).read_text(encoding="utf-8") for name in answers}
+    lines = sum(len(t.splitlines()) for t in texts.values())
+    print(f"### What line numbers cost (20 whole files of `fixtures/delta/`, {lines:,} lines)\n")
+    print(row("encoding", "raw lines", "`cat -n` (6 columns)", "filecache's answers", "saved",
+              "saved a line"))  # fmt: skip
+    print(row("---", "---:", "---:", "---:", "---:", "---:"))
     for encoding in ("o200k", "cl100k"):
         counter = TokenCounter(encoding)
         raw = sum(counter.count(t) for t in texts.values())
         cat = sum(
-            counter.count("".join(f"{n:6d}\t{line}" for n, line in enumerate(lines, 1)))
-            for lines in (t.splitlines(keepends=True) for t in texts.values())
+            counter.count("".join(f"{n:6d}\t{line}" for n, line in enumerate(rows, 1)))
+            for rows in (t.splitlines(keepends=True) for t in texts.values())
         )
         ours = sum(counter.count(a) for a in answers.values())
-        print(row(encoding, f"{raw:,}", f"{cat:,}", f"{ours:,}", f"{100 * (1 - ours / cat):.1f}%"))
+        saved = f"{100 * (1 - ours / cat):.1f}%"
+        print(
+            row(encoding, f"{raw:,}", f"{cat:,}", f"{ours:,}", saved, f"{(cat - ours) / lines:.1f}")
+        )
     print(
         "\nfilecache's answers carry a one-line header each and number lines right-aligned to "
         "the width of the last number shown, then a TAB.\n"
@@ -313,8 +312,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.tokens_only:
         print("$ .venv/bin/python bench/bench_read.py --tokens-only\n")
-        bench_tokens()
-        bench_numbering()
+        bench_numbering(bench_tokens())
         return
     print(
         f"$ .venv/bin/python bench/bench_read.py --reads {args.reads} --diff-runs {args.diff_runs}"
@@ -325,8 +323,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="filecache-bench-") as tmp:
         bench_reread(Path(tmp), args.reads)
         bench_diff(Path(tmp), args.diff_runs)
-    bench_tokens()
-    bench_numbering()
+    bench_numbering(bench_tokens())
 
 
 def _diff_version() -> str:

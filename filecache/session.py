@@ -104,6 +104,7 @@ class Session:
         self._counts, self._outlines = cache.counts, cache.outlines
         self._seal = functools.partial(getattr, self._secrets, "ref_seal")  # asked when needed
         self._outside = OutsideChanges(cache)  # files the watcher saw change
+        self._ledger: tuple[int, LedgerFold] | None = None  # (the events' life, their fold)
         cache.store.touch_session(session_id)
 
     # -- public API -------------------------------------------------------------------------
@@ -397,8 +398,6 @@ class Session:
                 fold = self._ledger = (state.lives, LedgerFold(self.id))
             fold[1].add(state.events[fold[1].count :])  # only the events since the last one
             return fold[1].snapshot()
-
-    _ledger: tuple[int, LedgerFold] | None = None  # (the events' life, their fold so far)
 
     def read_tool(self, fn: Any = None, /, **options: Any) -> Any:
         """Decorate an agent's own read tool: cache on its output (see filecache.decorators).

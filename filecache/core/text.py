@@ -330,7 +330,7 @@ _PREFIXES_KEPT = 1 << 17  # prefixes cached up to this line number; deeper ones 
 def _prefixes(start: int, end: int) -> list[str]:
     """The prefixes of lines ``start..end``: the number right-aligned to the width of ``end``,
     then a TAB (``cat -n``'s style without its six-column padding: 1.6 tokens a line fewer on
-    the 10,595 lines of ``fixtures/delta``, o200k and cl100k, ``bench/bench_read.py
+    the 10,546 lines of ``fixtures/delta``, o200k and cl100k, ``bench/bench_read.py
     --tokens-only``).
 
     Built once per width and sliced after; a longer list replaces the cached one whole, so a

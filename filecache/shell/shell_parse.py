@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from filecache.core.text import EOF_MARK
 
@@ -406,10 +407,20 @@ def _numbered(read: ShellRead, number: int, body: str) -> str:
 
 
 def _stream(read: ShellRead, totals: Sequence[int]) -> list[tuple[int, int]]:
-    stream = [(f, n) for f, total in enumerate(totals) for n in range(1, total + 1)]
+    return _piped(read, [(f, n) for f, total in enumerate(totals) for n in range(1, total + 1)])
+
+
+_T = TypeVar("_T")
+
+
+def _piped(
+    read: ShellRead, stream: list[_T], sed_out: Callable[[list[_T]], list[_T]] = list
+) -> list[_T]:
+    """``stream`` (the first command's output lines) through the read's stages; ``sed_out``
+    rewrites what each ``sed`` stage printed (``_unterminated``: its newlines)."""
     for stage in read.stages:
         if stage.op == "sed":
-            stream = [stream[i] for i in _sed_pick(stage, len(stream))]
+            stream = sed_out([stream[i] for i in _sed_pick(stage, len(stream))])
         elif stage.op == "head":
             stream = stream[: stage.count]
         elif stage.op == "tail":
@@ -482,21 +493,15 @@ def _unterminated(read: ShellRead, files: Sequence[Sequence[str]]) -> tuple[int,
     before its next output line, so only its last output line can stay open, and only if that
     is the open line; ``head``, ``tail`` and ``tail -n +N`` pass the bytes through, so the
     open line stays open only if it is still the last one."""
-    stream = [
-        (f, n, read.numbering != "nl" and n == len(lines) and lines[-1].endswith(EOF_MARK))
-        for f, lines in enumerate(files)
-        for n in range(1, len(lines) + 1)
-    ]
-    for stage in read.stages:
-        if stage.op == "sed":
-            out = [stream[i] for i in _sed_pick(stage, len(stream))]
-            stream = [(f, n, False) for f, n, _ in out[:-1]] + out[-1:]
-        elif stage.op == "head":
-            stream = stream[: stage.count]
-        elif stage.op == "tail":
-            stream = stream[max(0, len(stream) - stage.count) :] if stage.count else []
-        else:  # from
-            stream = stream[stage.count - 1 :]
+    stream = _piped(
+        read,
+        [
+            (f, n, read.numbering != "nl" and n == len(lines) and lines[-1].endswith(EOF_MARK))
+            for f, lines in enumerate(files)
+            for n in range(1, len(lines) + 1)
+        ],
+        lambda out: [(f, n, False) for f, n, _ in out[:-1]] + out[-1:],
+    )
     return (stream[-1][0], stream[-1][1]) if stream and stream[-1][2] else None
 
 
