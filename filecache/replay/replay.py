@@ -386,6 +386,7 @@ def replay_session(
             FileCache(plain_root, store=":memory:", tokenizer=tokenizer) as plain_cache,
         ):
             cache.store.delete_session(name)
+            cache.secrets.seal_as(f"replay of {name}")  # not the temporary root: the same bytes
             shell_paths = shell_read_paths(shell, fc_root, trace.get("cwd"))
             later = _later_paths(messages, calls, shell_paths)
             session = cache.session(name)  # stored as NAME#<root hash> off the store's home root

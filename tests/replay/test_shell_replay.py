@@ -138,3 +138,16 @@ def test_recall_counts_the_files_shell_reads_use() -> None:
     assert replay.recall_pairs == 2 and replay.recall == 1.0
     assert replay.recall_all_pairs == 2 and replay.recall_all == 1.0
     assert replay.lines_in_use == (80, 21 + 25, 21 + 25)
+
+
+def test_a_replay_answers_with_the_same_bytes_in_every_run(tmp_path: Path) -> None:
+    """A served shell read's FileRef carries the root's seal; each replay copies the files to a
+    new temporary root, so the seal is keyed by the session instead (the token counts moved
+    by a few hundred between two replays of the mini-swe-agent sessions)."""
+    part = "".join(TEXT.splitlines(keepends=True)[4:25])
+    trace = _trace(tmp_path, [("sed -n '5,25p' m.py", part), ("sed -n '5,25p' m.py", part)])
+    runs = [replay_session(trace) for _ in range(2)]
+    answers = [{m.get("tool_call_id"): m["content"] for m in r.filecache_messages} for r in runs]
+    assert "seal " in answers[0]["c2"] and "unchanged" in answers[0]["c2"]
+    assert answers[0] == answers[1]
+    assert runs[0].prompt_tokens == runs[1].prompt_tokens

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from filecache import FileCache
 from filecache.cli import main
+from filecache.errors import ConfigError
 from filecache.shell.bash_reads import serve_bash
 
 
@@ -93,3 +94,21 @@ def test_cli_raw_fileref_carries_the_seal(
     assert second.stdout != forged
     with FileCache(root, store=db) as cache:  # the seal is the same in every process
         assert f"seal {cache.ref_seal})" in second.stdout
+
+
+def test_the_seal_is_renamed_only_before_its_first_use(tmp_path: Path) -> None:
+    """``Secrets.seal_as`` (a replay names the seal by its session, not its temporary root)
+    cannot change a seal the model may already hold."""
+    with (
+        FileCache(tmp_path, store=":memory:") as cache,
+        FileCache(tmp_path, store=":memory:") as other,
+    ):
+        cache.secrets.seal_as("replay of s1")
+        other.secrets.seal_as("replay of s1")
+        assert cache.ref_seal == other.ref_seal  # the same name and key: the same seal
+        cache.secrets.seal_as("replay of s1")  # the same again is fine
+        with pytest.raises(ConfigError, match="in use"):
+            cache.secrets.seal_as("replay of s2")
+        assert cache.ref_seal == other.ref_seal
+        with FileCache(tmp_path, store=":memory:") as third:
+            assert third.ref_seal != cache.ref_seal  # keyed by the root's path by default
