@@ -348,19 +348,28 @@ class Secrets:
         in raw and shell answers (``render.render_sealed``); the same in every process on this
         machine (the key file's)."""
         if self._ref_seal is None:
-            self.seal_as(str(self.root))
-        return self._ref_seal  # type: ignore[return-value]
+            seal = self._seal_of(str(self.root))
+            with self._lock:  # a seal_as meanwhile wins: never raise here
+                if self._ref_seal is None:
+                    self._ref_seal = seal
+        return self._ref_seal
 
     def seal_as(self, name: str) -> None:
         """Key the seal by ``name`` instead of the root's path: a replay copies a session's
         files to a new temporary root each run, and names it by the session so that its
-        answers, and their token counts, are the same in every run on this machine. Before the
-        seal is first used only: the model may hold lines sealed with the old one."""
-        seal = keyed_digest(f"filecache seal\0{name}", self.key)[6:12]
+        answers, and their token counts, are the same in every run on this machine.
+
+        Raises:
+            ConfigError: the seal was used already (the model may hold lines sealed with it).
+        """
+        seal = self._seal_of(name)
         with self._lock:
             if self._ref_seal not in (None, seal):
                 raise ConfigError("the seal is in use: seal_as must come before the first answer")
             self._ref_seal = seal
+
+    def _seal_of(self, name: str) -> str:
+        return keyed_digest(f"filecache seal\0{name}", self.key)[6:12]
 
     def mark(self, version: str) -> None:
         """Remember ``version`` as secret (read from a denied path, or a tool's output that
