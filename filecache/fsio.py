@@ -117,12 +117,25 @@ def _shown(text: str) -> str:
     return text if len(text) <= 80 else f"{text[:60]}…({len(text):,} characters)"
 
 
+def _require_utf8(path: str) -> None:
+    """Refuse a path whose bytes are not UTF-8 (Python holds them as lone surrogates): every
+    answer, header and store key names the file in UTF-8."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+        raise PathError(
+            f"{_shown(shown)}: the path is not valid UTF-8; filecache reads and writes only "
+            "files whose names are text (rename it, or use a shell tool)"
+        ) from None
+
+
 def check_path(raw: str) -> None:
     """Refuse, in linear time and before any file-system call, a path that no file can have.
 
     Raises:
-        PathError: empty, a NUL byte, not encodable, over ``PATH_MAX`` bytes, or a component
-            over ``NAME_MAX`` bytes.
+        PathError: empty, a NUL byte, not encodable, not UTF-8, over ``PATH_MAX`` bytes, or a
+            component over ``NAME_MAX`` bytes.
     """
     if not raw:
         raise PathError("empty path; give a file path relative to the root")
@@ -136,6 +149,7 @@ def check_path(raw: str) -> None:
         encoded = os.fsencode(raw)
     except UnicodeEncodeError as exc:
         raise PathError(f"{_shown(repr(raw))}: path is not valid text ({exc.reason})") from exc
+    _require_utf8(raw)
     if len(encoded) > PATH_MAX:
         raise PathError(
             f"{_shown(raw)}: path of {len(encoded):,} bytes, over the {PATH_MAX:,}-byte limit"
@@ -189,6 +203,7 @@ def locate(
             "can be read or written"
         )
     rel = "." if real == base else real[len(inside) :]
+    _require_utf8(rel)  # a link inside the root may lead to a name that is not
     if rel == STORE_DIR or rel.startswith(STORE_DIR + "/"):
         raise OutsideRootError(f"{raw}: filecache's own store folder is not served")
     try:

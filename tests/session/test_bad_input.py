@@ -237,6 +237,32 @@ def test_nul_byte_in_path_is_refused(cache: FileCache, root: Path) -> None:
     assert sorted(p.name for p in root.iterdir()) == ["empty.txt", "notes.txt", "src"]
 
 
+def test_a_file_name_that_is_not_utf8_is_refused_with_one_line(
+    cache: FileCache, root: Path
+) -> None:
+    """Python holds a name's non-UTF-8 bytes as lone surrogates; every header and store key is
+    UTF-8, so read, outline, edit and write died with a UnicodeEncodeError traceback."""
+    name = os.fsdecode(b"bad\xffname.txt")
+    (root / name).write_text("1\n2\n", encoding="utf-8")
+    (root / "src" / "link.txt").symlink_to(root / name)  # reached through a link: the same
+    session = cache.session()
+    calls = [
+        lambda: session.read(name),
+        lambda: session.read(name, mode="outline"),
+        lambda: session.edit(name, "1\n", "one\n"),
+        lambda: session.write(name, "x\n"),
+        lambda: session.write(os.fsdecode(b"new\xfe.txt"), "x\n"),
+        lambda: session.read("src/link.txt"),
+    ]
+    for call in calls:
+        with pytest.raises(
+            PathError, match=r"bad\\xffname.txt: the path is not valid UTF-8|new\\xfe"
+        ):
+            call()
+    assert (root / name).read_text(encoding="utf-8") == "1\n2\n"
+    assert not (root / os.fsdecode(b"new\xfe.txt")).exists()
+
+
 def test_store_folder_is_refused(sqlite_cache: FileCache, root: Path) -> None:
     (root / ".filecache").mkdir(exist_ok=True)
     (root / ".filecache" / "notes.md").write_text("private\n", encoding="utf-8")
