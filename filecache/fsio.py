@@ -26,7 +26,9 @@ Invariants:
   into place with ``os.rename(src_dir_fd=, dst_dir_fd=)`` (``rename(2)`` replaces atomically;
   CPython has no ``dir_fd`` for ``os.replace``): the target is either the old bytes or the new
   ones, never a mix. A refused write leaves the file byte-identical. Temporary files left by a
-  killed process are removed by ``sweep_temp_files`` once their process is gone.
+  killed process are removed by ``sweep_temp_files`` once their process is gone. The new file
+  keeps the old one's mode, and its owner and group where the process may set them (root); it
+  is a new inode, so another hard link to the old file keeps the old bytes (as ``sed -i``).
 """
 
 from __future__ import annotations
@@ -483,8 +485,9 @@ def write_bytes(loc: Located, data: bytes) -> None:
         if existing is not None:
             _require_regular(loc.rel, existing.st_mode)
         mode = stat.S_IMODE(existing.st_mode) if existing is not None else 0o666 & ~_UMASK
+        owner = (existing.st_uid, existing.st_gid) if existing is not None else None
         try:
-            _replace(dfd, name, data, mode)
+            _replace(dfd, name, data, mode, owner)
         except OSError as exc:
             raise _os_error(loc.rel, exc) from exc
 
@@ -502,7 +505,9 @@ def remove_file(loc: Located) -> None:
             raise _os_error(loc.rel, exc) from exc
 
 
-def _replace(dfd: int | None, target: str, data: bytes, mode: int) -> None:
+def _replace(
+    dfd: int | None, target: str, data: bytes, mode: int, owner: tuple[int, int] | None = None
+) -> None:
     folder = "" if dfd is not None else os.path.dirname(target) + os.sep
     for _ in range(100):
         tmp = f"{folder}.fc-{os.getpid()}-{os.urandom(6).hex()}.tmp"
@@ -519,6 +524,9 @@ def _replace(dfd: int | None, target: str, data: bytes, mode: int) -> None:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             os.fchmod(fh.fileno(), mode)
+            if owner is not None and owner != (os.geteuid(), os.getegid()):
+                with contextlib.suppress(PermissionError):  # root keeps the owner; others can't
+                    os.fchown(fh.fileno(), *owner)
         if dfd is not None:  # rename(2) replaces the target atomically
             os.rename(tmp, target, src_dir_fd=dfd, dst_dir_fd=dfd)
         else:

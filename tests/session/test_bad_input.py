@@ -440,6 +440,20 @@ def test_write_and_edit_preserve_file_mode(cache: FileCache, root: Path, mode: i
     assert path.read_text(encoding="utf-8") == "def main():\n    return 3\n"
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root may give a file to another user")
+def test_write_and_edit_as_root_keep_the_files_owner(cache: FileCache, root: Path) -> None:
+    """The replacement is a new inode; made by root it was root's, so editing another user's
+    file as root (a container, sudo) took it from them."""
+    path = root / "src" / "app.py"
+    os.chown(path, 65534, 65534)
+    cache.session().write("src/app.py", "def main():\n    return 2\n")
+    assert (path.stat().st_uid, path.stat().st_gid) == (65534, 65534)
+    cache.session().edit("src/app.py", "return 2", "return 3")
+    assert (path.stat().st_uid, path.stat().st_gid) == (65534, 65534)
+    cache.session().write("src/new.py", "x = 1\n")
+    assert (root / "src" / "new.py").stat().st_uid == 0  # a new file is the writer's
+
+
 @pytest.mark.parametrize("old", [b"\x89PNG\r\n\x1a\n", b"x" * 2000], ids=["binary", "large"])
 def test_write_replaces_a_binary_or_large_file(root: Path, old: bytes) -> None:
     (root / "old.dat").write_bytes(old)
