@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -189,7 +190,9 @@ def test_a_malformed_request_is_one_log_line_and_no_answer(
     assert run_hook([], b"") == b""
 
 
-def test_the_resident_process_answers_lines_until_stdin_closes(root: Path, notes: str) -> None:
+def test_the_resident_process_answers_lines_until_stdin_closes(
+    root: Path, notes: str, tmp_path: Path
+) -> None:
     path = root / "notes.txt"
     shown = opencode_read(path, notes)
     lines = [
@@ -200,12 +203,15 @@ def test_the_resident_process_answers_lines_until_stdin_closes(root: Path, notes
             root, "bash", call="c3", command="cat notes.txt", workdir=None, exit=0, output=notes
         ),  # fmt: skip
     ]
+    cache = tmp_path / "xdg-cache"  # the bad line is logged: not in the user's own cache
     done = subprocess.run(
         [sys.executable, "-m", "filecache.adapters.hosts.opencode", "serve"],
         input=b"\n".join(lines) + b"\n", capture_output=True, timeout=120, check=True,
+        env={**os.environ, "XDG_CACHE_HOME": str(cache)},
     )  # fmt: skip
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(answers) == 4 and answers[0]["output"] is None and answers[1]["error"]
+    assert "JSONDecodeError" in (cache / "filecache" / "hooks.log").read_text(encoding="utf-8")
     assert "unchanged since your result c1" in answers[2]["output"]
     assert answers[3]["output"].startswith("[filecache] notes.txt unchanged since your result c1")
     assert not done.stderr.strip()
