@@ -138,6 +138,7 @@ class SqliteStore(SqlStore):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA busy_timeout = 5000")
+            _refuse_foreign(conn)
             # Processes creating a new store at once: the first to switch to WAL wins, the
             # others wait for it here (one holds the open lock while it migrates).
             with lock_file(self.lock_path).hold("open"):
@@ -259,6 +260,23 @@ def _is_busy(exc: BaseException | None) -> bool:
     if code is not None:
         return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
     return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+
+
+def _refuse_foreign(conn: sqlite3.Connection) -> None:
+    """Refuse a database of other tables before changing anything in it (its journal mode
+    included): every store this history made holds ``_migrations`` first."""
+    tables = [
+        name
+        for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    ]
+    if tables and "_migrations" not in tables:
+        shown = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
+        raise sqlite3.DatabaseError(
+            f"a database of other tables ({shown}), not a filecache store; give filecache a "
+            "path of its own"
+        )
 
 
 def _migrate(conn: sqlite3.Connection) -> None:

@@ -4,6 +4,7 @@ its errors), ``open_store`` and ``default_store_path``. What every store does is
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import subprocess
@@ -205,6 +206,22 @@ def test_corrupt_file_is_a_store_error(db_path: Path) -> None:
         SqliteStore(db_path)
     assert str(db_path) in str(info.value)
     assert isinstance(info.value.__cause__, sqlite3.DatabaseError)
+
+
+def test_another_programs_database_is_refused_untouched(db_path: Path) -> None:
+    """``--store`` naming some other SQLite file added filecache's nine tables to it (and
+    switched its journal to WAL)."""
+    db_path.parent.mkdir(parents=True)
+    with contextlib.closing(sqlite3.connect(db_path)) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER, name TEXT)")
+        conn.commit()
+    before = db_path.read_bytes()
+    with pytest.raises(StoreError, match=r"other tables \(users\), not a filecache store"):
+        SqliteStore(db_path)
+    assert db_path.read_bytes() == before
+    assert sorted(p.name for p in db_path.parent.iterdir()) == [db_path.name]
+    with SqliteStore(db_path.with_name("empty.db")) as store:  # an empty file or none: made
+        assert store.events("s") == []
 
 
 def test_unopenable_path_is_a_store_error(tmp_path: Path) -> None:
