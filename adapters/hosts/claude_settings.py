@@ -14,7 +14,8 @@ formatting of other keys aside) is kept; ``--uninstall`` removes only ours, and 
 nothing else is left in it.
 
 The settings are written atomically (a temporary file beside it, then a rename), so Claude Code
-never reads half a file. A file that is not a JSON object is not touched: the error says so.
+never reads half a file. A file that is not a JSON object, or whose ``"hooks"`` is not an object
+of lists (``{EVENT: [GROUP...]}``), is not touched: the error says so.
 """
 
 from __future__ import annotations
@@ -70,12 +71,9 @@ def _ours(hook: Any) -> bool:
     return any(command.endswith(tail) or f"{tail} " in command for tail in (MARKER, *_LEGACY))
 
 
-def _without_ours(hooks: dict[str, Any]) -> dict[str, Any]:
+def _without_ours(hooks: dict[str, list[Any]]) -> dict[str, Any]:
     kept: dict[str, Any] = {}
     for event, groups in hooks.items():
-        if not isinstance(groups, list):
-            kept[event] = groups
-            continue
         left = []
         for group in groups:
             inner = group.get("hooks") if isinstance(group, dict) else None
@@ -99,6 +97,12 @@ def merged(settings: dict[str, Any], *, uninstall: bool, command: str) -> dict[s
         raise ConfigError(
             '"hooks" in the settings is not an object; fix it by hand, then install again'
         )
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            raise ConfigError(
+                f'"hooks.{event}" in the settings is not a list of matcher groups; '
+                "fix it by hand, then install again"
+            )
     hooks = _without_ours(hooks)
     if not uninstall:
         for event, matcher in HOOKS.items():
@@ -109,6 +113,13 @@ def merged(settings: dict[str, Any], *, uninstall: bool, command: str) -> dict[s
     if hooks:
         out["hooks"] = hooks
     return out
+
+
+def _merged(path: Path, settings: dict[str, Any], *, uninstall: bool) -> dict[str, Any]:
+    try:
+        return merged(settings, uninstall=uninstall, command=hook_command())
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 def _dumped(settings: dict[str, Any]) -> str:
@@ -154,7 +165,7 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
     if uninstall:
         if current is None:
             return f"no filecache hooks for Claude Code in {path} (no such file)"
-        after = merged(current, uninstall=True, command=hook_command())
+        after = _merged(path, current, uninstall=True)
         if after == current:
             return f"no filecache hooks for Claude Code in {path}; nothing changed"
         if after:
@@ -162,7 +173,7 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
         else:
             path.unlink()
         return f"removed filecache hooks for Claude Code from {path}"
-    after = merged(current or {}, uninstall=False, command=hook_command())
+    after = _merged(path, current or {}, uninstall=False)
     again = current is not None and after == current
     if not again:
         write_atomically(path, _dumped(after))

@@ -100,14 +100,27 @@ def test_user_scope_and_uninstall_of_a_file_we_created(home: Path, tmp_path: Pat
     assert not path.exists()  # nothing else was in it
 
 
-@pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"hooks": [1]}'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{not json",
+        "[1, 2]",
+        '{"hooks": [1]}',
+        # an event that is not a list of matcher groups: refused, never spread into one
+        '{"hooks": {"PostToolUse": "oops"}}',
+        '{"hooks": {"PostToolUse": {"a": 1}}}',
+        '{"hooks": {"Stop": 3}}',
+    ],
+)
 def test_settings_we_cannot_merge_are_left_untouched(home: Path, tmp_path: Path, text: str) -> None:
     path = tmp_path / ".claude" / "settings.json"
     path.parent.mkdir()
     path.write_text(text)
-    with pytest.raises(ConfigError, match="fix it by hand"):
-        install(scope=None, uninstall=False, cwd=tmp_path)
-    assert path.read_text() == text
+    for uninstall in (False, True):
+        with pytest.raises(ConfigError, match="fix it by hand") as raised:
+            install(scope=None, uninstall=uninstall, cwd=tmp_path)
+        assert "\n" not in str(raised.value)
+        assert path.read_text() == text
 
 
 def write_claude(folder: Path, version: str) -> None:
