@@ -10,8 +10,9 @@ recognised by that command's tail (``MARKER``; also the ``-m filecache.adapters.
 ``filecache hook`` forms of earlier releases) and replaced as a whole on every install, so
 installing twice is installing once, and an install after moving the virtualenv points at the
 new interpreter. Everything else in the file (other hooks, permissions, env, the user's
-formatting of other keys aside) is kept; ``--uninstall`` removes only ours, and the file when
-nothing else is left in it.
+formatting of other keys aside) is kept; ``--uninstall`` removes only ours, and an event whose
+groups were all ours. It never deletes the file, nor the ``"hooks"`` object (install cannot tell
+afterwards whether it made them): a file install created is left as ``{"hooks": {}}``.
 
 The settings are written atomically (a temporary file beside it, then a rename), so Claude Code
 never reads half a file. A file that is not a JSON object, or whose ``"hooks"`` is not an object
@@ -85,7 +86,7 @@ def _without_ours(hooks: dict[str, list[Any]]) -> dict[str, Any]:
                 left.append({**group, "hooks": rest})
             elif len(rest) == len(inner):  # an empty group that was never ours
                 left.append(group)
-        if left:
+        if left or not groups:  # an event goes only when ours were all it held
             kept[event] = left
     return kept
 
@@ -109,8 +110,8 @@ def merged(settings: dict[str, Any], *, uninstall: bool, command: str) -> dict[s
             group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
             group["hooks"] = [{"type": "command", "command": command, "timeout": TIMEOUT_SECONDS}]
             hooks[event] = [*hooks.get(event, []), group]
-    out = {k: v for k, v in settings.items() if k != "hooks"}
-    if hooks:
+    out = dict(settings)  # "hooks" keeps its place; an empty one stays (it may be the user's)
+    if hooks or "hooks" in settings:
         out["hooks"] = hooks
     return out
 
@@ -168,10 +169,7 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
         after = _merged(path, current, uninstall=True)
         if after == current:
             return f"no filecache hooks for Claude Code in {path}; nothing changed"
-        if after:
-            write_atomically(path, _dumped(after))
-        else:
-            path.unlink()
+        write_atomically(path, _dumped(after))
         return f"removed filecache hooks for Claude Code from {path}"
     after = _merged(path, current or {}, uninstall=False)
     again = current is not None and after == current

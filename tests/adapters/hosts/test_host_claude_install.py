@@ -97,7 +97,31 @@ def test_user_scope_and_uninstall_of_a_file_we_created(home: Path, tmp_path: Pat
     assert str(path) in line and ours(settings(path))
     assert not (project / ".claude").exists()
     install(scope="user", uninstall=True, cwd=project)
-    assert not path.exists()  # nothing else was in it
+    # never deleted: install cannot tell at uninstall whether it made the file or its "hooks"
+    assert settings(path) == {"hooks": {}}
+
+
+@pytest.mark.parametrize(
+    "mine",
+    [{}, {"hooks": {}, "env": {}}, {"hooks": {"Stop": []}}, {"env": {"A": "1"}, "hooks": {}}],
+)
+def test_uninstall_removes_only_what_install_added(
+    home: Path, tmp_path: Path, mine: dict[str, Any]
+) -> None:
+    path = tmp_path / ".claude" / "settings.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(mine))
+    before = path.read_bytes()
+    assert "nothing changed" in install(scope=None, uninstall=True, cwd=tmp_path)
+    assert path.read_bytes() == before  # nothing of ours: not even rewritten
+    install(scope=None, uninstall=False, cwd=tmp_path)
+    assert ours(settings(path))
+    assert install(scope=None, uninstall=True, cwd=tmp_path).startswith("removed")
+    assert path.exists()
+    after = settings(path)
+    # exactly the user's settings; a "hooks" object install added may stay, empty
+    assert after == mine or after == {**mine, "hooks": {}}
+    assert list(after)[: len(mine)] == list(mine)  # keys keep their order
 
 
 @pytest.mark.parametrize(

@@ -25,17 +25,19 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-# host, the file install edits (under HOME), its content before, what parses it
+# host, the file install edits (under HOME), its content before, what parses it, and what
+# uninstall leaves (an emptied "hooks" object or "plugin" list stays: it may be the user's)
 LINKED = [
-    ("claude-code", ".claude/settings.json", json.dumps(MINE), json.loads),
-    ("codex", ".codex/config.toml", 'model = "gpt-5.5"\n', tomllib.loads),
-    ("opencode", ".config/opencode/opencode.json", json.dumps({"model": "x/y"}), json.loads),
-]
+    ("claude-code", ".claude/settings.json", json.dumps(MINE), json.loads, {**MINE, "hooks": {}}),
+    ("codex", ".codex/config.toml", 'model = "gpt-5.5"\n', tomllib.loads, {"model": "gpt-5.5"}),
+    ("opencode", ".config/opencode/opencode.json", '{"model": "x/y"}', json.loads,
+     {"model": "x/y", "plugin": []}),
+]  # fmt: skip
 
 
-@pytest.mark.parametrize(("host", "name", "before", "parse"), LINKED)
+@pytest.mark.parametrize(("host", "name", "before", "parse", "left"), LINKED)
 def test_a_symlinked_config_is_written_through_and_stays_a_link(
-    home: Path, tmp_path: Path, host: str, name: str, before: str, parse: object
+    home: Path, tmp_path: Path, host: str, name: str, before: str, parse: object, left: object
 ) -> None:
     dotfiles = tmp_path / "dotfiles"
     dotfiles.mkdir()
@@ -55,7 +57,7 @@ def test_a_symlinked_config_is_written_through_and_stays_a_link(
     assert sorted(p.name for p in dotfiles.iterdir()) == [target.name]  # no temp file left
     module.install(scope="user", uninstall=True, cwd=project)
     assert link.is_symlink() and os.readlink(link) == str(target)
-    assert parse(target.read_text()) == parse(before)  # type: ignore[operator]
+    assert parse(target.read_text()) == left  # type: ignore[operator]
 
 
 def test_a_link_to_a_link_is_followed_to_its_final_target(home: Path, tmp_path: Path) -> None:
