@@ -471,15 +471,20 @@ _HOSTS = (
 
 @main.command(context_settings=CONTEXT)
 @click.argument("host", type=click.Choice(_HOSTS))
-@click.option("--user", "scope", flag_value="user", help="For every project of this user (~/...).")
-@click.option(
-    "--project", "scope", flag_value="project", help="For the project in the current directory."
-)
+@click.option("--user", is_flag=True, help="For every project of this user (~/...).")
+@click.option("--project", is_flag=True, help="For the project in the current directory.")
 @click.option("--uninstall", is_flag=True, help="Remove filecache's hooks (and only them).")
-def install(host: str, scope: str | None, uninstall: bool) -> None:
+def install(host: str, user: bool, project: bool, uninstall: bool) -> None:
     """Put filecache inside HOST's own tools (Claude Code: the project by default; Codex and
-    opencode: the user by default). Idempotent; merges with the settings already there."""
+    opencode: the user by default). Idempotent; merges with the settings already there.
+    --user and --project exclude each other."""
     from filecache.adapters.hosts import registry
+
+    chosen = [name for name, on in (("user", user), ("project", project)) if on]
+    if len(chosen) > 1:
+        flags = " and ".join(f"--{name}" for name in chosen)
+        raise click.UsageError(f"{flags} exclude each other; pass one (or none: the default)")
+    scope = chosen[0] if chosen else None
 
     line: str = registry.host_module(host).install(scope=scope, uninstall=uninstall, cwd=Path.cwd())
     if uninstall:  # the resident hook servers go too (a host still installed restarts one)

@@ -9,7 +9,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from filecache.adapters.hosts import registry
+
+from filecache.cli import main
 
 MINE = {"permissions": {"allow": ["Bash(ls:*)"]}}
 
@@ -74,3 +77,17 @@ def test_a_link_to_a_link_is_followed_to_its_final_target(home: Path, tmp_path: 
     assert link.is_symlink() and middle.is_symlink()
     assert json.loads(final.read_text())["permissions"] == MINE["permissions"]
     assert "hooks" in json.loads(final.read_text())
+
+
+@pytest.mark.parametrize("host", ["claude-code", "codex", "opencode"])
+@pytest.mark.parametrize("flags", [["--project", "--user"], ["--user", "--project"]])
+def test_scopes_are_exclusive(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host: str, flags: list[str]
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    done = CliRunner().invoke(main, ["install", host, *flags])
+    assert done.exit_code == 2, done.output  # a usage error, whichever comes last
+    assert "--project" in done.output and "--user" in done.output
+    assert list(home.iterdir()) == [] and list(project.iterdir()) == []  # nothing written
