@@ -473,17 +473,23 @@ _HOSTS = (
 @click.argument("host", type=click.Choice(_HOSTS))
 @click.option("--user", is_flag=True, help="For every project of this user (~/...).")
 @click.option("--project", is_flag=True, help="For the project in the current directory.")
+@click.option(
+    "--local",
+    is_flag=True,
+    help="Claude Code only: for this project, this developer only (.claude/settings.local.json).",
+)
 @click.option("--uninstall", is_flag=True, help="Remove filecache's hooks (and only them).")
-def install(host: str, user: bool, project: bool, uninstall: bool) -> None:
+def install(host: str, user: bool, project: bool, local: bool, uninstall: bool) -> None:
     """Put filecache inside HOST's own tools (Claude Code: the project by default; Codex and
     opencode: the user by default). Idempotent; merges with the settings already there.
-    --user and --project exclude each other."""
+    --user, --project and --local exclude each other. The hooks run this machine's Python by
+    its absolute path: commit a project's file only if every teammate's path is the same."""
     from filecache.adapters.hosts import registry
 
-    chosen = [name for name, on in (("user", user), ("project", project)) if on]
+    chosen = [name for name, on in (("user", user), ("project", project), ("local", local)) if on]
     if len(chosen) > 1:
-        flags = " and ".join(f"--{name}" for name in chosen)
-        raise click.UsageError(f"{flags} exclude each other; pass one (or none: the default)")
+        given = " and ".join(f"--{name}" for name in chosen)
+        raise click.UsageError(f"{given} exclude each other; pass one (or none: the default)")
     scope = chosen[0] if chosen else None
 
     line: str = registry.host_module(host).install(scope=scope, uninstall=uninstall, cwd=Path.cwd())

@@ -1,7 +1,11 @@
 """``filecache install claude-code``: filecache's hooks in Claude Code's ``settings.json``.
 
-Where: the project's ``.claude/settings.json`` (the default; committed with the project, so the
-team gets it) or, with ``--user``, ``~/.claude/settings.json`` (every project of this user).
+Where: the project's ``.claude/settings.json`` (the default), with ``--local`` the project's
+``.claude/settings.local.json`` (Claude Code's settings of this developer for the project, not
+for git: install says when git does not ignore it), or with ``--user``
+``~/.claude/settings.json`` (every project of this user). The hook command holds this machine's
+interpreter path, so the project file serves a team only where every teammate's path is the
+same; otherwise each developer installs with ``--local``.
 
 What: one command hook per event filecache needs (``HOOKS``), running the thin hook client,
 ``<this interpreter> -I -S <.../hosts/hook_client.py> claude-code``, by absolute paths, so the
@@ -36,7 +40,15 @@ from filecache.adapters.hosts.config_files import (
 
 from filecache.errors import ConfigError
 
-__all__ = ["HOOKS", "MARKER", "claude_version", "hook_command", "install", "settings_path"]
+__all__ = [
+    "HOOKS",
+    "MARKER",
+    "SCOPES",
+    "claude_version",
+    "hook_command",
+    "install",
+    "settings_path",
+]
 
 MARKER = "hook_client.py claude-code"
 _LEGACY = ("-m filecache.adapters.hosts claude-code", "filecache hook claude-code")
@@ -53,10 +65,14 @@ TIMEOUT_SECONDS = 30
 MIN_VERSION = (2, 1, 121)
 
 
+SCOPES = ("project", "local", "user")
+LOCAL_NAME = "settings.local.json"
+
+
 def settings_path(scope: str, cwd: Path) -> Path:
     if scope == "user":
         return Path.home() / ".claude" / "settings.json"
-    return cwd / ".claude" / "settings.json"
+    return cwd / ".claude" / (LOCAL_NAME if scope == "local" else "settings.json")
 
 
 def hook_command() -> str:
@@ -159,8 +175,8 @@ def _version_note() -> str:
 def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
     """Install (or remove) filecache's hooks; returns the one line to print."""
     scope = scope or "project"
-    if scope not in ("project", "user"):
-        raise ConfigError(f"unknown scope {scope!r}; use --project or --user")
+    if scope not in SCOPES:
+        raise ConfigError(f"unknown scope {scope!r}; use --project, --local or --user")
     path = settings_path(scope, cwd)
     current = load_json_object(path)
     if uninstall:
@@ -177,4 +193,20 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
         write_atomically(path, _dumped(after))
     verb = "filecache hooks for Claude Code already in" if again else "installed filecache hooks"
     where = f"{verb} {path}" if again else f"{verb} for Claude Code in {path}"
-    return where + _version_note()
+    return where + _version_note() + (_git_note(path) if scope == "local" else "")
+
+
+def _git_note(path: Path) -> str:
+    """A warning when git would offer the per-developer settings for a commit: Claude Code
+    asks git to ignore the file when Claude Code creates it, not when filecache does."""
+    relative = f"{path.parent.name}/{path.name}"
+    try:
+        done = subprocess.run(
+            ["git", "check-ignore", "-q", relative],
+            cwd=path.parent.parent, capture_output=True, timeout=15, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    if done.returncode != 1:  # 0: ignored; 128: not a git work tree (or no git)
+        return ""
+    return f"; git does not ignore {relative} here: add it to .gitignore (it is yours only)"

@@ -280,7 +280,7 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
     setting and plugin stays as it was, and uninstall never deletes the file. Returns the line
     to print."""
     if scope not in (None, "user", "project"):
-        raise ConfigError(f"unknown scope {scope!r}; use --user or --project")
+        raise ConfigError(f"opencode has no --{scope} install; use --user or --project")
     folder = cwd / ".opencode" if scope == "project" else _config_home() / "opencode"
     path = folder / "opencode.json"
     if not path.exists() and (folder / "opencode.jsonc").exists():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import sys
 from pathlib import Path
@@ -193,3 +194,73 @@ def test_a_project_cannot_shadow_the_hook(tmp_path: Path) -> None:
         )
     assert done.returncode == 0 and done.stdout == b""
     assert not (tmp_path / "SHADOWED").exists()
+
+
+GIT = shutil.which("git")
+
+
+def git(cwd: Path, *args: str) -> None:
+    import subprocess
+
+    assert GIT is not None
+    subprocess.run([GIT, *args], cwd=cwd, check=True, capture_output=True)
+
+
+def test_local_scope_writes_this_developers_project_settings(home: Path, tmp_path: Path) -> None:
+    """--local: .claude/settings.local.json, the project's settings of this developer only
+    (the hook command holds this machine's interpreter path)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    shared = project / ".claude" / "settings.json"
+    local = project / ".claude" / "settings.local.json"
+    line = install(scope="local", uninstall=False, cwd=project)
+    assert line.startswith(f"installed filecache hooks for Claude Code in {local}")
+    assert "git does not ignore" not in line  # not a git work tree: nothing to say
+    assert ours(settings(local))["PostToolUse"] == [hook_command()]
+    assert not shared.exists() and not (home / ".claude").exists()
+    assert install(scope="local", uninstall=False, cwd=project).startswith(
+        "filecache hooks for Claude Code already in"
+    )
+    install(scope="local", uninstall=True, cwd=project)
+    assert not ours(settings(local))
+
+
+def test_local_scope_says_when_git_would_commit_the_file(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if GIT is None:
+        pytest.skip("git is not installed")
+    monkeypatch.setenv("PATH", os.path.dirname(GIT))  # install runs git from PATH
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))  # no global ignore file
+    git(tmp_path, "init", "-q")
+    line = install(scope="local", uninstall=False, cwd=tmp_path)
+    assert "git does not ignore .claude/settings.local.json" in line, line
+    (tmp_path / ".gitignore").write_text(".claude/settings.local.json\n")
+    assert "git does not ignore" not in install(scope="local", uninstall=False, cwd=tmp_path)
+    (tmp_path / ".gitignore").unlink()
+    project = install(scope="project", uninstall=False, cwd=tmp_path)  # a file to commit
+    assert project.startswith("installed") and "git does not ignore" not in project
+
+
+def test_the_cli_local_flag(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    done = runner.invoke(main, ["install", "claude-code", "--local"])
+    assert done.exit_code == 0, done.output
+    assert ours(settings(tmp_path / ".claude" / "settings.local.json"))
+    assert not (tmp_path / ".claude" / "settings.json").exists()
+    for flags in (["--local", "--project"], ["--user", "--local"], ["--local", "--user"]):
+        failed = runner.invoke(main, ["install", "claude-code", "--uninstall", *flags])
+        assert failed.exit_code == 2 and "exclude each other" in failed.output, failed.output
+    assert ours(settings(tmp_path / ".claude" / "settings.local.json"))  # not uninstalled
+
+
+@pytest.mark.parametrize("host", ["codex", "opencode"])
+def test_local_is_claude_codes_only(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    failed = CliRunner().invoke(main, ["install", host, "--local"])
+    assert failed.exit_code == 2 and "--project" in failed.output, failed.output
+    assert list(home.iterdir()) == [] and list(tmp_path.iterdir()) == [home]
