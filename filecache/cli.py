@@ -513,9 +513,9 @@ def hook(host: str | None, args: tuple[str, ...], status: bool, stop: bool, as_j
 
     It never fails: on any internal error it logs one line and prints nothing, so HOST keeps
     its own output. This form runs in this process; ``filecache install HOST`` writes the
-    faster ``python -I -m filecache.adapters.hosts HOST``, a thin client of the resident hook
-    server (``--status`` lists those servers, ``--stop`` ends them; they start again on the
-    next hook call)."""
+    faster ``PYTHON -I -S .../hosts/hook_client.py HOST`` (PYTHON and the client by their
+    absolute paths), a thin client of the resident hook server (``--status`` lists those
+    servers, ``--stop`` ends them; they start again on the next hook call)."""
     from filecache.adapters.hosts import hook_client
 
     if status or stop:

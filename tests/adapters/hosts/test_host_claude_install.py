@@ -264,3 +264,11 @@ def test_local_is_claude_codes_only(
     failed = CliRunner().invoke(main, ["install", host, "--local"])
     assert failed.exit_code == 2 and "--project" in failed.output, failed.output
     assert list(home.iterdir()) == [] and list(tmp_path.iterdir()) == [home]
+
+
+def test_hook_help_names_the_command_install_writes() -> None:
+    shown = " ".join(CliRunner().invoke(main, ["hook", "--help"]).output.split())
+    written = hook_command().replace(sys.executable, "PYTHON").replace("claude-code", "HOST")
+    assert written.startswith("PYTHON -I -S ") and written.endswith("/hook_client.py HOST")
+    assert "PYTHON -I -S .../hosts/hook_client.py HOST" in shown, shown
+    assert "-m filecache.adapters.hosts" not in shown
