@@ -471,15 +471,26 @@ _HOSTS = (
 
 @main.command(context_settings=CONTEXT)
 @click.argument("host", type=click.Choice(_HOSTS))
-@click.option("--user", "scope", flag_value="user", help="For every project of this user (~/...).")
+@click.option("--user", is_flag=True, help="For every project of this user (~/...).")
+@click.option("--project", is_flag=True, help="For the project in the current directory.")
 @click.option(
-    "--project", "scope", flag_value="project", help="For the project in the current directory."
+    "--local",
+    is_flag=True,
+    help="Claude Code only: for this project, this developer only (.claude/settings.local.json).",
 )
 @click.option("--uninstall", is_flag=True, help="Remove filecache's hooks (and only them).")
-def install(host: str, scope: str | None, uninstall: bool) -> None:
+def install(host: str, user: bool, project: bool, local: bool, uninstall: bool) -> None:
     """Put filecache inside HOST's own tools (Claude Code: the project by default; Codex and
-    opencode: the user by default). Idempotent; merges with the settings already there."""
+    opencode: the user by default). Idempotent; merges with the settings already there.
+    --user, --project and --local exclude each other. The hooks run this machine's Python by
+    its absolute path: commit a project's file only if every teammate's path is the same."""
     from filecache.adapters.hosts import registry
+
+    chosen = [name for name, on in (("user", user), ("project", project), ("local", local)) if on]
+    if len(chosen) > 1:
+        given = " and ".join(f"--{name}" for name in chosen)
+        raise click.UsageError(f"{given} exclude each other; pass one (or none: the default)")
+    scope = chosen[0] if chosen else None
 
     line: str = registry.host_module(host).install(scope=scope, uninstall=uninstall, cwd=Path.cwd())
     if uninstall:  # the resident hook servers go too (a host still installed restarts one)
@@ -502,9 +513,9 @@ def hook(host: str | None, args: tuple[str, ...], status: bool, stop: bool, as_j
 
     It never fails: on any internal error it logs one line and prints nothing, so HOST keeps
     its own output. This form runs in this process; ``filecache install HOST`` writes the
-    faster ``python -I -m filecache.adapters.hosts HOST``, a thin client of the resident hook
-    server (``--status`` lists those servers, ``--stop`` ends them; they start again on the
-    next hook call)."""
+    faster ``PYTHON -I -S .../hosts/hook_client.py HOST`` (PYTHON and the client by their
+    absolute paths), a thin client of the resident hook server (``--status`` lists those
+    servers, ``--stop`` ends them; they start again on the next hook call)."""
     from filecache.adapters.hosts import hook_client
 
     if status or stop:

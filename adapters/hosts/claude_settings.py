@@ -1,7 +1,11 @@
 """``filecache install claude-code``: filecache's hooks in Claude Code's ``settings.json``.
 
-Where: the project's ``.claude/settings.json`` (the default; committed with the project, so the
-team gets it) or, with ``--user``, ``~/.claude/settings.json`` (every project of this user).
+Where: the project's ``.claude/settings.json`` (the default), with ``--local`` the project's
+``.claude/settings.local.json`` (Claude Code's settings of this developer for the project, not
+for git: install says when git does not ignore it), or with ``--user``
+``~/.claude/settings.json`` (every project of this user). The hook command holds this machine's
+interpreter path, so the project file serves a team only where every teammate's path is the
+same; otherwise each developer installs with ``--local``.
 
 What: one command hook per event filecache needs (``HOOKS``), running the thin hook client,
 ``<this interpreter> -I -S <.../hosts/hook_client.py> claude-code``, by absolute paths, so the
@@ -10,11 +14,13 @@ recognised by that command's tail (``MARKER``; also the ``-m filecache.adapters.
 ``filecache hook`` forms of earlier releases) and replaced as a whole on every install, so
 installing twice is installing once, and an install after moving the virtualenv points at the
 new interpreter. Everything else in the file (other hooks, permissions, env, the user's
-formatting of other keys aside) is kept; ``--uninstall`` removes only ours, and the file when
-nothing else is left in it.
+formatting of other keys aside) is kept; ``--uninstall`` removes only ours, and an event whose
+groups were all ours. It never deletes the file, nor the ``"hooks"`` object (install cannot tell
+afterwards whether it made them): a file install created is left as ``{"hooks": {}}``.
 
 The settings are written atomically (a temporary file beside it, then a rename), so Claude Code
-never reads half a file. A file that is not a JSON object is not touched: the error says so.
+never reads half a file. A file that is not a JSON object, or whose ``"hooks"`` is not an object
+of lists (``{EVENT: [GROUP...]}``), is not touched: the error says so.
 """
 
 from __future__ import annotations
@@ -34,7 +40,15 @@ from filecache.adapters.hosts.config_files import (
 
 from filecache.errors import ConfigError
 
-__all__ = ["HOOKS", "MARKER", "claude_version", "hook_command", "install", "settings_path"]
+__all__ = [
+    "HOOKS",
+    "MARKER",
+    "SCOPES",
+    "claude_version",
+    "hook_command",
+    "install",
+    "settings_path",
+]
 
 MARKER = "hook_client.py claude-code"
 _LEGACY = ("-m filecache.adapters.hosts claude-code", "filecache hook claude-code")
@@ -51,10 +65,14 @@ TIMEOUT_SECONDS = 30
 MIN_VERSION = (2, 1, 121)
 
 
+SCOPES = ("project", "local", "user")
+LOCAL_NAME = "settings.local.json"
+
+
 def settings_path(scope: str, cwd: Path) -> Path:
     if scope == "user":
         return Path.home() / ".claude" / "settings.json"
-    return cwd / ".claude" / "settings.json"
+    return cwd / ".claude" / (LOCAL_NAME if scope == "local" else "settings.json")
 
 
 def hook_command() -> str:
@@ -70,12 +88,9 @@ def _ours(hook: Any) -> bool:
     return any(command.endswith(tail) or f"{tail} " in command for tail in (MARKER, *_LEGACY))
 
 
-def _without_ours(hooks: dict[str, Any]) -> dict[str, Any]:
+def _without_ours(hooks: dict[str, list[Any]]) -> dict[str, Any]:
     kept: dict[str, Any] = {}
     for event, groups in hooks.items():
-        if not isinstance(groups, list):
-            kept[event] = groups
-            continue
         left = []
         for group in groups:
             inner = group.get("hooks") if isinstance(group, dict) else None
@@ -87,7 +102,7 @@ def _without_ours(hooks: dict[str, Any]) -> dict[str, Any]:
                 left.append({**group, "hooks": rest})
             elif len(rest) == len(inner):  # an empty group that was never ours
                 left.append(group)
-        if left:
+        if left or not groups:  # an event goes only when ours were all it held
             kept[event] = left
     return kept
 
@@ -99,16 +114,29 @@ def merged(settings: dict[str, Any], *, uninstall: bool, command: str) -> dict[s
         raise ConfigError(
             '"hooks" in the settings is not an object; fix it by hand, then install again'
         )
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            raise ConfigError(
+                f'"hooks.{event}" in the settings is not a list of matcher groups; '
+                "fix it by hand, then install again"
+            )
     hooks = _without_ours(hooks)
     if not uninstall:
         for event, matcher in HOOKS.items():
             group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
             group["hooks"] = [{"type": "command", "command": command, "timeout": TIMEOUT_SECONDS}]
             hooks[event] = [*hooks.get(event, []), group]
-    out = {k: v for k, v in settings.items() if k != "hooks"}
-    if hooks:
+    out = dict(settings)  # "hooks" keeps its place; an empty one stays (it may be the user's)
+    if hooks or "hooks" in settings:
         out["hooks"] = hooks
     return out
+
+
+def _merged(path: Path, settings: dict[str, Any], *, uninstall: bool) -> dict[str, Any]:
+    try:
+        return merged(settings, uninstall=uninstall, command=hook_command())
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 def _dumped(settings: dict[str, Any]) -> str:
@@ -147,25 +175,38 @@ def _version_note() -> str:
 def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
     """Install (or remove) filecache's hooks; returns the one line to print."""
     scope = scope or "project"
-    if scope not in ("project", "user"):
-        raise ConfigError(f"unknown scope {scope!r}; use --project or --user")
+    if scope not in SCOPES:
+        raise ConfigError(f"unknown scope {scope!r}; use --project, --local or --user")
     path = settings_path(scope, cwd)
     current = load_json_object(path)
     if uninstall:
         if current is None:
             return f"no filecache hooks for Claude Code in {path} (no such file)"
-        after = merged(current, uninstall=True, command=hook_command())
+        after = _merged(path, current, uninstall=True)
         if after == current:
             return f"no filecache hooks for Claude Code in {path}; nothing changed"
-        if after:
-            write_atomically(path, _dumped(after))
-        else:
-            path.unlink()
+        write_atomically(path, _dumped(after))
         return f"removed filecache hooks for Claude Code from {path}"
-    after = merged(current or {}, uninstall=False, command=hook_command())
+    after = _merged(path, current or {}, uninstall=False)
     again = current is not None and after == current
     if not again:
         write_atomically(path, _dumped(after))
     verb = "filecache hooks for Claude Code already in" if again else "installed filecache hooks"
     where = f"{verb} {path}" if again else f"{verb} for Claude Code in {path}"
-    return where + _version_note()
+    return where + _version_note() + (_git_note(path) if scope == "local" else "")
+
+
+def _git_note(path: Path) -> str:
+    """A warning when git would offer the per-developer settings for a commit: Claude Code
+    asks git to ignore the file when Claude Code creates it, not when filecache does."""
+    relative = f"{path.parent.name}/{path.name}"
+    try:
+        done = subprocess.run(
+            ["git", "check-ignore", "-q", relative],
+            cwd=path.parent.parent, capture_output=True, timeout=15, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    if done.returncode != 1:  # 0: ignored; 128: not a git work tree (or no git)
+        return ""
+    return f"; git does not ignore {relative} here: add it to .gitignore (it is yours only)"

@@ -322,7 +322,7 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
     elif scope == "project":
         hooks_file = Path(os.path.realpath(cwd)) / ".codex" / "hooks.json"
     else:
-        raise ConfigError(f"unknown scope {scope!r}: use --user or --project")
+        raise ConfigError(f"Codex CLI has no --{scope} install: use --user or --project")
     config_file = home / "config.toml"
     data = _load_json(hooks_file)
     try:

@@ -3,7 +3,9 @@
 Every installer reads a JSON object (Claude Code's settings.json, Codex's hooks.json,
 opencode.json) and writes a file back without ever leaving half of one: ``load_json_object``
 refuses what it cannot merge with (the user fixes it by hand, nothing is written), and
-``write_atomically`` replaces the file in one rename, keeping its mode.
+``write_atomically`` replaces the file in one rename, keeping its mode. A file that is a symlink
+(dotfiles kept by stow or chezmoi) is written through: the link's final target is replaced, in
+the target's folder, and the link stays a link.
 """
 
 from __future__ import annotations
@@ -65,20 +67,26 @@ def load_json_object(path: Path, *, missing: Any = None) -> Any:
 def write_atomically(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` in one rename (its mode kept; its folder made).
 
+    A symlink is followed to its final target, which is the file replaced (the temporary file
+    is made beside the target, so the rename stays on one file system): the link stays a link.
+
     Raises:
         ConfigError: the folder or the file cannot be written.
     """
+    target = Path(os.path.realpath(path))
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".filecache", dir=path.parent)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{target.name}.", suffix=".filecache", dir=target.parent
+        )
     except OSError as exc:
         raise ConfigError(f"{path}: cannot write it ({exc.strerror})") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
+        if target.exists():
+            os.chmod(tmp, target.stat().st_mode & 0o7777)
+        os.replace(tmp, target)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise ConfigError(f"{path}: cannot write it ({exc.strerror})") from None

@@ -277,9 +277,10 @@ def serve(stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None) -> in
 def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
     """Add (or remove) the plugin in opencode.json: the user's (``$XDG_CONFIG_HOME/opencode``,
     the default) or the project's (``.opencode/`` under ``cwd``). Idempotent; every other
-    setting and plugin stays as it was. Returns the line to print."""
+    setting and plugin stays as it was, and uninstall never deletes the file. Returns the line
+    to print."""
     if scope not in (None, "user", "project"):
-        raise ConfigError(f"unknown scope {scope!r}; use --user or --project")
+        raise ConfigError(f"opencode has no --{scope} install; use --user or --project")
     folder = cwd / ".opencode" if scope == "project" else _config_home() / "opencode"
     path = folder / "opencode.json"
     if not path.exists() and (folder / "opencode.jsonc").exists():
@@ -293,13 +294,9 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
     if uninstall:
         if len(plugins) == len(config.get("plugin", [])):
             return f"filecache is not installed for {DISPLAY_NAME} in {path}"
-        if plugins:
-            config["plugin"] = plugins
-        else:
-            config.pop("plugin", None)
-        if set(config) <= {"$schema"}:
-            path.unlink()
-            return f"removed filecache's plugin for {DISPLAY_NAME}: deleted {path} (now empty)"
+        # The file, its "$schema" and an empty "plugin" list stay: install cannot tell
+        # afterwards whether it made them or the user did.
+        config["plugin"] = plugins
         _save(path, config)
         return f"removed filecache's plugin for {DISPLAY_NAME} from {path}"
     if not config:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import sys
 from pathlib import Path
@@ -97,17 +98,54 @@ def test_user_scope_and_uninstall_of_a_file_we_created(home: Path, tmp_path: Pat
     assert str(path) in line and ours(settings(path))
     assert not (project / ".claude").exists()
     install(scope="user", uninstall=True, cwd=project)
-    assert not path.exists()  # nothing else was in it
+    # never deleted: install cannot tell at uninstall whether it made the file or its "hooks"
+    assert settings(path) == {"hooks": {}}
 
 
-@pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"hooks": [1]}'])
+@pytest.mark.parametrize(
+    "mine",
+    [{}, {"hooks": {}, "env": {}}, {"hooks": {"Stop": []}}, {"env": {"A": "1"}, "hooks": {}}],
+)
+def test_uninstall_removes_only_what_install_added(
+    home: Path, tmp_path: Path, mine: dict[str, Any]
+) -> None:
+    path = tmp_path / ".claude" / "settings.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(mine))
+    before = path.read_bytes()
+    assert "nothing changed" in install(scope=None, uninstall=True, cwd=tmp_path)
+    assert path.read_bytes() == before  # nothing of ours: not even rewritten
+    install(scope=None, uninstall=False, cwd=tmp_path)
+    assert ours(settings(path))
+    assert install(scope=None, uninstall=True, cwd=tmp_path).startswith("removed")
+    assert path.exists()
+    after = settings(path)
+    # exactly the user's settings; a "hooks" object install added may stay, empty
+    assert after == mine or after == {**mine, "hooks": {}}
+    assert list(after)[: len(mine)] == list(mine)  # keys keep their order
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{not json",
+        "[1, 2]",
+        '{"hooks": [1]}',
+        # an event that is not a list of matcher groups: refused, never spread into one
+        '{"hooks": {"PostToolUse": "oops"}}',
+        '{"hooks": {"PostToolUse": {"a": 1}}}',
+        '{"hooks": {"Stop": 3}}',
+    ],
+)
 def test_settings_we_cannot_merge_are_left_untouched(home: Path, tmp_path: Path, text: str) -> None:
     path = tmp_path / ".claude" / "settings.json"
     path.parent.mkdir()
     path.write_text(text)
-    with pytest.raises(ConfigError, match="fix it by hand"):
-        install(scope=None, uninstall=False, cwd=tmp_path)
-    assert path.read_text() == text
+    for uninstall in (False, True):
+        with pytest.raises(ConfigError, match="fix it by hand") as raised:
+            install(scope=None, uninstall=uninstall, cwd=tmp_path)
+        assert "\n" not in str(raised.value)
+        assert path.read_text() == text
 
 
 def write_claude(folder: Path, version: str) -> None:
@@ -156,3 +194,81 @@ def test_a_project_cannot_shadow_the_hook(tmp_path: Path) -> None:
         )
     assert done.returncode == 0 and done.stdout == b""
     assert not (tmp_path / "SHADOWED").exists()
+
+
+GIT = shutil.which("git")
+
+
+def git(cwd: Path, *args: str) -> None:
+    import subprocess
+
+    assert GIT is not None
+    subprocess.run([GIT, *args], cwd=cwd, check=True, capture_output=True)
+
+
+def test_local_scope_writes_this_developers_project_settings(home: Path, tmp_path: Path) -> None:
+    """--local: .claude/settings.local.json, the project's settings of this developer only
+    (the hook command holds this machine's interpreter path)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    shared = project / ".claude" / "settings.json"
+    local = project / ".claude" / "settings.local.json"
+    line = install(scope="local", uninstall=False, cwd=project)
+    assert line.startswith(f"installed filecache hooks for Claude Code in {local}")
+    assert "git does not ignore" not in line  # not a git work tree: nothing to say
+    assert ours(settings(local))["PostToolUse"] == [hook_command()]
+    assert not shared.exists() and not (home / ".claude").exists()
+    assert install(scope="local", uninstall=False, cwd=project).startswith(
+        "filecache hooks for Claude Code already in"
+    )
+    install(scope="local", uninstall=True, cwd=project)
+    assert not ours(settings(local))
+
+
+def test_local_scope_says_when_git_would_commit_the_file(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if GIT is None:
+        pytest.skip("git is not installed")
+    monkeypatch.setenv("PATH", os.path.dirname(GIT))  # install runs git from PATH
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))  # no global ignore file
+    git(tmp_path, "init", "-q")
+    line = install(scope="local", uninstall=False, cwd=tmp_path)
+    assert "git does not ignore .claude/settings.local.json" in line, line
+    (tmp_path / ".gitignore").write_text(".claude/settings.local.json\n")
+    assert "git does not ignore" not in install(scope="local", uninstall=False, cwd=tmp_path)
+    (tmp_path / ".gitignore").unlink()
+    project = install(scope="project", uninstall=False, cwd=tmp_path)  # a file to commit
+    assert project.startswith("installed") and "git does not ignore" not in project
+
+
+def test_the_cli_local_flag(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    done = runner.invoke(main, ["install", "claude-code", "--local"])
+    assert done.exit_code == 0, done.output
+    assert ours(settings(tmp_path / ".claude" / "settings.local.json"))
+    assert not (tmp_path / ".claude" / "settings.json").exists()
+    for flags in (["--local", "--project"], ["--user", "--local"], ["--local", "--user"]):
+        failed = runner.invoke(main, ["install", "claude-code", "--uninstall", *flags])
+        assert failed.exit_code == 2 and "exclude each other" in failed.output, failed.output
+    assert ours(settings(tmp_path / ".claude" / "settings.local.json"))  # not uninstalled
+
+
+@pytest.mark.parametrize("host", ["codex", "opencode"])
+def test_local_is_claude_codes_only(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    failed = CliRunner().invoke(main, ["install", host, "--local"])
+    assert failed.exit_code == 2 and "--project" in failed.output, failed.output
+    assert list(home.iterdir()) == [] and list(tmp_path.iterdir()) == [home]
+
+
+def test_hook_help_names_the_command_install_writes() -> None:
+    shown = " ".join(CliRunner().invoke(main, ["hook", "--help"]).output.split())
+    written = hook_command().replace(sys.executable, "PYTHON").replace("claude-code", "HOST")
+    assert written.startswith("PYTHON -I -S ") and written.endswith("/hook_client.py HOST")
+    assert "PYTHON -I -S .../hosts/hook_client.py HOST" in shown, shown
+    assert "-m filecache.adapters.hosts" not in shown

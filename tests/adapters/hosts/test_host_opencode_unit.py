@@ -56,11 +56,25 @@ def test_an_older_installation_is_replaced_not_doubled(config_home: Path, tmp_pa
     assert json.loads(config_home.read_text())["plugin"] == [OTHER, entry()]
 
 
-def test_a_file_install_created_is_deleted_on_uninstall(config_home: Path, tmp_path: Path) -> None:
+SCHEMA = {"$schema": "https://opencode.ai/config.json"}
+
+
+@pytest.mark.parametrize("mine", [None, {}, SCHEMA, {"plugin": []}, {"model": "x/y"}])
+def test_uninstall_removes_only_the_entry_and_never_the_file(
+    config_home: Path, tmp_path: Path, mine: dict[str, Any] | None
+) -> None:
+    """Install cannot tell at uninstall whether it made the file (or its "$schema" and its
+    "plugin" list): those stay, the file is never deleted."""
+    if mine is not None:
+        config_home.parent.mkdir(parents=True)
+        config_home.write_text(json.dumps(mine))
     install(scope=None, uninstall=False, cwd=tmp_path)
     assert json.loads(config_home.read_text())["plugin"] == [entry()]
-    assert "deleted" in install(scope=None, uninstall=True, cwd=tmp_path)
-    assert not config_home.exists()
+    assert install(scope=None, uninstall=True, cwd=tmp_path).startswith("removed")
+    after = json.loads(config_home.read_text())
+    assert {k: v for k, v in after.items() if k in (mine or {})} == (mine or {})
+    added = {k: v for k, v in after.items() if k not in (mine or {})}
+    assert added in ({}, {"plugin": []}, SCHEMA, {**SCHEMA, "plugin": []})
 
 
 def test_project_scope_writes_the_projects_dot_opencode(config_home: Path, tmp_path: Path) -> None:
