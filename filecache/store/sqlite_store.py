@@ -138,7 +138,8 @@ class SqliteStore(SqlStore):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA busy_timeout = 5000")
-            _refuse_foreign(conn)
+            if conn.execute("PRAGMA user_version").fetchone()[0] != len(migrations.MIGRATIONS):
+                _refuse_foreign(conn)  # a current store opens with one read, as before
             # Processes creating a new store at once: the first to switch to WAL wins, the
             # others wait for it here (one holds the open lock while it migrates).
             with lock_file(self.lock_path).hold("open"):

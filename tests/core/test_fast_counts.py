@@ -14,6 +14,7 @@ import pytest
 from filecache import FileCache
 from filecache.core.text import render_lines, split_lines
 from filecache.core.tokens import ESTIMATE_MARGIN, TokenCounter, fast_estimate, fast_estimate_text
+from filecache.errors import StoreError
 from filecache.sources import _shape_of
 from filecache.store.sqlite_store import MIGRATIONS, SqliteStore
 
@@ -197,5 +198,5 @@ def test_a_current_store_opens_without_migration_work(tmp_path: Path) -> None:
     assert "_migrations" not in tables
     conn.execute("PRAGMA user_version = 0")  # an older store: the migrations are checked again
     conn.close()
-    with pytest.raises(Exception, match="already exists"):
-        SqliteStore(path)  # no record of m001 and its tables exist: proof the check ran
+    with pytest.raises(StoreError, match="not a filecache store"):
+        SqliteStore(path)  # tables but no record of any migration: proof the check ran
