@@ -67,10 +67,10 @@ Message = dict[str, Any]
 
 
 def load_trace(trace_dir: Path) -> dict[str, Any]:
-    """``transcript.json`` of a ``filecache-trace/1`` directory.
+    """``transcript.json`` of a ``filecache-trace/1`` directory (which must hold ``files/``).
 
     Raises:
-        TranscriptError: not a readable trace.
+        TranscriptError: not a readable trace, or no ``files/`` folder beside it.
     """
     path = Path(trace_dir) / "transcript.json"
     try:
@@ -85,6 +85,12 @@ def load_trace(trace_dir: Path) -> dict[str, Any]:
     messages = trace.get("messages")
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         raise TranscriptError(f"{path}: 'messages' must be a list of message objects")
+    if not (Path(trace_dir) / "files").is_dir():
+        # Without it every file tool would fail in the replay, which would still look like one.
+        raise TranscriptError(
+            f"{trace_dir}: no files/ folder; a trace holds the files as they were before the "
+            "session in files/ (an empty one for a session that starts from nothing)"
+        )
     return trace
 
 
