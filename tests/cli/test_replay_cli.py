@@ -70,3 +70,45 @@ def test_every_importer_writes_files_so_its_traces_replay(
     assert traces and all((t / "files").is_dir() for t in traces)
     result = replay(*traces)
     assert result.exit_code == 0, result.output
+
+
+def _call(cid: str) -> dict[str, Any]:
+    arguments = json.dumps({"path": "a.py"})
+    return {"id": cid, "type": "function", "function": {"name": "read_file", "arguments": arguments}}
+
+
+@pytest.mark.parametrize(
+    ("messages", "needle"),
+    [
+        ([{"role": "assistant", "content": None, "tool_calls": "oops"}],
+         "message 0: tool_calls must be a list, got str"),
+        ([{"role": "user", "content": "go"}, {"role": "assistant", "tool_calls": ["oops"]}],
+         "message 1: tool call 0 must be an object, got str"),
+        ([{"role": "assistant", "content": None, "tool_calls": [{"function": {}}]}],
+         "message 0: tool call 0: id must be a non-empty string, got null"),
+        ([{"role": "user", "content": 5}],
+         "message 0: content must be a string or a list of blocks, got int"),
+        ([{"content": "hi"}], "message 0: role must be one of"),
+        ([{"role": "robot", "content": "hi"}], "message 0: role must be one of"),
+        ([{"role": "user", "content": "go"}, {"role": "tool", "content": "x"}],
+         "message 1: tool_call_id must be a non-empty string, got null"),
+        ([{"role": "tool", "tool_call_id": "c9", "content": "x"}],
+         "message 0: tool result for c9, but no earlier assistant message calls it"),
+        ([{"role": "assistant", "content": None, "tool_calls": [_call("c1"), _call("c1")]}],
+         "message 0: tool call id c1 used twice"),
+    ],
+)  # fmt: skip
+def test_a_malformed_message_is_refused_naming_its_index(
+    tmp_path: Path, messages: list[Any], needle: str
+) -> None:
+    trace = tmp_path / "bad"
+    (trace / "files").mkdir(parents=True)
+    (trace / "files" / "a.py").write_text("x = 1\n", encoding="utf-8")
+    doc = {"format": "filecache-trace/1", "messages": messages}
+    (trace / "transcript.json").write_text(json.dumps(doc), encoding="utf-8")
+    for extra in ((), ("--window", "32000"), ("--policy", "none")):
+        result = replay(trace, *extra)
+        assert result.exception is None or isinstance(result.exception, SystemExit), extra
+        assert result.exit_code == TranscriptError.exit_code, (extra, result.output)
+        assert result.stderr.count("\n") == 1, (extra, result.stderr)
+        assert f"{trace / 'transcript.json'}: {needle}" in result.stderr, (extra, result.stderr)
