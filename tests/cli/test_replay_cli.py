@@ -37,8 +37,14 @@ def test_a_trace_without_files_is_refused_naming_the_folder(tmp_path: Path) -> N
 def test_a_trace_with_an_empty_files_folder_replays(tmp_path: Path) -> None:
     trace = tmp_path / "fresh"
     (trace / "files").mkdir(parents=True)
-    call = {"id": "w1", "type": "function", "function": {
-        "name": "write_file", "arguments": json.dumps({"path": "new.py", "content": "x = 1\n"})}}
+    call = {
+        "id": "w1",
+        "type": "function",
+        "function": {
+            "name": "write_file",
+            "arguments": json.dumps({"path": "new.py", "content": "x = 1\n"}),
+        },
+    }
     messages = [
         {"role": "user", "content": "create new.py"},
         {"role": "assistant", "content": None, "tool_calls": [call]},
@@ -73,8 +79,8 @@ def test_every_importer_writes_files_so_its_traces_replay(
 
 
 def _call(cid: str) -> dict[str, Any]:
-    arguments = json.dumps({"path": "a.py"})
-    return {"id": cid, "type": "function", "function": {"name": "read_file", "arguments": arguments}}
+    function = {"name": "read_file", "arguments": json.dumps({"path": "a.py"})}
+    return {"id": cid, "type": "function", "function": function}
 
 
 @pytest.mark.parametrize(
