@@ -15,9 +15,14 @@ from typing import Any, TypeVar
 import click
 
 from filecache.cache import FileCache, Session
-from filecache.cli_reports import cache_aware_option, preset_option
+from filecache.cli_reports import (
+    cache_aware_option,
+    check_output_file,
+    preset_option,
+    write_output,
+)
 from filecache.core.kinds import Format
-from filecache.errors import FileCacheError, PathError, RequestError
+from filecache.errors import FileCacheError, RequestError
 from filecache.store.opening import open_store
 from filecache.tools import READ_FILE, param_help  # option help: the tool table's words
 
@@ -327,6 +332,7 @@ def prune(
     from filecache.settings import load_settings
     from filecache.store.opening import store_location
 
+    check_output_file(output)
     name = getattr(source, "name", "-")
     data = load_json(source.read(), name if isinstance(name, str) else "-")  # one-line errors
     aware = {} if cache_aware is None else {"cache_aware": cache_aware}
@@ -344,10 +350,7 @@ def prune(
             )
     text = json.dumps(result.messages, ensure_ascii=False, indent=1)
     if output is not None:
-        try:
-            output.write_text(text + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise PathError(f"{output}: cannot write the output ({exc.strerror or exc})") from None
+        write_output(output, text + "\n")
     else:
         click.echo(text)
     if as_json:
