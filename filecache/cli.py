@@ -93,7 +93,12 @@ def _emit(result: Any, as_json: bool, session: Session) -> None:
 )
 @click.option("--symbol", help=param_help("read_file", "symbol"))
 @click.option("--fresh", is_flag=True, help=param_help("read_file", "fresh"))
-@click.option("--raw", is_flag=True, help="Raw lines, without header and line numbers.")
+@click.option(
+    "--raw",
+    is_flag=True,
+    help="The file's lines as they are, without header or line numbers (read fresh: never a "
+    "FileRef or diff).",
+)
 @click.option("--call-id", help="The tool call id to record (default: generated).")
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
 @cache_options
@@ -120,7 +125,7 @@ def read(
             limit=limit,
             mode=mode,
             symbol=symbol,
-            fresh=fresh,
+            fresh=fresh or raw,  # the file's bytes, never a FileRef or diff (read --raw > copy)
             numbered=not raw,
             call_id=call_id,
         )
