@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import click
 
 from filecache.cache import FileCache, Session
+from filecache.cli_errors import cli_message
 from filecache.cli_reports import (
     cache_aware_option,
     check_output_file,
@@ -32,13 +33,14 @@ CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
 class _Group(click.Group):
-    """Turns ``FileCacheError`` into a one-line message and the class's exit code."""
+    """Turns ``FileCacheError`` into a one-line message, in the CLI's own flags
+    (``cli_errors``), and the class's exit code."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except FileCacheError as exc:
-            click.echo(f"filecache: {exc}", err=True)
+            click.echo(f"filecache: {cli_message(str(exc), ctx.invoked_subcommand)}", err=True)
             ctx.exit(exc.exit_code)
 
 
