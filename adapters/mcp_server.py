@@ -549,9 +549,12 @@ def build_server(
     """The MCP server for ``options`` (stores open when it runs); ``host``/``port``: where
     streamable HTTP listens; ``inline``: run the file tools on the event loop (see
     ``FileCacheServer``)."""
-    state = FileCacheServer(options, inline=inline)
+    return _server_of(FileCacheServer(options, inline=inline), host, port)
+
+
+def _server_of(state: FileCacheServer, host: str, port: int) -> Any:
     server = new_server(
-        options.name,
+        state.options.name,
         instructions=mcp_instructions("read_file"),
         lifespan=state.lifespan,
         host=host,
@@ -567,16 +570,24 @@ def serve(
     """Run the server until the client disconnects (stdio) or the process is stopped (http)."""
     if transport not in ("stdio", "http"):
         raise ConfigError(f"unknown transport {transport!r}; use 'stdio' or 'http'")
-    server = build_server(options, host=host, port=port, inline=transport == "stdio")
-    if transport == "http" and host not in ("127.0.0.1", "localhost", "::1"):
-        print(
-            f"filecache: serving files on {host}:{port} without authentication; anyone who can "
-            "reach it can read and write under the roots",
-            file=sys.stderr,
-        )
-    if transport == "stdio":
-        _end_on_stdin_after_sigterm()
-    run(server, "stdio" if transport == "stdio" else "streamable-http", host=host, port=port)
+    state = FileCacheServer(options, inline=transport == "stdio")
+    # The stores open here, before the server's loop: a store that cannot be opened (corrupt,
+    # not writable) raises its StoreError to the caller (the CLI prints it in one line), not
+    # from inside the server's task group. The lifespan finds them open and closes them.
+    state.open()
+    try:
+        server = _server_of(state, host, port)
+        if transport == "http" and host not in ("127.0.0.1", "localhost", "::1"):
+            print(
+                f"filecache: serving files on {host}:{port} without authentication; anyone who "
+                "can reach it can read and write under the roots",
+                file=sys.stderr,
+            )
+        if transport == "stdio":
+            _end_on_stdin_after_sigterm()
+        run(server, "stdio" if transport == "stdio" else "streamable-http", host=host, port=port)
+    finally:
+        state.close()  # a no-op after the lifespan closed them
 
 
 def _end_on_stdin_after_sigterm(grace: float = 5.0) -> None:

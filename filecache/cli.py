@@ -15,9 +15,15 @@ from typing import Any, TypeVar
 import click
 
 from filecache.cache import FileCache, Session
-from filecache.cli_reports import cache_aware_option, preset_option
+from filecache.cli_errors import cli_message
+from filecache.cli_reports import (
+    cache_aware_option,
+    check_output_file,
+    preset_option,
+    write_output,
+)
 from filecache.core.kinds import Format
-from filecache.errors import FileCacheError, PathError, RequestError
+from filecache.errors import FileCacheError, RequestError
 from filecache.store.opening import open_store
 from filecache.tools import READ_FILE, param_help  # option help: the tool table's words
 
@@ -27,13 +33,14 @@ CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
 class _Group(click.Group):
-    """Turns ``FileCacheError`` into a one-line message and the class's exit code."""
+    """Turns ``FileCacheError`` into a one-line message, in the CLI's own flags
+    (``cli_errors``), and the class's exit code."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except FileCacheError as exc:
-            click.echo(f"filecache: {exc}", err=True)
+            click.echo(f"filecache: {cli_message(str(exc), ctx.invoked_subcommand)}", err=True)
             ctx.exit(exc.exit_code)
 
 
@@ -88,7 +95,12 @@ def _emit(result: Any, as_json: bool, session: Session) -> None:
 )
 @click.option("--symbol", help=param_help("read_file", "symbol"))
 @click.option("--fresh", is_flag=True, help=param_help("read_file", "fresh"))
-@click.option("--raw", is_flag=True, help="Raw lines, without header and line numbers.")
+@click.option(
+    "--raw",
+    is_flag=True,
+    help="The file's lines as they are, without header or line numbers (read fresh: never a "
+    "FileRef or diff).",
+)
 @click.option("--call-id", help="The tool call id to record (default: generated).")
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
 @cache_options
@@ -115,7 +127,7 @@ def read(
             limit=limit,
             mode=mode,
             symbol=symbol,
-            fresh=fresh,
+            fresh=fresh or raw,  # the file's bytes, never a FileRef or diff (read --raw > copy)
             numbered=not raw,
             call_id=call_id,
         )
@@ -327,6 +339,7 @@ def prune(
     from filecache.settings import load_settings
     from filecache.store.opening import store_location
 
+    check_output_file(output)
     name = getattr(source, "name", "-")
     data = load_json(source.read(), name if isinstance(name, str) else "-")  # one-line errors
     aware = {} if cache_aware is None else {"cache_aware": cache_aware}
@@ -344,10 +357,7 @@ def prune(
             )
     text = json.dumps(result.messages, ensure_ascii=False, indent=1)
     if output is not None:
-        try:
-            output.write_text(text + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise PathError(f"{output}: cannot write the output ({exc.strerror or exc})") from None
+        write_output(output, text + "\n")
     else:
         click.echo(text)
     if as_json:

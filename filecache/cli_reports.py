@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -16,7 +18,7 @@ from typing import Any, TypeVar
 
 import click
 
-from filecache.errors import RequestError
+from filecache.errors import PathError, RequestError
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -64,8 +66,58 @@ def _lines(dirs: Sequence[Path]) -> Iterator[Path]:
         click.echo(f"replayed {n}/{len(dirs)}: {d.name} ({elapsed:.1f} s)", err=True)
 
 
+def _cannot_write(path: Path, exc: OSError) -> PathError:
+    why = exc.strerror or str(exc)
+    if isinstance(exc, FileNotFoundError) and not path.parent.is_dir():
+        why = f"the folder {path.parent} does not exist"
+    return PathError(f"{path}: cannot write the output ({why})")
+
+
+def check_output_file(path: Path | None) -> None:
+    """Refuse, before any work, an output file (``--html``, ``-o``) that cannot be written: a
+    missing folder, a directory, no permission. Nothing is left behind: an existing file is
+    opened for appending (never truncated) and a new one is removed again. A device or pipe
+    (``/dev/stdout``) is taken as it is.
+
+    Raises:
+        PathError: in one line, naming the path.
+    """
+    if path is None:
+        return
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise PathError(f"{path}: is a directory; name a file to write the output to")
+    if mode is not None and not stat.S_ISREG(mode):
+        return
+    flags = os.O_WRONLY | os.O_APPEND if mode is not None else os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    try:
+        os.close(os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644))
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
+    if mode is None:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def write_output(path: Path, text: str) -> None:
+    """Write ``text`` to the output file ``path``.
+
+    Raises:
+        PathError: it cannot be written (one line, naming the path).
+    """
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
+
+
 def _write_html(path: Path, page: str) -> None:
-    path.write_text(page, encoding="utf-8")
+    write_output(path, page)
     click.echo(f"wrote {path}", err=True)
 
 
@@ -173,6 +225,7 @@ def replay(
     from filecache.replay.replay_metrics import combine
     from filecache.replay.replay_report import format_replay, replay_html, worse_than_recorded
 
+    check_output_file(html_out)
     pruning = compare or policy != "filecache" or window is not None
     if host not in ("auto", "none") and pruning:
         raise RequestError(
@@ -319,6 +372,7 @@ def stats(
     """What filecache saved, per session and overall: reads by kind, tokens, pruning."""
     from filecache.stats import collect_stats, format_stats, stats_html
 
+    check_output_file(html_out)
     with _open(store) as opened:
         report = collect_stats(opened, session_id, top=top)
     if html_out is not None:

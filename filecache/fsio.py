@@ -589,8 +589,7 @@ def sweep_temp_files(
     for top in tops:
         if not _DIR_FD:
             break
-        walk = os.fwalk(top, follow_symlinks=False)
-        for here, dirs, files, dfd in walk:
+        for here, dirs, files, dfd in _walk(top):
             if folders is not None:
                 dirs[:] = []
             else:
@@ -607,6 +606,61 @@ def sweep_temp_files(
                         os.unlink(name, dir_fd=dfd)
                         removed.append(os.path.relpath(os.path.join(here, name), root))
     return removed
+
+
+def _walk(top: Path) -> Iterator[tuple[str, list[str], list[str], int]]:
+    """``os.fwalk(top, follow_symlinks=False)``, top-down, where a folder that cannot be opened
+    or listed is skipped: ``os.fwalk`` lets the listing's error end the whole walk (Python
+    3.11: root in a container cannot list ``/proc/1/fd``, so a root of ``/`` failed every
+    open). A folder is opened ``O_NOFOLLOW``: a link is never walked into, even one swapped in
+    after the listing. ``dirs`` may be pruned in place, as with ``os.walk``. Iterative (a deep
+    tree is no recursion); one descriptor per level, all closed when the walk ends."""
+    stack: list[tuple[int, str, Iterator[str]]] = []  # open folders, each with its dirs to do
+    fd, here = _open_folder(str(top), None), str(top)
+    try:
+        while True:
+            if fd is not None:
+                listed = _list_folder(fd)
+                if listed is None:
+                    os.close(fd)
+                else:
+                    dirs, files = listed
+                    stack.append((fd, here, iter(dirs)))  # iterates dirs as the caller prunes it
+                    yield here, dirs, files, fd
+            if not stack:
+                return
+            parent, path, names = stack[-1]
+            name = next(names, None)
+            if name is None:
+                os.close(stack.pop()[0])
+                fd = None
+                continue
+            fd, here = _open_folder(name, parent), os.path.join(path, name)
+    finally:
+        for parent, _, _ in stack:
+            os.close(parent)
+
+
+def _open_folder(name: str, dir_fd: int | None) -> int | None:
+    flags = os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _NONBLOCK | _CLOEXEC
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except OSError:
+        return None
+
+
+def _list_folder(fd: int) -> tuple[list[str], list[str]] | None:
+    """The folder's subfolders and other names (links among them); None: it cannot be listed."""
+    dirs: list[str] = []
+    files: list[str] = []
+    try:
+        with os.scandir(fd) as entries:  # a duplicate of fd, closed with the listing
+            for entry in entries:
+                with contextlib.suppress(OSError):  # gone since the listing
+                    (dirs if entry.is_dir(follow_symlinks=False) else files).append(entry.name)
+    except OSError:
+        return None
+    return dirs, files
 
 
 def _read_umask() -> int:

@@ -40,7 +40,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("stats",),
     ("replay",),
     ("importers",),
-    ("filecache", "cli_reports"),  # "filecache": the package's __init__ (lazy re-exports)
+    ("filecache", "cli_reports", "cli_errors"),  # "filecache": the package's __init__
     ("adapters",),  # adapters/, installed as filecache.adapters (hosts/ included)
     ("cli",),
     ("__main__",),

@@ -9,10 +9,11 @@ from what the log's reads show, the rest marked unknown) and ``transcript.json``
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from filecache.errors import RequestError
+from filecache.errors import PathError, RequestError
 from filecache.importers.claude_code import parse_claude_code
 from filecache.importers.mini_swe_agent import parse_mini_swe_agent
 from filecache.importers.swe_agent import parse_swe_agent
@@ -71,6 +72,7 @@ def import_logs(
 
     Raises:
         RequestError: an unknown format, or no logs found.
+        PathError: ``out_dir`` cannot be made or written to.
         TranscriptError: a log that is not of the format.
     """
     if format not in _PARSERS:
@@ -78,10 +80,38 @@ def import_logs(
     logs = find_logs(format, sources)
     if not logs:
         raise RequestError(f"no {format} logs found in the given sources")
+    out_dir = Path(out_dir)
+    _make_output_dir(out_dir)
     results: list[ImportResult] = []
     for log in logs:
         if progress is not None:
             progress(log)
         for recorded in _PARSERS[format](log):
-            results.append(write_trace(recorded, Path(out_dir), repo=repo))
+            try:
+                results.append(write_trace(recorded, out_dir, repo=repo))
+            except OSError as exc:  # the output directory failed under us (full, removed)
+                raise PathError(
+                    f"{out_dir}: cannot write the trace of {log} ({exc.strerror or exc}"
+                    + (f": {exc.filename})" if exc.filename else ")")
+                ) from None
     return results
+
+
+def _make_output_dir(out_dir: Path) -> None:
+    """Make ``out_dir`` (and its parents) if it is missing, and check it takes new folders.
+
+    Raises:
+        PathError: it is not a directory (or under a file), cannot be made, or is not writable.
+    """
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise PathError(
+            f"{out_dir}: exists and is not a directory; choose another output directory"
+        ) from None
+    except OSError as exc:
+        raise PathError(
+            f"{out_dir}: cannot make the output directory ({exc.strerror or exc})"
+        ) from None
+    if not os.access(out_dir, os.W_OK | os.X_OK):
+        raise PathError(f"{out_dir}: the output directory is not writable")

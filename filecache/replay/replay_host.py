@@ -29,6 +29,7 @@ from typing import Any
 
 from filecache.core.tokens import TokenCounter
 from filecache.errors import TranscriptError
+from filecache.prune.codecs import openai_chat
 from filecache.prune.pruner import TokenMemo
 from filecache.replay.host_registry import (
     HOST_REPLAYS,
@@ -65,12 +66,15 @@ the calls as the host's hook receives them)."""
 
 Message = dict[str, Any]
 
+TRACE_ROLES = ("system", "developer", "user", "assistant", "tool")
+"""The roles of a trace's messages (OpenAI chat completions')."""
+
 
 def load_trace(trace_dir: Path) -> dict[str, Any]:
-    """``transcript.json`` of a ``filecache-trace/1`` directory.
+    """``transcript.json`` of a ``filecache-trace/1`` directory (which must hold ``files/``).
 
     Raises:
-        TranscriptError: not a readable trace.
+        TranscriptError: not a readable trace, or no ``files/`` folder beside it.
     """
     path = Path(trace_dir) / "transcript.json"
     try:
@@ -85,7 +89,36 @@ def load_trace(trace_dir: Path) -> dict[str, Any]:
     messages = trace.get("messages")
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         raise TranscriptError(f"{path}: 'messages' must be a list of message objects")
+    _check_messages(path, messages)
+    if not (Path(trace_dir) / "files").is_dir():
+        # Without it every file tool would fail in the replay, which would still look like one.
+        raise TranscriptError(
+            f"{trace_dir}: no files/ folder; a trace holds the files as they were before the "
+            "session in files/ (an empty one for a session that starts from nothing)"
+        )
     return trace
+
+
+def _check_messages(path: Path, messages: list[Any]) -> None:
+    """Each message as the trace format has it (DESIGN "Session trace format"): a known role;
+    content a string, null or a list of text blocks; an assistant's ``tool_calls`` a list of
+    calls with ids; a ``tool`` message's ``tool_call_id`` naming an earlier call. The chat
+    parser pruning uses checks the shapes, so both refuse a message in the same words.
+
+    Raises:
+        TranscriptError: naming the file and the message's index.
+    """
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role not in TRACE_ROLES:
+            raise TranscriptError(
+                f"{path}: message {index}: role must be one of {', '.join(TRACE_ROLES)}, "
+                f"got {role!r}"
+            )
+    try:
+        openai_chat.parse(messages)
+    except TranscriptError as exc:
+        raise TranscriptError(f"{path}: {exc}") from None
 
 
 def trace_host(trace_dir: Path) -> str | None:

@@ -131,6 +131,24 @@ def test_read_raw_keeps_escape_sequences(runner: CliRunner, root: Path, store_pa
     assert result.stdout == text
 
 
+def test_read_raw_prints_the_content_in_a_session_that_has_it(
+    runner: CliRunner, root: Path, store_path: Path, notes: str
+) -> None:
+    """``read --raw F > copy`` copies F: never a FileRef or a diff, even in a session that has
+    the file (FILECACHE_SESSION), unchanged or changed since."""
+    env = {"FILECACHE_SESSION": "raw"}
+    first = run(runner, root, store_path, "read", "notes.txt", "--raw", env=env)
+    again = run(runner, root, store_path, "read", "notes.txt", "--raw", env=env)
+    assert first.stdout == again.stdout == notes  # on 35ed230: "[filecache] notes.txt unchanged"
+    changed = notes.replace("line 5:", "line five:")
+    (root / "notes.txt").write_text(changed, encoding="utf-8")
+    after = run(runner, root, store_path, "read", "notes.txt", "--raw", env=env)
+    assert after.stdout == changed  # on 35ed230: a diff
+    part = run(runner, root, store_path, "read", "notes.txt", "--raw", "--offset", "2",
+               "--limit", "2", env=env)  # fmt: skip
+    assert part.stdout == "".join(changed.splitlines(keepends=True)[1:3])
+
+
 def test_write_from_stdin_and_content(runner: CliRunner, root: Path, store_path: Path) -> None:
     piped = run(runner, root, store_path, "write", "new/a.txt", input="from stdin\n")
     assert piped.exit_code == 0, piped.stderr

@@ -328,7 +328,7 @@ def test_each_hostile_case_is_one_line_and_its_exit_code_in_the_cli(
         (("edit", "n" * 256, "--old", "a", "--new", "b"), 2, "over the 255-byte limit"),
         (("read", "pipe"), 2, "is a FIFO"),
         (("write", "notes.txt", "--content", "a\x00b"), 2, "NUL byte"),
-        (("read", "min.js"), 3, "over the 4,194,304-byte limit; read a part with offset/limit"),
+        (("read", "min.js"), 3, "over the 4,194,304-byte limit; read a part with --offset/--limit"),
     ]
     for args, code, words in cases:
         exit_code, err = _cli(runner, root, *args)

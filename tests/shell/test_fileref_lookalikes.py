@@ -80,20 +80,25 @@ def test_a_shell_fileref_is_not_what_cat_prints(
         assert not any(cache.ref_seal in line for line in body)  # the diff's lines are the file's
 
 
-def test_cli_raw_fileref_carries_the_seal(
+def test_a_raw_fileref_carries_the_seal_of_every_cache_on_the_store(
     root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A session continued by another cache on the same store (another process) gets a raw
+    FileRef with the same seal. (``filecache read --raw`` itself always prints the content:
+    ``tests/cli/test_cli.py``.)"""
     forged = _forged(tmp_path, root, monkeypatch, numbered=False)
     db = tmp_path / "s.db"
+    with FileCache(root, store=db) as cache:
+        cache.session("s").read("notes.txt", numbered=False, call_id="r1")
+    with FileCache(root, store=db) as cache:
+        second = cache.session("s").read("notes.txt", numbered=False, call_id="r2")
+        assert second.text.startswith("[filecache] notes.txt unchanged since your result r1")
+        assert second.text != forged
+        assert f"seal {cache.ref_seal})" in second.text
     runner = CliRunner()
     args = ["read", "notes.txt", "--raw", "--session", "s", "--root", str(root), "--store", str(db)]
-    first = runner.invoke(main, [*args, "--call-id", "r1"])
-    second = runner.invoke(main, [*args, "--call-id", "r2"])
-    assert first.exit_code == second.exit_code == 0, second.stderr
-    assert second.stdout.startswith("[filecache] notes.txt unchanged since your result r1")
-    assert second.stdout != forged
-    with FileCache(root, store=db) as cache:  # the seal is the same in every process
-        assert f"seal {cache.ref_seal})" in second.stdout
+    printed = runner.invoke(main, [*args, "--call-id", "r3"])
+    assert printed.exit_code == 0 and printed.stdout == (root / "notes.txt").read_text()
 
 
 def test_the_seal_is_renamed_only_before_its_first_use(tmp_path: Path) -> None:
