@@ -284,7 +284,7 @@ def _unquoted_unsafe(command: str) -> bool:
 
 def parse_shell_read(command: str) -> ShellRead | None:
     """The read ``command`` performs, or None when it is anything else (run it in the shell)."""
-    command = command.strip()
+    command = command.strip(" \t\n")
     if not command or _unquoted_unsafe(command):
         return None
     stages = _stages(command)

@@ -96,6 +96,27 @@ def test_recorded_commands_that_are_not_plain_reads_go_to_the_shell(command: str
     assert parse_shell_read(command) is None
 
 
+@pytest.mark.parametrize(
+    "command",
+    ["cat F\r", "cat F\u00a0", "\u00a0cat F", "cat F\x0b", "cat F\x0c", "cat F\x1c",
+     "cat F\u2028", "head -n 1 F\x85"],
+)  # fmt: skip
+def test_only_blanks_bash_splits_at_are_trimmed_from_a_command(
+    tmp_path: Path, command: str
+) -> None:
+    """bash splits words at spaces, tabs and newlines only: ``cat F\\r`` (a command with a CRLF
+    ending) or ``cat F`` and a no-break space names a file ``F`` and that character, which is
+    not there, so bash prints nothing on stdout. ``parse_shell_read`` trimmed the command with
+    ``str.strip`` (every Unicode space) and served F."""
+    (tmp_path / "F").write_text("one\ntwo\n", encoding="utf-8")
+    run = shell(tmp_path)
+    read = parse_shell_read(command)
+    assert read is None or read.paths != ("F",)  # bash's word, or the shell's to run
+    with FileCache(tmp_path, store=":memory:") as cache:
+        assert serve_bash(cache.session(), command, run) == run(command) == ""
+    assert parse_shell_read(f" \t{command.strip()}\n") is not None  # bash's blanks: trimmed
+
+
 LINE = st.sampled_from(["x", "", "  y z", "\\:", "\\:\\:", "t\tab", "cr\r", "ü é", "p;q"])
 FIRST = st.sampled_from(
     ["cat F", "cat -n F", "nl -ba F", "cat F G", "cat -n F G", "head F", "tail F"]
