@@ -90,12 +90,14 @@ class ShellRead:
 class Grep:
     """``grep`` of the stream for a ``pattern`` that matches as a plain substring: ``number``
     (``-n``: ``N:`` before a match, ``N-`` before a context line, N its stream line), ``before``
-    and ``after`` (``-B``/``-A``/``-C``: context lines; ``--`` between groups)."""
+    and ``after`` (``-B``/``-A``/``-C``: context lines), ``groups`` (``--`` between groups: GNU
+    grep prints it once any of ``-A``/``-B``/``-C`` is given, ``-A 0`` included)."""
 
     pattern: str
     number: bool = False
     before: int = 0
     after: int = 0
+    groups: bool = False
 
     def matches(self, line: str) -> bool:
         return self.pattern in line
@@ -141,7 +143,7 @@ def _grep(args: list[str]) -> tuple[Grep, list[str]] | None:
         return None
     before = context.get("B", context.get("C", 0))
     after = context.get("A", context.get("C", 0))
-    return Grep(pattern, number, before, after), operands
+    return Grep(pattern, number, before, after, groups=bool(context)), operands
 
 
 def _sed_script(script: str) -> list[tuple[int, int]] | None:
@@ -386,7 +388,7 @@ def _grep_rows(
     last = None
     for j in sorted(shown):
         mark = shown[j]
-        if last is not None and j != last + 1 and (grep.before or grep.after):
+        if last is not None and j != last + 1 and grep.groups:
             mark *= 2
         rows.append((stream[j][0], stream[j][1], j + 1, mark))
         last = j
