@@ -45,12 +45,19 @@ __all__ = [
 ]
 
 _UNSAFE = set("`$*?[]{}~<>;&()!#\\\n\r\t")  # outside quotes these mean more than a word
-_SED_CMD = re.compile(r"^(\d+|\$)(?:,(\d+|\$|\+\d+))?p$")
+_SED_CMD = re.compile(r"^(\d+|\$)(?:,(\d+|\$|\+\d+))?p$", re.ASCII)
 _NL_DELIMITERS = frozenset({"\\:", "\\:\\:", "\\:\\:\\:"})
 _BRE_SPECIAL = frozenset("\\.[]*^$")  # a pattern without these matches as a plain substring
 _ERE_SPECIAL = _BRE_SPECIAL | frozenset("+?(){}|")
 _GREP_FLAGS = frozenset("nFEG")  # short flags that may be combined (``-nF``)
-_CONTEXT = re.compile(r"^-([ABC])(\d*)$")
+_CONTEXT = re.compile(r"^-([ABC])(\d*)$", re.ASCII)
+_COUNT_MAX = 2**64 - 1  # head and tail refuse a larger count ("Value too large")
+
+
+def _digits(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also takes "²" (which ``int`` refuses) and "٣"
+    (which head, sed and grep refuse), as ``\\d`` does without ``re.ASCII``."""
+    return text.isascii() and text.isdigit()
 
 
 class NotServable(Exception):
@@ -120,7 +127,7 @@ def _grep(args: list[str]) -> tuple[Grep, list[str]] | None:
         if found is not None:
             value = found[2]
             if not value:
-                if i >= len(args) or not args[i].isdigit():
+                if i >= len(args) or not _digits(args[i]):
                     return None
                 value, i = args[i], i + 1
             context[found[1]] = int(value)
@@ -200,13 +207,13 @@ def _head_tail(cmd: str, args: list[str]) -> Stage | None:
         n, args = args[1], args[2:]
     elif args and args[0].startswith("-n") and len(args[0]) > 2:
         n, args = args[0][2:], args[1:]
-    elif args and args[0].startswith("-") and args[0][1:].isdigit():
+    elif args and args[0].startswith("-") and _digits(args[0][1:]):
         n, args = args[0][1:], args[1:]
     if args or n is None:
         return None
-    if cmd == "tail" and n.startswith("+") and n[1:].isdigit():
+    if cmd == "tail" and n.startswith("+") and _digits(n[1:]) and int(n[1:]) <= _COUNT_MAX:
         return Stage("from", max(1, int(n[1:])))
-    if not n.isdigit():
+    if not _digits(n) or int(n) > _COUNT_MAX:
         return None
     return Stage(cmd, int(n))
 
