@@ -316,6 +316,30 @@ def test_import_never_copies_a_file_holding_a_denied_line_with_a_form_feed(
     }
 
 
+@pytest.mark.parametrize(
+    "command",
+    ['cat "/etc/ssl/private/server.pem"', 'head -n 40 "my key.pem"', "cat server.pem\n",
+     "cat server.key\t| head -n 5"],
+)  # fmt: skip
+def test_a_denied_name_quoted_or_before_a_newline_in_a_command_is_found(
+    tmp_path: Path, command: str
+) -> None:
+    """A bash call's arguments are JSON: a quote, a tab or a newline in the command is an escape
+    there (``cat \\"server.pem\\"``), and the words of that raw text were ``server.pem\\``
+    or ``server.pem\\n``, which no glob of the deny-list matches. A file outside the root has
+    no lines for the secret index to know: its name is all there is."""
+    chat = _chat([("b1", command, secret_text("QUOTED")), *[
+        (f"fill{i}", f"ls dir{i}", "word " * 300) for i in range(3)]])  # fmt: skip
+    assert set(denied_results(parse_transcript(chat), None, DEFAULT_DENY)) == {"b1"}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    db = tmp_path / "s.db"
+    with FileCache(elsewhere, store=db) as cache:
+        pruned = prune_messages(chat, store=cache.store, policy=POLICY, session_id="anon")
+        assert {a.call_id: a.tier for a in pruned.plan.actions}["b1"] == "clear"
+    assert b"SECRET-QUOTED-" not in store_bytes(db)
+
+
 def test_a_decorated_tools_output_of_a_denied_file_is_not_stored(
     tree: Path, tmp_path: Path
 ) -> None:
