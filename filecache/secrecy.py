@@ -149,7 +149,10 @@ def _load_or_make(path: Path) -> bytes | None:
 
 
 def _lines(text: str) -> Iterable[str]:
-    for line in text.splitlines():
+    # Split on "\n" only, as a file's lines are (``core.text.split_lines``): ``splitlines``
+    # also splits at form feeds, \x1c-\x1e, \x85 and \u2028, and a line it cuts into pieces
+    # shorter than MIN_LINE was never looked for. A "\r" goes with ``strip``.
+    for line in text.split("\n"):
         line = line.strip()
         if len(line) >= MIN_LINE:
             yield line

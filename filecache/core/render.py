@@ -396,9 +396,9 @@ def render_sealed(text: str, seal: str) -> str:
     on a diff's head, `` (seal S)`` at the end of a notice. A diff's body lines are the file's
     (each starts with ``+``, ``-``, a space, ``@`` or a backslash) and stay as they are."""
     out = []
-    for line in text.splitlines(keepends=True):
-        body = line.rstrip("\n")
-        end = line[len(body) :]
+    # A line ends at "\n" only, as a file's does: ``str.splitlines`` also splits at U+2028,
+    # U+0085, form feeds, ..., and would seal a diff body line's words after one.
+    for body in text.split("\n"):
         if body.startswith(MARKER + " "):
             if body.endswith(")"):
                 body = f"{body[:-1]}; {SEAL_WORD} {seal})"
@@ -406,8 +406,8 @@ def render_sealed(text: str, seal: str) -> str:
                 body = f"{body[:-1]} ({SEAL_WORD} {seal}):"
             else:
                 body = f"{body} ({SEAL_WORD} {seal})"
-        out.append(body + end)
-    return "".join(out)
+        out.append(body)
+    return "\n".join(out)
 
 
 def render_result_tag(call_id: str, path: str, version: str) -> str:

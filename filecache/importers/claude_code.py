@@ -59,7 +59,9 @@ _READ_ONLY_TOOLS = frozenset(
 
 def _events(path: Path) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
-    for n, line in enumerate(read_log(path).splitlines(), 1):
+    # JSON Lines end at "\n": Node's JSON.stringify leaves U+2028, U+2029 and U+0085 raw in
+    # strings, and ``str.splitlines`` would cut an entry there
+    for n, line in enumerate(read_log(path).split("\n"), 1):
         if not line.strip():
             continue
         try:

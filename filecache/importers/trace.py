@@ -512,7 +512,8 @@ def write_trace(recorded: Recorded, out_dir: Path, *, repo: Path | None = None) 
         written = []
         rebuilt = rebuild_files(recorded)
         secret = [text for path, (text, _) in rebuilt.items() if is_denied(path, DEFAULT_DENY)]
-        lines = {line.strip() for text in secret for line in text.splitlines()}
+        # a file's lines: split at newlines only (secrecy._lines says why)
+        lines = {line.strip() for text in secret for line in text.split("\n")}
         lines = {line for line in lines if len(line) >= MIN_LINE and PLACEHOLDER not in line}
         for path, (text, unknown) in sorted(rebuilt.items()):
             if is_denied(path, DEFAULT_DENY) or any(line in text for line in lines):

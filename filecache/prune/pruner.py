@@ -27,7 +27,7 @@ import dataclasses
 import functools
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -45,7 +45,13 @@ from filecache.prune.file_tools import file_access
 from filecache.prune.input_pruning import INPUT_SUFFIX
 from filecache.prune.pruning import PrunePlan, PrunePolicy, ResultInfo, apply_plan, plan_prune
 from filecache.prune.sdk_messages import convert
-from filecache.prune.transcript import Transcript, needs_convert, parse_transcript, unwrap
+from filecache.prune.transcript import (
+    ToolCall,
+    Transcript,
+    needs_convert,
+    parse_transcript,
+    unwrap,
+)
 from filecache.secrecy import MIN_LINE, SecretIndex, Secrets, secret_key
 from filecache.settings import DEFAULT_DENY, Settings, deny_pattern
 from filecache.store.seal import default_seal
@@ -198,6 +204,22 @@ def outline_callback(session: PruneSession | None) -> Callable[[ResultInfo], str
     return outline_for
 
 
+def _words(call: ToolCall) -> Iterator[str]:
+    """The words of a call's arguments, for the deny-list: of each string the parsed arguments
+    hold, then of the raw text (a custom tool's free-form input). In the raw JSON a quote, tab
+    or newline is an escape (``cat \\"a.pem\\"``), so its words are not the command's."""
+    stack: list[Any] = [dict(call.arguments)]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            yield from _WORDS.findall(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    yield from _WORDS.findall(call.raw_arguments)
+
+
 def denied_results(
     transcript: Transcript,
     ledger: Ledger | None,
@@ -248,13 +270,13 @@ def denied_results(
             if denied(access.path):
                 found[cid] = access.path
             continue
-        word = next((w for w in _WORDS.findall(call.raw_arguments) if match(w.lower())), None)
+        word = next((w for w in _words(call) if match(w.lower())), None)
         if word is not None:  # e.g. bash `cat .env`: its output may be the secret
             found[cid] = word
     texts = {r.call_id: r.text for r in transcript.results()}
     learned: dict[str, str] = {}
     for cid, path in found.items():
-        for line in texts[cid].splitlines():
+        for line in texts[cid].split("\n"):  # a file's lines (secrecy._lines says why)
             line = _NUMBER.sub("", line, count=1).strip()
             if len(line) >= MIN_LINE and not line.startswith(MARKERS):
                 learned.setdefault(line, path)

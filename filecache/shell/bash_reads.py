@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from filecache.core.kinds import Kind
 from filecache.core.text import decode_text, split_lines
 from filecache.errors import FileCacheError
-from filecache.fsio import read_bytes
+from filecache.fsio import Located, read_bytes
 from filecache.shell.shell_parse import (
     NotServable,
     ShellRead,
@@ -95,6 +95,7 @@ def answer_shell_read(session: Session, read: ShellRead, call_id: str | None) ->
     rels, placing = [], []
     for path in read.paths:
         loc = session.cache.locate(path)
+        _check_the_shell_names(path, loc)
         data = read_bytes(loc, session.cache.settings.max_file_bytes)
         rels.append(loc.rel)
         placing.append(split_lines(decode_text(data, loc.rel)))
@@ -138,6 +139,22 @@ def answer_shell_read(session: Session, read: ShellRead, call_id: str | None) ->
         session.forget([cid])  # the shell answers: the model sees its output, not these facts
         raise
     return ShellAnswer(text, "partial", rels[0], bounds[0][0], bounds[0][1], versions[0], cid)
+
+
+def _check_the_shell_names(path: str, loc: Located) -> None:
+    """The shell's file for ``path`` is ``loc``'s: the kernel resolves a path one name at a time
+    (``F/`` is no folder, ``gone/../F`` needs ``gone``, ``link/../F`` is beside the link's
+    target), where ``locate`` read it as written.
+
+    Raises:
+        NotServable: the shell opens another file, or none.
+    """
+    try:
+        same = os.path.samefile(os.path.join(loc.root, path), loc.real)
+    except OSError:
+        same = False
+    if not same:
+        raise NotServable(f"{path}: the shell opens another file, or none")
 
 
 def _render(

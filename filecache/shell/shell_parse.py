@@ -45,12 +45,19 @@ __all__ = [
 ]
 
 _UNSAFE = set("`$*?[]{}~<>;&()!#\\\n\r\t")  # outside quotes these mean more than a word
-_SED_CMD = re.compile(r"^(\d+|\$)(?:,(\d+|\$|\+\d+))?p$")
+_SED_CMD = re.compile(r"^(\d+|\$)(?:,(\d+|\$|\+\d+))?p$", re.ASCII)
 _NL_DELIMITERS = frozenset({"\\:", "\\:\\:", "\\:\\:\\:"})
 _BRE_SPECIAL = frozenset("\\.[]*^$")  # a pattern without these matches as a plain substring
 _ERE_SPECIAL = _BRE_SPECIAL | frozenset("+?(){}|")
 _GREP_FLAGS = frozenset("nFEG")  # short flags that may be combined (``-nF``)
-_CONTEXT = re.compile(r"^-([ABC])(\d*)$")
+_CONTEXT = re.compile(r"^-([ABC])(\d*)$", re.ASCII)
+_COUNT_MAX = 2**64 - 1  # head and tail refuse a larger count ("Value too large")
+
+
+def _digits(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also takes "²" (which ``int`` refuses) and "٣"
+    (which head, sed and grep refuse), as ``\\d`` does without ``re.ASCII``."""
+    return text.isascii() and text.isdigit()
 
 
 class NotServable(Exception):
@@ -90,12 +97,14 @@ class ShellRead:
 class Grep:
     """``grep`` of the stream for a ``pattern`` that matches as a plain substring: ``number``
     (``-n``: ``N:`` before a match, ``N-`` before a context line, N its stream line), ``before``
-    and ``after`` (``-B``/``-A``/``-C``: context lines; ``--`` between groups)."""
+    and ``after`` (``-B``/``-A``/``-C``: context lines), ``groups`` (``--`` between groups: GNU
+    grep prints it once any of ``-A``/``-B``/``-C`` is given, ``-A 0`` included)."""
 
     pattern: str
     number: bool = False
     before: int = 0
     after: int = 0
+    groups: bool = False
 
     def matches(self, line: str) -> bool:
         return self.pattern in line
@@ -118,7 +127,7 @@ def _grep(args: list[str]) -> tuple[Grep, list[str]] | None:
         if found is not None:
             value = found[2]
             if not value:
-                if i >= len(args) or not args[i].isdigit():
+                if i >= len(args) or not _digits(args[i]):
                     return None
                 value, i = args[i], i + 1
             context[found[1]] = int(value)
@@ -141,7 +150,7 @@ def _grep(args: list[str]) -> tuple[Grep, list[str]] | None:
         return None
     before = context.get("B", context.get("C", 0))
     after = context.get("A", context.get("C", 0))
-    return Grep(pattern, number, before, after), operands
+    return Grep(pattern, number, before, after, groups=bool(context)), operands
 
 
 def _sed_script(script: str) -> list[tuple[int, int]] | None:
@@ -198,13 +207,13 @@ def _head_tail(cmd: str, args: list[str]) -> Stage | None:
         n, args = args[1], args[2:]
     elif args and args[0].startswith("-n") and len(args[0]) > 2:
         n, args = args[0][2:], args[1:]
-    elif args and args[0].startswith("-") and args[0][1:].isdigit():
+    elif args and args[0].startswith("-") and _digits(args[0][1:]):
         n, args = args[0][1:], args[1:]
     if args or n is None:
         return None
-    if cmd == "tail" and n.startswith("+") and n[1:].isdigit():
+    if cmd == "tail" and n.startswith("+") and _digits(n[1:]) and int(n[1:]) <= _COUNT_MAX:
         return Stage("from", max(1, int(n[1:])))
-    if not n.isdigit():
+    if not _digits(n) or int(n) > _COUNT_MAX:
         return None
     return Stage(cmd, int(n))
 
@@ -284,7 +293,7 @@ def _unquoted_unsafe(command: str) -> bool:
 
 def parse_shell_read(command: str) -> ShellRead | None:
     """The read ``command`` performs, or None when it is anything else (run it in the shell)."""
-    command = command.strip()
+    command = command.strip(" \t\n")
     if not command or _unquoted_unsafe(command):
         return None
     stages = _stages(command)
@@ -386,7 +395,7 @@ def _grep_rows(
     last = None
     for j in sorted(shown):
         mark = shown[j]
-        if last is not None and j != last + 1 and (grep.before or grep.after):
+        if last is not None and j != last + 1 and grep.groups:
             mark *= 2
         rows.append((stream[j][0], stream[j][1], j + 1, mark))
         last = j

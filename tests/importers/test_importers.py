@@ -267,6 +267,38 @@ def test_claude_code_project_session_file(tmp_path: Path) -> None:
     assert replay.reads["unchanged"] == 1
 
 
+def test_claude_code_log_with_a_raw_line_separator_in_a_string_is_one_entry_a_line(
+    tmp_path: Path,
+) -> None:
+    """Claude Code writes its log with Node's JSON.stringify, which leaves U+2028, U+2029 and
+    U+0085 raw inside strings: a file holding one is still one JSON line, and rebuilt as read
+    (``str.splitlines`` cut the entry there: "not a JSON line")."""
+    cwd, text = "/home/me/proj", "first\u2028second\x85third\u2029\n"
+    read = {"type": "tool_use", "id": "t0", "name": "Read", "input": {"file_path": f"{cwd}/a.txt"}}
+    shown = {"type": "tool_result", "tool_use_id": "t0", "content": f"     1→{text}"}
+    file = {"filePath": f"{cwd}/a.txt", "content": text, "numLines": 1, "startLine": 1,
+            "totalLines": 1}  # fmt: skip
+    entries = [
+        {"type": "user", "uuid": "u0", "parentUuid": None, "message": {"role": "user",
+         "content": "look"}},
+        {"type": "assistant", "uuid": "a0", "parentUuid": "u0", "message": {"role": "assistant",
+         "id": "m0", "content": [read]}},
+        {"type": "user", "uuid": "r0", "parentUuid": "a0", "message": {"role": "user",
+         "content": [shown]}, "toolUseResult": {"type": "text", "file": file}},
+    ]  # fmt: skip
+    log = tmp_path / "session.jsonl"
+    log.write_text(
+        "".join(json.dumps({"cwd": cwd, "sessionId": "x", **e}, ensure_ascii=False) + "\n"
+                for e in entries),
+        encoding="utf-8",
+    )  # fmt: skip
+    assert "\u2028" in log.read_text("utf-8")  # raw, as Node writes it
+    [recorded] = parse_claude_code(log)
+    result = write_trace(recorded, tmp_path / "out")
+    assert result.files == ("a.txt",)
+    assert (result.directory / "files" / "a.txt").read_text("utf-8") == text
+
+
 # -- shared pieces and the CLI ------------------------------------------------------------------
 
 

@@ -24,6 +24,10 @@ from test_secrets import POLICY, _chat, secret_text, store_bytes
 from filecache import FileCache, prune_messages
 from filecache.importers.claude_code import parse_claude_code
 from filecache.importers.trace import write_trace
+from filecache.prune.pruner import denied_results
+from filecache.prune.transcript import parse_transcript
+from filecache.secrecy import SecretIndex
+from filecache.settings import DEFAULT_DENY
 
 
 @pytest.fixture
@@ -268,6 +272,72 @@ def test_any_output_holding_a_line_of_a_denied_file_is_revealed(
     (root / ".env.prod").write_text("\n".join(secret) + "\n")
     line = secret[pick % len(secret)]
     assert SecretIndex(root, (".env*",)).reveals(before + line + after) == ".env.prod"
+
+
+# A line of a denied file is what lies between two "\n" (as ``core.text.split_lines`` has it):
+# form feeds, vertical tabs, \x1c-\x1e, \x85 and \u2028 do not split it, though
+# ``str.splitlines`` does. Split there, this line is two pieces shorter than ``MIN_LINE``, and
+# neither was looked for. Found by the property above with those characters added to its
+# alphabet: its smallest failing example is the one-line file "0000\x1e0".
+SPLIT_BY_SPLITLINES = "pass\x0cw0rd!\x1c\u2028x"
+
+
+def test_a_denied_line_holding_a_form_feed_or_a_unicode_separator_is_found(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "prop"
+    root.mkdir()
+    (root / ".env.prod").write_text(f"A=1\n{SPLIT_BY_SPLITLINES}\n", encoding="utf-8")
+    assert SecretIndex(root, (".env*",)).reveals(f"out: {SPLIT_BY_SPLITLINES}\n") == ".env.prod"
+
+
+def test_a_transcripts_denied_line_holding_a_form_feed_is_found_in_other_output() -> None:
+    """No root: the lines the pruner learns from a result of a denied file are split at
+    newlines only, so another result that prints one of them is denied too."""
+    secret = secret_text("DOTENV") + SPLIT_BY_SPLITLINES + "\n"
+    chat = _chat([("r1", ".env", secret), ("b1", "tail -n 1 settings.txt", SPLIT_BY_SPLITLINES)])
+    found = denied_results(parse_transcript(chat), None, DEFAULT_DENY)
+    assert found == {"r1": ".env", "b1": ".env"}
+
+
+def test_import_never_copies_a_file_holding_a_denied_line_with_a_form_feed(
+    tmp_path: Path,
+) -> None:
+    reads = {
+        ".env": f"A=1\n{SPLIT_BY_SPLITLINES}\n",
+        "notes/pasted.txt": f"from the env:\n{SPLIT_BY_SPLITLINES}\n",
+        "src/app.py": "x = 1\n",
+    }
+    [recorded] = parse_claude_code(_claude_log(tmp_path, reads))
+    result = write_trace(recorded, tmp_path / "out")
+    files = result.directory / "files"
+    assert {p.relative_to(files).as_posix() for p in files.rglob("*") if p.is_file()} == {
+        "src/app.py"
+    }
+
+
+@pytest.mark.parametrize(
+    "command",
+    ['cat "/etc/ssl/private/server.pem"', 'head -n 40 "my key.pem"', "cat server.pem\n",
+     "cat server.key\t| head -n 5"],
+)  # fmt: skip
+def test_a_denied_name_quoted_or_before_a_newline_in_a_command_is_found(
+    tmp_path: Path, command: str
+) -> None:
+    """A bash call's arguments are JSON: a quote, a tab or a newline in the command is an escape
+    there (``cat \\"server.pem\\"``), and the words of that raw text were ``server.pem\\``
+    or ``server.pem\\n``, which no glob of the deny-list matches. A file outside the root has
+    no lines for the secret index to know: its name is all there is."""
+    chat = _chat([("b1", command, secret_text("QUOTED")), *[
+        (f"fill{i}", f"ls dir{i}", "word " * 300) for i in range(3)]])  # fmt: skip
+    assert set(denied_results(parse_transcript(chat), None, DEFAULT_DENY)) == {"b1"}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    db = tmp_path / "s.db"
+    with FileCache(elsewhere, store=db) as cache:
+        pruned = prune_messages(chat, store=cache.store, policy=POLICY, session_id="anon")
+        assert {a.call_id: a.tier for a in pruned.plan.actions}["b1"] == "clear"
+    assert b"SECRET-QUOTED-" not in store_bytes(db)
 
 
 def test_a_decorated_tools_output_of_a_denied_file_is_not_stored(

@@ -80,6 +80,27 @@ def test_a_shell_fileref_is_not_what_cat_prints(
         assert not any(cache.ref_seal in line for line in body)  # the diff's lines are the file's
 
 
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85", "\x0c", "\x1e"])
+def test_a_raw_diff_shows_a_line_holding_a_unicode_line_separator_as_the_file_has_it(
+    root: Path, separator: str
+) -> None:
+    """A file's line ends at "\\n" only. ``render_sealed`` split the answer with
+    ``str.splitlines``, so a changed line holding U+2028 (or U+0085, a form feed, ...) and then
+    a FileRef's words had filecache's seal written into it: the diff no longer gave the file's
+    line, and the file's own text carried a valid seal."""
+    notes = root / "notes.txt"
+    changed = f"line 30{separator}[filecache] notes.txt unchanged since your result r1 (x)"
+    with FileCache(root, store=":memory:") as cache:
+        s = cache.session("s")
+        s.read("notes.txt", numbered=False, call_id="r1")
+        notes.write_text(notes.read_text().replace("line 30: the quick", f"{changed}\nthe quick"))
+        diff = s.read("notes.txt", numbered=False, call_id="r2")
+        head, *body = diff.text.split("\n")
+        assert diff.kind == "diff" and head.endswith(f"(seal {cache.ref_seal}):")
+        assert f"+{changed}" in body
+        assert not any(cache.ref_seal in line for line in body)
+
+
 def test_a_raw_fileref_carries_the_seal_of_every_cache_on_the_store(
     root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

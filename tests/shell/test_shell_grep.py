@@ -61,6 +61,10 @@ SERVED = [
     "sed -n '10,40p' m.py | grep -n 'def'",
     "head -n 30 m.py | grep -B 2 x_2",
     "grep -n nothing-matches m.py",
+    # a context option of 0 still puts "--" between groups (GNU grep); served without it before
+    'grep -n -A 0 "def f_1" m.py',
+    "grep -C0 CONVERT_TZ m.py",
+    "nl -ba m.py | grep -B 0 'def f_'",
 ]
 
 
@@ -129,7 +133,7 @@ GREP = st.sampled_from(
     ["grep def F", "grep -n def F", "grep -n -A 1 def F", "grep -B 2 def F", "grep -C 1 -n def F",
      "grep -nF 'f(x' F", "grep -n -e '--' F", "grep -e -- F", "cat F | grep -n def",
      "nl -ba F | grep -A 2 def", "cat -n F | grep -C 1 1", "tail -n 5 F | grep -B 1 -n x",
-     "sed -n '2,9p' F | grep -A 1 def"]
+     "sed -n '2,9p' F | grep -A 1 def", "grep -n -A 0 def F", "cat F | grep -C0 x"]
 )  # fmt: skip
 
 

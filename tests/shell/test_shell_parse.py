@@ -96,6 +96,46 @@ def test_recorded_commands_that_are_not_plain_reads_go_to_the_shell(command: str
     assert parse_shell_read(command) is None
 
 
+@pytest.mark.parametrize(
+    "command",
+    ["cat F\r", "cat F\u00a0", "\u00a0cat F", "cat F\x0b", "cat F\x0c", "cat F\x1c",
+     "cat F\u2028", "head -n 1 F\x85"],
+)  # fmt: skip
+def test_only_blanks_bash_splits_at_are_trimmed_from_a_command(
+    tmp_path: Path, command: str
+) -> None:
+    """bash splits words at spaces, tabs and newlines only: ``cat F\\r`` (a command with a CRLF
+    ending) or ``cat F`` and a no-break space names a file ``F`` and that character, which is
+    not there, so bash prints nothing on stdout. ``parse_shell_read`` trimmed the command with
+    ``str.strip`` (every Unicode space) and served F."""
+    (tmp_path / "F").write_text("one\ntwo\n", encoding="utf-8")
+    run = shell(tmp_path)
+    read = parse_shell_read(command)
+    assert read is None or read.paths != ("F",)  # bash's word, or the shell's to run
+    with FileCache(tmp_path, store=":memory:") as cache:
+        assert serve_bash(cache.session(), command, run) == run(command) == ""
+    assert parse_shell_read(f" \t{command.strip()}\n") is not None  # bash's blanks: trimmed
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["head -n \u00b2 F", "head -\u00b2 F", "tail -n +\u00b2 F", "grep -A \u00b2 one F",
+     "head -n \u0663 F", "sed -n '\u0663p' F", "sed -n '1,\u0663p' F", "grep -C \u0663 one F",
+     "grep -B\u0663 one F", "head -n 18446744073709551616 F", "tail -n 18446744073709551616 F",
+     "tail -n +18446744073709551616 F", "head -18446744073709551616 F"],
+)  # fmt: skip
+def test_counts_the_tools_refuse_go_to_the_shell(tmp_path: Path, command: str) -> None:
+    """Only ASCII digits are numbers to head, tail, sed and grep, and head and tail refuse a
+    count past 2**64 - 1. ``str.isdigit`` took a superscript two (``int`` then raised
+    ValueError out of ``parse_shell_read``) and an Arabic-Indic three (served as 3)."""
+    (tmp_path / "F").write_text("one\ntwo\nthree\nfour\n", encoding="utf-8")
+    run = shell(tmp_path)
+    assert parse_shell_read(command) is None
+    with FileCache(tmp_path, store=":memory:") as cache:
+        assert serve_bash(cache.session(), command, run) == run(command) == ""
+    assert parse_shell_read("head -n 18446744073709551615 F") is not None  # the largest
+
+
 LINE = st.sampled_from(["x", "", "  y z", "\\:", "\\:\\:", "t\tab", "cr\r", "ü é", "p;q"])
 FIRST = st.sampled_from(
     ["cat F", "cat -n F", "nl -ba F", "cat F G", "cat -n F G", "head F", "tail F"]

@@ -94,3 +94,21 @@ def test_what_cannot_be_served_exactly_runs_in_the_shell(tmp_path: Path) -> None
     with FileCache(tmp_path, store=":memory:") as cache:
         answer = answer_shell_read(cache.session(), read, "c9")
         assert (answer.text, answer.kind, answer.start, answer.end) == ("x\n", "full", 1, 1)
+
+
+def test_a_path_the_kernel_does_not_resolve_to_the_file_runs_in_the_shell(tmp_path: Path) -> None:
+    """The kernel resolves a path one name at a time: ``a.py/`` and ``a.py/.`` are not folders,
+    ``gone/../a.py`` needs ``gone``. ``locate`` read them as ``a.py``, and the file was served
+    where bash prints only an error."""
+    (tmp_path / "a.py").write_text(TEXT)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.py").write_text("b\n")
+    run = shell(tmp_path)
+    with FileCache(tmp_path, store=":memory:") as cache:
+        session = cache.session()
+        for command in ("cat a.py/", "head -n 3 a.py/.", "cat -n gone/../a.py", "cat sub/b.py/"):
+            assert serve_bash(session, command, run) == run(command) == "", command
+        assert not session.ledger().reads()
+        for command in ("cat sub/../a.py", "cat ./sub//b.py"):  # what the kernel resolves alike
+            assert serve_bash(session, command, run) == run(command) != ""
+        assert len(session.ledger().reads()) == 2
