@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import xxhash
@@ -132,13 +133,19 @@ def test_a_transcripts_own_denied_read_teaches_its_lines_without_a_root(tmp_path
     numbered = "".join(f"{n:6d}\t{line}" for n, line in enumerate(secret.splitlines(True), 1))
     filler = [(f"fill{i}", f"ls dir{i}", "word " * 300) for i in range(3)]
     chat = _chat([("r1", ".env", numbered), ("b1", "cat .e*", secret), *filler])
+    assert b"SECRET-DOTENV-" not in _pruned_without_a_root(tmp_path, chat)
+
+
+def _pruned_without_a_root(tmp_path: Path, chat: list[dict[str, Any]]) -> bytes:
+    """Prune ``chat`` with a store and no session, from a root that holds none of its files;
+    ``b1`` must clear. Returns the store's bytes."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     db = tmp_path / "s.db"
     with FileCache(elsewhere, store=db) as cache:
         pruned = prune_messages(chat, store=cache.store, policy=POLICY, session_id="anon")
         assert {a.call_id: a.tier for a in pruned.plan.actions}["b1"] == "clear"
-    assert b"SECRET-DOTENV-" not in store_bytes(db)
+    return store_bytes(db)
 
 
 def _guesses(template: str, count: int) -> dict[str, str]:
@@ -331,13 +338,7 @@ def test_a_denied_name_quoted_or_before_a_newline_in_a_command_is_found(
     chat = _chat([("b1", command, secret_text("QUOTED")), *[
         (f"fill{i}", f"ls dir{i}", "word " * 300) for i in range(3)]])  # fmt: skip
     assert set(denied_results(parse_transcript(chat), None, DEFAULT_DENY)) == {"b1"}
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    db = tmp_path / "s.db"
-    with FileCache(elsewhere, store=db) as cache:
-        pruned = prune_messages(chat, store=cache.store, policy=POLICY, session_id="anon")
-        assert {a.call_id: a.tier for a in pruned.plan.actions}["b1"] == "clear"
-    assert b"SECRET-QUOTED-" not in store_bytes(db)
+    assert b"SECRET-QUOTED-" not in _pruned_without_a_root(tmp_path, chat)
 
 
 def test_a_decorated_tools_output_of_a_denied_file_is_not_stored(
