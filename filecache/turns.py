@@ -287,11 +287,7 @@ class Turn:
         except StoreError:
             state.abandon((e.call_id for e in self.events), unsure=True)
             raise
-        if not stored or (stored[0].seq, stored[0].call_id, stored[0].created) != (
-            first.seq,
-            first.call_id,
-            first.created,
-        ):
+        if not stored or _event_id(stored[0]) != _event_id(first):
             return False
         state.loaded = True
         return True
@@ -303,7 +299,7 @@ class Turn:
 
 def _event_id(event: Event) -> tuple[int, float, str]:
     """What tells an event apart from one of another life of its session: (seq, creation
-    time to the microsecond, call id), as ``Turn._landed`` knows a turn by its first event."""
+    time to the microsecond, call id); ``Turn._landed`` knows a turn by its first event's."""
     return event.seq, event.created, event.call_id
 
 

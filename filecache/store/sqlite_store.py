@@ -138,15 +138,22 @@ class SqliteStore(SqlStore):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA busy_timeout = 5000")
-            if conn.execute("PRAGMA user_version").fetchone()[0] != len(migrations.MIGRATIONS):
-                _refuse_foreign(conn)  # a current store opens with one read, as before
+            # ``PRAGMA user_version`` holds how many migrations a store has once all of them
+            # ran: a current store opens with this one read and no migration work (the CLI's
+            # start); another's, or an older one, is checked and migrated.
+            migrated = conn.execute("PRAGMA user_version").fetchone()[0] == len(
+                migrations.MIGRATIONS
+            )
+            if not migrated:
+                _refuse_foreign(conn)
             # Processes creating a new store at once: the first to switch to WAL wins, the
             # others wait for it here (one holds the open lock while it migrates).
             with lock_file(self.lock_path).hold("open"):
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
                 conn.execute("PRAGMA foreign_keys = ON")
-                _migrate(conn)
+                if not migrated:
+                    _migrate(conn)
             return conn
         except BaseException:
             if conn is not None:
@@ -281,12 +288,8 @@ def _refuse_foreign(conn: sqlite3.Connection) -> None:
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
-    """Apply the migrations not yet recorded, each in its own immediate transaction.
-
-    ``PRAGMA user_version`` holds how many migrations a store has once all of them ran: when it
-    equals ``len(migrations.MIGRATIONS)`` the open does one read and no migration work (the
-    CLI's start).
-    """
+    """Apply the migrations not yet recorded, each in its own immediate transaction (at once
+    done when another process finished them while this one waited for the open lock)."""
     history = migrations.MIGRATIONS
     current = len(history)
     if conn.execute("PRAGMA user_version").fetchone()[0] == current:
