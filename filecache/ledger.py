@@ -12,6 +12,7 @@ from operator import attrgetter
 from types import MappingProxyType
 
 from filecache.core.hashing import KEYED
+from filecache.core.json_input import json_strings
 from filecache.core.kinds import CHANGES, Kind, Tool
 from filecache.store.store import Event
 
@@ -147,19 +148,8 @@ def stale_calls(
             if text_hash(text, keyed) != record.text_hash:
                 gone.add(cid)
         if record is not None and record.args:  # a write/edit: its arguments must remain
-            carried = _strings(arguments.get(cid))
+            carried = set(json_strings(arguments.get(cid)))
             secret = record.args[0].startswith(KEYED)
             if not set(record.args) <= {args_hash(v, secret) for v in carried}:
                 gone.add(cid)
     return gone
-
-
-def _strings(value: object) -> set[str]:
-    """Every string inside a call's (JSON) arguments."""
-    if isinstance(value, str):
-        return {value}
-    if isinstance(value, dict):
-        return set().union(*(_strings(v) for v in value.values())) if value else set()
-    if isinstance(value, (list, tuple)):
-        return set().union(*(_strings(v) for v in value)) if value else set()
-    return set()

@@ -14,11 +14,12 @@ Invariants:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from filecache.errors import EncodingError, TranscriptError
 
-__all__ = ["MAX_JSON_DEPTH", "check_json", "load_json"]
+__all__ = ["MAX_JSON_DEPTH", "check_json", "json_strings", "load_json"]
 
 MAX_JSON_DEPTH = 128
 """Arrays and objects nested deeper than this are refused; real transcripts stay under 20."""
@@ -90,3 +91,17 @@ def _too_deep(source: str) -> TranscriptError:
     return TranscriptError(
         f"{source}: JSON nested more than {MAX_JSON_DEPTH} levels deep; not a message list"
     )
+
+
+def json_strings(value: object) -> Iterator[str]:
+    """Every string inside decoded JSON (a call's arguments), in document order; an explicit
+    stack, like ``check_json``: no recursion."""
+    stack: list[object] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, (list, tuple)):
+            stack.extend(reversed(item))

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from filecache.core.hashing import keyed_digest, short_version, version_of
-from filecache.core.json_input import check_json
+from filecache.core.json_input import check_json, json_strings
 from filecache.core.render import MARKERS
 from filecache.core.tokens import TokenCounter
 from filecache.errors import FileCacheError
@@ -208,15 +208,8 @@ def _words(call: ToolCall) -> Iterator[str]:
     """The words of a call's arguments, for the deny-list: of each string the parsed arguments
     hold, then of the raw text (a custom tool's free-form input). In the raw JSON a quote, tab
     or newline is an escape (``cat \\"a.pem\\"``), so its words are not the command's."""
-    stack: list[Any] = [dict(call.arguments)]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, str):
-            yield from _WORDS.findall(value)
-        elif isinstance(value, dict):
-            stack.extend(value.values())
-        elif isinstance(value, list):
-            stack.extend(value)
+    for text in json_strings(dict(call.arguments)):
+        yield from _WORDS.findall(text)
     yield from _WORDS.findall(call.raw_arguments)
 
 
