@@ -23,7 +23,8 @@ line of every read result in each request as sent (numbered lines: filecache's c
 Two bounds follow, as savings against the recorded transcripts (the replay's baseline):
 
 - ``reads cut``: the prompt as sent without the idle, stale and twice lines (a pruner of reads
-  that knew the future; every other message as sent);
+  that knew the future; every other message as sent); and the same keeping the idle lines of
+  files named lately (which no rule tells from a file in use);
 - ``floor``: the conversation alone (system, user and assistant messages, the model's calls
   included) plus the needed lines: what recall over every line at 100% costs at the least, and
   at 90% (the needed lines cut by a tenth).
@@ -150,12 +151,15 @@ def main() -> None:
     for kind in (*CLASSES[:2], "idle, named lately", *CLASSES[2:]):
         print(f"| {kind} | {tokens[kind]:,} | {100 * tokens[kind] / reads:.1f}% |")
     cut = sent - tokens["idle"] - tokens["stale"] - tokens["twice"]
+    cut_old = cut + tokens["idle, named lately"]  # what a rule could tell idle: not named lately
     floor = tokens["conversation"] + tokens["needed"]
     floor_90 = tokens["conversation"] + 0.9 * tokens["needed"]
     print(
         "\n| bound | prompt | saving |\n| --- | ---: | ---: |\n"
         f"| as replayed | {sent:,} | {saving(recorded, sent)} |\n"
         f"| reads cut (idle, stale, twice) | {cut:,} | {saving(recorded, cut)} |\n"
+        f"| the same, idle lines named lately kept | {cut_old:,} | "
+        f"{saving(recorded, cut_old)} |\n"
         f"| floor: conversation + needed lines | {floor:,} | {saving(recorded, floor)} |\n"
         f"| floor at 90% of the needed lines | {floor_90:,.0f} | {saving(recorded, floor_90)} |"
     )
