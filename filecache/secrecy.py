@@ -64,7 +64,7 @@ from filecache.fsio import STORE_DIR, SWEEP_MAX_ENTRIES, Located
 from filecache.settings import Settings, deny_pattern
 from filecache.store.seal import KEY_ENV, default_seal
 
-__all__ = ["MIN_LINE", "REWALK_AFTER", "SecretIndex", "Secrets", "secret_key"]
+__all__ = ["MIN_LINE", "REWALK_AFTER", "SecretIndex", "Secrets", "secret_key", "secret_lines"]
 
 MIN_LINE = 6
 """Characters (stripped) a denied file's line needs to be looked for in output: shorter lines
@@ -148,7 +148,9 @@ def _load_or_make(path: Path) -> bytes | None:
     return None
 
 
-def _lines(text: str) -> Iterable[str]:
+def secret_lines(text: str) -> Iterable[str]:
+    """The lines of a denied file's text worth looking for elsewhere: stripped, of at least
+    ``MIN_LINE`` characters."""
     # Split on "\n" only, as a file's lines are (``core.text.split_lines``): ``splitlines``
     # also splits at form feeds, \x1c-\x1e, \x85 and \u2028, and a line it cuts into pieces
     # shorter than MIN_LINE was never looked for. A "\r" goes with ``strip``.
@@ -184,7 +186,7 @@ class SecretIndex:
                 self._add_lines(rel, text)
 
     def _add_lines(self, rel: str, text: str) -> None:
-        for line in _lines(text):
+        for line in secret_lines(text):
             if len(self._lines) >= _LINES_MAX:
                 return
             self._lines.setdefault(line, rel)

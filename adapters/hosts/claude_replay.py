@@ -92,9 +92,8 @@ def replay_claude_code(
     counter = TokenCounter(tokenizer)
     with tempfile.TemporaryDirectory(prefix="filecache-ccreplay-") as tmp:
         root = Path(tmp, "project")
-        root.mkdir()
-        if (trace_dir / "files").is_dir():
-            shutil.copytree(trace_dir / "files", root, symlinks=True, dirs_exist_ok=True)
+        root.mkdir()  # load_trace made sure the trace has files/
+        shutil.copytree(trace_dir / "files", root, symlinks=True, dirs_exist_ok=True)
         root = root.resolve()
         location = store if store is not None else str(Path(tmp, "cache.db"))
         site = HookSite(root=str(root), store=location, index_dir=Path(tmp, "index"))

@@ -46,7 +46,7 @@ from filecache.importers.logs import content_text
 from filecache.replay.replay import run_file_tool
 from filecache.replay.replay_shell import prepare_shell_read
 from filecache.replay.trace_format import PLACEHOLDER, TRACE_FORMAT
-from filecache.secrecy import MIN_LINE, SecretIndex
+from filecache.secrecy import SecretIndex, secret_lines
 from filecache.session import Session
 from filecache.settings import DEFAULT_DENY, is_denied, load_settings
 from filecache.shell.shell_edit import EditStep, apply_edit
@@ -512,9 +512,7 @@ def write_trace(recorded: Recorded, out_dir: Path, *, repo: Path | None = None) 
         written = []
         rebuilt = rebuild_files(recorded)
         secret = [text for path, (text, _) in rebuilt.items() if is_denied(path, DEFAULT_DENY)]
-        # a file's lines: split at newlines only (secrecy._lines says why)
-        lines = {line.strip() for text in secret for line in text.split("\n")}
-        lines = {line for line in lines if len(line) >= MIN_LINE and PLACEHOLDER not in line}
+        lines = {line for text in secret for line in secret_lines(text) if PLACEHOLDER not in line}
         for path, (text, unknown) in sorted(rebuilt.items()):
             if is_denied(path, DEFAULT_DENY) or any(line in text for line in lines):
                 continue  # never copied out of the log into files/

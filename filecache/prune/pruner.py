@@ -269,7 +269,7 @@ def denied_results(
     texts = {r.call_id: r.text for r in transcript.results()}
     learned: dict[str, str] = {}
     for cid, path in found.items():
-        for line in texts[cid].split("\n"):  # a file's lines (secrecy._lines says why)
+        for line in texts[cid].split("\n"):  # a file's lines (secrecy.secret_lines says why)
             line = _NUMBER.sub("", line, count=1).strip()
             if len(line) >= MIN_LINE and not line.startswith(MARKERS):
                 learned.setdefault(line, path)

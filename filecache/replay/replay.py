@@ -378,9 +378,8 @@ def replay_session(
     with tempfile.TemporaryDirectory(prefix="filecache-replay-") as tmp:
         plain_root, fc_root = Path(tmp, "plain").resolve(), Path(tmp, "filecache").resolve()
         for root in (plain_root, fc_root):
-            root.mkdir()
-            if (trace_dir / "files").is_dir():
-                shutil.copytree(trace_dir / "files", root, symlinks=True, dirs_exist_ok=True)
+            root.mkdir()  # load_trace made sure the trace has files/
+            shutil.copytree(trace_dir / "files", root, symlinks=True, dirs_exist_ok=True)
         with (
             FileCache(fc_root, store=store or ":memory:", tokenizer=tokenizer) as cache,
             FileCache(plain_root, store=":memory:", tokenizer=tokenizer) as plain_cache,

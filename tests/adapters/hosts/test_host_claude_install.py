@@ -206,11 +206,16 @@ def git(cwd: Path, *args: str) -> None:
     subprocess.run([GIT, *args], cwd=cwd, check=True, capture_output=True)
 
 
-def test_local_scope_writes_this_developers_project_settings(home: Path, tmp_path: Path) -> None:
+def test_local_scope_writes_this_developers_project_settings(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """--local: .claude/settings.local.json, the project's settings of this developer only
     (the hook command holds this machine's interpreter path)."""
     project = tmp_path / "project"
     project.mkdir()
+    if GIT is not None:  # git runs, and says this is no work tree (the fixture's PATH has none)
+        monkeypatch.setenv("PATH", os.path.dirname(GIT))
+        monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
     shared = project / ".claude" / "settings.json"
     local = project / ".claude" / "settings.local.json"
     line = install(scope="local", uninstall=False, cwd=project)
