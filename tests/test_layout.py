@@ -38,6 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("session",),
     ("cache", "tools", "shell"),
     ("stats",),
+    ("gateway",),
     ("replay",),
     ("importers",),
     ("filecache", "cli_reports", "cli_errors"),  # "filecache": the package's __init__

@@ -1,0 +1,30 @@
+"""The gateway's request transform: a model-API request in, the request to send upstream out.
+
+The HTTP server that speaks the providers' protocols lives in ``filecache.adapters.gateway``; the
+LiteLLM callback in ``filecache.adapters.litellm_gateway``. Both call only ``rewrite_request``
+and ``open_memory`` from here (docs/design.md, "The gateway").
+"""
+
+from filecache.gateway.transform import (
+    API_PATHS,
+    Api,
+    GatewayMemory,
+    GatewayPolicy,
+    Rewrite,
+    RewriteCounts,
+    api_for_path,
+    open_memory,
+    rewrite_request,
+)
+
+__all__ = [
+    "API_PATHS",
+    "Api",
+    "GatewayMemory",
+    "GatewayPolicy",
+    "Rewrite",
+    "RewriteCounts",
+    "api_for_path",
+    "open_memory",
+    "rewrite_request",
+]
