@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
+from filecache.adapters.hosts.host_specs import HOST_NAMES, SPECS
 from filecache.cache import FileCache, Session
 from filecache.cli_errors import cli_message
 from filecache.cli_reports import (
@@ -472,11 +473,7 @@ def watch(
             pass
 
 
-_HOSTS = (
-    "claude-code",
-    "codex",
-    "opencode",
-)  # filecache.adapters.hosts.HOSTS, without importing it
+_HOSTS = HOST_NAMES  # host_specs imports nothing: the CLI's start stays as it was
 
 
 @main.command(context_settings=CONTEXT)
@@ -628,12 +625,16 @@ def _claude_code_replay() -> Any:
 
 def _register_reports() -> None:
     from filecache.cli_reports import replay, sessions, stats
+    from filecache.core.host_labels import register_host
     from filecache.replay.host_registry import register_host_replay
 
     for command in (replay, stats, sessions):
         main.add_command(command)
-    # filecache.replay never imports the adapters: the CLI, above both, connects them.
+    # filecache.replay and filecache.stats never import the adapters: the CLI, above them,
+    # connects them (host_specs' table of hosts: the names stats gives their sessions).
     register_host_replay("claude-code", _claude_code_replay)
+    for spec in SPECS:
+        register_host(spec.name, spec.display)
 
 
 _register_reports()
