@@ -212,7 +212,7 @@ class HostSession(ClosesOnExit):
         if len(short) + len(extra) >= len(own) and (
             note is None or self.instructions_due(call_id, held, claim=False)
         ):
-            self.session.forget([call_id])
+            self.session.withdraw([call_id])  # stats: the host's own read, no saving
             return None
         if note is None or not self.instructions_due(call_id, held):
             return short
