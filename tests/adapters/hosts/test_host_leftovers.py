@@ -86,14 +86,14 @@ def _without_reminders(messages: list[Any]) -> list[Any]:
     (git status, or the attribution note when git status did not answer in time on a loaded
     machine) differs between any two runs."""
     out = []
-    for message in messages:
-        content = message.get("content")
+    for each in messages:
+        content = each.get("content")
         if isinstance(content, list):
             content = [
                 b for b in content
                 if not (b.get("type") == "text" and b.get("text", "").startswith("<system-"))
             ]  # fmt: skip
-        out.append({**message, "content": content})
+        out.append({**each, "content": content})
     return out
 
 
