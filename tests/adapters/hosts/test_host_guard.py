@@ -192,3 +192,32 @@ def test_doctor_lists_every_hosts_hooks_the_store_and_the_last_error(
             assert "NOT WRITABLE" in CliRunner().invoke(main, ["doctor"]).output
     finally:
         user.chmod(0o700)
+
+
+def test_a_store_that_cannot_be_written_is_said_once_per_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("CLAUDE_PROJECT_DIR", raising=False)
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("FILECACHE_STORE", str(tmp_path / "a-file" / "cache.db"))
+    project = tmp_path / "project"
+    project.mkdir()
+
+    def prompt(session: str) -> bytes:
+        event = {
+            "hook_event_name": "UserPromptSubmit",
+            "session_id": session,
+            "cwd": str(project),
+            "transcript_path": str(tmp_path / "t.jsonl"),
+            "prompt": "x",
+        }
+        return registry.run_hook("claude-code", [], json.dumps(event).encode())  # fmt: skip
+
+    first = json.loads(prompt("s1"))
+    assert list(first) == ["systemMessage"], first  # shown to the user, not to the model
+    assert "filecache serves nothing in this session (StoreError" in first["systemMessage"]
+    assert "Claude Code's own results stand" in first["systemMessage"]
+    assert prompt("s1") == b"" and prompt("s1") == b""  # once
+    assert json.loads(prompt("s2"))["systemMessage"] == first["systemMessage"]  # per session
+    assert registry.run_hook("codex", [], b'{"session_id": "s1"}') == b""  # no such field
