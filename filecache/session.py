@@ -78,7 +78,7 @@ from filecache.store.store import Intent
 from filecache.turns import SessionState, Turn
 
 if TYPE_CHECKING:
-    from filecache.prune.transcript import Transcript
+    from filecache.prune.codecs.base import Transcript
 
 __all__ = ["MODES", "Session", "check_session_id", "new_call_id"]
 
