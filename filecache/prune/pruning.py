@@ -5,7 +5,7 @@ a ``PrunePolicy``, a token counter and a few callbacks, and returns a frozen ``P
 ``apply_plan`` renders the new message list. No I/O here (``pruner.py`` does the archive,
 projections and ``Session.forget``).
 
-Passes, in order (DESIGN "Pruning"):
+Passes, in order (docs/design.md, "Pruning"):
 
 1. Recency protection: the newest ``protect_recent`` tokens of tool output stay verbatim.
 2. Supersession: a file read is superseded by a later write, edit or outside change of the
