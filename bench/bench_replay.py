@@ -6,7 +6,7 @@ Run from the repository root::
 
 ``CORPUS`` is a directory of session traces or a ``.tar.gz`` of them (default:
 ``../shared/corpus/swe-agent-dev.tar.gz``, unpacked to a temporary directory). It prints, as
-markdown for the README:
+markdown for docs/benchmarks.md:
 
 1. the totals of ``filecache replay`` without pruning, and the wall time of that replay; the
    file tool answers split into outlines and the rest, against what the recording answered for
