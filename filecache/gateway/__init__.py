@@ -2,7 +2,8 @@
 
 The HTTP server that speaks the providers' protocols lives in ``filecache.adapters.gateway``; the
 LiteLLM callback in ``filecache.adapters.litellm_gateway``. Both call only ``rewrite_request``
-(or ``rewrite_payload`` for a parsed request) and ``open_memory`` from here (docs/design.md, "The gateway").
+(or ``rewrite_payload`` for a parsed request) and ``open_memory`` from here (docs/design.md,
+"The gateway").
 """
 
 from filecache.gateway.transform import (
