@@ -45,6 +45,7 @@ UNKNOWN = "\0unknown"
 """``changed_path`` of a call that may change files it does not name (``apply_patch``)."""
 
 _NUMBERED = re.compile(r"^ *(\d+)(?:→|\t)(.*)$")
+_BARE_NUMBER = re.compile(r"^ *\d+$")
 _REMINDER = "<system-reminder>"
 _CUT = "... (line truncated to 2000 chars)"
 _OC_HEAD = re.compile(r"<path>([^\n]*)</path>\n<type>file</type>\n<content>\n")
@@ -113,6 +114,10 @@ def numbered_lines(text: str) -> tuple[int, tuple[str, ...], str, str] | None:
     while rows and rows[-1] == "":
         rows.pop()  # the final newline (and blank lines after the last numbered one)
         suffix = "\n" + suffix
+    if rows and _BARE_NUMBER.match(rows[-1]):
+        rows.pop()  # a last line whose blank text a harness stripped: not placed
+        while rows and rows[-1] == "":
+            rows.pop()
     if not rows:
         return None
     start = -1
