@@ -33,6 +33,7 @@ from filecache.gateway import GatewayPolicy, open_memory, rewrite_request
 EXAMPLES = max(50, int(os.environ.get("FILECACHE_PROPERTY_EXAMPLES", "300")) // 4)
 WORDS = ("alpha", "beta", "gamma", "delta", "omega", "theta", "kappa", "sigma")
 PATHS = ("a.py", "b.py", "c.py")
+REMINDER = "\n\n<system-reminder>\nWhenever you read a file...\n</system-reminder>\n"
 _REF = re.compile(
     r"^\[filecache\] (\S+) unchanged since your result (\S+) \(lines? (\d+)(?:-(\d+))? as shown"
 )
@@ -224,15 +225,17 @@ def test_without_memory_the_delta_is_a_function_of_the_prefix(world: World) -> N
             assert seen.setdefault(cid, text) == text
 
 
+KEYS = st.sampled_from(["messages", "input", "role", "content", "type", "id", "tool_use_id"])
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(KEYS, c, max_size=4),
+    max_leaves=20,
+).map(lambda v: json.dumps(v).encode())
+APIS = st.sampled_from(["anthropic-messages", "openai-chat", "openai-responses", "nope"])
+
+
 @settings(max_examples=EXAMPLES)
-@given(st.one_of(st.binary(max_size=200), st.text(max_size=200).map(str.encode),
-                 st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-                              lambda c: st.lists(c, max_size=4)
-                              | st.dictionaries(st.sampled_from(["messages", "input", "role",
-                                                                 "content", "type", "id",
-                                                                 "tool_use_id"]), c, max_size=4),
-                              max_leaves=20).map(lambda v: json.dumps(v).encode())),
-       st.sampled_from(["anthropic-messages", "openai-chat", "openai-responses", "nope"]))  # fmt: skip
+@given(st.one_of(st.binary(max_size=200), st.text(max_size=200).map(str.encode), JSON), APIS)
 def test_garbage_passes_through_and_never_raises(body: bytes, api: str) -> None:
     rewrite = rewrite_request(api, body, memory=None)
     assert not rewrite.changed and rewrite.body is body and rewrite.passthrough
