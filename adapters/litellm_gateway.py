@@ -9,7 +9,7 @@ with ``FILECACHE_GATEWAY_STORE=postgresql://...`` in the proxy's environment, so
 worker and replica shares one conversation memory. ``async_pre_call_hook`` rewrites the
 conversation of each request on LiteLLM's model routes (``CALL_TYPES``): ``/v1/messages``
 (``anthropic_messages``), ``/chat/completions`` (``acompletion``) and ``/responses``
-(``aresponses``), with ``filecache.gateway.rewrite_request``; LiteLLM then sends what the hook
+(``aresponses``), with ``filecache.gateway.rewrite_payload``; LiteLLM then sends what the hook
 left in ``data``.
 
 Invariants:
@@ -35,7 +35,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import threading
@@ -47,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from filecache.extras import requires
-from filecache.gateway import Api, GatewayMemory, GatewayPolicy, open_memory, rewrite_request
+from filecache.gateway import Api, GatewayMemory, GatewayPolicy, open_memory, rewrite_payload
 
 with requires("litellm", "filecache-agent[litellm]", "the LiteLLM callback"):
     from litellm.integrations.custom_logger import CustomLogger
@@ -189,11 +188,12 @@ class FilecacheCallback(CustomLogger):  # type: ignore[misc]  # LiteLLM's class 
         if memory is None:
             return None
         key = CONVERSATION_KEY[api]
-        body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-        rewrite = rewrite_request(api, body, headers=headers, memory=memory, policy=self.policy)
+        sent, rewrite = rewrite_payload(
+            api, payload, headers=headers, memory=memory, policy=self.policy
+        )
         if not rewrite.changed:
             return None
-        new = json.loads(rewrite.body).get(key)
+        new = sent.get(key)
         if not isinstance(new, type(payload.get(key))):
             raise TypeError(f"the rewritten {key} is not a {type(payload.get(key)).__name__}")
         return new
