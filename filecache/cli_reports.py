@@ -301,9 +301,9 @@ def _compare(
     cap: bool,
 ) -> None:
     from filecache.prune.peer_policies import PEER_POLICIES, parse_policy
-    from filecache.replay.replay_gateway import is_gateway_policy
     from filecache.replay.replay import replay_session
     from filecache.replay.replay_compare import compare, comparison_html, format_comparison
+    from filecache.replay.replay_gateway import is_gateway_policy
 
     if compare_all and window is None:
         raise RequestError("--compare needs --window TOKENS (the window every policy runs at)")
