@@ -25,16 +25,25 @@ def arrows(lines: list[str], start: int = 1) -> str:
 
 def tool_turn(cid: str, name: str, args: dict[str, Any], result: Any) -> list[dict[str, Any]]:
     return [
-        {"role": "assistant", "content": [{"type": "tool_use", "id": cid, "name": name,
-                                            "input": args}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": cid,
-                                       "content": result}]},
-    ]  # fmt: skip
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": cid, "name": name, "input": args}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": cid, "content": result}],
+        },
+    ]
 
 
 def anthropic(messages: list[dict[str, Any]], **extra: Any) -> bytes:
-    payload = {"model": "claude-x", "system": "Working directory: /p", "messages": messages,
-               "metadata": {"user_id": "user_ab_account_cd_session_0f1e2d3c-4b5a"}, **extra}  # fmt: skip
+    payload = {
+        "model": "claude-x",
+        "system": "Working directory: /p",
+        "messages": messages,
+        "metadata": {"user_id": "user_ab_account_cd_session_0f1e2d3c-4b5a"},
+        **extra,
+    }
     return json.dumps(payload, ensure_ascii=False).encode()
 
 
@@ -71,8 +80,12 @@ def test_a_changed_file_arrives_as_a_diff_and_a_re_read_after_it_as_content() ->
     changed[29] = "    value_30 = 'edited'"
     messages = [{"role": "user", "content": "look"}]
     messages += tool_turn("toolu_1", "Read", {"file_path": "/p/a.py"}, arrows(LINES))
-    messages += tool_turn("toolu_2", "Edit", {"file_path": "/p/a.py", "old_string": "x",
-                                              "new_string": "y"}, "The file /p/a.py has been updated successfully.")  # fmt: skip
+    messages += tool_turn(
+        "toolu_2",
+        "Edit",
+        {"file_path": "/p/a.py", "old_string": "x", "new_string": "y"},
+        "The file /p/a.py has been updated successfully.",
+    )
     messages += tool_turn("toolu_3", "Read", {"file_path": "/p/a.py"}, arrows(changed))
     messages += tool_turn("toolu_4", "Read", {"file_path": "/p/a.py"}, arrows(changed))
     results = results_of(rewrite_request("anthropic-messages", anthropic(messages)).body)
@@ -94,9 +107,11 @@ def test_a_partial_re_read_inside_a_whole_read_is_a_file_ref_with_its_range() ->
     messages = [{"role": "user", "content": "look"}]
     messages += tool_turn("toolu_1", "Read", {"file_path": "/p/a.py"}, arrows(LINES))
     messages += tool_turn(
-        "toolu_2", "Read", {"file_path": "/p/a.py", "offset": 11, "limit": 30},
+        "toolu_2",
+        "Read",
+        {"file_path": "/p/a.py", "offset": 11, "limit": 30},
         arrows(LINES[10:40], 11) + "\n\n<system-reminder>\nA note.\n</system-reminder>\n",
-    )  # fmt: skip
+    )
     ref = results_of(rewrite_request("anthropic-messages", anthropic(messages)).body)["toolu_2"]
     text = ref["content"]
     assert text.startswith("[filecache] /p/a.py unchanged since your result toolu_1 (lines 11-40")
@@ -104,9 +119,13 @@ def test_a_partial_re_read_inside_a_whole_read_is_a_file_ref_with_its_range() ->
 
 
 def test_images_thinking_and_cache_control_pass_through() -> None:
-    image = [{"type": "text", "text": arrows(LINES)},
-             {"type": "image", "source": {"type": "base64", "media_type": "image/png",
-                                          "data": "iVBORw0KGgo="}}]  # fmt: skip
+    image = [
+        {"type": "text", "text": arrows(LINES)},
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+        },
+    ]
     thinking = {"type": "thinking", "thinking": "read it", "signature": "c2lnbmF0dXJl"}
     messages = [{"role": "user", "content": "look"}]
     messages += tool_turn("toolu_1", "Read", {"file_path": "/p/a.py"}, arrows(LINES))
@@ -134,12 +153,27 @@ def test_openai_chat_swe_agent_views() -> None:
     view = "Here's the result of running `cat -n` on /testbed/a.py:\n" + "\n".join(
         f"{n:6d}\t{t}" for n, t in enumerate(LINES, 1)
     )
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "be brief"},
-                                      {"role": "user", "content": "fix"}]  # fmt: skip
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "fix"},
+    ]
     for cid in ("call_1", "call_2"):
-        messages.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": cid, "type": "function",
-             "function": {"name": "read_file", "arguments": json.dumps({"path": "a.py"})}}]})  # fmt: skip
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": cid,
+                        "type": "function",
+                        "function": {
+                            "name": "read_file",
+                            "arguments": json.dumps({"path": "a.py"}),
+                        },
+                    }
+                ],
+            }
+        )
         messages.append({"role": "tool", "tool_call_id": cid, "content": view})
     payload = {"model": "gpt-x", "messages": messages, "prompt_cache_key": "conv-1"}
     new, rewrite = rewrite_payload(Api.OPENAI_CHAT, payload)
@@ -156,18 +190,34 @@ def test_openai_chat_swe_agent_views() -> None:
 
 def test_openai_responses_codex_shell_reads() -> None:
     output = "".join(f"{t}\n" for t in LINES)
-    framed = ("Chunk ID: 9f\nWall time: 0.0010 seconds\nProcess exited with code 0\n"
-              f"Original token count: 900\nOutput:\n{output}")  # fmt: skip
+    framed = (
+        "Chunk ID: 9f\nWall time: 0.0010 seconds\nProcess exited with code 0\n"
+        f"Original token count: 900\nOutput:\n{output}"
+    )
     items: list[dict[str, Any]] = [
-        {"type": "message", "role": "user",
-         "content": [{"type": "input_text", "text": "<environment_context><cwd>/w</cwd>"
-                      "</environment_context>"}]},
-    ]  # fmt: skip
+        {
+            "type": "message",
+            "role": "user",
+            "content": [
+                {
+                    "type": "input_text",
+                    "text": "<environment_context><cwd>/w</cwd></environment_context>",
+                }
+            ],
+        },
+    ]
     for cid, cmd in (("call_a", "cat notes.txt"), ("call_b", "cat /w/notes.txt")):
-        items.append({"type": "reasoning", "id": f"rs_{cid}", "summary": [],
-                      "encrypted_content": "gAAAA"})  # fmt: skip
-        items.append({"type": "function_call", "call_id": cid, "name": "exec_command",
-                      "arguments": json.dumps({"cmd": cmd})})  # fmt: skip
+        items.append(
+            {"type": "reasoning", "id": f"rs_{cid}", "summary": [], "encrypted_content": "gAAAA"}
+        )
+        items.append(
+            {
+                "type": "function_call",
+                "call_id": cid,
+                "name": "exec_command",
+                "arguments": json.dumps({"cmd": cmd}),
+            }
+        )
         items.append({"type": "function_call_output", "call_id": cid, "output": framed})
     body = json.dumps({"model": "gpt-5", "input": items, "prompt_cache_key": "c"}).encode()
     rewrite = rewrite_request(Api.OPENAI_RESPONSES, body)
@@ -181,8 +231,10 @@ def test_openai_responses_codex_shell_reads() -> None:
 
 
 def test_a_claude_code_stub_pins_its_read_against_pruning(tmp_path: Path) -> None:
-    stub = ("File unchanged since last read. The content from the earlier Read tool_result in "
-            "this conversation is still current \u2014 refer to that instead of re-reading.")  # fmt: skip
+    stub = (
+        "File unchanged since last read. The content from the earlier Read tool_result in "
+        "this conversation is still current \u2014 refer to that instead of re-reading."
+    )
     messages = [{"role": "user", "content": "look"}]
     messages += tool_turn("toolu_1", "Read", {"file_path": "/p/a.py"}, arrows(LINES))
     messages += tool_turn("toolu_2", "Read", {"file_path": "/p/a.py"}, stub)
@@ -191,8 +243,9 @@ def test_a_claude_code_stub_pins_its_read_against_pruning(tmp_path: Path) -> Non
     memory = open_memory(str(tmp_path / "gw.db"))
     policy = GatewayPolicy(context_window=8_000, prune_preset="context")
     try:
-        rewrite = rewrite_request("anthropic-messages", anthropic(messages), memory=memory,
-                                  policy=policy)  # fmt: skip
+        rewrite = rewrite_request(
+            "anthropic-messages", anthropic(messages), memory=memory, policy=policy
+        )
     finally:
         memory.close()
     results = results_of(rewrite.body)
