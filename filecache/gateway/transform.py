@@ -80,12 +80,16 @@ def api_for_path(path: str) -> Api | None:
 @dataclass(frozen=True)
 class GatewayPolicy:
     """What the transform may do. ``context_window`` in tokens; ``prune_preset`` a
-    ``PrunePolicy`` preset name; ``delta`` FileRefs and diffs between results of one request."""
+    ``PrunePolicy`` preset name; ``delta`` FileRefs and diffs between results of one request;
+    ``prune`` the pruning pass (it needs a memory with a store: its decisions are sticky)."""
 
     context_window: int = 200_000
     prune_preset: str = "cost"
     delta: bool = True
     prune: bool = True
+    cache_prices: tuple[float, float] | None = None
+    """(cache read, cache write) per uncached input token for the cost gate; None: the API's
+    provider's (Anthropic 0.1/1.25, OpenAI 0.1/1.0)."""
 
 
 @dataclass(frozen=True)
@@ -272,7 +276,7 @@ def _prune(
     policy: GatewayPolicy,
 ) -> PrunePlan:
     """The pruning planner over the request as the delta step left it."""
-    read, write = _PRICES[api]
+    read, write = policy.cache_prices or _PRICES[api]
     rules = PrunePolicy.preset(
         policy.prune_preset,
         context_window=policy.context_window,

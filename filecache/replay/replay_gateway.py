@@ -30,6 +30,7 @@ from unidiff.patch import PatchSet
 
 from filecache.core.render import answer_of
 from filecache.gateway import Api, GatewayPolicy, open_memory, rewrite_payload
+from filecache.replay.replay_metrics import CACHE_READ, CACHE_WRITE
 
 __all__ = ["GATEWAY_POLICIES", "GatewayRun", "is_gateway_policy"]
 
@@ -68,11 +69,11 @@ def _lines_of(text: str, first: int, last: int) -> list[str] | None:
     return rows if len(rows) == last - first + 1 else None
 
 
-def _applied(diff: str, base: Mapping[int, str], first: int, last: int) -> list[str] | None:
-    out = [base.get(n) for n in range(first, last + 1)]
-    if any(line is None for line in out):
-        return None
-    lines = [str(line) for line in out]
+def _applied(diff: str, base: Mapping[int, str], first: int) -> list[str] | None:
+    """The base's lines from ``first`` on (one run), with the diff applied."""
+    lines: list[str] = []
+    while (line := base.get(first + len(lines))) is not None:
+        lines.append(line)
     shift = 0
     try:
         patch = PatchSet(diff)[0]
@@ -99,6 +100,7 @@ class GatewayRun:
             context_window=window or 200_000,
             prune_preset="context" if name == "gateway+context" else "cost",
             prune=name != "gateway-delta",
+            cache_prices=(CACHE_READ, CACHE_WRITE),  # the prices the replay bills at
         )
         self.bases: dict[str, str] = {}  # call id -> the result its FileRef/diff names
         self.checked: dict[tuple[str, str], str | None] = {}  # (id, text) -> problem
@@ -163,9 +165,25 @@ class GatewayRun:
         base_lines = _numbered(recorded[base]) or {
             first + k: row for k, row in enumerate(recorded[base].split("\n"))
         }
-        if _applied(body, base_lines, first, last) != mine:
+        if _applied(body, base_lines, first) != mine:
             return f"{self.name}: {cid}: the diff applied to {base} does not give its lines"
         return None
+
+    def holds(self, cid: str, replaced: Mapping[str, str]) -> bool:
+        """Whether the model holds what ``cid``'s recorded result showed though it was sent as
+        a FileRef or diff: the claim checked out and the result it names is sent as recorded.
+        (The replay's model simulator then sees the recorded text for it.)"""
+        text = replaced.get(cid, "")
+        found = text.find("[filecache] ")
+        base = self.bases.get(cid)
+        return (
+            found >= 0
+            and base is not None
+            and answer_of(text[found:])[1] == base
+            and (cid, text) in self.checked
+            and self.checked[(cid, text)] is None
+            and base not in replaced
+        )
 
     def dangling(
         self, results: Sequence[tuple[str, str]], replaced: Mapping[str, str]

@@ -133,7 +133,12 @@ class PeerRun:
             replacements = self.policy.edit(self.history, tokens)
         self._sent_now = replacements
         sent = [self._sent(m, replacements) for m in self.history]
-        shadow = [self._sent(m, replacements) for m in self.shadow]
+        held = replacements
+        if self.gateway is not None:  # a checked FileRef or diff: the model holds those lines
+            held = {
+                c: t for c, t in replacements.items() if not self.gateway.holds(c, replacements)
+            }
+        shadow = [self._sent(m, held) for m in self.shadow]
         new = set(replacements) - self.changed
         if new:
             self.passes += 1
@@ -142,7 +147,7 @@ class PeerRun:
             1 for cid in self.bases if cid not in replacements
         )
         self.meter.add([self.keyed(m) for m in sent])
-        self.checker.request(index, self.shadow, shadow, set(replacements))
+        self.checker.request(index, self.shadow, shadow, set(held))
 
     def _sent(self, message: Message, replacements: Mapping[str, str]) -> Message:
         cid = str(message.get("tool_call_id") or "")
