@@ -155,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     kb = statistics.mean(len(b) for b in bodies) / 1024
     tokens = fast_estimate_text(bodies[-1].decode())
     print(f"{len(bodies)} requests of {kb:,.0f} KB on average (last: ~{tokens:,} tokens), "
-          f"{changed} rewritten; last request: {refs} FileRefs, {diffs} diffs, {pruned} pruned")  # fmt: skip
+          f"{changed} rewritten; last request: {refs} FileRefs, {diffs} diffs, "
+          f"{pruned} pruned")  # fmt: skip
     print("| measure | p50 ms | p99 ms |")
     print("|---|---:|---:|")
     print(f"| floor (json parse + serialize) | {_pct(floor, 0.5):.1f} | {_pct(floor, 0.99):.1f} |")
