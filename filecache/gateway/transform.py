@@ -92,6 +92,9 @@ class GatewayPolicy:
     """The pruning planner runs again once the tool results grew by this many tokens since it
     last ran for the conversation (in between, its sticky decisions apply as they are): one
     cut per epoch, and a request costs the planner only now and then."""
+    min_turns_left: int | None = None
+    """Overrides the preset's ``PrunePolicy.min_turns_left`` (the requests the cost gate
+    expects at least to come); None: the preset's."""
     cache_prices: tuple[float, float] | None = None
     """(cache read, cache write) per uncached input token for the cost gate; None: the API's
     provider's (Anthropic 0.1/1.25, OpenAI 0.1/1.0)."""
@@ -294,11 +297,15 @@ def _prune(
 ) -> PrunePlan:
     """The pruning planner over the request as the delta step left it."""
     read, write = policy.cache_prices or _PRICES[api]
+    overrides: dict[str, object] = {}
+    if policy.min_turns_left is not None:
+        overrides["min_turns_left"] = policy.min_turns_left
     rules = PrunePolicy.preset(
         policy.prune_preset,
         context_window=policy.context_window,
         cache_read=read,
         cache_write=write,
+        **overrides,
     )
     seen = _with_texts(transcript, planned)
     inputs_ok = renders_inputs(transcript.format) and not has_thinking(messages)
