@@ -125,15 +125,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=40)
     args = parser.parse_args(argv)
     messages = conversation(args.tokens)
+    for replan in (0, 4_000):
+        print(f"\nreplan_tokens={replan:,}" + (" (the default)" if not replan else ""))
+        run(messages, args.requests, GatewayPolicy(context_window=200_000, replan_tokens=replan))
+    return 0
+
+
+def run(messages: list[dict[str, Any]], requests: int, policy: GatewayPolicy) -> None:
+    """Time the last ``requests`` requests of ``messages`` and print the table."""
     last = len(messages)
-    first = max(3, last - 2 * args.requests)
+    first = max(3, last - 2 * requests)
     bodies = [body_of(messages[:k]) for k in range(first, last + 1, 2)]
     floor: list[float] = []
     spent: list[float] = []
     changed = refs = diffs = pruned = 0
     with tempfile.TemporaryDirectory() as tmp:
         memory = open_memory(str(Path(tmp) / "gw.db"))
-        policy = GatewayPolicy(context_window=200_000)
         rewrite_request("anthropic-messages", body_of(messages[: first - 2]), memory=memory,
                         policy=policy)  # fmt: skip
         for body in bodies:

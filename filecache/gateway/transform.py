@@ -88,10 +88,12 @@ class GatewayPolicy:
     prune_preset: str = "cost"
     delta: bool = True
     prune: bool = True
-    replan_tokens: int = 4_000
+    replan_tokens: int = 0
     """The pruning planner runs again once the tool results grew by this many tokens since it
-    last ran for the conversation (in between, its sticky decisions apply as they are): one
-    cut per epoch, and a request costs the planner only now and then."""
+    last ran for the conversation (in between, its sticky decisions apply as they are). 0: on
+    every request (the least billed in the replays: a cut made later invalidates a longer
+    suffix); 4,000 halves the transform's time at 150k-token requests
+    (``bench/bench_gateway_transform.py``)."""
     min_turns_left: int | None = None
     """Overrides the preset's ``PrunePolicy.min_turns_left`` (the requests the cost gate
     expects at least to come); None: the preset's."""
