@@ -15,8 +15,9 @@ left in ``data``.
 Invariants:
 - Never hurts the host: whatever fails inside filecache (the store, the transform, a bug, a
   rewrite that takes longer than ``timeout``), the hook returns ``data`` as it came and the
-  request goes on unchanged. It never raises, and never returns anything but ``data`` (a string
-  or an exception would reject the request).
+  request goes on unchanged; while a timed-out rewrite still holds the thread (a hung store),
+  requests go on unchanged at once. It never raises, and never returns anything but ``data``
+  (a string or an exception would reject the request).
 - It reads only the request's own fields (``READ_KEYS``: the body the client sent, never
   LiteLLM's ``metadata`` of a chat request, ``litellm_*``, ``secret_fields`` or the caller's key
   in ``user_api_key_dict``) and, of the request's headers, only those that name a conversation
@@ -41,7 +42,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,6 +111,7 @@ class _Process:
     executor: ThreadPoolExecutor
     memory: GatewayMemory | None = None
     failed_at: float | None = None
+    stuck: Future[Any] | None = None  # a rewrite that outlived its request's timeout
 
 
 class FilecacheCallback(CustomLogger):  # type: ignore[misc]  # LiteLLM's class is untyped here
@@ -135,7 +137,8 @@ class FilecacheCallback(CustomLogger):  # type: ignore[misc]  # LiteLLM's class 
         self.policy = policy if policy is not None else _policy_from_environment()
         self.timeout = timeout
         self.counts: Counter[str] = Counter()
-        """``rewritten``, ``unchanged``, ``failed`` (the request went on unchanged)."""
+        """``rewritten``, ``unchanged``; ``failed`` and ``skipped`` (the thread is still in a
+        rewrite that timed out): the request went on unchanged."""
         self._process: _Process | None = None
         self._lock = threading.Lock()
 
@@ -150,8 +153,17 @@ class FilecacheCallback(CustomLogger):  # type: ignore[misc]  # LiteLLM's class 
             payload = {key: data[key] for key in READ_KEYS[api] if key in data}
             headers = _id_headers(data)
             process = self._own_process()
+            if process.stuck is not None and not process.stuck.done():
+                # The thread is still in a rewrite that timed out (a hung store): queueing
+                # behind it would cost every request the whole timeout.
+                self.counts["skipped"] += 1
+                return data
             future = process.executor.submit(self._rewrite, process, api, payload, headers)
-            new = await asyncio.wait_for(asyncio.wrap_future(future), self.timeout)
+            try:
+                new = await asyncio.wait_for(asyncio.wrap_future(future), self.timeout)
+            except TimeoutError:
+                process.stuck = future
+                raise
         except Exception as exc:  # never hurt the host: the request goes on as it came
             self.counts["failed"] += 1
             log.warning("filecache: request passed through unchanged (%s)", type(exc).__name__)
@@ -168,8 +180,8 @@ class FilecacheCallback(CustomLogger):  # type: ignore[misc]  # LiteLLM's class 
         with self._lock:
             process, self._process = self._process, None
         if process is not None and process.pid == os.getpid():
-            process.executor.submit(_close, process).result()
-            process.executor.shutdown(wait=True)
+            process.executor.submit(_close, process).result(timeout=self.timeout)
+            process.executor.shutdown(wait=False)
 
     def _own_process(self) -> _Process:
         """This process's state; a forked worker starts its own (a thread does not survive a
