@@ -2,9 +2,9 @@
 
 Two proxy replicas (``litellm --config``, two gunicorn workers each) share one PostgreSQL store
 and forward to a scripted Anthropic upstream on 127.0.0.1 (``anthropic_server``). Requests are
-sent to them by hand (``/v1/messages``, streamed and not, alternating replicas; ``/chat/
-completions``) and by the real Claude Code (``ANTHROPIC_BASE_URL`` at a replica, as Claude
-Code's LLM-gateway docs say). Every assertion reads what the upstream received
+sent to them by hand (``/v1/messages``, streamed and not, alternating replicas;
+``/chat/completions``; ``/v1/responses``) and by the real Claude Code (``ANTHROPIC_BASE_URL`` at
+a replica, as Claude Code's LLM-gateway docs say). Every assertion reads what the upstream received
 (``litellm_checks``): pairing intact, no reference to a result the request lacks, an unchanged
 re-read as a FileRef, a changed file as a diff that applies, each result's bytes the same in
 every request whichever replica rewrote it; and no API key in the store or the proxies' logs.
@@ -188,6 +188,30 @@ def test_chat_completions_through_the_proxy(
     assert len(got) == 1 and pairing(got[0]) == [] and dangling(got[0]) == []
     results = tool_results(got[0])
     assert result_text(results[f"call_{key}_1"]).rstrip("\n") == content.rstrip("\n")
+    (ref,) = references(got[0])
+    assert (ref.call, ref.base, ref.changed) == (f"call_{key}_2", f"call_{key}_1", False)
+
+
+def test_responses_through_the_proxy(
+    replicas: tuple[LiteLLMProxy, LiteLLMProxy], upstream: ScriptedModel
+) -> None:
+    content = "".join(f"{t}\n" for t in lines("c.py"))
+    key = secrets.token_hex(8)
+    items: list[dict[str, Any]] = [{"role": "user", "content": f"look at c.py ({key})"}]
+    for n in (1, 2):
+        items.append({"type": "function_call", "call_id": f"call_{key}_{n}", "name": "shell",
+                      "arguments": json.dumps({"command": ["cat", "/p/c.py"]})})  # fmt: skip
+        items.append({"type": "function_call_output", "call_id": f"call_{key}_{n}",
+                      "output": content})  # fmt: skip
+    tools = [{"type": "function", "name": "shell", "parameters": {
+        "type": "object", "properties": {"command": {"type": "array"}}}}]  # fmt: skip
+    body = {"model": "claude-sonnet-4-5", "instructions": "Working directory: /p",
+            "input": items, "tools": tools}  # fmt: skip
+    answer = json.loads(post(replicas[1], "/v1/responses", body, bearer=True))
+    assert answer["status"] == "completed"
+
+    got = [b for b in upstream.requests if f"call_{key}_1" in tool_results(b)]
+    assert len(got) == 1 and pairing(got[0]) == [] and dangling(got[0]) == []
     (ref,) = references(got[0])
     assert (ref.call, ref.base, ref.changed) == (f"call_{key}_2", f"call_{key}_1", False)
 
