@@ -74,7 +74,7 @@ def conversations(draw: Any) -> World:
     world = World(files)
     world.messages.append({"role": "user", "content": "tidy the files"})
     for _ in range(draw(st.integers(2, 14))):
-        op = draw(st.sampled_from(["read", "read", "range", "cat", "sed", "edit", "write"]))
+        op = draw(st.sampled_from(["read", "read", "range", "cat", "sed", "edit", "edit", "write"]))
         path = draw(st.sampled_from(PATHS[:2]))
         lines = world.files[path]
         if op in ("read", "range", "cat", "sed"):

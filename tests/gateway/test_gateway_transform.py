@@ -290,3 +290,40 @@ def test_a_denied_file_is_never_referred_to_nor_stored(tmp_path: Path) -> None:
     assert not rewrite.changed
     stored = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
     assert b"s3cr3t" not in stored and b"rotated" not in stored
+
+
+def test_filecache_answers_in_the_request_are_content_and_keep_what_they_name(
+    tmp_path: Path,
+) -> None:
+    """A read served by filecache itself (the hook, MCP): its content answer is content to
+    refer to; its FileRef keeps the result it names alive through pruning."""
+    header = "[/p/a.py: 60 lines, xxh3 3c2e1be1]\n"
+    numbered = header + "\n".join(f"{n}\t{t}" for n, t in enumerate(LINES, 1)) + "\n"
+    hook_ref = "[filecache] /p/a.py unchanged since your result toolu_1 (60 lines, 3c2e1be1)\n"
+    messages = [{"role": "user", "content": "look"}]
+    messages += tool_turn("toolu_1", "Read", {"file_path": "/p/a.py"}, numbered)
+    for k in range(2, 10):
+        messages += tool_turn(f"toolu_{k}", "Bash", {"command": f"pytest -k t{k}"}, "z " * 900)
+    messages += tool_turn("toolu_10", "Read", {"file_path": "/p/a.py"}, hook_ref)
+    messages += tool_turn(
+        "toolu_11",
+        "Read",
+        {"file_path": "/p/a.py", "offset": 5, "limit": 20},
+        header + "\n".join(f"{n}\t{t}" for n, t in enumerate(LINES[4:24], 5)),
+    )
+    memory = open_memory(str(tmp_path / "gw.db"))
+    policy = GatewayPolicy(context_window=8_000, prune_preset="context")
+    try:
+        rewrite = rewrite_request(
+            "anthropic-messages", anthropic(messages), memory=memory, policy=policy
+        )
+    finally:
+        memory.close()
+    results = results_of(rewrite.body)
+    assert rewrite.counts.pruned > 0
+    assert results["toolu_1"]["content"] == numbered  # named by the hook's FileRef
+    assert results["toolu_10"]["content"] == hook_ref
+    assert results["toolu_11"]["content"].startswith(
+        "[/p/a.py: 60 lines, xxh3 3c2e1be1]\n[filecache] /p/a.py unchanged since your result "
+        "toolu_1 (lines 5-24"
+    )
