@@ -290,3 +290,74 @@ def test_a_denied_file_is_never_referred_to_nor_stored(tmp_path: Path) -> None:
     assert not rewrite.changed
     stored = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
     assert b"s3cr3t" not in stored and b"rotated" not in stored
+
+
+def test_filecache_answers_in_the_request_are_content_and_keep_what_they_name(
+    tmp_path: Path,
+) -> None:
+    """A read served by filecache itself (the hook, MCP): its content answer is content to
+    refer to; its FileRef keeps the result it names alive through pruning."""
+    header = "[/p/a.py: 60 lines, xxh3 3c2e1be1]\n"
+    numbered = header + "\n".join(f"{n}\t{t}" for n, t in enumerate(LINES, 1)) + "\n"
+    hook_ref = "[filecache] /p/a.py unchanged since your result toolu_1 (60 lines, 3c2e1be1)\n"
+    messages = [{"role": "user", "content": "look"}]
+    messages += tool_turn("toolu_1", "Read", {"file_path": "/p/a.py"}, numbered)
+    for k in range(2, 10):
+        messages += tool_turn(f"toolu_{k}", "Bash", {"command": f"pytest -k t{k}"}, "z " * 900)
+    messages += tool_turn("toolu_10", "Read", {"file_path": "/p/a.py"}, hook_ref)
+    messages += tool_turn(
+        "toolu_11",
+        "Read",
+        {"file_path": "/p/a.py", "offset": 5, "limit": 20},
+        header + "\n".join(f"{n}\t{t}" for n, t in enumerate(LINES[4:24], 5)),
+    )
+    memory = open_memory(str(tmp_path / "gw.db"))
+    policy = GatewayPolicy(context_window=8_000, prune_preset="context")
+    try:
+        rewrite = rewrite_request(
+            "anthropic-messages", anthropic(messages), memory=memory, policy=policy
+        )
+    finally:
+        memory.close()
+    results = results_of(rewrite.body)
+    assert rewrite.counts.pruned > 0
+    assert results["toolu_1"]["content"] == numbered  # named by the hook's FileRef
+    assert results["toolu_10"]["content"] == hook_ref
+    assert results["toolu_11"]["content"].startswith(
+        "[/p/a.py: 60 lines, xxh3 3c2e1be1]\n[filecache] /p/a.py unchanged since your result "
+        "toolu_1 (lines 5-24"
+    )
+
+
+def test_threads_sharing_one_memory_send_what_one_thread_sends(tmp_path: Path) -> None:
+    """A server's request threads share the memory and the memos: the bytes do not depend on
+    which thread saw a message first."""
+    import threading
+
+    changed = list(LINES)
+    changed[7] = "    value_8 = 'edited'"
+    messages = [{"role": "user", "content": "look"}]
+    for k in range(1, 13):
+        lines = changed if k > 6 else LINES
+        messages += tool_turn(
+            f"toolu_{k}", "Read", {"file_path": f"/p/{'ab'[k % 2]}.py"}, arrows(lines)
+        )
+    bodies = [anthropic(messages[:k]) for k in range(3, len(messages) + 1, 2)]
+    alone = [rewrite_request("anthropic-messages", b).body for b in bodies]
+    memory = open_memory(str(tmp_path / "gw.db"))
+    out: dict[tuple[int, int], bytes] = {}
+
+    def worker(n: int) -> None:
+        for i, body in enumerate(bodies if n % 2 else reversed(bodies)):
+            j = i if n % 2 else len(bodies) - 1 - i
+            out[(n, j)] = rewrite_request("anthropic-messages", body, memory=memory).body
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    memory.close()
+    assert len(out) == 4 * len(bodies)
+    for (_, j), body in out.items():
+        assert results_of(body) == results_of(alone[j])
