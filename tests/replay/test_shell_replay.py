@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from filecache.replay.replay import replay_session
 from filecache.replay.replay_shell import ShellFrame, find_frame, trace_path
 
@@ -151,3 +153,34 @@ def test_a_replay_answers_with_the_same_bytes_in_every_run(tmp_path: Path) -> No
     assert "seal " in answers[0]["c2"] and "unchanged" in answers[0]["c2"]
     assert answers[0] == answers[1]
     assert runs[0].prompt_tokens == runs[1].prompt_tokens
+
+
+def test_git_checkout_is_redone_however_the_trace_path_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``git checkout FILE`` restores from the trace's ``files/``: with a relative trace folder
+    it was not redone (locate() needs a resolved root), so the read after it was kept as
+    recorded and the figures differed from the same trace given by absolute path."""
+    lines = TEXT.splitlines(keepends=True)
+    edited = lines.copy()
+    edited[11] = edited[11].replace("compute(12)", "compute(twelve)")
+    part = "".join(lines[4:25])
+    trace = _trace(
+        tmp_path,
+        [
+            ("sed -n '5,25p' m.py", part),
+            ("sed -i '12s/compute(12)/compute(twelve)/' m.py", ""),
+            ("sed -n '5,25p' m.py", "".join(edited[4:25])),
+            ("git checkout m.py", "Updated 1 path from the index\n"),
+            ("sed -n '5,25p' m.py", part),
+        ],
+    )
+    by_path = replay_session(trace)
+    monkeypatch.chdir(tmp_path)
+    relative = replay_session(Path(trace.name))
+    assert relative.skipped == by_path.skipped == {}
+    assert relative.prompt_tokens == by_path.prompt_tokens
+    assert relative.billed == by_path.billed
+    served = {c["call_id"] for c in relative.calls if c.get("shell")}
+    assert served == {"c1", "c3", "c5"}
+    assert relative.files_identical and relative.stale_views == 0
