@@ -312,7 +312,16 @@ def _shell_lines(call: FileCall) -> Lines:
         )
     ):
         pairs = enumerate(zip(rows, marks, strict=True))
-        return {start + k: row[len(mark) + 1 :] for k, (row, mark) in pairs}
+        out = {start + k: row[len(mark) + 1 :] for k, (row, mark) in pairs}
+        # grep -n of numbered lines (``nl -ba F | grep -n PAT``: "12:    12<TAB>text"): the
+        # number after grep's is the line's own, so the line holds what follows its tab
+        own: Lines = {}
+        for n, text in out.items():
+            match = _NUMBERED.match(text)
+            if match is None or int(match.group(1)) != n:
+                return out
+            own[n] = text[match.end() :]
+        return own
     for k, row in enumerate(rows):
         match = _NUMBERED.match(row) if numbered else None
         if match is not None:

@@ -328,7 +328,7 @@ def apply_edit(steps: Sequence[EditStep], root: Path, originals: Path | None = N
     ``root`` fails.
     """
     if originals is not None:
-        originals = originals.resolve()  # locate() confines to a resolved root: never a relative one
+        originals = originals.resolve()  # locate() needs a resolved root, never a relative one
     done: list[bool] = []
     for step in steps:
         if step.after_ok and done and not done[-1]:

@@ -184,3 +184,28 @@ def test_git_checkout_is_redone_however_the_trace_path_is_written(
     served = {c["call_id"] for c in relative.calls if c.get("shell")}
     assert served == {"c1", "c3", "c5"}
     assert relative.files_identical and relative.stale_views == 0
+
+
+@pytest.mark.parametrize(
+    ("command", "rows"),
+    [
+        ("nl -ba m.py | grep -n 'compute(12)'", [12]),
+        ("nl -ba m.py | grep -n -A 2 'compute(12)'", [12, 13, 14]),
+        ("cat -n m.py | grep -n -B 1 'compute(12)'", [11, 12]),
+    ],
+)
+def test_grep_n_of_numbered_lines_is_read_as_bash_prints_it(
+    tmp_path: Path, command: str, rows: list[int]
+) -> None:
+    """``nl -ba F | grep -n PAT`` prints ``12:    12<TAB>text``: grep's number, then nl's. The
+    checker read it as line 12 holding ``    12<TAB>text`` and reported a stale view (the
+    bytes served equal bash's; 2 answers in 60 held-out mini-swe-agent sessions)."""
+    lines = TEXT.splitlines(keepends=True)
+    mark = {n: (":" if n == 12 else "-") for n in rows}
+    output = "".join(f"{n}{mark[n]}{n:6d}\t{lines[n - 1]}" for n in rows)
+    part = "".join(lines[4:25])
+    trace = _trace(tmp_path, [("sed -n '5,25p' m.py", part), (command, output)])
+    replay = replay_session(trace)
+    assert {c["call_id"] for c in replay.calls if c.get("shell")} == {"c1", "c2"}
+    assert replay.stale_views == 0 and replay.dangling_refs == 0
+    assert replay.recall_all == 1.0
