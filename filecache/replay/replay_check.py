@@ -57,6 +57,9 @@ _OLD_SPAN = re.compile(r"\(lines (?P<x>\d+)-(?P<y>\d+) of your version\)")
 _NO_NEWLINE = "\\ No newline at end of file"
 _LANDED = re.compile(r"; (?:changed|edit 1): ")  # an edit confirmation that places the edit
 _BASE = re.compile(r"since your results? (\S+?(?: and \S+?)*) \(")
+# The line before an answer to a read of a file the model's own edit is no longer in: a notice
+# (what follows is the answer: a diff or the content), never the answer's header.
+_UNDONE = re.compile(r"^\[filecache\] .+?: your edit \S+ is no longer on disk \([^)\n]*\)\n")
 
 Lines = dict[int, str]  # line number -> text with its "\n" (none on an unterminated last line)
 
@@ -174,7 +177,7 @@ class ModelView:
         return problem or self.check(call)
 
     def _read(self, call: FileCall, copies: dict[str, _Copy]) -> str | None:
-        first, _, body = (call.text if call.inner is None else call.inner).partition("\n")
+        first, _, body = _answer(call).partition("\n")
         if call.inner is not None and call.kind in (Kind.FULL, Kind.PARTIAL) and call.after:
             copy = copies.setdefault(call.after[0], _Copy())
             copy.total = len(call.after[1])
@@ -290,6 +293,14 @@ def verified_lines(recorded: str, lines: Sequence[str]) -> str:
     shown = view.lines.get("", {})
     held = sorted(view.current("", lines))
     return "".join(f"{n}\t{lines[n - 1]}" for n in held if shown.get(n) is not None)
+
+
+def _answer(call: FileCall) -> str:
+    """A read's answer as filecache rendered it (inside a shell frame: ``inner``), after the
+    notice that the model's own edit is no longer on disk, if one leads it."""
+    text = call.text if call.inner is None else call.inner
+    notice = _UNDONE.match(text)
+    return text[notice.end() :] if notice else text
 
 
 def _shell_lines(call: FileCall) -> Lines:
@@ -537,7 +548,7 @@ def dangling_refs(
         call = calls.get(cid)
         if call is None or call.kind not in (Kind.UNCHANGED, Kind.DIFF) or text != call.text:
             continue
-        found = _BASE.search((call.text if call.inner is None else call.inner).partition("\n")[0])
+        found = _BASE.search(_answer(call).partition("\n")[0])
         if found is None:
             out[cid] = "names no base"
             continue

@@ -400,3 +400,33 @@ def test_progress_a_line_per_session_off_a_terminal_and_nothing_under_json() -> 
     assert f"replayed 1/1: {FIXTURE.name}" in compared.stderr
     quiet = _invoke(str(FIXTURE), "--compare", "--window", "16000", "--json")
     assert quiet.exit_code == 0 and "replayed" not in quiet.stderr
+
+
+@pytest.mark.parametrize("offset", [None, 5])
+def test_an_undone_edit_notice_is_read_as_a_notice(tmp_path: Path, offset: int | None) -> None:
+    """After ``git checkout FILE`` undoes the model's edit, a read answers with a line saying
+    so, then the diff or the content. The checker read that line as the answer's header: a
+    stale view and a dangling reference on a real Claude Code log."""
+    text = "".join(f"line {i} of a file that is long enough to matter\n" for i in range(1, 41))
+    window = {} if offset is None else {"offset": offset, "limit": 10}
+    session = _trace(
+        tmp_path,
+        [
+            {"role": "user", "content": "Edit it."},
+            _call(1, "read_file", path="notes.txt"),
+            _result(1, "recorded"),
+            _call(2, "edit_file", path="notes.txt", old_string="line 7 ", new_string="LINE 7 "),
+            _result(2, "recorded"),
+            _call(3, "bash", command="git checkout notes.txt"),
+            _result(3, "Updated 1 path from the index\n"),
+            _call(4, "read_file", path="notes.txt", **window),
+            _result(4, "recorded"),
+            {"role": "assistant", "content": "Done."},
+        ],
+        {"notes.txt": text},
+    )
+    r = replay_session(session, cap=False)  # the recorded results are placeholders
+    undone = r.filecache_messages[-2]["content"]
+    assert "your edit call_2 is no longer on disk" in undone
+    assert r.files_identical
+    assert (r.stale_views, r.dangling_refs, r.recall) == (0, 0, 1.0)
