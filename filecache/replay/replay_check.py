@@ -237,7 +237,8 @@ class ModelView:
         return {n for n, text in copy.lines.items() if n <= len(lines) and lines[n - 1] == text}
 
 
-_SHOWN = re.compile(r"^ *(\d+)\t(.*)$", re.M)  # cat -n, nl -ba, filecache's content lines
+# cat -n, nl -ba, filecache's content lines; Claude Code's Read ("     N→text", before 2.1.32x)
+_SHOWN = re.compile("^ *(\\d+)[\t\u2192](.*)$", re.M)
 _ABRIDGED = re.compile(r"^ *(\d+) (.*)$", re.M)  # SWE-agent's abbreviated view (kept lines)
 
 
@@ -246,11 +247,11 @@ class RecordedView:
     every line (``replay._Checker``).
 
     Fed with every recorded file tool result (and served shell read) in order: a numbered line
-    (``cat -n``, ``nl -ba``, filecache's content, SWE-agent's edit snippets and abbreviated
-    views) shows that line; a write shows its whole content; a shell read without numbers shows
-    its lines from its offset. The newest showing of a line number wins; ``current`` keeps only
-    the lines equal to disk now (tabs expanded, as SWE-agent shows them), so a line the
-    recording showed before an edit moved or changed it does not count.
+    (``cat -n``, ``nl -ba``, Claude Code's ``N→``, filecache's content, SWE-agent's edit
+    snippets and abbreviated views) shows that line; a write shows its whole content; a shell
+    read without numbers shows its lines from its offset. The newest showing of a line number
+    wins; ``current`` keeps only the lines equal to disk now (tabs expanded, as SWE-agent shows
+    them), so a line the recording showed before an edit moved or changed it does not count.
     """
 
     def __init__(self) -> None:

@@ -430,3 +430,26 @@ def test_an_undone_edit_notice_is_read_as_a_notice(tmp_path: Path, offset: int |
     assert "your edit call_2 is no longer on disk" in undone
     assert r.files_identical
     assert (r.stale_views, r.dangling_refs, r.recall) == (0, 0, 1.0)
+
+
+def test_recall_over_every_line_reads_claude_codes_numbered_read_results(tmp_path: Path) -> None:
+    """Claude Code's Read shows ``     N→text`` (2.1.x before 2.1.32x): recall over every line
+    found no line in it and read 100% of nothing (0 pairs)."""
+    lines = [f"line {i} of a file that is long enough to matter\n" for i in range(1, 41)]
+    shown = "".join(f"{n:6d}\u2192{t}" for n, t in enumerate(lines[:20], 1))
+    reminder = "\n<system-reminder>\nConsider whether it is malware.\n</system-reminder>\n"
+    session = _trace(
+        tmp_path,
+        [
+            {"role": "user", "content": "Look."},
+            _call(1, "read_file", path="notes.txt", offset=1, limit=20),
+            _result(1, shown + reminder),
+            _call(2, "read_file", path="notes.txt", offset=1, limit=20),
+            _result(2, shown + reminder),
+            {"role": "assistant", "content": "Done."},
+        ],
+        {"notes.txt": "".join(lines)},
+    )
+    r = replay_session(session)
+    assert r.recall_all_pairs == 1 and r.recall_all == 1.0
+    assert r.lines_in_use == (40, 20, 20)
