@@ -24,12 +24,15 @@ from filecache.cli_reports import (
 )
 from filecache.core.kinds import Format
 from filecache.errors import FileCacheError, RequestError
+from filecache.extras import DISTRIBUTION
 from filecache.store.opening import open_store
 from filecache.tools import READ_FILE, param_help  # option help: the tool table's words
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
+CLI_SESSION = "cli"
+"""The session of CLI calls without ``--session``, per root (``FileCache.session`` keys it)."""
 
 
 class _Group(click.Group):
@@ -45,7 +48,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings=CONTEXT)
-@click.version_option(package_name="filecache-agent")  # the distribution's name
+@click.version_option(package_name=DISTRIBUTION)
 def main() -> None:
     """Delta reads for LLM coding agents: FileRefs and diffs instead of re-sent files."""
 
@@ -55,7 +58,9 @@ def cache_options(fn: F) -> F:
     fn = click.option(
         "--session",
         envvar="FILECACHE_SESSION",
-        help="Session id (one model context); env FILECACHE_SESSION. Default: a new one.",
+        help=f"Session id (one model context); env FILECACHE_SESSION. Default: {CLI_SESSION!r}, "
+        "one session per root for every CLI call (so reading a file twice gives a FileRef); "
+        "pass a new id for a fresh context.",
     )(fn)
     fn = click.option(
         "--store",
@@ -71,6 +76,11 @@ def cache_options(fn: F) -> F:
         help="Root directory; paths outside it are refused.",
     )(fn)
     return fn
+
+
+def _cli_session(cache: FileCache, session: str | None) -> Session:
+    """``--session``, else the root's settings' session, else ``CLI_SESSION``."""
+    return cache.session(session or cache.settings.session or CLI_SESSION)
 
 
 def _emit(result: Any, as_json: bool, session: Session) -> None:
@@ -120,7 +130,7 @@ def read(
 ) -> None:
     """Read PATH as the session's model should see it: content, FileRef or diff."""
     with FileCache(root, store=store) as cache:
-        s = cache.session(session)
+        s = _cli_session(cache, session)
         result = s.read(
             path,
             offset=offset,
@@ -189,7 +199,7 @@ def write(
     """Create or replace PATH (atomically) and record it in the session."""
     text = content if content is not None else sys.stdin.read()
     with FileCache(root, store=store) as cache:
-        s = cache.session(session)
+        s = _cli_session(cache, session)
         _emit(s.write(path, text, call_id=call_id), as_json, s)
 
 
@@ -214,7 +224,7 @@ def edit(
 ) -> None:
     """Replace text in PATH: OLD must occur exactly once unless --replace-all."""
     with FileCache(root, store=store) as cache:
-        s = cache.session(session)
+        s = _cli_session(cache, session)
         result = s.edit(path, old_string, new_string, replace_all=replace_all, call_id=call_id)
         _emit(result, as_json, s)
 
@@ -576,10 +586,10 @@ def archive() -> None:
 @click.option("--store", envvar="FILECACHE_STORE", help="Store path (default: ./.filecache).")
 def archive_show(call_id: str, session: str | None, store: str | None) -> None:
     """Print the original text of CALL_ID's result."""
+    from filecache.cli_reports import open_existing
     from filecache.prune.pruner import NOT_ARCHIVED
-    from filecache.store.opening import store_location
 
-    with open_store(Path("."), store_location(Path(".").resolve(), store)) as opened:
+    with open_existing(store) as opened:  # read-only: no store is made
         text = opened.archive_get(call_id, session)
     if text is None:
         raise RequestError(f"no archived result for {call_id}; check the id and --store")
