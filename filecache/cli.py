@@ -10,11 +10,10 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from filecache.cache import FileCache, Session
 from filecache.cli_errors import cli_message
 from filecache.cli_reports import (
     cache_aware_option,
@@ -25,8 +24,10 @@ from filecache.cli_reports import (
 from filecache.core.kinds import Format
 from filecache.errors import FileCacheError, RequestError
 from filecache.extras import DISTRIBUTION
-from filecache.store.opening import open_store
 from filecache.tools import READ_FILE, param_help  # option help: the tool table's words
+
+if TYPE_CHECKING:  # imported by the commands that use them: --help and others stay light
+    from filecache.cache import FileCache, Session
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -129,6 +130,8 @@ def read(
     session: str | None,
 ) -> None:
     """Read PATH as the session's model should see it: content, FileRef or diff."""
+    from filecache.cache import FileCache
+
     with FileCache(root, store=store) as cache:
         s = _cli_session(cache, session)
         result = s.read(
@@ -157,6 +160,8 @@ def read(
 )
 def outline(path: str, symbol: str | None, as_json: bool, root: Path) -> None:
     """Print PATH's outline: definitions with signatures and line ranges."""
+    from filecache.cache import FileCache
+
     with FileCache(root, store=":memory:") as cache:
         s = cache.session()
         if symbol is not None:
@@ -197,6 +202,8 @@ def write(
     session: str | None,
 ) -> None:
     """Create or replace PATH (atomically) and record it in the session."""
+    from filecache.cache import FileCache
+
     text = content if content is not None else sys.stdin.read()
     with FileCache(root, store=store) as cache:
         s = _cli_session(cache, session)
@@ -223,6 +230,8 @@ def edit(
     session: str | None,
 ) -> None:
     """Replace text in PATH: OLD must occur exactly once unless --replace-all."""
+    from filecache.cache import FileCache
+
     with FileCache(root, store=store) as cache:
         s = _cli_session(cache, session)
         result = s.edit(path, old_string, new_string, replace_all=replace_all, call_id=call_id)
@@ -343,11 +352,12 @@ def prune(
     root: Path,
 ) -> None:
     """Prune SOURCE (a message list, or an object with 'messages'/'input'; '-' for stdin)."""
+    from filecache.cache import FileCache
     from filecache.core.json_input import load_json
     from filecache.prune.pruner import prune_messages
     from filecache.prune.pruning import PrunePolicy
     from filecache.settings import load_settings
-    from filecache.store.opening import store_location
+    from filecache.store.opening import open_store, store_location
 
     check_output_file(output)
     name = getattr(source, "name", "-")
