@@ -380,10 +380,15 @@ def prune(
         write_output(output, text + "\n")
     else:
         click.echo(text)
+    if output is not None and not as_json and result.report is not None:
+        click.echo(f"{output}: {result.report.describe()}", err=True)  # -o printed nothing
     if as_json:
         plan = result.plan
         report = {
             "format": result.format,
+            # against the input as given: this pass's changes and the sticky earlier ones
+            **(result.report.to_json() if result.report is not None else {}),
+            # this pass's plan: its input had the earlier passes' projections applied
             "prompt_tokens": plan.prompt_tokens,
             "reclaimed": plan.reclaimed,
             "triggered": plan.triggered,
