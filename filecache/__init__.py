@@ -4,12 +4,10 @@ Names are imported on first use (PEP 562): ``import filecache`` loads nothing el
 or library call pays only for the modules it uses (the CLI's cold start; see bench_coldstart).
 """
 
-from __future__ import annotations
-
 import importlib as _importlib
 
-TYPE_CHECKING = False  # not typing's: importing typing costs a cold start ~4 ms (mypy knows it)
-if TYPE_CHECKING:
+_TYPE_CHECKING = False  # not typing's: importing typing costs a cold start ~4 ms
+if _TYPE_CHECKING:  # type checkers follow these imports; nothing runs them
     from typing import Any
 
     from .cache import FileCache, ReadResult, Session, WriteResult
@@ -132,7 +130,7 @@ _MODULES = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> "Any":
     module = _MODULES.get(name)
     if module is None:
         raise AttributeError(f"module 'filecache' has no attribute {name!r}")
