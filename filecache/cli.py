@@ -10,11 +10,10 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from filecache.cache import FileCache, Session
 from filecache.cli_errors import cli_message
 from filecache.cli_reports import (
     cache_aware_option,
@@ -24,12 +23,17 @@ from filecache.cli_reports import (
 )
 from filecache.core.kinds import Format
 from filecache.errors import FileCacheError, RequestError
-from filecache.store.opening import open_store
+from filecache.extras import DISTRIBUTION
 from filecache.tools import READ_FILE, param_help  # option help: the tool table's words
+
+if TYPE_CHECKING:  # imported by the commands that use them: --help and others stay light
+    from filecache.cache import FileCache, Session
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
+CLI_SESSION = "cli"
+"""The session of CLI calls without ``--session``, per root (``FileCache.session`` keys it)."""
 
 
 class _Group(click.Group):
@@ -45,7 +49,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings=CONTEXT)
-@click.version_option(package_name="filecache-agent")  # the distribution's name
+@click.version_option(package_name=DISTRIBUTION)
 def main() -> None:
     """Delta reads for LLM coding agents: FileRefs and diffs instead of re-sent files."""
 
@@ -55,7 +59,9 @@ def cache_options(fn: F) -> F:
     fn = click.option(
         "--session",
         envvar="FILECACHE_SESSION",
-        help="Session id (one model context); env FILECACHE_SESSION. Default: a new one.",
+        help=f"Session id (one model context); env FILECACHE_SESSION. Default: {CLI_SESSION!r}, "
+        "one session per root for every CLI call (so reading a file twice gives a FileRef); "
+        "pass a new id for a fresh context.",
     )(fn)
     fn = click.option(
         "--store",
@@ -71,6 +77,11 @@ def cache_options(fn: F) -> F:
         help="Root directory; paths outside it are refused.",
     )(fn)
     return fn
+
+
+def _cli_session(cache: FileCache, session: str | None) -> Session:
+    """``--session``, else the root's settings' session, else ``CLI_SESSION``."""
+    return cache.session(session or cache.settings.session or CLI_SESSION)
 
 
 def _emit(result: Any, as_json: bool, session: Session) -> None:
@@ -119,8 +130,10 @@ def read(
     session: str | None,
 ) -> None:
     """Read PATH as the session's model should see it: content, FileRef or diff."""
+    from filecache.cache import FileCache
+
     with FileCache(root, store=store) as cache:
-        s = cache.session(session)
+        s = _cli_session(cache, session)
         result = s.read(
             path,
             offset=offset,
@@ -147,6 +160,8 @@ def read(
 )
 def outline(path: str, symbol: str | None, as_json: bool, root: Path) -> None:
     """Print PATH's outline: definitions with signatures and line ranges."""
+    from filecache.cache import FileCache
+
     with FileCache(root, store=":memory:") as cache:
         s = cache.session()
         if symbol is not None:
@@ -187,9 +202,11 @@ def write(
     session: str | None,
 ) -> None:
     """Create or replace PATH (atomically) and record it in the session."""
+    from filecache.cache import FileCache
+
     text = content if content is not None else sys.stdin.read()
     with FileCache(root, store=store) as cache:
-        s = cache.session(session)
+        s = _cli_session(cache, session)
         _emit(s.write(path, text, call_id=call_id), as_json, s)
 
 
@@ -213,8 +230,10 @@ def edit(
     session: str | None,
 ) -> None:
     """Replace text in PATH: OLD must occur exactly once unless --replace-all."""
+    from filecache.cache import FileCache
+
     with FileCache(root, store=store) as cache:
-        s = cache.session(session)
+        s = _cli_session(cache, session)
         result = s.edit(path, old_string, new_string, replace_all=replace_all, call_id=call_id)
         _emit(result, as_json, s)
 
@@ -333,11 +352,12 @@ def prune(
     root: Path,
 ) -> None:
     """Prune SOURCE (a message list, or an object with 'messages'/'input'; '-' for stdin)."""
+    from filecache.cache import FileCache
     from filecache.core.json_input import load_json
     from filecache.prune.pruner import prune_messages
     from filecache.prune.pruning import PrunePolicy
     from filecache.settings import load_settings
-    from filecache.store.opening import store_location
+    from filecache.store.opening import open_store, store_location
 
     check_output_file(output)
     name = getattr(source, "name", "-")
@@ -360,10 +380,15 @@ def prune(
         write_output(output, text + "\n")
     else:
         click.echo(text)
+    if output is not None and not as_json and result.report is not None:
+        click.echo(f"{output}: {result.report.describe()}", err=True)  # -o printed nothing
     if as_json:
         plan = result.plan
         report = {
             "format": result.format,
+            # against the input as given: this pass's changes and the sticky earlier ones
+            **(result.report.to_json() if result.report is not None else {}),
+            # this pass's plan: its input had the earlier passes' projections applied
             "prompt_tokens": plan.prompt_tokens,
             "reclaimed": plan.reclaimed,
             "triggered": plan.triggered,
@@ -576,10 +601,10 @@ def archive() -> None:
 @click.option("--store", envvar="FILECACHE_STORE", help="Store path (default: ./.filecache).")
 def archive_show(call_id: str, session: str | None, store: str | None) -> None:
     """Print the original text of CALL_ID's result."""
+    from filecache.cli_reports import open_existing
     from filecache.prune.pruner import NOT_ARCHIVED
-    from filecache.store.opening import store_location
 
-    with open_store(Path("."), store_location(Path(".").resolve(), store)) as opened:
+    with open_existing(store) as opened:  # read-only: no store is made
         text = opened.archive_get(call_id, session)
     if text is None:
         raise RequestError(f"no archived result for {call_id}; check the id and --store")
