@@ -40,7 +40,7 @@ def launch(
         chosen = plan(host, args, env, cwd)
         if chosen.unsupported:
             return *plain, f"filecache: {host} runs without the gateway: {chosen.unsupported}"
-        gateway = ensure_gateway(env)
+        gateway = ensure_gateway(env, env.get("FILECACHE_GATEWAY_STORE") or None)
         urls = [register_route(gateway, up, window, os.getpid()) for up in chosen.upstreams]
         extra, variables = chosen.apply(urls)
     except Exception as exc:  # never brick the host: it runs as it would without filecache
