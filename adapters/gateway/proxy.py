@@ -74,6 +74,7 @@ STOP_PATH = "/_filecache/stop"
 TOKEN_HEADER = "x-filecache-token"
 CONTROL_HEADER = "x-filecache-control"
 TOKEN_PREFIX = "/t/"
+WEBSOCKET_REFUSED = "filecache gateway: WebSocket is not relayed; use HTTP streaming"
 MAX_BODY = 256 << 20  # a request body the gateway reads whole (model requests run to ~10 MB)
 HOP_BY_HOP = frozenset(
     {
@@ -197,6 +198,11 @@ async def _dispatch(gateway: Gateway, request: web.Request) -> web.StreamRespons
     if resolved is None:
         return _json(404, {"error": "filecache gateway: no such route (restart the host)"})
     route, rest = resolved
+    if request.headers.get("Upgrade", "").lower() == "websocket":
+        # The gateway reads requests over HTTP only. 426 makes Codex fall back to HTTP streaming
+        # at once (a 404 costs it seven retries, about 7 s, before it does).
+        log.info("websocket upgrade refused status=426")
+        return _json(426, {"error": {"message": WEBSOCKET_REFUSED, "type": "upgrade_required"}})
     gateway.stats.requests += 1
     api = api_of(route.upstream, rest) if request.method == "POST" else None
     started = time.perf_counter()
