@@ -51,7 +51,6 @@ INSTALL_HINT = "the gateway needs aiohttp: pip install 'filecache-agent[gateway]
 try:
     import aiohttp
     from aiohttp import web
-    from multidict import CIMultiDict
 except ModuleNotFoundError as exc:  # the [gateway] extra is not installed
     if (exc.name or "").split(".")[0] not in ("aiohttp", "multidict", "yarl"):
         raise
@@ -264,24 +263,24 @@ async def _rewrite(
         return Rewrite(body, False, None, "the transform raised")
 
 
-def _upstream_headers(request: web.Request) -> CIMultiDict[str]:
+def _upstream_headers(request: web.Request) -> list[tuple[str, str]]:
     listed = {
         name.strip().lower()
         for value in request.headers.getall("Connection", [])
         for name in value.split(",")
     }
     drop = HOP_BY_HOP | listed | {"host", "content-length", TOKEN_HEADER, CONTROL_HEADER}
-    return CIMultiDict((k, v) for k, v in request.headers.items() if k.lower() not in drop)
+    return [(k, v) for k, v in request.headers.items() if k.lower() not in drop]
 
 
-def _client_headers(upstream: aiohttp.ClientResponse) -> CIMultiDict[str]:
+def _client_headers(upstream: aiohttp.ClientResponse) -> list[tuple[str, str]]:
     listed = {
         name.strip().lower()
         for value in upstream.headers.getall("Connection", [])
         for name in value.split(",")
     }
     drop = HOP_BY_HOP | listed
-    return CIMultiDict((k, v) for k, v in upstream.headers.items() if k.lower() not in drop)
+    return [(k, v) for k, v in upstream.headers.items() if k.lower() not in drop]
 
 
 async def _forward(

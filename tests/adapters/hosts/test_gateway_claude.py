@@ -10,8 +10,8 @@ same bytes; calls and results stay paired; no reference dangles in any request; 
 arrives whole (Claude Code finishes the task). The API key and a ``.env`` the model read never
 reach the gateway's log or store.
 
-The binary: ``FILECACHE_TEST_CLAUDE_GATEWAY`` (the newest pin, ``.ci/run``), else
-``FILECACHE_TEST_CLAUDE``; skipped without one, failed under CI.
+The binary: ``FILECACHE_TEST_CLAUDE`` (the version ``.ci/run`` pins); skipped without it,
+failed under CI.
 """
 
 from __future__ import annotations
@@ -43,11 +43,9 @@ from gateway_run import log_and_store_bytes, user_env
 pytestmark = pytest.mark.hosts
 pytest.importorskip("aiohttp", reason="the gateway extra: pip install -e '.[gateway]'")
 
-CLAUDE = os.environ.get("FILECACHE_TEST_CLAUDE_GATEWAY") or os.environ.get(
-    "FILECACHE_TEST_CLAUDE", ""
-)
+CLAUDE = os.environ.get("FILECACHE_TEST_CLAUDE", "")
 if not CLAUDE or not os.access(CLAUDE, os.X_OK):
-    message = f"no Claude Code binary (FILECACHE_TEST_CLAUDE_GATEWAY={CLAUDE!r}); run .ci/run"
+    message = f"no Claude Code binary (FILECACHE_TEST_CLAUDE={CLAUDE!r}); run .ci/run"
     if os.environ.get("CI"):
         pytest.fail(f"under CI the Claude Code binary must be installed: {message}", pytrace=False)
     pytest.skip(message, allow_module_level=True)

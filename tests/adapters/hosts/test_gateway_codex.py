@@ -9,8 +9,8 @@ output; at a small window a superseded output is pruned and keeps its bytes; cal
 stay paired and no reference dangles in any request; Codex finishes. No key and no ``.env``
 content reaches the gateway's log or store.
 
-The binary: ``FILECACHE_TEST_CODEX_GATEWAY`` (the newest pin, ``.ci/run``), else
-``FILECACHE_TEST_CODEX``; skipped without one, failed under CI.
+The binary: ``FILECACHE_TEST_CODEX`` (the version ``.ci/run`` pins); skipped without it,
+failed under CI.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from responses_server import ScriptedResponses, Turn, exec_call, message
 pytestmark = pytest.mark.hosts
 pytest.importorskip("aiohttp", reason="the gateway extra: pip install -e '.[gateway]'")
 
-CODEX = os.environ.get("FILECACHE_TEST_CODEX_GATEWAY") or os.environ.get("FILECACHE_TEST_CODEX", "")
+CODEX = os.environ.get("FILECACHE_TEST_CODEX", "")
 if not CODEX or not os.access(CODEX, os.X_OK):
-    message_ = f"no Codex binary (FILECACHE_TEST_CODEX_GATEWAY={CODEX!r}); run .ci/run"
+    message_ = f"no Codex binary (FILECACHE_TEST_CODEX={CODEX!r}); run .ci/run"
     if os.environ.get("CI"):
         pytest.fail(f"under CI the Codex CLI must be installed: {message_}", pytrace=False)
     pytest.skip(message_, allow_module_level=True)
