@@ -445,8 +445,7 @@ def gateway_diff(path: str, base: str, hunks: Sequence[Hunk], start: int, end: i
     span = f"line {start}" if start == end else f"lines {start}-{end}"
     head = f"{MARKER} {path} changed since your result {base} ({span} now):\n"
     hint = (
-        f"(Apply this diff to the text of {base}; to see the whole text instead, "
-        f"{GATEWAY_AGAIN}.)"
+        f"(Apply this diff to the text of {base}; to see the whole text instead, {GATEWAY_AGAIN}.)"
     )
     name = path.lstrip("/")
     return head + render_hunks(f"a/{name}", f"b/{name}", hunks) + hint + "\n"

@@ -102,6 +102,20 @@ def _shown(call: ToolCall, result: ToolResult, cwd: str | None, key: str) -> Sho
     return found
 
 
+_CHANGED: OrderedDict[tuple[str, str, str | None], str | None] = OrderedDict()
+
+
+def _changed(call: ToolCall, cwd: str | None) -> str | None:
+    """``changed_path``, memoised (a request repeats every call of the ones before)."""
+    memo = (call.name, call.raw_arguments, cwd)
+    if memo in _CHANGED:
+        return _CHANGED[memo]
+    found = _CHANGED[memo] = changed_path(call, cwd)
+    if len(_CHANGED) > _SHOWN_MAX:
+        _CHANGED.popitem(last=False)
+    return found
+
+
 def _same_lines(shown: Shown, base: Shown) -> bool:
     if shown.start < base.start or shown.end > base.end:
         return False
@@ -172,7 +186,7 @@ def plan_delta(
         key = digest(call.name, call.raw_arguments, result.text)
         shown = _shown(call, result, cwd, key)
         if shown is None:
-            changed = changed_path(call, cwd)
+            changed = _changed(call, cwd)
             if changed == UNKNOWN:
                 answered.clear()
             elif changed is not None:

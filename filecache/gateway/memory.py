@@ -50,6 +50,7 @@ class Conversation:
         self.memory = memory
         self.key = key
         self.decisions: dict[str, tuple[str, str]] = {}  # call id -> (digest, text)
+        self.planned_at: int | None = None  # tool-result tokens when pruning last planned
 
     def get(self, call_id: str, key: str) -> str | None:
         found = self.decisions.get(call_id)

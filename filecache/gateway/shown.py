@@ -233,6 +233,7 @@ def _shell_shown(call: ToolCall, text: str, cwd: str | None) -> Shown | None:
     output = _shell_output(call, text)
     if output is None or not output:
         return None
+    frame = text[: len(text) - len(output)] if text.endswith(output) else ""
     window = f"shell:{read.numbering}:{read.stages!r}"
     path = _norm(read.path, where)
     if read.numbering:
@@ -240,7 +241,7 @@ def _shell_shown(call: ToolCall, text: str, cwd: str | None) -> Shown | None:
         if parsed is None or parsed[2]:
             return None
         start, lines, _, _ = parsed
-        return Shown(path, start, lines, window)
+        return Shown(path, start, lines, window, frame)
     rows = output.split("\n")
     if rows[-1] != "":
         return None  # an unterminated last line: not told apart from a cut one
@@ -248,7 +249,7 @@ def _shell_shown(call: ToolCall, text: str, cwd: str | None) -> Shown | None:
     order = _order(read, len(rows))
     if not rows or order is None:
         return None
-    return Shown(path, order[0], tuple(rows), window)
+    return Shown(path, order[0], tuple(rows), window, frame)
 
 
 def _range_window(call: ToolCall) -> str:

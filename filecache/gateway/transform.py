@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from filecache.core.json_input import check_json, json_strings
+from filecache.core.json_input import json_strings
 from filecache.core.kinds import Format
 from filecache.core.render import gateway_file_ref
 from filecache.core.tokens import fast_estimate_text
@@ -35,6 +35,7 @@ from filecache.gateway.request_shape import (
 )
 from filecache.gateway.shown import request_texts, working_folder
 from filecache.prune.codecs.base import Transcript, codec_for, render_inputs, renders_inputs
+from filecache.prune.message_blocks import replaced_body
 from filecache.prune.pruning import PrunePlan, PrunePolicy, plan_prune
 from filecache.prune.transcript import parse_transcript as _register_codecs  # noqa: F401
 from filecache.settings import DEFAULT_DENY, deny_pattern
@@ -80,12 +81,25 @@ def api_for_path(path: str) -> Api | None:
 @dataclass(frozen=True)
 class GatewayPolicy:
     """What the transform may do. ``context_window`` in tokens; ``prune_preset`` a
-    ``PrunePolicy`` preset name; ``delta`` FileRefs and diffs between results of one request."""
+    ``PrunePolicy`` preset name; ``delta`` FileRefs and diffs between results of one request;
+    ``prune`` the pruning pass (it needs a memory with a store: its decisions are sticky)."""
 
     context_window: int = 200_000
     prune_preset: str = "cost"
     delta: bool = True
     prune: bool = True
+    replan_tokens: int = 0
+    """The pruning planner runs again once the tool results grew by this many tokens since it
+    last ran for the conversation (in between, its sticky decisions apply as they are). 0: on
+    every request (the least billed in the replays: a cut made later invalidates a longer
+    suffix); 4,000 halves the transform's time at 150k-token requests
+    (``bench/bench_gateway_transform.py``)."""
+    min_turns_left: int | None = None
+    """Overrides the preset's ``PrunePolicy.min_turns_left`` (the requests the cost gate
+    expects at least to come); None: the preset's."""
+    cache_prices: tuple[float, float] | None = None
+    """(cache read, cache write) per uncached input token for the cost gate; None: the API's
+    provider's (Anthropic 0.1/1.25, OpenAI 0.1/1.0)."""
 
 
 @dataclass(frozen=True)
@@ -196,8 +210,7 @@ def _rewrite(
     messages = payload.get(key)
     if not isinstance(messages, list) or not messages:
         raise _Passthrough(f"no {key} list")
-    try:
-        check_json(messages, key)
+    try:  # deep nesting or a lone surrogate: the generic guard passes the request through
         transcript = codec_for(fmt).parse(messages)
     except TranscriptError as exc:
         raise _Passthrough(f"cannot parse: {exc}") from None
@@ -226,7 +239,20 @@ def _rewrite(
     replacements: dict[str, str] = dict(delta.sent)
     inputs: dict[str, str] = {}
     pruned = 0
-    if policy.prune and remembered and held is not None:
+    size = sum(_count(r.text) for r in results.values())
+    plan = (
+        policy.prune
+        and held is not None
+        and remembered
+        and (held.planned_at is None or abs(size - held.planned_at) >= policy.replan_tokens)
+    )
+    if policy.prune and held is not None and remembered and not plan:
+        calls = transcript.calls_by_id()
+        replacements.update({c: t for c, (_, t) in prior.items() if c in results})
+        inputs = {c: t for c, (_, t) in prior_inputs.items() if c in calls}
+        pruned = sum(1 for c in prior if c in results)
+    if plan and held is not None:
+        held.planned_at = size
         found = _prune(api, transcript, planned, prior, prior_inputs, secret, messages, policy)
         fresh = {
             a.call_id: (a.tier, a.text, a.tokens_before, a.tokens_after)
@@ -244,11 +270,11 @@ def _rewrite(
     if not replacements and not inputs:
         counts = RewriteCounts(untouched_blocks=untouched)
         return payload, Rewrite(b"", False, conversation, "nothing to rewrite", counts)
-    rendered = codec_for(fmt).render(transcript, replacements) if replacements else messages
+    rendered = _render(transcript, replacements) if replacements else messages
     if inputs:
         rendered = render_inputs(transcript, rendered, inputs)
     out = {k: (rendered if k == key else v) for k, v in payload.items()}
-    before = sum(_count(r.text) for r in results.values())
+    before = size
     after = before - sum(_count(results[c].text) - _count(t) for c, t in replacements.items())
     counts = RewriteCounts(
         tokens_before=before,
@@ -272,12 +298,16 @@ def _prune(
     policy: GatewayPolicy,
 ) -> PrunePlan:
     """The pruning planner over the request as the delta step left it."""
-    read, write = _PRICES[api]
+    read, write = policy.cache_prices or _PRICES[api]
+    overrides: dict[str, object] = {}
+    if policy.min_turns_left is not None:
+        overrides["min_turns_left"] = policy.min_turns_left
     rules = PrunePolicy.preset(
         policy.prune_preset,
         context_window=policy.context_window,
         cache_read=read,
         cache_write=write,
+        **overrides,
     )
     seen = _with_texts(transcript, planned)
     inputs_ok = renders_inputs(transcript.format) and not has_thinking(messages)
@@ -285,6 +315,34 @@ def _prune(
         seen, None, rules, _count, prior=prior, prior_inputs=prior_inputs, secret=secret,
         inputs=inputs_ok,
     )  # fmt: skip
+
+
+_BODY = {Format.ANTHROPIC: ("content", "text"), Format.OPENAI: ("content", "text"),
+         Format.RESPONSES: ("output", "input_text")}  # fmt: skip
+
+
+def _render(transcript: Transcript, replacements: Mapping[str, str]) -> list[Any]:
+    """``codec.render`` with copies only along the path to each replaced body (a message, its
+    content list, the result block), never a deep copy: the output shares every other object
+    with the input, which is never changed."""
+    body, text_type = _BODY[Format(transcript.format)]
+    out = list(transcript.raw)
+    for message in transcript.messages:
+        found = [r for r in message.results if r.call_id in replacements]
+        if not found:
+            continue
+        copied = dict(out[message.index])
+        for result in found:
+            holder = copied
+            if result.block_index is not None:
+                content = copied["content"] = list(copied["content"])
+                holder = content[result.block_index] = dict(content[result.block_index])
+            given = holder.get(body)
+            if isinstance(given, list):
+                given = [dict(b) if isinstance(b, dict) else b for b in given]
+            holder[body] = replaced_body(given, replacements[result.call_id], text_type)
+        out[message.index] = copied
+    return out
 
 
 def _with_texts(transcript: Transcript, texts: Mapping[str, str]) -> Transcript:

@@ -30,7 +30,10 @@ from unidiff import PatchSet
 
 from filecache.gateway import GatewayPolicy, open_memory, rewrite_request
 
-EXAMPLES = max(50, int(os.environ.get("FILECACHE_PROPERTY_EXAMPLES", "300")) // 4)
+_COUNT = int(os.environ.get("FILECACHE_PROPERTY_EXAMPLES", "300"))
+EXAMPLES = max(40, _COUNT // 8)  # a conversation replayed request by request: a prune replay
+PREFIX_EXAMPLES = max(30, _COUNT // 10)
+GARBAGE_EXAMPLES = _COUNT
 WORDS = ("alpha", "beta", "gamma", "delta", "omega", "theta", "kappa", "sigma")
 PATHS = ("a.py", "b.py", "c.py")
 REMINDER = "\n\n<system-reminder>\nWhenever you read a file...\n</system-reminder>\n"
@@ -74,7 +77,7 @@ def conversations(draw: Any) -> World:
     world = World(files)
     world.messages.append({"role": "user", "content": "tidy the files"})
     for _ in range(draw(st.integers(2, 14))):
-        op = draw(st.sampled_from(["read", "read", "range", "cat", "sed", "edit", "write"]))
+        op = draw(st.sampled_from(["read", "read", "range", "cat", "sed", "edit", "edit", "write"]))
         path = draw(st.sampled_from(PATHS[:2]))
         lines = world.files[path]
         if op in ("read", "range", "cat", "sed"):
@@ -212,7 +215,7 @@ def test_references_hold_and_bytes_are_stable(world: World, window: int, preset:
         memory.close()
 
 
-@settings(max_examples=EXAMPLES)
+@settings(max_examples=PREFIX_EXAMPLES)
 @given(conversations())
 def test_without_memory_the_delta_is_a_function_of_the_prefix(world: World) -> None:
     seen: dict[str, str] = {}
@@ -234,7 +237,7 @@ JSON = st.recursive(
 APIS = st.sampled_from(["anthropic-messages", "openai-chat", "openai-responses", "nope"])
 
 
-@settings(max_examples=EXAMPLES)
+@settings(max_examples=GARBAGE_EXAMPLES)
 @given(st.one_of(st.binary(max_size=200), st.text(max_size=200).map(str.encode), JSON), APIS)
 def test_garbage_passes_through_and_never_raises(body: bytes, api: str) -> None:
     rewrite = rewrite_request(api, body, memory=None)
