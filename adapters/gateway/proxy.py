@@ -35,6 +35,7 @@ import hmac
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -373,9 +374,12 @@ def _log(
     stats.file_refs += counts.file_refs
     stats.diffs += counts.diffs
     stats.pruned += counts.pruned
+    # The transform's reason for passing through is one of its fixed phrases; only letters and
+    # a few marks of it are logged, so nothing of a request can ride along.
+    why = re.sub(r"[^A-Za-z ()_-]", "", rewrite.passthrough)[:60]
     log.info(
         "%s status=%d changed=%d tokens=%d->%d refs=%d diffs=%d pruned=%d untouched=%d "
-        "added_ms=%.1f",
+        "added_ms=%.1f%s",
         api,
         status,
         int(rewrite.changed),
@@ -386,4 +390,5 @@ def _log(
         counts.pruned,
         counts.untouched_blocks,
         added_ms,
+        f' passthrough="{why}"' if why else "",
     )
