@@ -259,8 +259,9 @@ async def _rewrite(
     )
     try:
         return await asyncio.get_running_loop().run_in_executor(gateway.worker, call)
-    except Exception:  # the contract says it never raises; the request still goes out
-        log.exception("filecache gateway: the transform raised; forwarded unchanged")
+    except Exception as exc:  # the contract says it never raises; the request still goes out
+        # The type only: a message or traceback could carry a piece of the request.
+        log.error("the transform raised %s; forwarded unchanged", type(exc).__name__)
         return Rewrite(body, False, None, "the transform raised")
 
 
@@ -270,7 +271,8 @@ def _upstream_headers(request: web.Request) -> list[tuple[str, str]]:
         for value in request.headers.getall("Connection", [])
         for name in value.split(",")
     }
-    drop = HOP_BY_HOP | listed | {"host", "content-length", TOKEN_HEADER, CONTROL_HEADER}
+    # Expect: aiohttp's server already answered a 100-continue; the upstream gets the body.
+    drop = HOP_BY_HOP | listed | {"host", "content-length", "expect", TOKEN_HEADER, CONTROL_HEADER}
     return [(k, v) for k, v in request.headers.items() if k.lower() not in drop]
 
 
