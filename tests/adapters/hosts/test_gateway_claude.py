@@ -227,3 +227,32 @@ def test_the_host_runs_plain_when_the_gateway_cannot_start(world: World) -> None
     (note,) = done.stderr.strip().splitlines()
     assert note.startswith("filecache: the gateway is not available") and "plain claude" in note
     assert model.requests  # straight to the upstream it was given
+
+
+def test_after_compact_no_reference_reaches_into_the_compacted_part(world: World) -> None:
+    a = world.path("a.py")
+    (world.project / "a.py").write_text(lines("a.py"))
+    script = Script([
+        [tool_use("Read", {"file_path": a}, "toolu_k1")],
+        [tool_use("Read", {"file_path": a, "offset": 5, "limit": 10}, "toolu_k2")],
+        [text("done")],
+    ])  # fmt: skip
+    with ScriptedModel(script) as model:
+        out = world.run(model, "-p", "read a.py", "--allowedTools", TOOLS)
+        session = out["session_id"]
+        assert references(results(model.main_requests()[-1])["toolu_k2"])  # a FileRef to k1
+        world.run(model, "-p", "/compact", "--resume", session)
+        script.turns += [
+            [tool_use("Read", {"file_path": a, "offset": 5, "limit": 10}, "toolu_k3")],
+            [text("done")],
+        ]
+        before = len(model.requests)
+        world.run(model, "-p", "read a.py again", "--resume", session, "--allowedTools", TOOLS)
+    after = [body for body in model.requests[before:] if is_main_loop(body)]
+    assert after
+    for body in after:
+        check_pairing(body)
+        check_no_dangling(body)
+        assert "toolu_k1" not in results(body)  # compacted away
+    third = results(after[-1])["toolu_k3"]
+    assert not references(third) and "a.py line 9:" in third  # content again
