@@ -377,28 +377,13 @@ def gateway(
 
     server, user_gateway = _gateway_modules(ctx)
     env = dict(os.environ)
-    if status or stop:
-        if stop:
-            pids = user_gateway.stop_gateways(env)
-            out: Any = {"stopped": pids}
-            line = f"stopped {len(pids)} gateway(s)" + (f" (pid {pids})" if pids else "")
-        else:
-            out = user_gateway.running_gateways(env)
-            line = (
-                "\n".join(
-                    f"pid {g['pid']}  {g['url']}  {g['requests']} requests  "
-                    f"{g['tokens_before']}->{g['tokens_after']} tokens  "
-                    f"idle {g['idle_seconds']:.0f} s"
-                    for g in out
-                )
-                or "no background gateway is running"
-            )
-        click.echo(json.dumps(out, indent=2) if as_json else line)
-        return
-    if background:
-        running = user_gateway.ensure_gateway(env, store)
-        click.echo(json.dumps({"url": running.url, "pid": running.pid}) if as_json else running.url)
-        return
+    try:
+        if status or stop or background:
+            _background_gateway(user_gateway, env, store, status, stop, as_json)
+            return
+    except (user_gateway.Refused, OSError, RuntimeError) as exc:
+        click.echo(f"filecache: {exc}", err=True)
+        ctx.exit(2)
     try:
         specs = parse_specs(list(upstreams))
         server.check_bind(host, token)
@@ -414,7 +399,41 @@ def gateway(
         click.echo(json.dumps({"url": url, "port": bound}) if as_json else url)
         sys.stdout.flush()
 
-    server.serve(options, ready)
+    try:
+        server.serve(options, ready)
+    except OSError as exc:  # the port is taken, the address is not this machine's
+        click.echo(f"filecache: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
+        ctx.exit(2)
+
+
+def _background_gateway(
+    user_gateway: Any,
+    env: dict[str, str],
+    store: str | None,
+    status: bool,
+    stop: bool,
+    as_json: bool,
+) -> None:
+    """``filecache gateway --status``, ``--stop`` or ``--background``."""  # fmt: skip
+    if stop:
+        pids = user_gateway.stop_gateways(env)
+        out: Any = {"stopped": pids}
+        line = f"stopped {len(pids)} gateway(s)" + (f" (pid {pids})" if pids else "")
+    elif status:
+        out = user_gateway.running_gateways(env)
+        line = (
+            "\n".join(
+                f"pid {g['pid']}  {g['url']}  {g['requests']} requests  "
+                f"{g['tokens_before']}->{g['tokens_after']} tokens  "
+                f"idle {g['idle_seconds']:.0f} s"
+                for g in out
+            )
+            or "no background gateway is running"
+        )
+    else:
+        running = user_gateway.ensure_gateway(env, store)
+        out, line = {"url": running.url, "pid": running.pid}, running.url
+    click.echo(json.dumps(out, indent=2 if status or stop else None) if as_json else line)
 
 
 @main.command(

@@ -34,10 +34,11 @@ from typing import Any
 
 from filecache.adapters.gateway.proxy import CONTROL_HEADER, HEALTH_PATH, STOP_PATH
 from filecache.adapters.gateway.routes import Route, check_upstream, route_id
-from filecache.adapters.hosts.hook_client import socket_folder
+from filecache.adapters.hosts.hook_client import Refused, socket_folder
 
 __all__ = [
     "IDLE_SECONDS",
+    "Refused",
     "UserGateway",
     "daemon_main",
     "ensure_gateway",
