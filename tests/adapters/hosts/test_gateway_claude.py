@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +41,7 @@ from gateway_checks import (
     shown_lines,
 )
 from gateway_run import log_and_store_bytes, user_env
+from raw_upstream import RawUpstream, Reply, Seen
 
 pytestmark = pytest.mark.hosts
 pytest.importorskip("aiohttp", reason="the gateway extra: pip install -e '.[gateway]'")
@@ -256,3 +259,65 @@ def test_after_compact_no_reference_reaches_into_the_compacted_part(world: World
         assert "toolu_k1" not in results(body)  # compacted away
     third = results(after[-1])["toolu_k3"]
     assert not references(third) and "a.py line 9:" in third  # content again
+
+
+def _event(kind: str, **fields: Any) -> bytes:
+    return f"event: {kind}\ndata: {json.dumps({'type': kind, **fields})}\n\n".encode()
+
+
+def test_killing_the_gateway_mid_stream_is_an_error_claude_code_reports(world: World) -> None:
+    """The answer stops after its first words: the gateway is killed (SIGKILL) before the rest
+    comes. Claude Code reports a connection error; the first words never pass for an answer."""
+    start = {"id": "msg_k", "type": "message", "role": "assistant", "model": "m", "content": [],
+             "stop_reason": None, "stop_sequence": None,
+             "usage": {"input_tokens": 10, "output_tokens": 1}}  # fmt: skip
+    chunks = [
+        _event("message_start", message=start),
+        _event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
+        _event("content_block_delta", index=0, delta={"type": "text_delta", "text": "PARTIAL "}),
+        _event("content_block_delta", index=0, delta={"type": "text_delta", "text": "rest"}),
+        _event("content_block_stop", index=0),
+        _event(
+            "message_delta",
+            delta={"stop_reason": "end_turn", "stop_sequence": None},
+            usage={"output_tokens": 3},
+        ),  # fmt: skip
+        _event("message_stop"),
+    ]
+    rest, started = threading.Event(), threading.Event()
+    sse = (("Content-Type", "text/event-stream"),)
+
+    def reply(seen: Seen) -> Reply:
+        if "count_tokens" in seen.path:
+            return Reply(200, body=b'{"input_tokens": 5}')
+        if json.loads(seen.body or b"{}").get("tools"):
+            started.set()
+            return Reply(200, sse, chunks=chunks, gates=[None, None, None, rest])
+        return Reply(200, sse, chunks=chunks)  # side requests: whole
+
+    with RawUpstream(reply) as upstream:
+        env = {**world.env, "ANTHROPIC_BASE_URL": upstream.url, "CLAUDE_CODE_MAX_RETRIES": "0"}
+        host = subprocess.Popen(
+            [sys.executable, "-m", "filecache", "run", "claude", "-p", "hi", "--output-format",
+             "json"], cwd=world.project, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            assert started.wait(240), "Claude Code never sent its request"
+            status = subprocess.run(
+                [sys.executable, "-m", "filecache", "gateway", "--status", "--json"], env=env,
+                capture_output=True, text=True, timeout=60, check=True,
+            )  # fmt: skip
+            (gateway,) = json.loads(status.stdout)
+            os.kill(gateway["pid"], signal.SIGKILL)
+            rest.set()
+            out, err = host.communicate(timeout=300)
+        finally:
+            rest.set()
+            if host.poll() is None:
+                host.kill()
+                host.communicate()
+    assert host.returncode != 0, (out[-2000:], err[-2000:])
+    result = json.loads(out)
+    assert result["is_error"] and "PARTIAL" not in result["result"], result["result"]
+    assert "connect" in result["result"].lower() or "connection" in json.dumps(result).lower()
