@@ -25,6 +25,7 @@ earlier base is pruned afterwards. Every FileRef/diff names a result of this req
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -49,9 +50,6 @@ STUB_PREFIXES = (
     "<system-reminder>This file is already in your context",
 )
 """Claude Code's own answers to a re-read of an unchanged file (2.1.86+); they name no id."""
-
-_SHOWN: OrderedDict[tuple[str, str | None], Shown | None] = OrderedDict()
-_SHOWN_MAX = 8192
 
 
 def is_stub(text: str) -> bool:
@@ -90,30 +88,48 @@ class Delta:
     reads: int = 0
 
 
+class _Lru:
+    """A bounded memo shared by the threads of a server (one lock; values are immutable)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.items: OrderedDict[object, object] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: object) -> tuple[bool, object]:
+        with self.lock:
+            if key not in self.items:
+                return False, None
+            self.items.move_to_end(key)
+            return True, self.items[key]
+
+    def put(self, key: object, value: object) -> None:
+        with self.lock:
+            self.items[key] = value
+            if len(self.items) > self.size:
+                self.items.popitem(last=False)
+
+
+_SHOWN = _Lru(8192)  # (digest of call and result, cwd) -> Shown | None
+_CHANGED = _Lru(8192)  # (name, arguments, cwd) -> changed_path
+
+
 def _shown(call: ToolCall, result: ToolResult, cwd: str | None, key: str) -> Shown | None:
-    memo = (key, cwd)
-    if memo in _SHOWN:
-        _SHOWN.move_to_end(memo)
-        return _SHOWN[memo]
-    found = shown_by(call, result.text, cwd)
-    _SHOWN[memo] = found
-    if len(_SHOWN) > _SHOWN_MAX:
-        _SHOWN.popitem(last=False)
-    return found
-
-
-_CHANGED: OrderedDict[tuple[str, str, str | None], str | None] = OrderedDict()
+    hit, found = _SHOWN.get((key, cwd))
+    if not hit:
+        found = shown_by(call, result.text, cwd)
+        _SHOWN.put((key, cwd), found)
+    return found if isinstance(found, Shown) else None
 
 
 def _changed(call: ToolCall, cwd: str | None) -> str | None:
     """``changed_path``, memoised (a request repeats every call of the ones before)."""
     memo = (call.name, call.raw_arguments, cwd)
-    if memo in _CHANGED:
-        return _CHANGED[memo]
-    found = _CHANGED[memo] = changed_path(call, cwd)
-    if len(_CHANGED) > _SHOWN_MAX:
-        _CHANGED.popitem(last=False)
-    return found
+    hit, found = _CHANGED.get(memo)
+    if not hit:
+        found = changed_path(call, cwd)
+        _CHANGED.put(memo, found)
+    return found if isinstance(found, str) else None
 
 
 def _same_lines(shown: Shown, base: Shown) -> bool:

@@ -9,12 +9,12 @@ What is stored per conversation (session id ``gateway:<key>``): each pruned resu
 projection (tier, text) through ``Store.projection_put`` (as the library's pruning stores its
 own), each pruned call input under ``gateway-input:<key>``, and each delta decision (call id,
 digest of the original text -> the text sent, "" for content) in the store's key-value cache.
-Nothing else: no header, no original text. A denied file's content never reaches it: delta
-decisions hold only references and diffs of what the request showed... and pruning
-projections of such results are placeholders (``prune`` clears them).
+Nothing else: no header, no original text. A denied file's content never reaches it: its
+results get no FileRef or diff, and pruning clears them (placeholders name no content).
 
 Concurrency: the store serialises its writes; two replicas that decide the same thing write the
-same rows. The in-process LRU is guarded by one lock.
+same rows. The in-process LRU of conversations is guarded by one lock; a conversation's own
+state is written by whichever request thread decides first (the same value by any of them).
 """
 
 from __future__ import annotations

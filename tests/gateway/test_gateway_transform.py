@@ -327,3 +327,37 @@ def test_filecache_answers_in_the_request_are_content_and_keep_what_they_name(
         "[/p/a.py: 60 lines, xxh3 3c2e1be1]\n[filecache] /p/a.py unchanged since your result "
         "toolu_1 (lines 5-24"
     )
+
+
+def test_threads_sharing_one_memory_send_what_one_thread_sends(tmp_path: Path) -> None:
+    """A server's request threads share the memory and the memos: the bytes do not depend on
+    which thread saw a message first."""
+    import threading
+
+    changed = list(LINES)
+    changed[7] = "    value_8 = 'edited'"
+    messages = [{"role": "user", "content": "look"}]
+    for k in range(1, 13):
+        lines = changed if k > 6 else LINES
+        messages += tool_turn(
+            f"toolu_{k}", "Read", {"file_path": f"/p/{'ab'[k % 2]}.py"}, arrows(lines)
+        )
+    bodies = [anthropic(messages[:k]) for k in range(3, len(messages) + 1, 2)]
+    alone = [rewrite_request("anthropic-messages", b).body for b in bodies]
+    memory = open_memory(str(tmp_path / "gw.db"))
+    out: dict[tuple[int, int], bytes] = {}
+
+    def worker(n: int) -> None:
+        for i, body in enumerate(bodies if n % 2 else reversed(bodies)):
+            j = i if n % 2 else len(bodies) - 1 - i
+            out[(n, j)] = rewrite_request("anthropic-messages", body, memory=memory).body
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    memory.close()
+    assert len(out) == 4 * len(bodies)
+    for (_, j), body in out.items():
+        assert results_of(body) == results_of(alone[j])
