@@ -210,12 +210,18 @@ def register_route(gateway: UserGateway, upstream: str, window: int | None, clie
     """Register ``upstream`` (at ``window``) with ``gateway`` for the process ``client_pid``;
     the base URL the host is to use."""
     upstream = check_upstream(upstream)
-    ident = route_id(upstream, window)
     routes_path = gateway.state.with_suffix(".routes.json")
     with _locked(gateway.state.with_suffix(".lock")):
         data = _read(routes_path)
         found = data.get("routes")
         routes: dict[str, Any] = found if isinstance(found, dict) else {}
+        own = f"{gateway.url}/r/"
+        if upstream.startswith(own):  # started from a host already behind this gateway
+            inner = routes.get(upstream[len(own) :].split("/", 1)[0])
+            if not isinstance(inner, dict) or not isinstance(inner.get("upstream"), str):
+                raise RuntimeError(f"{upstream} is a route this gateway no longer has")
+            upstream = inner["upstream"]  # not a loop through itself
+        ident = route_id(upstream, window)
         routes[ident] = {"upstream": upstream, "window": window}
         clients = [
             c

@@ -147,3 +147,13 @@ def test_run_names_a_missing_host(tmp_path: Path) -> None:
         env["PATH"] = str(tmp_path / "empty")
         done = _fc(env, "run", "opencode", "run", "x", cwd=tmp_path)
         assert done.returncode != 0 and "opencode: not found on PATH" in done.stderr
+
+
+def test_run_from_inside_a_host_behind_the_gateway_is_no_loop(tmp_path: Path) -> None:
+    with user_env(tmp_path) as env:
+        env["PATH"] = f"{_fake_host(tmp_path, 'claude')}{os.pathsep}{env['PATH']}"
+        env["ANTHROPIC_BASE_URL"] = "http://127.0.0.1:9/original"
+        outer = json.loads(_fc(env, "run", "claude", cwd=tmp_path).stdout)["env"]
+        env["ANTHROPIC_BASE_URL"] = outer["ANTHROPIC_BASE_URL"]  # a shell the host started
+        inner = json.loads(_fc(env, "run", "claude", cwd=tmp_path).stdout)["env"]
+        assert inner == outer  # the same route: to the original upstream, not to itself
