@@ -314,6 +314,169 @@ def serve(
     run_server(options, transport=transport, host=host, port=port)
 
 
+def _gateway_modules(ctx: click.Context) -> Any:
+    """The gateway's server modules, or exit 2 with the install hint (no aiohttp)."""
+    try:
+        from filecache.adapters.gateway import server, user_gateway
+    except ModuleNotFoundError as exc:
+        if exc.name != "aiohttp":  # proxy.py names the extra's modules "aiohttp"
+            raise
+        click.echo(f"filecache: {exc}", err=True)
+        ctx.exit(2)
+    return server, user_gateway
+
+
+@main.command(context_settings=CONTEXT)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind; beyond loopback it needs --token.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8787,
+    show_default=True,
+    help="Port (0: any free one).",
+)
+@click.option(
+    "--upstream",
+    "upstreams",
+    multiple=True,
+    metavar="[anthropic=|openai=|/PREFIX=]URL",
+    help="Where requests go (repeatable): one URL for everything, per API family, or "
+    "per path prefix. Default: ANTHROPIC_BASE_URL or https://api.anthropic.com for "
+    "/v1/messages, OPENAI_BASE_URL or https://api.openai.com for the rest.",
+)
+@click.option(
+    "--store",
+    envvar="FILECACHE_GATEWAY_STORE",
+    help="The conversations' memory: SQLite path, ':memory:' or postgresql:// URL; "
+    "env FILECACHE_GATEWAY_STORE. Default: the user's gateway store.",
+)
+@click.option(
+    "--window",
+    type=click.IntRange(min=1000),
+    help="The model's context window in tokens (pruning pressure). Default: 200000.",
+)
+@click.option(
+    "--token",
+    envvar="FILECACHE_GATEWAY_TOKEN",
+    help="Required on every request (header x-filecache-token or a /t/TOKEN path "
+    "prefix); env FILECACHE_GATEWAY_TOKEN. Needed to bind beyond loopback.",
+)
+@click.option(
+    "--background",
+    is_flag=True,
+    help="Start (or reuse) this user's background gateway, print its URL and return.",
+)
+@click.option("--status", is_flag=True, help="List this user's background gateways.")
+@click.option("--stop", is_flag=True, help="Stop this user's background gateways.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def gateway(
+    ctx: click.Context,
+    host: str,
+    port: int,
+    upstreams: tuple[str, ...],
+    store: str | None,
+    window: int | None,
+    token: str | None,
+    background: bool,
+    status: bool,
+    stop: bool,
+    as_json: bool,
+) -> None:
+    """Serve the model API on 127.0.0.1 with filecache's request transform (needs the gateway
+    extra): point a host's base URL at the URL it prints."""  # fmt: skip
+    import os
+
+    from filecache.adapters.gateway.routes import parse_specs
+
+    server, user_gateway = _gateway_modules(ctx)
+    env = dict(os.environ)
+    try:
+        if status or stop or background:
+            _background_gateway(user_gateway, env, store, status, stop, as_json)
+            return
+    except (user_gateway.Refused, OSError, RuntimeError) as exc:
+        click.echo(f"filecache: {exc}", err=True)
+        ctx.exit(2)
+    try:
+        specs = parse_specs(list(upstreams))
+        server.check_bind(host, token)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    options = server.ServeOptions(host=host, port=port, upstreams=specs, store=store,
+                                  window=window, token=token, env=env)  # fmt: skip
+    import logging
+
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="gateway %(message)s")
+
+    def ready(url: str, bound: int) -> None:
+        click.echo(json.dumps({"url": url, "port": bound}) if as_json else url)
+        sys.stdout.flush()
+
+    try:
+        server.serve(options, ready)
+    except OSError as exc:  # the port is taken, the address is not this machine's
+        click.echo(f"filecache: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
+        ctx.exit(2)
+
+
+def _background_gateway(
+    user_gateway: Any,
+    env: dict[str, str],
+    store: str | None,
+    status: bool,
+    stop: bool,
+    as_json: bool,
+) -> None:
+    """``filecache gateway --status``, ``--stop`` or ``--background``."""  # fmt: skip
+    if stop:
+        pids = user_gateway.stop_gateways(env)
+        out: Any = {"stopped": pids}
+        line = f"stopped {len(pids)} gateway(s)" + (f" (pid {pids})" if pids else "")
+    elif status:
+        out = user_gateway.running_gateways(env)
+        line = (
+            "\n".join(
+                f"pid {g['pid']}  {g['url']}  {g['requests']} requests  "
+                f"{g['tokens_before']}->{g['tokens_after']} tokens  "
+                f"idle {g['idle_seconds']:.0f} s"
+                for g in out
+            )
+            or "no background gateway is running"
+        )
+    else:
+        running = user_gateway.ensure_gateway(env, store)
+        out, line = {"url": running.url, "pid": running.pid}, running.url
+    click.echo(json.dumps(out, indent=2 if status or stop else None) if as_json else line)
+
+
+@main.command(
+    context_settings={**CONTEXT, "ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.option(
+    "--window",
+    type=click.IntRange(min=1000),
+    help="The model's context window in tokens (pruning pressure). Default: 200000.",
+)
+@click.argument("host", type=click.Choice(["claude", "codex", "opencode"]))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def run(window: int | None, host: str, args: tuple[str, ...]) -> None:
+    """Run HOST (claude, codex or opencode) with ARGS through this user's gateway (started when
+    none runs). Only this process is pointed at it; if the gateway cannot start, the plain host
+    runs, with one line on stderr."""  # fmt: skip
+    from filecache.adapters.gateway.run import run_host
+
+    try:
+        run_host(host, args, window)
+    except FileNotFoundError as exc:
+        raise RequestError(f"{exc}; install {host} or put it on PATH") from exc
+
+
 @main.command(context_settings=CONTEXT)
 @click.argument("source", type=click.File("rb"))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here.")
