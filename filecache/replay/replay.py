@@ -3,8 +3,9 @@
 The trace's file tools are executed twice on two copies of ``files/``: once plain (the baseline:
 the same ``Session`` tools with every read fresh and whole: same content format, same
 confirmations and error texts, no FileRef, diff or outline) and once through one
-``filecache.Session`` (reads in ``read_mode``, ``auto`` by default: an outline for a whole-file
-read of a large file, as SWE-agent abbreviates one). Other tools keep their recorded output;
+``filecache.Session`` (reads in ``read_mode``; by default as the agent's own tool reads: an
+outline for a whole-file read of a large file only for an agent whose viewer abbreviates one,
+as SWE-agent's does; ``trace_format.agent_read_mode``). Other tools keep their recorded output;
 after each, ``Session.rehash`` looks for files it changed (bash-aware). A ``bash`` read that
 ``replay_shell`` can answer (its recorded result holds what the command prints on the files)
 is answered by ``bash_reads`` in the filecache run and keeps its recorded result in the plain
@@ -87,7 +88,7 @@ from filecache.replay.replay_shell import (
     shell_commands,
     shell_read_paths,
 )
-from filecache.replay.trace_format import TRACE_FORMAT, edit_pairs, unknown_calls
+from filecache.replay.trace_format import TRACE_FORMAT, agent_read_mode, edit_pairs, unknown_calls
 from filecache.stats import read_baseline
 from filecache.store.store import Store
 from filecache.tools import EDIT_FILE, READ_FILE, WRITE_FILE
@@ -95,7 +96,7 @@ from filecache.tools import EDIT_FILE, READ_FILE, WRITE_FILE
 __all__ = ["FILE_TOOLS", "READ_MODES", "TRACE_FORMAT", "replay_session", "run_file_tool"]
 
 FILE_TOOLS = ("read_file", "write_file", "edit_file")
-READ_MODES = ("auto", "full")
+READ_MODES = ("agent", "auto", "full")
 
 Message = dict[str, Any]
 
@@ -380,7 +381,7 @@ def replay_session(
     tokenizer: str = "o200k",
     window: int | None = None,
     cache_aware: bool = True,
-    read_mode: str = "auto",
+    read_mode: str = "agent",
     store: str | Path | Store | None = None,
     policy: PrunePolicy | None = None,
     peers: Sequence[str] = (),
@@ -394,7 +395,10 @@ def replay_session(
         tokenizer: how tokens are counted (``o200k``, ``cl100k``, ``estimate``).
         window: the context window to prune for; None: no pruning (delta reads only).
         cache_aware: the pruner's prompt-cache cost gate.
-        read_mode: filecache's read mode (``auto``: outlines for large whole files; ``full``).
+        read_mode: filecache's read mode: ``agent`` (the default) answers whole-file reads as
+            the agent's own tool does (``trace_format.agent_read_mode``: ``auto`` for an agent
+            whose viewer abbreviates a large file, SWE-agent's; else ``full``), ``auto``
+            (outlines for large whole files), ``full`` (never an outline).
         store: where the filecache run's session is kept (default: in memory); the session is
             named after the directory and replaced if it exists.
         policy: a whole pruning policy (overrides ``window`` and ``cache_aware``).
@@ -415,6 +419,8 @@ def replay_session(
     trace_dir = Path(trace_dir)
     name = trace_dir.resolve().name
     trace = load_trace(trace_dir)
+    if read_mode == "agent":
+        read_mode = agent_read_mode(trace)
     messages: list[Message] = trace["messages"]
     calls = _tool_calls(messages)
     shell = shell_commands(messages)

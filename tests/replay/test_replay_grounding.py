@@ -183,3 +183,17 @@ def test_a_lost_edit_is_charged_until_its_call_is_pruned() -> None:
     unseen.edit(target, seen=False, seen_recorded=False)  # not shown in the recording either
     unseen.request(())
     assert unseen.result().lost == 0 and unseen.result().reread_tokens == 0
+
+
+@pytest.mark.parametrize(("source", "mode"), [("test", "full"), ("claude-code: s.jsonl", "full"),
+                                              ("swe-agent: t.traj", "auto")])  # fmt: skip
+def test_the_default_answers_whole_reads_as_the_agents_own_tool(
+    tmp_path: Path, source: str, mode: str
+) -> None:
+    """By default a replay answers a whole-file read as the agent's own tool would: content
+    (never an outline) unless the agent's viewer abbreviates a large file, as SWE-agent's does.
+    An agent that showed the file keeps every edit grounded."""
+    r = replay_session(outline_hides_the_edit(tmp_path, source=source))
+    assert r.reads["outline"] == (mode == "auto")
+    fc = r.grounding["filecache"]
+    assert (fc.grounded, fc.lost) == ((0, 1) if mode == "auto" else (1, 0))
