@@ -51,6 +51,7 @@ __all__ = [
 
 Lines = dict[int, str]  # line number -> text without its "\n"
 
+_ARROW_ROW = re.compile(r"^ *(\d+)\u2192(.*)$", re.M)
 _OUTLINE_ROW = re.compile(r"^\s*(\d+)(?:-\d+)? (.*)$", re.M)  # "  12-40 def f(x):"
 
 
@@ -62,6 +63,8 @@ def shown_lines(call: FileCall, text: str) -> Lines:
     view = RecordedView()
     view.feed(call, text)
     out = dict(view.lines.get(call.path, {}))
+    for match in _ARROW_ROW.finditer(text):  # Claude Code's Read: "     1→text"
+        out.setdefault(int(match.group(1)), match.group(2))
     first = text.partition("\n")[0]
     if call.kind == Kind.OUTLINE or " outline (" in first:
         for match in _OUTLINE_ROW.finditer(text):

@@ -132,6 +132,12 @@ LINES = ["def f(x):\n", "    y = x + 1\n", "    return y\n", "\n", "def g():\n",
     [
         ("     1\tdef f(x):\n     2\t    y = x + 1\n     3\t    return y\n", "full", True),
         ("     2\t    y = x + 1\n", "partial", False),  # line 3 is not shown
+        # Claude Code's Read numbers its lines with an arrow
+        (
+            "     1\u2192def f(x):\n     2\u2192    y = x + 1\n     3\u2192    return y\n",
+            "full",
+            True,
+        ),  # fmt: skip
         # the same lines shown at other numbers (an edit above has moved them since)
         ("    11\tdef f(x):\n    12\t    y = x + 1\n    13\t    return y\n", "full", True),
         # an outline that holds the lines counts; one that holds the signature only does not
