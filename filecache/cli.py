@@ -318,7 +318,13 @@ def serve(
 def _gateway_modules(ctx: click.Context) -> Any:
     """The gateway's server modules, or exit 2 with the install hint (no aiohttp)."""
     try:
-        from filecache.adapters.gateway import server, user_gateway
+        # proxy first: it turns a missing aiohttp into the install hint (server.py's own
+        # ``from aiohttp import web`` would say only "No module named 'aiohttp'")
+        from filecache.adapters.gateway import (
+            proxy,  # noqa: F401
+            server,
+            user_gateway,
+        )
     except ModuleNotFoundError as exc:
         if exc.name != "aiohttp":  # proxy.py names the extra's modules "aiohttp"
             raise
