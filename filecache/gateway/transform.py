@@ -97,6 +97,16 @@ class GatewayPolicy:
     min_turns_left: int | None = None
     """Overrides the preset's ``PrunePolicy.min_turns_left`` (the requests the cost gate
     expects at least to come); None: the preset's."""
+    prune_at: float | None = None
+    """Overrides the preset's ``PrunePolicy.prune_at`` (the fraction of the window from which
+    the planner considers a cut at all)."""
+    cost_margin: float | None = None
+    """Overrides the preset's ``PrunePolicy.cost_margin`` (a cut's net saving over the
+    requests to come must be at least this multiple of the cache it rewrites)."""
+    min_turns: int = 0
+    """The pruning planner runs only once the conversation has had this many assistant turns
+    (before that, FileRefs and diffs only): a cut made early pays back only if the session
+    goes on."""
     cache_prices: tuple[float, float] | None = None
     """(cache read, cache write) per uncached input token for the cost gate; None: the API's
     provider's (Anthropic 0.1/1.25, OpenAI 0.1/1.0)."""
@@ -242,6 +252,7 @@ def _rewrite(
     size = sum(_count(r.text) for r in results.values())
     plan = (
         policy.prune
+        and sum(1 for m in transcript.messages if m.role == "assistant") >= policy.min_turns
         and held is not None
         and remembered
         and (held.planned_at is None or abs(size - held.planned_at) >= policy.replan_tokens)
@@ -302,6 +313,10 @@ def _prune(
     overrides: dict[str, object] = {}
     if policy.min_turns_left is not None:
         overrides["min_turns_left"] = policy.min_turns_left
+    if policy.prune_at is not None:
+        overrides["prune_at"] = policy.prune_at
+    if policy.cost_margin is not None:
+        overrides["cost_margin"] = policy.cost_margin
     rules = PrunePolicy.preset(
         policy.prune_preset,
         context_window=policy.context_window,

@@ -109,6 +109,9 @@ class PrunePolicy:
             saves only until the prompt would pass ``hard_at``, where it is made anyway).
         min_turns_left: with ``turns_left`` None, the gate expects at least this many requests
             to come (early in a session, "as many again as so far" is too few).
+        cost_margin: the gate keeps a cut only when its net saving is at least this multiple
+            of the cache it rewrites (0: any positive net): a margin for a session that ends
+            sooner than expected and for the token estimates' error.
         output_first: degrade other output (bash, ...) before file reads.
         in_use_turns: reads of files named in the last this many assistant turns stay intact
             (0: only those the protected tail names).
@@ -143,6 +146,7 @@ class PrunePolicy:
     cache_write: float = 1.25
     turns_left: int | None = None
     min_turns_left: int = 1
+    cost_margin: float = 0.0
     output_first: bool = False
     in_use_turns: int = 0
     revisit_turns: int = 0
@@ -863,8 +867,8 @@ def _cost_gate(
     for start in range(len(actions)):
         reclaimed = reclaimed_from[start]
         cut = actions[start].message_index
+        cost = (policy.cache_write - policy.cache_read) * max(0, suffix[cut] - reclaimed)
         if policy.turns_left is not None:
-            cost = (policy.cache_write - policy.cache_read) * max(0, suffix[cut] - reclaimed)
             net = policy.cache_read * reclaimed * turns - cost
         else:
             net = cut_net(
@@ -872,7 +876,7 @@ def _cost_gate(
                 turns=turns, limit=policy.hard_at * policy.context_window,
                 read=policy.cache_read, write=policy.cache_write,
             )  # fmt: skip
-        if net > best[0]:
+        if net > best[0] and net >= policy.cost_margin * cost:
             best = (net, start)
     net, start = best
     kept = actions[start:]
