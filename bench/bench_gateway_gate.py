@@ -25,6 +25,7 @@ from filecache.replay.replay import replay_session
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
+    "default, OpenAI chat feed": {"feed": "openai"},
     "horizon 20 (cost preset)": {"min_turns_left": 20},
     "horizon: turns so far": {"min_turns_left": 1},
     "horizon >= 5": {"min_turns_left": 5},
@@ -41,6 +42,16 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "from 3%, margin 1": {"prune_at": 0.03, "cost_margin": 1.0},
     "from 3%, age >= 5, margin 1": {"prune_at": 0.03, "min_turns": 5, "cost_margin": 1.0},
     "from 3%, horizon so far, margin 1": {"prune_at": 0.03, "min_turns_left": 1, "cost_margin": 1.0},
+    "from 0, margin 1": {"prune_at": 0.0, "cost_margin": 1.0},
+    "from 0, age >= 5, margin 1": {"prune_at": 0.0, "min_turns": 5, "cost_margin": 1.0},
+    "from 0, age >= 5": {"prune_at": 0.0, "min_turns": 5},
+    "from 0, horizon 20, margin 1": {"prune_at": 0.0, "max_turns_left": 20, "cost_margin": 1.0},
+    "from 0, horizon 10": {"prune_at": 0.0, "max_turns_left": 10, "min_turns_left": 10},
+    "from 0, horizon 5..20, margin 1": {
+        "prune_at": 0.0, "min_turns_left": 5, "max_turns_left": 20, "cost_margin": 1.0,
+    },
+    "from 0, horizon 20, margin 2": {"prune_at": 0.0, "max_turns_left": 20, "cost_margin": 2.0},
+    "from 0, margin 1, OpenAI chat feed": {"prune_at": 0.0, "cost_margin": 1.0, "feed": "openai"},
     "gate off (context)": {"prune_preset": "context"},
     "no pruning": {"prune": False},
 }
@@ -54,7 +65,13 @@ def _install(variants: Mapping[str, Mapping[str, Any]]) -> None:
         def __init__(self, name: str, window: int | None) -> None:
             super().__init__("gateway", window)
             self.name = name
-            self.policy = dataclasses.replace(self.policy, **variants[name])
+            overrides = dict(variants[name])
+            self.feed = overrides.pop("feed", "host")
+            self.policy = dataclasses.replace(self.policy, **overrides)
+
+        def host_shape(self, calls: Any, cwd: str | None) -> None:
+            if self.feed == "host":  # "openai": the trace's OpenAI chat requests
+                super().host_shape(calls, cwd)
 
     replay_gateway.GATEWAY_POLICIES = (*replay_gateway.GATEWAY_POLICIES, *variants)
     replay_peers.GatewayRun = Variant  # type: ignore[misc]

@@ -97,6 +97,9 @@ class GatewayPolicy:
     min_turns_left: int | None = None
     """Overrides the preset's ``PrunePolicy.min_turns_left`` (the requests the cost gate
     expects at least to come); None: the preset's."""
+    max_turns_left: int | None = None
+    """Overrides the preset's ``PrunePolicy.max_turns_left`` (the requests the cost gate
+    expects at most to come)."""
     prune_at: float | None = None
     """Overrides the preset's ``PrunePolicy.prune_at`` (the fraction of the window from which
     the planner considers a cut at all)."""
@@ -313,6 +316,8 @@ def _prune(
     overrides: dict[str, object] = {}
     if policy.min_turns_left is not None:
         overrides["min_turns_left"] = policy.min_turns_left
+    if policy.max_turns_left is not None:
+        overrides["max_turns_left"] = policy.max_turns_left
     if policy.prune_at is not None:
         overrides["prune_at"] = policy.prune_at
     if policy.cost_margin is not None:

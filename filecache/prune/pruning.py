@@ -109,6 +109,9 @@ class PrunePolicy:
             saves only until the prompt would pass ``hard_at``, where it is made anyway).
         min_turns_left: with ``turns_left`` None, the gate expects at least this many requests
             to come (early in a session, "as many again as so far" is too few).
+        max_turns_left: with ``turns_left`` None, the gate expects at most this many requests
+            to come (None: no cap): a cut that pays back only after more requests than this
+            is a bet on a session that may end first.
         cost_margin: the gate keeps a cut only when its net saving is at least this multiple
             of the cache it rewrites (0: any positive net): a margin for a session that ends
             sooner than expected and for the token estimates' error.
@@ -146,6 +149,7 @@ class PrunePolicy:
     cache_write: float = 1.25
     turns_left: int | None = None
     min_turns_left: int = 1
+    max_turns_left: int | None = None
     cost_margin: float = 0.0
     output_first: bool = False
     in_use_turns: int = 0
@@ -854,6 +858,8 @@ def _cost_gate(
         if policy.turns_left is not None
         else max(growth.turns_left, policy.min_turns_left)
     )
+    if policy.turns_left is None and policy.max_turns_left is not None:
+        turns = min(turns, policy.max_turns_left)
     total = sum(msg_tokens)
     suffix = [0] * (len(msg_tokens) + 1)
     for k in range(len(msg_tokens) - 1, -1, -1):

@@ -72,6 +72,7 @@ from filecache.replay.replay_metrics import (
     SessionReplay,
     message_text,
 )
+from filecache.replay.gateway_shape import host_calls
 from filecache.replay.replay_peers import Dangling, PeerRun
 from filecache.replay.replay_shell import (
     redo_shell_edit,
@@ -394,6 +395,9 @@ def replay_session(
             )  # fmt: skip
             peer_window = policy.context_window if policy is not None else window
             run.add_peers(peers, peer_window, trigger)
+            for peer in run.peers:  # a Claude Code trace: its requests as Claude Code sent them
+                if peer.gateway is not None and (found := host_calls(trace)):
+                    peer.gateway.host_shape(found, trace.get("cwd"))
             run.cap = cap
             run.shell, run.cwd = shell, trace.get("cwd")
             run.originals = trace_dir / "files"
