@@ -95,21 +95,19 @@ class GatewayPolicy:
     suffix); 4,000 halves the transform's time at 150k-token requests
     (``bench/bench_gateway_transform.py``)."""
     min_turns_left: int | None = None
-    """Overrides the preset's ``PrunePolicy.min_turns_left`` (the requests the cost gate
-    expects at least to come); None: the preset's."""
-    max_turns_left: int | None = None
-    """Overrides the preset's ``PrunePolicy.max_turns_left`` (the requests the cost gate
-    expects at most to come)."""
-    prune_at: float | None = None
-    """Overrides the preset's ``PrunePolicy.prune_at`` (the fraction of the window from which
-    the planner considers a cut at all)."""
-    cost_margin: float | None = None
-    """Overrides the preset's ``PrunePolicy.cost_margin`` (a cut's net saving over the
-    requests to come must be at least this multiple of the cache it rewrites)."""
-    min_turns: int = 0
-    """The pruning planner runs only once the conversation has had this many assistant turns
-    (before that, FileRefs and diffs only): a cut made early pays back only if the session
-    goes on."""
+    """With ``horizon`` None: overrides the preset's ``PrunePolicy.min_turns_left`` (the
+    requests the cost gate expects at least to come); None: the preset's."""
+    horizon: int | None = 10
+    """With a preset that gates cuts on cost (``cost``): the requests the gate expects to come.
+    A cut is made only when it pays back the cache it rewrites within them (``prune_cost``),
+    and the gate weighs a cut before every request (``prune_at`` 0: the preset's trigger at 5%
+    of the window only delayed cuts until they invalidated more of the cache). None: the
+    preset's estimate and trigger (as many requests again as so far, at least 20): on
+    sessions of 3 to 16 requests its late cuts billed up to 18% more than the recording
+    (``bench/bench_gateway_gate.py``, docs/gateway.md)."""
+    horizon_share: float = 0.5
+    """With ``horizon``: the gate expects at least this share of the conversation's turns so
+    far to come (a session that has run long is likely to run on)."""
     cache_prices: tuple[float, float] | None = None
     """(cache read, cache write) per uncached input token for the cost gate; None: the API's
     provider's (Anthropic 0.1/1.25, OpenAI 0.1/1.0)."""
@@ -255,7 +253,6 @@ def _rewrite(
     size = sum(_count(r.text) for r in results.values())
     plan = (
         policy.prune
-        and sum(1 for m in transcript.messages if m.role == "assistant") >= policy.min_turns
         and held is not None
         and remembered
         and (held.planned_at is None or abs(size - held.planned_at) >= policy.replan_tokens)
@@ -316,12 +313,6 @@ def _prune(
     overrides: dict[str, object] = {}
     if policy.min_turns_left is not None:
         overrides["min_turns_left"] = policy.min_turns_left
-    if policy.max_turns_left is not None:
-        overrides["max_turns_left"] = policy.max_turns_left
-    if policy.prune_at is not None:
-        overrides["prune_at"] = policy.prune_at
-    if policy.cost_margin is not None:
-        overrides["cost_margin"] = policy.cost_margin
     rules = PrunePolicy.preset(
         policy.prune_preset,
         context_window=policy.context_window,
@@ -329,12 +320,19 @@ def _prune(
         cache_write=write,
         **overrides,
     )
+    if rules.cache_aware and policy.horizon is not None:
+        turns = max(policy.horizon, int(policy.horizon_share * _turns(transcript)))
+        rules = dataclasses.replace(rules, prune_at=0.0, min_turns_left=turns, max_turns_left=turns)
     seen = _with_texts(transcript, planned)
     inputs_ok = renders_inputs(transcript.format) and not has_thinking(messages)
     return plan_prune(
         seen, None, rules, _count, prior=prior, prior_inputs=prior_inputs, secret=secret,
         inputs=inputs_ok,
     )  # fmt: skip
+
+
+def _turns(transcript: Transcript) -> int:
+    return sum(1 for m in transcript.messages if m.role == "assistant")
 
 
 _BODY = {Format.ANTHROPIC: ("content", "text"), Format.OPENAI: ("content", "text"),

@@ -112,9 +112,6 @@ class PrunePolicy:
         max_turns_left: with ``turns_left`` None, the gate expects at most this many requests
             to come (None: no cap): a cut that pays back only after more requests than this
             is a bet on a session that may end first.
-        cost_margin: the gate keeps a cut only when its net saving is at least this multiple
-            of the cache it rewrites (0: any positive net): a margin for a session that ends
-            sooner than expected and for the token estimates' error.
         output_first: degrade other output (bash, ...) before file reads.
         in_use_turns: reads of files named in the last this many assistant turns stay intact
             (0: only those the protected tail names).
@@ -150,7 +147,6 @@ class PrunePolicy:
     turns_left: int | None = None
     min_turns_left: int = 1
     max_turns_left: int | None = None
-    cost_margin: float = 0.0
     output_first: bool = False
     in_use_turns: int = 0
     revisit_turns: int = 0
@@ -873,8 +869,8 @@ def _cost_gate(
     for start in range(len(actions)):
         reclaimed = reclaimed_from[start]
         cut = actions[start].message_index
-        cost = (policy.cache_write - policy.cache_read) * max(0, suffix[cut] - reclaimed)
         if policy.turns_left is not None:
+            cost = (policy.cache_write - policy.cache_read) * max(0, suffix[cut] - reclaimed)
             net = policy.cache_read * reclaimed * turns - cost
         else:
             net = cut_net(
@@ -882,7 +878,7 @@ def _cost_gate(
                 turns=turns, limit=policy.hard_at * policy.context_window,
                 read=policy.cache_read, write=policy.cache_write,
             )  # fmt: skip
-        if net > best[0] and net >= policy.cost_margin * cost:
+        if net > best[0]:
             best = (net, start)
     net, start = best
     kept = actions[start:]
