@@ -98,9 +98,7 @@ def rewritten_results(before: Mapping[str, Any], after: Mapping[str, Any]) -> di
         if content is old.get(cid) or content == old.get(cid):
             continue
         if isinstance(content, list):
-            content = "".join(
-                str(b.get("text", "")) for b in content if isinstance(b, Mapping)
-            )
+            content = "".join(str(b.get("text", "")) for b in content if isinstance(b, Mapping))
         out[cid] = str(content)
     return out
 

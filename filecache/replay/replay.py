@@ -51,6 +51,7 @@ from filecache.errors import FileCacheError, RequestError
 from filecache.fsio import STORE_DIR, locate
 from filecache.prune.pruner import TokenMemo, prune_messages
 from filecache.prune.pruning import PrunePolicy
+from filecache.replay.gateway_shape import host_calls
 from filecache.replay.replay_check import (
     AGENT_VIEW,
     FileCall,
@@ -72,7 +73,6 @@ from filecache.replay.replay_metrics import (
     SessionReplay,
     message_text,
 )
-from filecache.replay.gateway_shape import host_calls
 from filecache.replay.replay_peers import Dangling, PeerRun
 from filecache.replay.replay_shell import (
     redo_shell_edit,
