@@ -61,7 +61,7 @@ def _install(variants: Mapping[str, Mapping[str, Any]]) -> None:
 
 
 def _pct(base: float, value: float) -> str:
-    return f"{100 * (value - base) / base:+.1f}%" if base else "n/a"
+    return f"{value:,.0f} ({100 * (value - base) / base:+.1f}%)" if base else "n/a"
 
 
 def main() -> None:
