@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from filecache.replay import replay_gateway, replay_peers
+from filecache.replay.policy_runs import PolicyRun
 from filecache.replay.replay import replay_session
 
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -64,6 +65,12 @@ def _pct(base: float, value: float) -> str:
     return f"{value:,.0f} ({100 * (value - base) / base:+.1f}%)" if base else "n/a"
 
 
+def _recall(runs: Sequence[PolicyRun]) -> float:
+    """The simulator's recall over all the runs' pairs (``PolicyRun.recall`` is per run)."""
+    pairs = sum(r.recall_pairs for r in runs)
+    return sum(r.recall * r.recall_pairs for r in runs) / pairs if pairs else 1.0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("sets", nargs="+", type=Path)
@@ -75,8 +82,8 @@ def main() -> None:
     chosen = {f"gw:{n}": VARIANTS[n] for n in names}
     _install(chosen)
     print("| set | window | variant | prompt | billed | sessions above recorded | worst "
-          "| stale | dangling |")  # fmt: skip
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
+          "| recall | stale | dangling |")  # fmt: skip
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for folder in args.sets:
         dirs = sorted(d for d in folder.iterdir() if (d / "transcript.json").exists())
         for window in (int(w) for w in args.windows.split(",")):
@@ -95,13 +102,14 @@ def main() -> None:
                     f"| {folder.name} ({len(dirs)}) | {window:,} | {name[3:]} "
                     f"| {_pct(rec_p, sum(p.prompt_tokens for p in ps))} "
                     f"| {_pct(rec_b, sum(p.billed for p in ps))} | {len(above)} | {worst} "
-                    f"| {sum(p.stale for p in ps)} | {sum(p.dangling for p in ps)} |"
+                    f"| {_recall(ps):.1%} | {sum(p.stale for p in ps)} "
+                    f"| {sum(p.dangling for p in ps)} |"
                 )
                 if args.sessions:
                     for r, p in zip(runs, ps, strict=True):
                         print(f"|  | | {r.name[:30]} ({p.requests} req) "
                               f"| {_pct(r.prompt_tokens.recorded, p.prompt_tokens)} "
-                              f"| {_pct(r.billed.recorded, p.billed)} | | | | |")  # fmt: skip
+                              f"| {_pct(r.billed.recorded, p.billed)} | | | | | |")  # fmt: skip
 
 
 if __name__ == "__main__":
