@@ -102,8 +102,8 @@ class GatewayPolicy:
     A cut is made only when it pays back the cache it rewrites within them (``prune_cost``),
     and the gate weighs a cut before every request (``prune_at`` 0: the preset's trigger at 5%
     of the window only delayed cuts until they invalidated more of the cache). None: the
-    preset's estimate and trigger (as many requests again as so far, at least 20): on
-    sessions of 3 to 16 requests its late cuts billed up to 18% more than the recording
+    preset's estimate and trigger (as many requests again as so far, at least 20): its late
+    cuts billed up to 18% more than the recording on a replayed session that ended sooner
     (``bench/bench_gateway_gate.py``, docs/gateway.md)."""
     horizon_share: float = 0.5
     """With ``horizon``: the gate expects at least this share of the conversation's turns so
