@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from filecache.adapters.hosts.host_specs import HOST_NAMES, SPECS
 from filecache.cli_errors import cli_message
 from filecache.cli_reports import (
     cache_aware_option,
@@ -660,11 +661,7 @@ def watch(
             pass
 
 
-_HOSTS = (
-    "claude-code",
-    "codex",
-    "opencode",
-)  # filecache.adapters.hosts.HOSTS, without importing it
+_HOSTS = HOST_NAMES  # host_specs imports nothing: the CLI's start stays as it was
 
 
 @main.command(context_settings=CONTEXT)
@@ -679,9 +676,11 @@ _HOSTS = (
 @click.option("--uninstall", is_flag=True, help="Remove filecache's hooks (and only them).")
 def install(host: str, user: bool, project: bool, local: bool, uninstall: bool) -> None:
     """Put filecache inside HOST's own tools (Claude Code: the project by default; Codex and
-    opencode: the user by default). Idempotent; merges with the settings already there.
-    --user, --project and --local exclude each other. The hooks run this machine's Python by
-    its absolute path: commit a project's file only if every teammate's path is the same."""
+    opencode: the user by default). Idempotent; merges with the settings already there. One
+    installation per host: filecache's hooks of HOST at another scope are removed (the line
+    printed names them). --user, --project and --local exclude each other. The hooks run
+    this machine's Python by its absolute path: commit a project's file only if every
+    teammate's path is the same."""
     from filecache.adapters.hosts import registry
 
     chosen = [name for name, on in (("user", user), ("project", project), ("local", local)) if on]
@@ -690,14 +689,57 @@ def install(host: str, user: bool, project: bool, local: bool, uninstall: bool) 
         raise click.UsageError(f"{given} exclude each other; pass one (or none: the default)")
     scope = chosen[0] if chosen else None
 
-    line: str = registry.host_module(host).install(scope=scope, uninstall=uninstall, cwd=Path.cwd())
-    if uninstall:  # the resident hook servers go too (a host still installed restarts one)
-        from filecache.adapters.hosts.hook_client import stop_servers
+    if uninstall:
+        line: str = registry.host_module(host).install(scope=scope, uninstall=True, cwd=Path.cwd())
+        click.echo(line + _stopped())
+        return
+    click.echo(registry.install(host, scope=scope, cwd=Path.cwd()))
 
-        stopped = stop_servers()
+
+def _stopped() -> str:
+    """Stop the resident hook servers (a host still installed restarts one); what to add."""
+    from filecache.adapters.hosts.hook_client import stop_servers
+
+    stopped = stop_servers()
+    return f"; stopped {len(stopped)} resident hook server(s)" if stopped else ""
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("hosts", nargs=-1, type=click.Choice(_HOSTS))
+@click.option("--user", is_flag=True, help="Only the user's hooks (~/...).")
+@click.option("--project", is_flag=True, help="Only the project's hooks (current directory).")
+@click.option("--local", is_flag=True, help="Only .claude/settings.local.json (Claude Code).")
+def uninstall(hosts: tuple[str, ...], user: bool, project: bool, local: bool) -> None:
+    """Remove filecache's hooks of HOSTS (default: every host) at every scope: the user's and
+    the current project's, whichever interpreter or release installed them and whether or not
+    it still exists. Only filecache's entries go; the files stay."""
+    from filecache.adapters.hosts import registry
+
+    chosen = [name for name, on in (("user", user), ("project", project), ("local", local)) if on]
+    if len(chosen) > 1:
+        raise click.UsageError("--user, --project and --local exclude each other; pass one")
+    lines = registry.uninstall(Path.cwd(), hosts or registry.HOSTS, chosen[0] if chosen else None)
+    for line in lines:
+        click.echo(line)
+    if not lines:
+        click.echo("no filecache hooks found for " + (", ".join(hosts) or "any host") + _stopped())
+    else:
+        stopped = _stopped()
         if stopped:
-            line += f"; stopped {len(stopped)} resident hook server(s)"
-    click.echo(line)
+            click.echo(stopped.removeprefix("; "))
+
+
+@main.command(context_settings=CONTEXT)
+@click.option("--json", "as_json", is_flag=True, help="Print the diagnosis as JSON.")
+def doctor(as_json: bool) -> None:
+    """Say what serves the hosts here: filecache's hooks of every host at every scope (the
+    interpreter and script each names, and whether they are still there), the store this
+    project's hooks use and whether it can be written, the resident hook servers, and the
+    last error in the hook log."""
+    from filecache.adapters.hosts.doctor import diagnose, format_diagnosis
+
+    found = diagnose(Path.cwd())
+    click.echo(json.dumps(found.to_json(), indent=2) if as_json else format_diagnosis(found))
 
 
 @main.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
@@ -784,12 +826,16 @@ def _claude_code_replay() -> Any:
 
 def _register_reports() -> None:
     from filecache.cli_reports import replay, sessions, stats
+    from filecache.core.host_labels import register_host
     from filecache.replay.host_registry import register_host_replay
 
     for command in (replay, stats, sessions):
         main.add_command(command)
-    # filecache.replay never imports the adapters: the CLI, above both, connects them.
+    # filecache.replay and filecache.stats never import the adapters: the CLI, above them,
+    # connects them (host_specs' table of hosts: the names stats gives their sessions).
     register_host_replay("claude-code", _claude_code_replay)
+    for spec in SPECS:
+        register_host(spec.name, spec.display)
 
 
 _register_reports()

@@ -13,6 +13,9 @@ Invariants:
   tool would have shown something else (SWE-agent's abbreviated view, an explicit outline
   request), which the ledger does not know; crediting it with the whole file made ``stats``
   report 65% saved on sessions that ``replay`` measured at 22% (and one at +55%).
+- Only answers the model got are credited: a read whose answer the caller withdrew (a host
+  hook that left the host's own output: ``Session.withdraw``) counts as the plain read it
+  showed, with no saving.
 - "Pruning reclaimed" is, per pruned result, the tokens of the original minus the tokens of
   its current projection: what every later request no longer carries.
 """
@@ -28,6 +31,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from filecache.core.host_labels import HOST_LABELS, register_host
 from filecache.core.kinds import CHANGES, Kind, Tool
 from filecache.errors import RequestError
 from filecache.report_html import html_page, html_table, line_chart
@@ -36,7 +40,7 @@ from filecache.store.store import Event, Projection, Store
 __all__ = [
     "BASELINE", "FileSaving", "HOST_LABELS", "SessionStats", "StatsReport", "collect_stats",
     "format_events", "format_sessions", "format_stats", "host_of", "read_baseline",
-    "session_label", "session_rows", "stats_html",
+    "register_host", "session_label", "session_rows", "stats_html",
 ]  # fmt: skip
 
 KIND_NAMES = {"unchanged": "FileRef", "diff": "diff", "symbol": "symbol"}
@@ -61,10 +65,6 @@ class FileSaving:
     def saved(self) -> int:
         return self.tokens_full - self.tokens
 
-
-HOST_LABELS = {"claude-code": "Claude Code", "codex": "Codex CLI", "opencode": "opencode"}
-"""The hosts whose hooks name their sessions ``HOST:<host session id>@<root hash>``
-(``filecache.adapters.hosts.base.host_session_id``), with the names a user knows them by."""
 
 _HOST_SESSION = re.compile(r"^(?P<host>[a-z-]+):(?P<sid>.+)@(?P<root>[0-9a-f]{8})$")
 
@@ -205,7 +205,11 @@ def _fold(
     sessions: int,
     top: int,
 ) -> SessionStats:
-    reads = [e for e in events if e.tool == Tool.READ]
+    withdrawn = {
+        call for e in events if e.tool == Tool.FORGET and e.kind == Kind.WITHDRAWN
+        for call in e.deps
+    }  # fmt: skip
+    reads = [_as_sent(e) if e.call_id in withdrawn else e for e in events if e.tool == Tool.READ]
     kinds = Counter(e.kind for e in reads)
     saved: Counter[str] = Counter({name: 0 for name in ("FileRef", "diff")})
     by_path: dict[str, list[int]] = {}
@@ -249,6 +253,15 @@ def _fold(
         outline_tokens=sum(e.tokens for e in outlines),
         outlined_whole=sum(e.tokens_full for e in outlines),
     )
+
+
+def _as_sent(read: Event) -> Event:
+    """A read whose answer the caller withdrew (``Session.withdraw``: a host hook left the
+    host's own output): what the model got, the plain read (its baseline, no saving), counted
+    as ``withdrawn`` among the reads."""
+    if read.kind not in KIND_NAMES:
+        return read
+    return dataclasses.replace(read, kind=Kind.WITHDRAWN, tokens=read.tokens_full)
 
 
 def collect_stats(store: Store, session_id: str | None = None, *, top: int = 10) -> StatsReport:

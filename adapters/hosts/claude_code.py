@@ -48,15 +48,20 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from filecache.adapters.hosts.claude_index import read_held
 from filecache.adapters.hosts.claude_transcript import Held, is_stub
+from filecache.adapters.hosts.host_specs import spec
 
-__all__ = ["DISPLAY_NAME", "HOST_NAME", "HookSite", "MIN_VERSION", "answer", "install", "run_hook"]
+if TYPE_CHECKING:
+    from filecache.adapters.hosts.config_files import Installed
+
+__all__ = ["DISPLAY_NAME", "HOST_NAME", "HookSite", "MIN_VERSION", "answer", "install", "installed",
+           "run_hook"]  # fmt: skip
 
 HOST_NAME = "claude-code"
-DISPLAY_NAME = "Claude Code"
+DISPLAY_NAME = spec(HOST_NAME).display
 MIN_VERSION = (2, 1, 121)  # PostToolUse hookSpecificOutput.updatedToolOutput
 
 
@@ -88,6 +93,14 @@ class HookSite:
 _EDITS = frozenset({"Edit", "MultiEdit", "Write"})
 _RESETS = frozenset({"PreCompact", "PostCompact"})
 _RESET_SOURCES = frozenset({"compact", "clear"})
+
+
+def installed(cwd: Path) -> list[Installed]:
+    """filecache's hooks for this host at each scope (``claude_settings.installed``)."""
+    from filecache.adapters.hosts.claude_settings import installed as found
+
+    out: list[Installed] = found(cwd)
+    return out
 
 
 def run_hook(args: list[str], payload: bytes) -> bytes:
@@ -173,7 +186,7 @@ def _read(
     with opened as host:
         answer = host.read(
             path, call, start=None if whole else start,
-            end=None if last >= total else last, host_text=host_text,
+            end=None if last >= total else last, host_text=host_text, crlf_shown_as_lf=True,
         )  # fmt: skip
         if answer is None or answer.is_content:
             return None
@@ -293,21 +306,10 @@ class _Opened:
                 raise
 
     def with_note(self, call: str, short: str, own: str) -> str | None:
-        """The short answer of ``call`` as the model sees it: with the instructions on their
-        own last line when no result the context holds carries them yet
-        (``HostSession.instructions_due``; the answer's own lines keep their place, and a Read
-        its numbering). None when that would be no shorter than Claude Code's ``own`` output:
-        then it stands, and the session forgets ``call`` (the model holds what Claude Code
-        showed, which filecache did not check)."""
-        from filecache.core.render import host_instructions
-
-        note = "\n" + host_instructions(DISPLAY_NAME)
-        if len(short) + len(note) >= len(own) and self._due(call, claim=False):
-            self.host.session.forget([call])
-            return None
-        return short + note if self._due(call) else short
-
-    def _due(self, call: str, *, claim: bool = True) -> bool:
+        """The short answer of ``call`` as the model sees it, or None for Claude Code's
+        ``own`` output (``HostSession.short_or_own``, with the note of ``host_specs``: the
+        answer's own lines keep their place, and a Read its numbering). A carrier of the
+        note is held when the transcript holds it."""
         held = self.held
 
         def holds(carrier: str) -> bool:
@@ -316,8 +318,11 @@ class _Opened:
                 return False
             return carrier in held.ids or carrier not in held.known
 
-        due: bool = self.host.instructions_due(call, holds, claim=claim)
-        return due
+        told = spec(HOST_NAME).told
+        out: str | None = self.host.short_or_own(
+            call, short, own, None if told is None else told(), holds
+        )
+        return out
 
     def _forget_lost(self, held: Held) -> None:
         """Forget the calls the transcript names and no longer holds. A call it does not name

@@ -37,9 +37,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import unquote
 
 from filecache.adapters.hosts.base import HostSession, log_failure
-from filecache.adapters.hosts.config_files import load_json_object, write_atomically
+from filecache.adapters.hosts.config_files import Installed, load_json_object, write_atomically
+from filecache.adapters.hosts.host_specs import spec
 
 from filecache.errors import ConfigError
 
@@ -50,13 +52,14 @@ __all__ = [
     "OpencodeRead",
     "Hook",
     "install",
+    "installed",
     "parse_read",
     "run_hook",
     "serve",
 ]
 
 HOST_NAME = "opencode"
-DISPLAY_NAME = "opencode"
+DISPLAY_NAME = spec(HOST_NAME).display
 PLUGIN = Path(__file__).resolve().with_name("opencode_plugin.js")
 """The plugin file opencode loads (package data of ``filecache.adapters.hosts``)."""
 
@@ -207,7 +210,9 @@ class Hook:
                 # breaks): the model holds what opencode showed, so nothing relies on this call
                 host.session.forget([call])
             return None
-        return shown.with_body(answer.text)
+        own = shown.text[shown.body[0] : shown.body[1]]
+        short = host.short_or_own(call, answer.text.rstrip("\n"), own, _told())
+        return None if short is None else shown.with_body(short)
 
     def _bash(self, host: HostSession, call: str, request: dict[str, Any]) -> str | None:
         workdir = request.get("workdir")
@@ -215,10 +220,14 @@ class Hook:
         if request.get("exit") != 0 or not in_root:
             host.changed(call)  # a failed command may still have changed files
             return None
-        answer: str | None = host.shell(
-            str(request["command"]), call, output=str(request["output"])
-        )
-        return answer
+        output = str(request["output"])
+        answer = host.shell(str(request["command"]), call, output=output)
+        return None if answer is None else host.short_or_own(call, answer, output, _told())
+
+
+def _told() -> str | None:
+    told = spec(HOST_NAME).told
+    return None if told is None else told()
 
 
 def _same_dir(path: str, root: Path) -> bool:
@@ -279,10 +288,10 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
     the default) or the project's (``.opencode/`` under ``cwd``). Idempotent; every other
     setting and plugin stays as it was, and uninstall never deletes the file. Returns the line
     to print."""
-    if scope not in (None, "user", "project"):
+    if scope not in (None, *SCOPES):
         raise ConfigError(f"opencode has no --{scope} install; use --user or --project")
-    folder = cwd / ".opencode" if scope == "project" else _config_home() / "opencode"
-    path = folder / "opencode.json"
+    path = config_path(scope or "user", cwd)
+    folder = path.parent
     if not path.exists() and (folder / "opencode.jsonc").exists():
         raise ConfigError(
             f"{folder / 'opencode.jsonc'} holds this opencode configuration and filecache does "
@@ -305,6 +314,36 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
     _save(path, config)
     where = f"{PLUGIN.name}, run by {sys.executable}"
     return f"installed filecache's plugin for {DISPLAY_NAME} in {path} ({where})"
+
+
+SCOPES = spec(HOST_NAME).scopes
+
+
+def config_path(scope: str, cwd: Path) -> Path:
+    """The ``opencode.json`` of ``scope``: the user's or the project's (``.opencode/``)."""
+    folder = cwd / ".opencode" if scope == "project" else _config_home() / "opencode"
+    return folder / "opencode.json"
+
+
+def installed(cwd: Path) -> list[Installed]:
+    """filecache's plugin entries at each scope that has any (user, the project of ``cwd``)."""
+    found = []
+    for scope in SCOPES:
+        path = config_path(scope, cwd)
+        try:
+            plugins = _load(path).get("plugin", [])
+        except ConfigError:
+            continue
+        ours = [p for p in plugins if _ours(p)]
+        if ours:
+            entry = ours[0]
+            spec = entry[0] if isinstance(entry, list) else entry
+            options = entry[1] if isinstance(entry, list) and len(entry) > 1 else {}
+            python = options.get("python") if isinstance(options, dict) else None
+            script = unquote(spec.removeprefix("file://"))
+            found.append(Installed(HOST_NAME, scope, path, python if isinstance(python, str)
+                                   else None, script, True, len(ours)))  # fmt: skip
+    return found
 
 
 def _entry() -> list[Any]:

@@ -1,20 +1,40 @@
 """Which hosts filecache installs into, and the one entry every hook command goes through.
 
-Each host module (``claude_code``, ``codex``, ``opencode``) provides ``HOST_NAME``,
-``DISPLAY_NAME``, ``install(*, scope, uninstall, cwd) -> str`` (the one line to print) and
-``run_hook(args, payload) -> bytes`` (what to print on stdout; ``b""`` leaves the host's own
-output). ``run_hook`` here never raises: a hook must never break the host's session, so any
-failure is one line in the hook log and an empty answer.
+The hosts are ``host_specs.SPECS``; each spec's module (``claude_code``, ``codex``,
+``opencode``) provides ``HOST_NAME``, ``DISPLAY_NAME``, ``install(*, scope, uninstall, cwd)
+-> str`` (the one line to print), ``run_hook(args, payload) -> bytes`` (what to print on
+stdout; ``b""`` leaves the host's own output) and ``installed(cwd) -> list[Installed]``
+(filecache's hooks at each scope). ``run_hook`` here never raises: a hook must never break the
+host's session, so any failure is one line in the hook log and an empty answer.
+
+One installation per host: ``install`` removes filecache's hooks of that host at every other
+scope (Codex at the user's and a project's level would run both, and the model would get every
+answer twice), and says so. ``uninstall`` removes filecache's hooks of every host at every scope,
+whatever interpreter or release wrote them and whether or not it still exists.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Protocol, cast
+from typing import Protocol
 
-__all__ = ["HOSTS", "HostModule", "host_module", "run_hook"]
+from filecache.adapters.hosts.config_files import Installed
+from filecache.adapters.hosts.host_specs import HOST_NAMES, spec
 
-HOSTS = ("claude-code", "codex", "opencode")
+__all__ = [
+    "HOSTS",
+    "HostModule",
+    "host_module",
+    "install",
+    "installed",
+    "notice",
+    "run_hook",
+    "uninstall",
+]
+
+HOSTS = HOST_NAMES
 
 
 class HostModule(Protocol):
@@ -23,32 +43,106 @@ class HostModule(Protocol):
 
     def install(self, *, scope: str | None, uninstall: bool, cwd: Path) -> str: ...
 
+    def installed(self, cwd: Path) -> list[Installed]: ...
+
     def run_hook(self, args: list[str], payload: bytes) -> bytes: ...
 
 
 def host_module(name: str) -> HostModule:
-    """The module of host ``name`` (one of ``HOSTS``), imported on first use."""
-    if name == "claude-code":
-        from filecache.adapters.hosts import claude_code
+    """The module of host ``name`` (one of ``HOSTS``), imported on first use.
 
-        return cast(HostModule, claude_code)
-    if name == "codex":
-        from filecache.adapters.hosts import codex
+    Raises:
+        ValueError: no such host.
+    """
+    from importlib import import_module
 
-        return cast(HostModule, codex)
-    if name == "opencode":
-        from filecache.adapters.hosts import opencode
-
-        return cast(HostModule, opencode)
-    raise ValueError(f"unknown host {name!r}; use one of {', '.join(HOSTS)}")
+    module: HostModule = import_module(f"{__package__}.{spec(name).module}")
+    return module
 
 
 def run_hook(name: str, args: list[str], payload: bytes) -> bytes:
-    """Run host ``name``'s hook on ``payload``; on any failure log one line, answer nothing."""
+    """Run host ``name``'s hook on ``payload``; on any failure log one line and answer
+    nothing, but for a store that cannot be used or a bad setting (every call of the session
+    fails alike): a line that tells the user so, once per host session (``notice``)."""
     try:
         return host_module(name).run_hook(args, payload)
     except Exception as exc:  # a hook never breaks the host's session
         from filecache.adapters.hosts.base import log_failure
 
-        log_failure(name, f"{type(exc).__name__}: {exc}")
+        from filecache.errors import ConfigError, StoreError
+
+        reason = f"{type(exc).__name__}: {exc}"
+        log_failure(name, reason)
+        if isinstance(exc, StoreError | ConfigError):  # every call of the session fails so
+            return notice(name, payload, reason)
         return b""
+
+
+def notice(name: str, payload: bytes, reason: str) -> bytes:
+    """The hook's answer that tells the user, the first time in a host session, that filecache
+    serves nothing there and why (``HostSpec.notice``: Claude Code's ``systemMessage``, shown to
+    the user, never to the model); ``b""`` after that, for a host without such a field, or when
+    the session is unknown. Once per session: a marker file beside the hook log (the store may
+    be what failed)."""
+    import hashlib
+    import json
+
+    from filecache.adapters.hosts.base import log_path
+
+    field = spec(name).notice
+    try:
+        event = json.loads(payload)
+        session = event.get("session_id") if isinstance(event, dict) else None
+    except ValueError:
+        return b""
+    if field is None or not isinstance(session, str) or not session:
+        return b""
+    key = hashlib.sha256(f"{name}\0{session}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    folder = log_path().parent / "notices"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(folder / key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError:  # said already (or nowhere to remember it: say nothing rather than often)
+        return b""
+    text = (
+        f"filecache serves nothing in this session ({' '.join(reason.split())[:300]}); "
+        f"{spec(name).display}'s own results stand. `filecache doctor` says more."
+    )
+    return json.dumps({field: text}).encode("utf-8")
+
+
+def install(name: str, *, scope: str | None, cwd: Path) -> str:
+    """Install host ``name``'s hooks at ``scope`` (None: the host's default) and remove its
+    hooks at every other scope (one installation per host); the line to print."""
+    module = host_module(name)
+    scope = scope or spec(name).scopes[0]
+    line = module.install(scope=scope, uninstall=False, cwd=cwd)
+    found = module.installed(cwd)
+    here = {os.path.realpath(f.path) for f in found if f.scope == scope}
+    others = [f for f in found if f.scope != scope and os.path.realpath(f.path) not in here]
+    for other in others:
+        module.install(scope=other.scope, uninstall=True, cwd=cwd)
+    if others:
+        where = ", ".join(f"--{f.scope} ({f.path})" for f in others)
+        line += (
+            f"; removed filecache's hooks for {module.DISPLAY_NAME} at {where}: one installation "
+            "per host, the new one replaces them"
+        )
+    return line
+
+
+def installed(cwd: Path, names: Iterable[str] = HOSTS) -> list[Installed]:
+    """filecache's hooks of hosts ``names`` at every scope (the user's, the project of
+    ``cwd``), from any interpreter or release."""
+    return [found for name in names for found in host_module(name).installed(cwd)]
+
+
+def uninstall(cwd: Path, names: Iterable[str] = HOSTS, scope: str | None = None) -> list[str]:
+    """Remove filecache's hooks of hosts ``names`` at ``scope`` (None: every scope); one line
+    per file changed."""
+    lines = []
+    for found in installed(cwd, names):
+        if scope is None or found.scope == scope:
+            module = host_module(found.host)
+            lines.append(module.install(scope=found.scope, uninstall=True, cwd=cwd))
+    return lines
