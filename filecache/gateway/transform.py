@@ -95,8 +95,19 @@ class GatewayPolicy:
     suffix); 4,000 halves the transform's time at 150k-token requests
     (``bench/bench_gateway_transform.py``)."""
     min_turns_left: int | None = None
-    """Overrides the preset's ``PrunePolicy.min_turns_left`` (the requests the cost gate
-    expects at least to come); None: the preset's."""
+    """With ``horizon`` None: overrides the preset's ``PrunePolicy.min_turns_left`` (the
+    requests the cost gate expects at least to come); None: the preset's."""
+    horizon: int | None = 10
+    """With a preset that gates cuts on cost (``cost``): the requests the gate expects to come.
+    A cut is made only when it pays back the cache it rewrites within them (``prune_cost``),
+    and the gate weighs a cut before every request (``prune_at`` 0: the preset's trigger at 5%
+    of the window only delayed cuts until they invalidated more of the cache). None: the
+    preset's estimate and trigger (as many requests again as so far, at least 20): its late
+    cuts billed up to 18% more than the recording on a replayed session that ended sooner
+    (``bench/bench_gateway_gate.py``, docs/gateway.md)."""
+    horizon_share: float = 0.5
+    """With ``horizon``: the gate expects at least this share of the conversation's turns so
+    far to come (a session that has run long is likely to run on)."""
     cache_prices: tuple[float, float] | None = None
     """(cache read, cache write) per uncached input token for the cost gate; None: the API's
     provider's (Anthropic 0.1/1.25, OpenAI 0.1/1.0)."""
@@ -309,12 +320,19 @@ def _prune(
         cache_write=write,
         **overrides,
     )
+    if rules.cache_aware and policy.horizon is not None:
+        turns = max(policy.horizon, int(policy.horizon_share * _turns(transcript)))
+        rules = dataclasses.replace(rules, prune_at=0.0, min_turns_left=turns, max_turns_left=turns)
     seen = _with_texts(transcript, planned)
     inputs_ok = renders_inputs(transcript.format) and not has_thinking(messages)
     return plan_prune(
         seen, None, rules, _count, prior=prior, prior_inputs=prior_inputs, secret=secret,
         inputs=inputs_ok,
     )  # fmt: skip
+
+
+def _turns(transcript: Transcript) -> int:
+    return sum(1 for m in transcript.messages if m.role == "assistant")
 
 
 _BODY = {Format.ANTHROPIC: ("content", "text"), Format.OPENAI: ("content", "text"),

@@ -110,6 +110,9 @@ class PrunePolicy:
             saves only until the prompt would pass ``hard_at``, where it is made anyway).
         min_turns_left: with ``turns_left`` None, the gate expects at least this many requests
             to come (early in a session, "as many again as so far" is too few).
+        max_turns_left: with ``turns_left`` None, the gate expects at most this many requests
+            to come (None: no cap): a cut that pays back only after more requests than this
+            is a bet on a session that may end first.
         output_first: degrade other output (bash, ...) before file reads.
         in_use_turns: reads of files named in the last this many assistant turns stay intact
             (0: only those the protected tail names).
@@ -144,6 +147,7 @@ class PrunePolicy:
     cache_write: float = 1.25
     turns_left: int | None = None
     min_turns_left: int = 1
+    max_turns_left: int | None = None
     output_first: bool = False
     in_use_turns: int = 0
     revisit_turns: int = 0
@@ -852,6 +856,8 @@ def _cost_gate(
         if policy.turns_left is not None
         else max(growth.turns_left, policy.min_turns_left)
     )
+    if policy.turns_left is None and policy.max_turns_left is not None:
+        turns = min(turns, policy.max_turns_left)
     total = sum(msg_tokens)
     suffix = [0] * (len(msg_tokens) + 1)
     for k in range(len(msg_tokens) - 1, -1, -1):

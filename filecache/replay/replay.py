@@ -52,6 +52,7 @@ from filecache.errors import FileCacheError, RequestError
 from filecache.fsio import STORE_DIR, locate
 from filecache.prune.pruner import TokenMemo, prune_messages
 from filecache.prune.pruning import PrunePolicy
+from filecache.replay.gateway_shape import host_calls
 from filecache.replay.replay_check import (
     AGENT_VIEW,
     FileCall,
@@ -448,6 +449,9 @@ def replay_session(
             )  # fmt: skip
             peer_window = policy.context_window if policy is not None else window
             run.add_peers(peers, peer_window, trigger)
+            for peer in run.peers:  # a Claude Code trace: its requests as Claude Code sent them
+                if peer.gateway is not None and (found := host_calls(trace)):
+                    peer.gateway.host_shape(found, trace.get("cwd"))
             run.cap = cap
             run.shell, run.cwd = shell, trace.get("cwd")
             run.originals = trace_dir / "files"

@@ -30,6 +30,7 @@ from unidiff.patch import PatchSet
 
 from filecache.core.render import answer_of
 from filecache.gateway import Api, GatewayPolicy, open_memory, rewrite_payload
+from filecache.replay.gateway_shape import HostCall, anthropic_request, rewritten_results
 from filecache.replay.replay_metrics import CACHE_READ, CACHE_WRITE
 
 __all__ = ["GATEWAY_POLICIES", "GatewayRun", "is_gateway_policy"]
@@ -107,29 +108,47 @@ class GatewayRun:
         self.problems: dict[str, str] = {}
         self.file_refs: set[str] = set()
         self.diffs: set[str] = set()
+        self.host_calls: dict[str, HostCall] = {}  # empty: the trace's OpenAI chat requests
+        self.cwd: str | None = None
+
+    def host_shape(self, calls: Mapping[str, HostCall], cwd: str | None) -> None:
+        """Send the requests as the host did (``gateway_shape``): Claude Code's Anthropic
+        Messages requests, with its own tool calls (``calls``, from the trace)."""
+        self.host_calls, self.cwd = dict(calls), cwd
 
     def edit(self, messages: Sequence[Message], tokens: Sequence[int]) -> dict[str, str]:
         """call id -> the text the gateway sends instead (``RequestPolicy``)."""
+        recorded = {
+            str(m.get("tool_call_id")): str(m.get("content") or "")
+            for m in messages
+            if m.get("role") == "tool"
+        }
+        out = self._anthropic(messages) if self.host_calls else self._openai(messages)
+        for cid, text in out.items():
+            self._check(cid, text, recorded)
+        return out
+
+    def _openai(self, messages: Sequence[Message]) -> dict[str, str]:
         payload = {"model": "replay", "messages": list(messages)}
         new, rewrite = rewrite_payload(
             Api.OPENAI_CHAT, payload, memory=self.memory, policy=self.policy
         )
         if not rewrite.changed:
             return {}
-        recorded = {
-            str(m.get("tool_call_id")): str(m.get("content") or "")
-            for m in messages
-            if m.get("role") == "tool"
-        }
         out: dict[str, str] = {}
         for old, sent in zip(messages, new["messages"], strict=True):
             if sent is old or sent.get("role") != "tool":
                 continue
-            cid = str(sent.get("tool_call_id"))
             text = sent["content"] if isinstance(sent.get("content"), str) else ""
-            out[cid] = text
-            self._check(cid, text, recorded)
+            out[str(sent.get("tool_call_id"))] = text
         return out
+
+    def _anthropic(self, messages: Sequence[Message]) -> dict[str, str]:
+        payload = anthropic_request(messages, self.host_calls, self.cwd)
+        new, rewrite = rewrite_payload(
+            Api.ANTHROPIC_MESSAGES, payload, memory=self.memory, policy=self.policy
+        )
+        return rewritten_results(payload, new) if rewrite.changed else {}
 
     def _check(self, cid: str, text: str, recorded: Mapping[str, str]) -> None:
         found = text.find("[filecache] ")

@@ -242,6 +242,23 @@ def test_the_gate_takes_a_deep_cut_only_when_it_pays_before_the_limit(
         assert result.gate == f"cost gate: no cut pays over {turns} turns"
 
 
+@pytest.mark.parametrize(("at_most", "cut"), [(None, True), (200, True), (2, False)])
+def test_a_cap_on_the_requests_to_come_declines_a_cut_that_pays_back_later(
+    at_most: int | None, cut: bool
+) -> None:
+    """``max_turns_left`` (the gateway's horizon): the same deep cut, counted over at most that
+    many requests, pays or does not."""
+    chat = gate_chat()
+    rules = PrunePolicy(
+        context_window=int(total(chat.messages) / 0.8), protect_recent=10, min_reclaim=0,
+        hard_at=500.0, min_turns_left=200, max_turns_left=at_most,
+    )  # fmt: skip
+    result, _ = plan(chat.messages, rules)
+    assert bool(result.actions) is cut
+    if not cut:
+        assert result.gate == f"cost gate: no cut pays over {at_most} turns"
+
+
 # -- in a replay and on the command line ----------------------------------------------------
 
 
