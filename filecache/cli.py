@@ -491,9 +491,11 @@ _HOSTS = (
 @click.option("--uninstall", is_flag=True, help="Remove filecache's hooks (and only them).")
 def install(host: str, user: bool, project: bool, local: bool, uninstall: bool) -> None:
     """Put filecache inside HOST's own tools (Claude Code: the project by default; Codex and
-    opencode: the user by default). Idempotent; merges with the settings already there.
-    --user, --project and --local exclude each other. The hooks run this machine's Python by
-    its absolute path: commit a project's file only if every teammate's path is the same."""
+    opencode: the user by default). Idempotent; merges with the settings already there. One
+    installation per host: filecache's hooks of HOST at another scope are removed (the line
+    printed names them). --user, --project and --local exclude each other. The hooks run
+    this machine's Python by its absolute path: commit a project's file only if every
+    teammate's path is the same."""
     from filecache.adapters.hosts import registry
 
     chosen = [name for name, on in (("user", user), ("project", project), ("local", local)) if on]
@@ -502,14 +504,44 @@ def install(host: str, user: bool, project: bool, local: bool, uninstall: bool) 
         raise click.UsageError(f"{given} exclude each other; pass one (or none: the default)")
     scope = chosen[0] if chosen else None
 
-    line: str = registry.host_module(host).install(scope=scope, uninstall=uninstall, cwd=Path.cwd())
-    if uninstall:  # the resident hook servers go too (a host still installed restarts one)
-        from filecache.adapters.hosts.hook_client import stop_servers
+    if uninstall:
+        line: str = registry.host_module(host).install(scope=scope, uninstall=True, cwd=Path.cwd())
+        click.echo(line + _stopped())
+        return
+    click.echo(registry.install(host, scope=scope, cwd=Path.cwd()))
 
-        stopped = stop_servers()
+
+def _stopped() -> str:
+    """Stop the resident hook servers (a host still installed restarts one); what to add."""
+    from filecache.adapters.hosts.hook_client import stop_servers
+
+    stopped = stop_servers()
+    return f"; stopped {len(stopped)} resident hook server(s)" if stopped else ""
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("hosts", nargs=-1, type=click.Choice(_HOSTS))
+@click.option("--user", is_flag=True, help="Only the user's hooks (~/...).")
+@click.option("--project", is_flag=True, help="Only the project's hooks (current directory).")
+@click.option("--local", is_flag=True, help="Only .claude/settings.local.json (Claude Code).")
+def uninstall(hosts: tuple[str, ...], user: bool, project: bool, local: bool) -> None:
+    """Remove filecache's hooks of HOSTS (default: every host) at every scope: the user's and
+    the current project's, whichever interpreter or release installed them and whether or not
+    it still exists. Only filecache's entries go; the files stay."""
+    from filecache.adapters.hosts import registry
+
+    chosen = [name for name, on in (("user", user), ("project", project), ("local", local)) if on]
+    if len(chosen) > 1:
+        raise click.UsageError("--user, --project and --local exclude each other; pass one")
+    lines = registry.uninstall(Path.cwd(), hosts or registry.HOSTS, chosen[0] if chosen else None)
+    for line in lines:
+        click.echo(line)
+    if not lines:
+        click.echo("no filecache hooks found for " + (", ".join(hosts) or "any host") + _stopped())
+    else:
+        stopped = _stopped()
         if stopped:
-            line += f"; stopped {len(stopped)} resident hook server(s)"
-    click.echo(line)
+            click.echo(stopped.removeprefix("; "))
 
 
 @main.command(context_settings={**CONTEXT, "ignore_unknown_options": True})

@@ -48,12 +48,16 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from filecache.adapters.hosts.claude_index import read_held
 from filecache.adapters.hosts.claude_transcript import Held, is_stub
 
-__all__ = ["DISPLAY_NAME", "HOST_NAME", "HookSite", "MIN_VERSION", "answer", "install", "run_hook"]
+if TYPE_CHECKING:
+    from filecache.adapters.hosts.config_files import Installed
+
+__all__ = ["DISPLAY_NAME", "HOST_NAME", "HookSite", "MIN_VERSION", "answer", "install", "installed",
+           "run_hook"]  # fmt: skip
 
 HOST_NAME = "claude-code"
 DISPLAY_NAME = "Claude Code"
@@ -88,6 +92,14 @@ class HookSite:
 _EDITS = frozenset({"Edit", "MultiEdit", "Write"})
 _RESETS = frozenset({"PreCompact", "PostCompact"})
 _RESET_SOURCES = frozenset({"compact", "clear"})
+
+
+def installed(cwd: Path) -> list[Installed]:
+    """filecache's hooks for this host at each scope (``claude_settings.installed``)."""
+    from filecache.adapters.hosts.claude_settings import installed as found
+
+    out: list[Installed] = found(cwd)
+    return out
 
 
 def run_hook(args: list[str], payload: bytes) -> bytes:

@@ -8,15 +8,18 @@ interpreter path, so the project file serves a team only where every teammate's 
 same; otherwise each developer installs with ``--local``.
 
 What: one command hook per event filecache needs (``HOOKS``), running the thin hook client,
-``<this interpreter> -I -S <.../hosts/hook_client.py> claude-code``, by absolute paths, so the
-hook works whatever ``PATH`` Claude Code runs with (``config_files.client_command``). Ours are
-recognised by that command's tail (``MARKER``; also the ``-m filecache.adapters.hosts`` and
-``filecache hook`` forms of earlier releases) and replaced as a whole on every install, so
-installing twice is installing once, and an install after moving the virtualenv points at the
-new interpreter. Everything else in the file (other hooks, permissions, env, the user's
-formatting of other keys aside) is kept; ``--uninstall`` removes only ours, and an event whose
-groups were all ours. It never deletes the file, nor the ``"hooks"`` object (install cannot tell
-afterwards whether it made them): a file install created is left as ``{"hooks": {}}``.
+``<this interpreter> -I -S <.../hosts/hook_client.py> claude-code`` inside a ``/bin/sh`` guard
+that exits 0 with no output whatever fails, the package or the interpreter gone included
+(``config_files.client_command``), by absolute paths, so the hook works whatever ``PATH`` Claude
+Code runs with. Ours are recognised by what the command runs (``config_files.hook_parts``: also
+the unguarded, ``-m filecache.adapters.hosts`` and ``filecache hook`` forms of earlier releases,
+from any interpreter) and replaced as a whole on every install, so installing twice is
+installing once, an install after moving the virtualenv points at the new interpreter, and an
+install rewrites an earlier release's unguarded hooks. Everything else in the file (other
+hooks, permissions, env, the user's formatting of other keys aside) is kept; ``--uninstall``
+removes only ours, and an event whose groups were all ours. It never deletes the file, nor the
+``"hooks"`` object (install cannot tell afterwards whether it made them): a file install
+created is left as ``{"hooks": {}}``.
 
 The settings are written atomically (a temporary file beside it, then a rename), so Claude Code
 never reads half a file. A file that is not a JSON object, or whose ``"hooks"`` is not an object
@@ -33,7 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from filecache.adapters.hosts.config_files import (
+    Installed,
     client_command,
+    hook_parts,
     load_json_object,
     write_atomically,
 )
@@ -47,11 +52,11 @@ __all__ = [
     "claude_version",
     "hook_command",
     "install",
+    "installed",
     "settings_path",
 ]
 
 MARKER = "hook_client.py claude-code"
-_LEGACY = ("-m filecache.adapters.hosts claude-code", "filecache hook claude-code")
 # event -> matcher (None: the event has no tool matcher)
 HOOKS: dict[str, str | None] = {
     "PostToolUse": "Read|Edit|MultiEdit|Write|NotebookEdit|Bash",
@@ -84,8 +89,38 @@ def _ours(hook: Any) -> bool:
     command = hook.get("command") if isinstance(hook, dict) else None
     if not isinstance(command, str):
         return False
-    command = command.replace("'", "")  # a quoted client path: '/a b/hook_client.py' claude-code
-    return any(command.endswith(tail) or f"{tail} " in command for tail in (MARKER, *_LEGACY))
+    parts = hook_parts(command)
+    return parts is not None and parts.host == "claude-code"
+
+
+def _our_commands(settings: Any) -> list[str]:
+    hooks = settings.get("hooks") if isinstance(settings, dict) else None
+    found = []
+    for groups in hooks.values() if isinstance(hooks, dict) else []:
+        for group in groups if isinstance(groups, list) else []:
+            inner = group.get("hooks") if isinstance(group, dict) else None
+            for hook in inner if isinstance(inner, list) else []:
+                if _ours(hook):
+                    found.append(str(hook["command"]))
+    return found
+
+
+def installed(cwd: Path) -> list[Installed]:
+    """filecache's hooks for Claude Code at each scope (``SCOPES``) that has any: the user's
+    and the project's of ``cwd``. A file that cannot be read or parsed counts as none."""
+    found = []
+    for scope in SCOPES:
+        path = settings_path(scope, cwd)
+        try:
+            commands = _our_commands(load_json_object(path))
+        except ConfigError:
+            continue
+        if commands:
+            parts = hook_parts(commands[0])
+            assert parts is not None
+            found.append(Installed("claude-code", scope, path, parts.interpreter, parts.script,
+                                   parts.guarded, len(commands)))  # fmt: skip
+    return found
 
 
 def _without_ours(hooks: dict[str, list[Any]]) -> dict[str, Any]:

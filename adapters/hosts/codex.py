@@ -49,8 +49,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from filecache.adapters.hosts.base import HostSession
     from filecache.adapters.hosts.codex_rollout import Rollout
+    from filecache.adapters.hosts.config_files import Installed
 
-__all__ = ["DISPLAY_NAME", "HOST_NAME", "install", "run_hook", "shaped"]
+__all__ = ["DISPLAY_NAME", "HOST_NAME", "install", "installed", "run_hook", "shaped"]
 
 HOST_NAME = "codex"
 DISPLAY_NAME = "Codex CLI"
@@ -74,6 +75,14 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
 
     line: str = install_hooks(scope=scope, uninstall=uninstall, cwd=cwd)
     return line
+
+
+def installed(cwd: Path) -> list[Installed]:
+    """filecache's hooks for this host at each scope (``codex_install.installed``)."""
+    from filecache.adapters.hosts.codex_install import installed as found
+
+    out: list[Installed] = found(cwd)
+    return out
 
 
 def run_hook(args: list[str], payload: bytes) -> bytes:

@@ -37,7 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from filecache.adapters.hosts.config_files import (
+    Installed,
     client_command,
+    hook_parts,
     load_json_object,
     write_atomically,
 )
@@ -50,6 +52,7 @@ __all__ = [
     "hook_command",
     "hook_key",
     "install",
+    "installed",
     "is_ours",
     "trust_hash",
 ]
@@ -74,9 +77,6 @@ _LABELS = {
     "Stop": "stop",
 }
 TIMEOUT_SECONDS = 10  # Codex waits this long at most (a stuck store must not hold up a session)
-_OURS = re.compile(
-    r"(?:^|\s)(?:-m filecache\.adapters\.hosts|hook|\S*hook_client\.py'?) codex(?:\s|$)"
-)
 
 
 def codex_home(env: Mapping[str, str] | None = None) -> Path:
@@ -96,13 +96,47 @@ def hook_command() -> str:
 
 
 def is_ours(handler: Any) -> bool:
-    """A handler filecache installed (any interpreter path)."""
-    return (
-        isinstance(handler, dict)
-        and handler.get("type") == "command"
-        and isinstance(handler.get("command"), str)
-        and _OURS.search(handler["command"]) is not None
-    )
+    """A handler filecache installed (any release, any interpreter path:
+    ``config_files.hook_parts``)."""
+    if not isinstance(handler, dict) or handler.get("type") != "command":
+        return False
+    command = handler.get("command")
+    parts = hook_parts(command) if isinstance(command, str) else None
+    return parts is not None and parts.host == "codex"
+
+
+SCOPES = ("user", "project")
+
+
+def hooks_path(scope: str, cwd: Path) -> Path:
+    """The ``hooks.json`` of ``scope``: the user's (``codex_home()``) or the project's."""
+    if scope == "user":
+        return codex_home() / "hooks.json"
+    return Path(os.path.realpath(cwd)) / ".codex" / "hooks.json"
+
+
+def installed(cwd: Path) -> list[Installed]:
+    """filecache's hooks for Codex at each scope that has any (user, the project of ``cwd``)."""
+    found = []
+    for scope in SCOPES:
+        path = hooks_path(scope, cwd)
+        try:
+            data = _load_json(path)
+        except ConfigError:
+            continue
+        hooks = data.get("hooks", {})
+        commands = [
+            str(h["command"])
+            for groups in hooks.values() if isinstance(groups, list)
+            for g in groups if _our_group(g)
+            for h in g["hooks"]
+        ]  # fmt: skip
+        if commands:
+            parts = hook_parts(commands[0])
+            assert parts is not None
+            found.append(Installed("codex", scope, path, parts.interpreter, parts.script,
+                                   parts.guarded, len(commands)))  # fmt: skip
+    return found
 
 
 def _handler() -> dict[str, Any]:
@@ -317,12 +351,9 @@ def _trusted_project(config: dict[str, Any], project: Path) -> bool:
 def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
     """Install (or remove) filecache's Codex hooks; returns the one line to print."""
     home = codex_home()
-    if scope in (None, "user"):
-        hooks_file = home / "hooks.json"
-    elif scope == "project":
-        hooks_file = Path(os.path.realpath(cwd)) / ".codex" / "hooks.json"
-    else:
+    if scope not in (None, *SCOPES):
         raise ConfigError(f"Codex CLI has no --{scope} install: use --user or --project")
+    hooks_file = hooks_path(scope or "user", cwd)
     config_file = home / "config.toml"
     data = _load_json(hooks_file)
     try:

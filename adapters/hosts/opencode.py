@@ -37,9 +37,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import unquote
 
 from filecache.adapters.hosts.base import HostSession, log_failure
-from filecache.adapters.hosts.config_files import load_json_object, write_atomically
+from filecache.adapters.hosts.config_files import Installed, load_json_object, write_atomically
 
 from filecache.errors import ConfigError
 
@@ -50,6 +51,7 @@ __all__ = [
     "OpencodeRead",
     "Hook",
     "install",
+    "installed",
     "parse_read",
     "run_hook",
     "serve",
@@ -279,10 +281,10 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
     the default) or the project's (``.opencode/`` under ``cwd``). Idempotent; every other
     setting and plugin stays as it was, and uninstall never deletes the file. Returns the line
     to print."""
-    if scope not in (None, "user", "project"):
+    if scope not in (None, *SCOPES):
         raise ConfigError(f"opencode has no --{scope} install; use --user or --project")
-    folder = cwd / ".opencode" if scope == "project" else _config_home() / "opencode"
-    path = folder / "opencode.json"
+    path = config_path(scope or "user", cwd)
+    folder = path.parent
     if not path.exists() and (folder / "opencode.jsonc").exists():
         raise ConfigError(
             f"{folder / 'opencode.jsonc'} holds this opencode configuration and filecache does "
@@ -305,6 +307,36 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
     _save(path, config)
     where = f"{PLUGIN.name}, run by {sys.executable}"
     return f"installed filecache's plugin for {DISPLAY_NAME} in {path} ({where})"
+
+
+SCOPES = ("user", "project")
+
+
+def config_path(scope: str, cwd: Path) -> Path:
+    """The ``opencode.json`` of ``scope``: the user's or the project's (``.opencode/``)."""
+    folder = cwd / ".opencode" if scope == "project" else _config_home() / "opencode"
+    return folder / "opencode.json"
+
+
+def installed(cwd: Path) -> list[Installed]:
+    """filecache's plugin entries at each scope that has any (user, the project of ``cwd``)."""
+    found = []
+    for scope in SCOPES:
+        path = config_path(scope, cwd)
+        try:
+            plugins = _load(path).get("plugin", [])
+        except ConfigError:
+            continue
+        ours = [p for p in plugins if _ours(p)]
+        if ours:
+            entry = ours[0]
+            spec = entry[0] if isinstance(entry, list) else entry
+            options = entry[1] if isinstance(entry, list) and len(entry) > 1 else {}
+            python = options.get("python") if isinstance(options, dict) else None
+            script = unquote(spec.removeprefix("file://"))
+            found.append(Installed(HOST_NAME, scope, path, python if isinstance(python, str)
+                                   else None, script, True, len(ours)))  # fmt: skip
+    return found
 
 
 def _entry() -> list[Any]:

@@ -3,18 +3,29 @@
 Each host module (``claude_code``, ``codex``, ``opencode``) provides ``HOST_NAME``,
 ``DISPLAY_NAME``, ``install(*, scope, uninstall, cwd) -> str`` (the one line to print) and
 ``run_hook(args, payload) -> bytes`` (what to print on stdout; ``b""`` leaves the host's own
-output). ``run_hook`` here never raises: a hook must never break the host's session, so any
-failure is one line in the hook log and an empty answer.
+output) and ``installed(cwd) -> list[Installed]`` (filecache's hooks at each scope). ``run_hook``
+here never raises: a hook must never break the host's session, so any failure is one line in
+the hook log and an empty answer.
+
+One installation per host: ``install`` removes filecache's hooks of that host at every other
+scope (Codex at the user's and a project's level would run both, and the model would get every
+answer twice), and says so. ``uninstall`` removes filecache's hooks of every host at every scope,
+whatever interpreter or release wrote them and whether or not it still exists.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol, cast
 
-__all__ = ["HOSTS", "HostModule", "host_module", "run_hook"]
+from filecache.adapters.hosts.config_files import Installed
+
+__all__ = ["HOSTS", "HostModule", "host_module", "install", "installed", "run_hook", "uninstall"]
 
 HOSTS = ("claude-code", "codex", "opencode")
+DEFAULT_SCOPE = {"claude-code": "project", "codex": "user", "opencode": "user"}
 
 
 class HostModule(Protocol):
@@ -22,6 +33,8 @@ class HostModule(Protocol):
     DISPLAY_NAME: str
 
     def install(self, *, scope: str | None, uninstall: bool, cwd: Path) -> str: ...
+
+    def installed(self, cwd: Path) -> list[Installed]: ...
 
     def run_hook(self, args: list[str], payload: bytes) -> bytes: ...
 
@@ -52,3 +65,40 @@ def run_hook(name: str, args: list[str], payload: bytes) -> bytes:
 
         log_failure(name, f"{type(exc).__name__}: {exc}")
         return b""
+
+
+def install(name: str, *, scope: str | None, cwd: Path) -> str:
+    """Install host ``name``'s hooks at ``scope`` (None: the host's default) and remove its
+    hooks at every other scope (one installation per host); the line to print."""
+    module = host_module(name)
+    scope = scope or DEFAULT_SCOPE[name]
+    line = module.install(scope=scope, uninstall=False, cwd=cwd)
+    found = module.installed(cwd)
+    here = {os.path.realpath(f.path) for f in found if f.scope == scope}
+    others = [f for f in found if f.scope != scope and os.path.realpath(f.path) not in here]
+    for other in others:
+        module.install(scope=other.scope, uninstall=True, cwd=cwd)
+    if others:
+        where = ", ".join(f"--{f.scope} ({f.path})" for f in others)
+        line += (
+            f"; removed filecache's hooks for {module.DISPLAY_NAME} at {where}: one installation "
+            "per host, the new one replaces them"
+        )
+    return line
+
+
+def installed(cwd: Path, names: Iterable[str] = HOSTS) -> list[Installed]:
+    """filecache's hooks of hosts ``names`` at every scope (the user's, the project of
+    ``cwd``), from any interpreter or release."""
+    return [found for name in names for found in host_module(name).installed(cwd)]
+
+
+def uninstall(cwd: Path, names: Iterable[str] = HOSTS, scope: str | None = None) -> list[str]:
+    """Remove filecache's hooks of hosts ``names`` at ``scope`` (None: every scope); one line
+    per file changed."""
+    lines = []
+    for found in installed(cwd, names):
+        if scope is None or found.scope == scope:
+            module = host_module(found.host)
+            lines.append(module.install(scope=found.scope, uninstall=True, cwd=cwd))
+    return lines

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from filecache.adapters.hosts.claude_settings import MARKER, hook_command, install, merged
+from filecache.adapters.hosts.config_files import CLIENT, HookParts, hook_parts
 from hook_servers import private_runtime
 
 from filecache.cli import main
@@ -70,7 +71,9 @@ def test_install_merges_with_existing_settings_and_is_idempotent(
               "UserPromptSubmit"}  # fmt: skip
     assert set(ours(data)) == events
     command = ours(data)["PostToolUse"][0]
-    assert command == hook_command() and command.startswith(sys.executable)
+    assert command == hook_command() and hook_parts(command) == HookParts(
+        "claude-code", sys.executable, str(CLIENT), guarded=True
+    )
     before = path.read_bytes()
     again = install(scope="project", uninstall=False, cwd=project)
     assert (
@@ -82,12 +85,26 @@ def test_install_merges_with_existing_settings_and_is_idempotent(
     assert "nothing changed" in install(scope=None, uninstall=True, cwd=project)
 
 
-def test_an_install_from_another_interpreter_replaces_ours(home: Path, tmp_path: Path) -> None:
-    stale = merged(THEIRS, uninstall=False, command=f"/old/venv/bin/python {MARKER}")
-    fresh = merged(stale, uninstall=False, command=hook_command())
+@pytest.mark.parametrize(
+    "stale",
+    [
+        f"/old/venv/bin/python {MARKER}",
+        "'/old venv/bin/python' -I -S '/old venv/lib/filecache/adapters/hosts/hook_client.py' "
+        "claude-code",  # an earlier release's unguarded command
+        "/old/venv/bin/python -I -m filecache.adapters.hosts claude-code",
+        "/old/venv/bin/filecache hook claude-code",
+    ],
+)
+def test_an_install_from_another_interpreter_replaces_ours(
+    home: Path, tmp_path: Path, stale: str
+) -> None:
+    old = merged(THEIRS, uninstall=False, command=stale)
+    assert stale in [h["command"] for g in old["hooks"]["PostToolUse"] for h in g["hooks"]]
+    fresh = merged(old, uninstall=False, command=hook_command())
     commands = [c for cs in ours(fresh).values() for c in cs]
     assert commands and all(c == hook_command() for c in commands)
     assert merged(fresh, uninstall=True, command=hook_command()) == THEIRS
+    assert merged(old, uninstall=True, command=hook_command()) == THEIRS
 
 
 def test_user_scope_and_uninstall_of_a_file_we_created(home: Path, tmp_path: Path) -> None:
@@ -274,6 +291,6 @@ def test_local_is_claude_codes_only(
 def test_hook_help_names_the_command_install_writes() -> None:
     shown = " ".join(CliRunner().invoke(main, ["hook", "--help"]).output.split())
     written = hook_command().replace(sys.executable, "PYTHON").replace("claude-code", "HOST")
-    assert written.startswith("PYTHON -I -S ") and written.endswith("/hook_client.py HOST")
+    assert written.endswith(" PYTHON " + str(CLIENT) + " HOST") and '"$1" -I -S "$2"' in written
     assert "PYTHON -I -S .../hosts/hook_client.py HOST" in shown, shown
     assert "-m filecache.adapters.hosts" not in shown

@@ -325,3 +325,39 @@ def test_project_scope_install_works_once_the_project_is_trusted(bare_world: Cod
                   [exec_call("call_t2", "cat notes.txt")])  # fmt: skip
     assert "unchanged since your result call_t1" in out["call_t2"]
     assert not world.hook_log.exists()
+
+
+def _trust_project(world: CodexWorld) -> None:
+    config = world.codex_home / "config.toml"
+    entry = f'\n[projects."{world.project.resolve()}"]\ntrust_level = "trusted"\n'
+    config.write_text(config.read_text() + entry)
+
+
+def _installed_at(world: CodexWorld) -> list[str]:
+    out = []
+    for scope, path in (("user", world.codex_home), ("project", world.project / ".codex")):
+        hooks = path / "hooks.json"
+        if hooks.exists() and "hook_client.py codex" in hooks.read_text():
+            out.append(scope)
+    return out
+
+
+@pytest.mark.parametrize("second", ["--project", "--user"])
+def test_installed_at_both_scopes_one_instance_answers(world: CodexWorld, second: str) -> None:
+    """Codex runs the user's and a trusted project's hooks side by side (before, the model got
+    every answer twice): an install at one scope removes ours at the other, so one answer
+    reaches the model, once."""
+    _trust_project(world)
+    if second == "--user":  # the world's user install first moves to the project
+        assert (
+            "removed filecache's hooks" in world.filecache("install", "codex", "--project").stdout
+        )
+    done = world.filecache("install", "codex", second)
+    assert done.returncode == 0, done.stderr
+    assert "removed filecache's hooks for Codex CLI at --" in done.stdout, done.stdout
+    assert _installed_at(world) == [second.removeprefix("--")]
+    _, out = _run(world, [exec_call("call_b1", "cat notes.txt")],
+                  [exec_call("call_b2", "cat notes.txt")])  # fmt: skip
+    assert out["call_b2"].count(NOTE) == 1, out["call_b2"]
+    assert out["call_b2"].replace(NOTE, "").count("unchanged since your result") == 1
+    assert out["call_b2"].startswith("Process exited with code 0\nOutput:\n[filecache] notes.txt")

@@ -15,6 +15,7 @@ from filecache.adapters.hosts import codex_install
 from filecache.adapters.hosts.codex_install import hook_key, install, is_ours, trust_hash
 from filecache.adapters.hosts.codex_patch import FileOp, parse_patch
 from filecache.adapters.hosts.codex_rollout import read_rollout, truncated
+from filecache.adapters.hosts.config_files import CLIENT, HookParts, hook_parts
 
 from filecache.errors import ConfigError
 
@@ -108,10 +109,10 @@ def test_install_writes_our_hooks_and_exactly_their_trust(home: Path, project: P
     for event, groups in hooks.items():
         assert len(groups) == 1
         (handler,) = groups[0]["hooks"]
-        assert handler["command"].split()[0] == sys.executable
+        assert hook_parts(handler["command"]) == HookParts(
+            "codex", sys.executable, str(CLIENT), guarded=True
+        )
         assert os.path.isabs(sys.executable)
-        assert handler["command"].endswith("/hosts/hook_client.py codex")
-        assert " -I -S " in handler["command"]
         assert groups[0].get("matcher") == codex_install.EVENTS[event]
         key = hook_key(folder / "hooks.json", event, 0, 0)
         expected_state[key] = {
@@ -224,7 +225,8 @@ def test_reinstall_from_another_interpreter_replaces_ours(
     hooks = _hooks(home / ".codex")["hooks"]
     for groups in hooks.values():
         assert len(groups) == 1
-        assert groups[0]["hooks"][0]["command"].startswith("'/opt/other venv/bin/python3' -I ")
+        parts = hook_parts(groups[0]["hooks"][0]["command"])
+        assert parts is not None and parts.interpreter == "/opt/other venv/bin/python3"
     state = _state(home)
     assert len(state) == len(codex_install.EVENTS)
     for event, groups in hooks.items():
