@@ -476,6 +476,7 @@ _HOSTS = (
     "claude-code",
     "codex",
     "opencode",
+    "gemini-cli",
 )  # filecache.adapters.hosts.HOSTS, without importing it
 
 
@@ -490,12 +491,12 @@ _HOSTS = (
 )
 @click.option("--uninstall", is_flag=True, help="Remove filecache's hooks (and only them).")
 def install(host: str, user: bool, project: bool, local: bool, uninstall: bool) -> None:
-    """Put filecache inside HOST's own tools (Claude Code: the project by default; Codex and
-    opencode: the user by default). Idempotent; merges with the settings already there. One
-    installation per host: filecache's hooks of HOST at another scope are removed (the line
-    printed names them). --user, --project and --local exclude each other. The hooks run
-    this machine's Python by its absolute path: commit a project's file only if every
-    teammate's path is the same."""
+    """Put filecache inside HOST's own tools (Claude Code: the project by default; Codex,
+    opencode and Gemini CLI: the user by default). Idempotent; merges with the settings
+    already there. One installation per host: filecache's hooks of HOST at another scope are
+    removed (the line printed names them). --user, --project and --local exclude each other.
+    The hooks run this machine's Python by its absolute path: commit a project's file only if
+    every teammate's path is the same."""
     from filecache.adapters.hosts import registry
 
     chosen = [name for name, on in (("user", user), ("project", project), ("local", local)) if on]

@@ -62,7 +62,12 @@ class FileSaving:
         return self.tokens_full - self.tokens
 
 
-HOST_LABELS = {"claude-code": "Claude Code", "codex": "Codex CLI", "opencode": "opencode"}
+HOST_LABELS = {
+    "claude-code": "Claude Code",
+    "codex": "Codex CLI",
+    "opencode": "opencode",
+    "gemini-cli": "Gemini CLI",
+}
 """The hosts whose hooks name their sessions ``HOST:<host session id>@<root hash>``
 (``filecache.adapters.hosts.base.host_session_id``), with the names a user knows them by."""
 

@@ -41,6 +41,28 @@ def call(name: str, args: dict[str, Any], call_id: str | None = None) -> Part:
     return {"functionCall": {"name": name, "args": args, "id": call_id or f"c{next(_ids):03d}"}}
 
 
+def side_answer(body: dict[str, Any]) -> Any:
+    """An answer to a side request (Gemini CLI's model router asks for a JSON object of a
+    schema: ``complexity_reasoning``, ``complexity_score``): the schema's required fields,
+    each the simplest value of its type."""
+    config = body.get("generationConfig") or {}
+    return _sample(config.get("responseJsonSchema") or config.get("responseSchema") or {})
+
+
+def _sample(schema: dict[str, Any]) -> Any:
+    kind = str(schema.get("type") or "STRING").upper()
+    if kind == "OBJECT":
+        props = schema.get("properties") or {}
+        return {name: _sample(props.get(name) or {}) for name in schema.get("required") or props}
+    if kind == "ARRAY":
+        return []
+    if kind in ("INTEGER", "NUMBER"):
+        return 1
+    if kind == "BOOLEAN":
+        return False
+    return "ok"
+
+
 def is_main_loop(body: dict[str, Any]) -> bool:
     """A request of the agent loop: it offers the host's tools (side requests offer none)."""
     return any(t.get("functionDeclarations") for t in body.get("tools") or [])
@@ -56,7 +78,7 @@ class Script:
 
     def __call__(self, body: dict[str, Any]) -> list[Part]:
         if not is_main_loop(body):
-            return [text('{"reasoning": "done", "next_speaker": "user"}')]
+            return [text(json.dumps(side_answer(body)))]
         with self.lock:
             if self.answered >= len(self.turns):
                 return [text("done")]
@@ -152,8 +174,11 @@ def _response(parts: list[Part]) -> dict[str, Any]:
         "candidates": [
             {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
         ],
-        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 10,
-                          "totalTokenCount": 20},  # fmt: skip
+        "usageMetadata": {
+            "promptTokenCount": 10,
+            "candidatesTokenCount": 10,
+            "totalTokenCount": 20,
+        },  # fmt: skip
         "modelVersion": "gemini-scripted",
         "responseId": f"r{next(_ids):04d}",
     }

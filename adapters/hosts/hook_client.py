@@ -67,7 +67,7 @@ SUN_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux (104 - 1 on the 
 CONNECT_TIMEOUT = 1.0
 READY_TIMEOUT = 3.0  # from the request to the server's "R"
 START_TIMEOUT = 10.0  # a server importing filecache on a loaded machine
-ANSWER_TIMEOUT = {"claude-code": 25.0, "codex": 8.0, "opencode": 25.0}
+ANSWER_TIMEOUT = {"claude-code": 25.0, "codex": 8.0, "opencode": 25.0, "gemini-cli": 25.0}
 """Seconds after ``G`` before the client gives up; below each host's hook timeout as installed."""
 _IDENTITY_PREFIXES = ("FILECACHE_", "XDG_", "LC_", "PG")  # PG*: libpq's, for a store URL
 _IDENTITY_NAMES = ("HOME", "LANG")
@@ -443,7 +443,8 @@ def stop_servers(env: Mapping[str, str] | None = None) -> list[int | None]:
 
 def main(argv: list[str]) -> int:
     """``python -m filecache.adapters.hosts HOST [ARG...]``: payload on stdin, answer on stdout."""
-    hosts = ("claude-code", "codex", "opencode")  # registry.HOSTS (not imported: it loads typing)
+    # registry.HOSTS (not imported: it loads typing)
+    hosts = ("claude-code", "codex", "opencode", "gemini-cli")
     if not argv or argv[0] not in hosts:
         print(f"usage: python -m filecache.adapters.hosts {{{','.join(hosts)}}} [ARG...]",
               file=sys.stderr)  # fmt: skip

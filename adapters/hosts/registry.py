@@ -24,8 +24,13 @@ from filecache.adapters.hosts.config_files import Installed
 
 __all__ = ["HOSTS", "HostModule", "host_module", "install", "installed", "run_hook", "uninstall"]
 
-HOSTS = ("claude-code", "codex", "opencode")
-DEFAULT_SCOPE = {"claude-code": "project", "codex": "user", "opencode": "user"}
+HOSTS = ("claude-code", "codex", "opencode", "gemini-cli")
+DEFAULT_SCOPE = {
+    "claude-code": "project",
+    "codex": "user",
+    "opencode": "user",
+    "gemini-cli": "user",
+}
 
 
 class HostModule(Protocol):
@@ -53,6 +58,10 @@ def host_module(name: str) -> HostModule:
         from filecache.adapters.hosts import opencode
 
         return cast(HostModule, opencode)
+    if name == "gemini-cli":
+        from filecache.adapters.hosts import gemini_cli
+
+        return cast(HostModule, gemini_cli)
     raise ValueError(f"unknown host {name!r}; use one of {', '.join(HOSTS)}")
 
 
