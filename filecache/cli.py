@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
+from filecache.adapters.hosts.host_specs import HOST_NAMES, SPECS
 from filecache.cache import FileCache, Session
 from filecache.cli_errors import cli_message
 from filecache.cli_reports import (
@@ -472,12 +473,7 @@ def watch(
             pass
 
 
-_HOSTS = (
-    "claude-code",
-    "codex",
-    "opencode",
-    "gemini-cli",
-)  # filecache.adapters.hosts.HOSTS, without importing it
+_HOSTS = HOST_NAMES  # host_specs imports nothing: the CLI's start stays as it was
 
 
 @main.command(context_settings=CONTEXT)
@@ -491,12 +487,12 @@ _HOSTS = (
 )
 @click.option("--uninstall", is_flag=True, help="Remove filecache's hooks (and only them).")
 def install(host: str, user: bool, project: bool, local: bool, uninstall: bool) -> None:
-    """Put filecache inside HOST's own tools (Claude Code: the project by default; Codex,
-    opencode and Gemini CLI: the user by default). Idempotent; merges with the settings
-    already there. One installation per host: filecache's hooks of HOST at another scope are
-    removed (the line printed names them). --user, --project and --local exclude each other.
-    The hooks run this machine's Python by its absolute path: commit a project's file only if
-    every teammate's path is the same."""
+    """Put filecache inside HOST's own tools (Claude Code: the project by default; Codex and
+    opencode: the user by default). Idempotent; merges with the settings already there. One
+    installation per host: filecache's hooks of HOST at another scope are removed (the line
+    printed names them). --user, --project and --local exclude each other. The hooks run
+    this machine's Python by its absolute path: commit a project's file only if every
+    teammate's path is the same."""
     from filecache.adapters.hosts import registry
 
     chosen = [name for name, on in (("user", user), ("project", project), ("local", local)) if on]
@@ -629,12 +625,16 @@ def _claude_code_replay() -> Any:
 
 def _register_reports() -> None:
     from filecache.cli_reports import replay, sessions, stats
+    from filecache.core.host_labels import register_host
     from filecache.replay.host_registry import register_host_replay
 
     for command in (replay, stats, sessions):
         main.add_command(command)
-    # filecache.replay never imports the adapters: the CLI, above both, connects them.
+    # filecache.replay and filecache.stats never import the adapters: the CLI, above them,
+    # connects them (host_specs' table of hosts: the names stats gives their sessions).
     register_host_replay("claude-code", _claude_code_replay)
+    for spec in SPECS:
+        register_host(spec.name, spec.display)
 
 
 _register_reports()

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from filecache.core.host_labels import HOST_LABELS, register_host
 from filecache.core.kinds import CHANGES, Kind, Tool
 from filecache.errors import RequestError
 from filecache.report_html import html_page, html_table, line_chart
@@ -36,7 +37,7 @@ from filecache.store.store import Event, Projection, Store
 __all__ = [
     "BASELINE", "FileSaving", "HOST_LABELS", "SessionStats", "StatsReport", "collect_stats",
     "format_events", "format_sessions", "format_stats", "host_of", "read_baseline",
-    "session_label", "session_rows", "stats_html",
+    "register_host", "session_label", "session_rows", "stats_html",
 ]  # fmt: skip
 
 KIND_NAMES = {"unchanged": "FileRef", "diff": "diff", "symbol": "symbol"}
@@ -61,15 +62,6 @@ class FileSaving:
     def saved(self) -> int:
         return self.tokens_full - self.tokens
 
-
-HOST_LABELS = {
-    "claude-code": "Claude Code",
-    "codex": "Codex CLI",
-    "opencode": "opencode",
-    "gemini-cli": "Gemini CLI",
-}
-"""The hosts whose hooks name their sessions ``HOST:<host session id>@<root hash>``
-(``filecache.adapters.hosts.base.host_session_id``), with the names a user knows them by."""
 
 _HOST_SESSION = re.compile(r"^(?P<host>[a-z-]+):(?P<sid>.+)@(?P<root>[0-9a-f]{8})$")
 

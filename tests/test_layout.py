@@ -58,6 +58,7 @@ NOT_FROM_PURE = ("adapters", "cli", "cli_reports", "session", "cache")
 # Imports whose module is computed, and the test that checks what they can reach.
 DYNAMIC = {
     "filecache": "test_the_lazy_names_of_filecache_are_static_imports_too",
+    "filecache.adapters.hosts.registry": "test_the_host_registry_imports_only_the_specs_modules",
 }
 
 _IMPORTERS = {"import_module", "__import__", "find_spec"}
@@ -235,6 +236,24 @@ def test_the_lazy_names_of_filecache_are_static_imports_too() -> None:
     graph = import_graph(modules(SOURCES))
     lazy = {f"filecache.{module}" for module in filecache._MODULES.values()}
     assert lazy <= graph["filecache"]
+
+
+def test_the_host_registry_imports_only_the_specs_modules() -> None:
+    """``registry.host_module`` imports ``f"{__package__}.{spec.module}"``: a module of the
+    hosts package (its own unit), one per spec, each a file there."""
+    import ast as _ast
+
+    from filecache.adapters.hosts.host_specs import SPECS
+
+    known = modules(SOURCES)
+    for spec in SPECS:
+        assert f"filecache.adapters.hosts.{spec.module}" in known, spec.module
+    source = (SOURCES["filecache.adapters"] / "hosts" / "registry.py").read_text()
+    computed = [
+        node for node in _ast.walk(_ast.parse(source))
+        if isinstance(node, _ast.Call) and getattr(node.func, "id", "") == "import_module"
+    ]  # fmt: skip
+    assert [_ast.unparse(c.args[0]) for c in computed] == ["f'{__package__}.{spec(name).module}'"]
 
 
 def test_the_walk_sees_every_kind_of_import() -> None:

@@ -192,6 +192,33 @@ class HostSession(ClosesOnExit):
                 self._set_carrier(call_id)
             return True
 
+    def short_or_own(
+        self,
+        call_id: str,
+        short: str,
+        own: str,
+        note: str | None,
+        held: Callable[[str], bool] | None = None,
+    ) -> str | None:
+        """The one policy of every host for a short answer (a FileRef, a diff) to ``call_id``:
+        what the model gets instead of the host's ``own`` output, or None to leave that.
+
+        With ``note`` (what the host's model is told, ``HostSpec.told``) on its own last line
+        when it is due (``instructions_due``; a trailing newline of ``short`` stays last).
+        None when the answer, with a due note, would be no shorter than ``own``: then the
+        host's output stands, and ``call_id`` is forgotten (the model holds what the host
+        showed, which filecache did not check)."""
+        extra = "" if note is None else "\n" + note
+        if len(short) + len(extra) >= len(own) and (
+            note is None or self.instructions_due(call_id, held, claim=False)
+        ):
+            self.session.forget([call_id])
+            return None
+        if note is None or not self.instructions_due(call_id, held):
+            return short
+        end = "\n" if short.endswith("\n") else ""
+        return short.rstrip("\n") + extra + end
+
     def _carrier(self) -> str:
         return self.cache.store.cache_get(_CARRIER, self.session.id) or ""
 

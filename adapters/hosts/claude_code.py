@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from filecache.adapters.hosts.claude_index import read_held
 from filecache.adapters.hosts.claude_transcript import Held, is_stub
+from filecache.adapters.hosts.host_specs import spec
 
 if TYPE_CHECKING:
     from filecache.adapters.hosts.config_files import Installed
@@ -60,7 +61,7 @@ __all__ = ["DISPLAY_NAME", "HOST_NAME", "HookSite", "MIN_VERSION", "answer", "in
            "run_hook"]  # fmt: skip
 
 HOST_NAME = "claude-code"
-DISPLAY_NAME = "Claude Code"
+DISPLAY_NAME = spec(HOST_NAME).display
 MIN_VERSION = (2, 1, 121)  # PostToolUse hookSpecificOutput.updatedToolOutput
 
 
@@ -305,21 +306,10 @@ class _Opened:
                 raise
 
     def with_note(self, call: str, short: str, own: str) -> str | None:
-        """The short answer of ``call`` as the model sees it: with the instructions on their
-        own last line when no result the context holds carries them yet
-        (``HostSession.instructions_due``; the answer's own lines keep their place, and a Read
-        its numbering). None when that would be no shorter than Claude Code's ``own`` output:
-        then it stands, and the session forgets ``call`` (the model holds what Claude Code
-        showed, which filecache did not check)."""
-        from filecache.core.render import host_instructions
-
-        note = "\n" + host_instructions(DISPLAY_NAME)
-        if len(short) + len(note) >= len(own) and self._due(call, claim=False):
-            self.host.session.forget([call])
-            return None
-        return short + note if self._due(call) else short
-
-    def _due(self, call: str, *, claim: bool = True) -> bool:
+        """The short answer of ``call`` as the model sees it, or None for Claude Code's
+        ``own`` output (``HostSession.short_or_own``, with the note of ``host_specs``: the
+        answer's own lines keep their place, and a Read its numbering). A carrier of the
+        note is held when the transcript holds it."""
         held = self.held
 
         def holds(carrier: str) -> bool:
@@ -328,8 +318,11 @@ class _Opened:
                 return False
             return carrier in held.ids or carrier not in held.known
 
-        due: bool = self.host.instructions_due(call, holds, claim=claim)
-        return due
+        told = spec(HOST_NAME).told
+        out: str | None = self.host.short_or_own(
+            call, short, own, None if told is None else told(), holds
+        )
+        return out
 
     def _forget_lost(self, held: Held) -> None:
         """Forget the calls the transcript names and no longer holds. A call it does not name

@@ -42,6 +42,7 @@ from filecache.adapters.hosts.config_files import (
     load_json_object,
     write_atomically,
 )
+from filecache.adapters.hosts.host_specs import spec
 
 from filecache.errors import ConfigError
 
@@ -57,20 +58,14 @@ __all__ = [
 ]
 
 MARKER = "hook_client.py claude-code"
-# event -> matcher (None: the event has no tool matcher)
-HOOKS: dict[str, str | None] = {
-    "PostToolUse": "Read|Edit|MultiEdit|Write|NotebookEdit|Bash",
-    "PostToolUseFailure": "Bash",
-    "PreCompact": None,
-    "PostCompact": None,
-    "SessionStart": None,
-    "UserPromptSubmit": None,
-}
-TIMEOUT_SECONDS = 30
+_SPEC = spec("claude-code")
+HOOKS = _SPEC.events
+"""event -> matcher (None: the event has no tool matcher): ``host_specs``."""
+TIMEOUT_SECONDS = _SPEC.hook_timeout
 MIN_VERSION = (2, 1, 121)
 
 
-SCOPES = ("project", "local", "user")
+SCOPES = _SPEC.scopes
 LOCAL_NAME = "settings.local.json"
 
 

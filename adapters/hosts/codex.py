@@ -46,6 +46,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from filecache.adapters.hosts.host_specs import spec
+
 if TYPE_CHECKING:
     from filecache.adapters.hosts.base import HostSession
     from filecache.adapters.hosts.codex_rollout import Rollout
@@ -54,7 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["DISPLAY_NAME", "HOST_NAME", "install", "installed", "run_hook", "shaped"]
 
 HOST_NAME = "codex"
-DISPLAY_NAME = "Codex CLI"
+DISPLAY_NAME = spec(HOST_NAME).display
 
 # Codex shows an exec_command result as "Chunk ID … / Wall time … / Process exited with code N /
 # Original token count … / Output:" and the output; a served read keeps the lines that still hold.
@@ -174,20 +176,12 @@ def _bash(
     if text is None:
         return b""
     # The first short answer of a context carries the instructions (keep_only above dropped a
-    # carrier the rollout no longer holds); when that makes it no shorter than Codex's own
-    # output, that output stands and nothing relies on this call.
-    from filecache.core.render import shell_instructions
-
-    note = "\n" + shell_instructions()
-    if len(text) + len(note) >= len(output or "") and session.instructions_due(
-        call_id, claim=False
-    ):
-        session.session.forget([call_id])
+    # carrier the rollout no longer holds): the one policy of every host.
+    told = spec(HOST_NAME).told
+    answer = session.short_or_own(call_id, text, output or "", None if told is None else told())
+    if answer is None:
         return b""
-    if session.instructions_due(call_id):
-        end = "\n" if text.endswith("\n") else ""
-        text = text.rstrip("\n") + note + end
-    return json.dumps({"decision": "block", "reason": shaped(text)}).encode("utf-8")
+    return json.dumps({"decision": "block", "reason": shaped(answer)}).encode("utf-8")
 
 
 def _patch_succeeded(call_id: str, response: Any, rollout: Rollout | None) -> bool:

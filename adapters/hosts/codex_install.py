@@ -43,6 +43,7 @@ from filecache.adapters.hosts.config_files import (
     load_json_object,
     write_atomically,
 )
+from filecache.adapters.hosts.host_specs import spec
 
 from filecache.errors import ConfigError
 
@@ -57,13 +58,9 @@ __all__ = [
     "trust_hash",
 ]
 
-# The events filecache handles, with the matcher of each (None: an event without one).
-EVENTS: dict[str, str | None] = {
-    "PostToolUse": "Bash|apply_patch",
-    "PreCompact": None,
-    "PostCompact": None,
-    "SessionStart": None,
-}
+_SPEC = spec("codex")
+EVENTS = _SPEC.events
+"""The events filecache handles, with the matcher of each (None: an event without one)."""
 _LABELS = {
     "PreToolUse": "pre_tool_use",
     "PermissionRequest": "permission_request",
@@ -76,7 +73,8 @@ _LABELS = {
     "SubagentStop": "subagent_stop",
     "Stop": "stop",
 }
-TIMEOUT_SECONDS = 10  # Codex waits this long at most (a stuck store must not hold up a session)
+TIMEOUT_SECONDS = _SPEC.hook_timeout  # Codex waits this long at most (a stuck store must not
+# hold up a session)
 
 
 def codex_home(env: Mapping[str, str] | None = None) -> Path:
@@ -105,7 +103,7 @@ def is_ours(handler: Any) -> bool:
     return parts is not None and parts.host == "codex"
 
 
-SCOPES = ("user", "project")
+SCOPES = _SPEC.scopes
 
 
 def hooks_path(scope: str, cwd: Path) -> Path:

@@ -67,17 +67,14 @@ _EDITS = frozenset({"write_file", "replace"})
 
 
 def _note() -> str:
-    from filecache.core.render import host_instructions
+    from filecache.adapters.hosts.host_specs import spec
 
-    return (
-        host_instructions(DISPLAY_NAME, read="read_file", shell="run_shell_command",
-                          numbered=False)
-        + " Gemini CLI shows these answers as the call's error: they are not failures."
-    )  # fmt: skip
+    told = spec(HOST_NAME).told
+    return told() if told is not None else ""
 
 
 NOTE = _note()
-"""What the model is told once per context about short answers (``render.host_instructions``)."""
+"""What the model is told once per context about short answers (``HostSpec.told``)."""
 
 
 def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
@@ -297,18 +294,9 @@ class _Calls:
         return for_host_tools(named).rstrip("\n")
 
     def _with_note(self, call: str, short: str, own: str) -> str | None:
-        """The short answer of ``call`` as the model gets it: with the instructions on their
-        own last line when no result the context holds carries them yet. None when that is
-        no shorter than Gemini CLI's ``own`` output: it stands, and nothing relies on
-        ``call``."""
-        host = self.host
-        due = host.instructions_due(call, self._held, claim=False)
-        text = short + "\n" + NOTE if due else short
-        if len(text) >= len(own):
-            host.session.forget([call])
-            return None
-        if due:
-            host.instructions_due(call, self._held)
+        """The short answer of ``call`` as the model gets it, or None to leave Gemini CLI's
+        ``own`` output (``HostSession.short_or_own``, the policy of every host)."""
+        text: str | None = self.host.short_or_own(call, short, own, NOTE, self._held)
         return text
 
 

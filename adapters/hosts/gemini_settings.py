@@ -30,19 +30,18 @@ from filecache.adapters.hosts.config_files import (
     load_json_object,
     write_atomically,
 )
+from filecache.adapters.hosts.host_specs import spec
 
 from filecache.errors import ConfigError
 
 __all__ = ["HOOKS", "SCOPES", "install", "installed", "merged", "settings_path"]
 
 HOST = "gemini-cli"
-# event -> matcher (None: the event has no tool matcher)
-HOOKS: dict[str, str | None] = {
-    "AfterTool": "^(read_file|write_file|replace|run_shell_command)$",
-    "SessionStart": None,
-}
-TIMEOUT_MS = 30_000
-SCOPES = ("user", "project")
+_SPEC = spec(HOST)
+HOOKS = _SPEC.events
+"""event -> matcher (None: the event has no tool matcher): ``host_specs``."""
+TIMEOUT_MS = (_SPEC.hook_timeout or 30) * 1000  # Gemini CLI's hook timeout is in milliseconds
+SCOPES = _SPEC.scopes
 
 
 def settings_path(scope: str, cwd: Path) -> Path:
@@ -139,7 +138,7 @@ def merged(settings: dict[str, Any], *, uninstall: bool, command: str) -> dict[s
 
 def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
     """Install (or remove) filecache's hooks; returns the one line to print."""
-    scope = scope or "user"
+    scope = scope or SCOPES[0]
     if scope not in SCOPES:
         raise ConfigError(f"unknown scope {scope!r} for Gemini CLI; use --user or --project")
     path = settings_path(scope, cwd)

@@ -42,6 +42,7 @@ import time
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import Any
 
 try:
     import _socket
@@ -50,6 +51,7 @@ except ImportError:  # pragma: no cover - every CPython on a POSIX system has it
 
 __all__ = [
     "ANSWER_TIMEOUT",
+    "HOSTS",
     "MAGIC",
     "call",
     "identity",
@@ -67,12 +69,35 @@ SUN_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux (104 - 1 on the 
 CONNECT_TIMEOUT = 1.0
 READY_TIMEOUT = 3.0  # from the request to the server's "R"
 START_TIMEOUT = 10.0  # a server importing filecache on a loaded machine
-ANSWER_TIMEOUT = {"claude-code": 25.0, "codex": 8.0, "opencode": 25.0, "gemini-cli": 25.0}
-"""Seconds after ``G`` before the client gives up; below each host's hook timeout as installed."""
+
+
+def _specs() -> Any:
+    """``host_specs.SPECS`` (the module imports nothing): from the package, or in a bare
+    ``python -I -S .../hook_client.py`` start (no package on ``sys.path``) from this file's
+    folder; ``()`` when it is not there (the client outlived its package: any host's call then
+    finds no filecache, and says so in the log)."""
+    if __package__:
+        from filecache.adapters.hosts import host_specs
+    else:  # pragma: no cover - the installed hook command's start
+        sys.path.insert(0, _HERE)
+        try:
+            import host_specs  # type: ignore[import-not-found]
+        except ImportError:
+            return ()
+        finally:
+            del sys.path[0]
+    return host_specs.SPECS
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_SPECS = _specs()
+HOSTS: tuple[str, ...] = tuple(s.name for s in _SPECS)
+ANSWER_TIMEOUT: dict[str, float] = {s.name: s.answer_timeout for s in _SPECS}
+"""Seconds after ``G`` before the client gives up; below each host's hook timeout as installed
+(``host_specs.HostSpec.answer_timeout``)."""
 _IDENTITY_PREFIXES = ("FILECACHE_", "XDG_", "LC_", "PG")  # PG*: libpq's, for a store URL
 _IDENTITY_NAMES = ("HOME", "LANG")
 _PER_CALL = ("CLAUDE_PROJECT_DIR",)  # call_env.PER_CALL (not imported: it loads contextvars)
-_HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class Refused(Exception):
@@ -443,10 +468,8 @@ def stop_servers(env: Mapping[str, str] | None = None) -> list[int | None]:
 
 def main(argv: list[str]) -> int:
     """``python -m filecache.adapters.hosts HOST [ARG...]``: payload on stdin, answer on stdout."""
-    # registry.HOSTS (not imported: it loads typing)
-    hosts = ("claude-code", "codex", "opencode", "gemini-cli")
-    if not argv or argv[0] not in hosts:
-        print(f"usage: python -m filecache.adapters.hosts {{{','.join(hosts)}}} [ARG...]",
+    if not argv or (HOSTS and argv[0] not in HOSTS):
+        print(f"usage: python -m filecache.adapters.hosts {{{','.join(HOSTS)}}} [ARG...]",
               file=sys.stderr)  # fmt: skip
         return 2
     out = call(argv[0], argv[1:], sys.stdin.buffer.read())

@@ -41,6 +41,7 @@ from urllib.parse import unquote
 
 from filecache.adapters.hosts.base import HostSession, log_failure
 from filecache.adapters.hosts.config_files import Installed, load_json_object, write_atomically
+from filecache.adapters.hosts.host_specs import spec
 
 from filecache.errors import ConfigError
 
@@ -58,7 +59,7 @@ __all__ = [
 ]
 
 HOST_NAME = "opencode"
-DISPLAY_NAME = "opencode"
+DISPLAY_NAME = spec(HOST_NAME).display
 PLUGIN = Path(__file__).resolve().with_name("opencode_plugin.js")
 """The plugin file opencode loads (package data of ``filecache.adapters.hosts``)."""
 
@@ -209,7 +210,9 @@ class Hook:
                 # breaks): the model holds what opencode showed, so nothing relies on this call
                 host.session.forget([call])
             return None
-        return shown.with_body(answer.text)
+        own = shown.text[shown.body[0] : shown.body[1]]
+        short = host.short_or_own(call, answer.text.rstrip("\n"), own, _told())
+        return None if short is None else shown.with_body(short)
 
     def _bash(self, host: HostSession, call: str, request: dict[str, Any]) -> str | None:
         workdir = request.get("workdir")
@@ -217,10 +220,14 @@ class Hook:
         if request.get("exit") != 0 or not in_root:
             host.changed(call)  # a failed command may still have changed files
             return None
-        answer: str | None = host.shell(
-            str(request["command"]), call, output=str(request["output"])
-        )
-        return answer
+        output = str(request["output"])
+        answer = host.shell(str(request["command"]), call, output=output)
+        return None if answer is None else host.short_or_own(call, answer, output, _told())
+
+
+def _told() -> str | None:
+    told = spec(HOST_NAME).told
+    return None if told is None else told()
 
 
 def _same_dir(path: str, root: Path) -> bool:
@@ -309,7 +316,7 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
     return f"installed filecache's plugin for {DISPLAY_NAME} in {path} ({where})"
 
 
-SCOPES = ("user", "project")
+SCOPES = spec(HOST_NAME).scopes
 
 
 def config_path(scope: str, cwd: Path) -> Path:

@@ -1,11 +1,11 @@
 """Which hosts filecache installs into, and the one entry every hook command goes through.
 
-Each host module (``claude_code``, ``codex``, ``opencode``) provides ``HOST_NAME``,
-``DISPLAY_NAME``, ``install(*, scope, uninstall, cwd) -> str`` (the one line to print) and
-``run_hook(args, payload) -> bytes`` (what to print on stdout; ``b""`` leaves the host's own
-output) and ``installed(cwd) -> list[Installed]`` (filecache's hooks at each scope). ``run_hook``
-here never raises: a hook must never break the host's session, so any failure is one line in
-the hook log and an empty answer.
+The hosts are ``host_specs.SPECS``; each spec's module (``claude_code``, ``codex``,
+``opencode``) provides ``HOST_NAME``, ``DISPLAY_NAME``, ``install(*, scope, uninstall, cwd)
+-> str`` (the one line to print), ``run_hook(args, payload) -> bytes`` (what to print on
+stdout; ``b""`` leaves the host's own output) and ``installed(cwd) -> list[Installed]``
+(filecache's hooks at each scope). ``run_hook`` here never raises: a hook must never break the
+host's session, so any failure is one line in the hook log and an empty answer.
 
 One installation per host: ``install`` removes filecache's hooks of that host at every other
 scope (Codex at the user's and a project's level would run both, and the model would get every
@@ -18,19 +18,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Protocol, cast
+from typing import Protocol
 
 from filecache.adapters.hosts.config_files import Installed
+from filecache.adapters.hosts.host_specs import HOST_NAMES, spec
 
 __all__ = ["HOSTS", "HostModule", "host_module", "install", "installed", "run_hook", "uninstall"]
 
-HOSTS = ("claude-code", "codex", "opencode", "gemini-cli")
-DEFAULT_SCOPE = {
-    "claude-code": "project",
-    "codex": "user",
-    "opencode": "user",
-    "gemini-cli": "user",
-}
+HOSTS = HOST_NAMES
 
 
 class HostModule(Protocol):
@@ -45,24 +40,15 @@ class HostModule(Protocol):
 
 
 def host_module(name: str) -> HostModule:
-    """The module of host ``name`` (one of ``HOSTS``), imported on first use."""
-    if name == "claude-code":
-        from filecache.adapters.hosts import claude_code
+    """The module of host ``name`` (one of ``HOSTS``), imported on first use.
 
-        return cast(HostModule, claude_code)
-    if name == "codex":
-        from filecache.adapters.hosts import codex
+    Raises:
+        ValueError: no such host.
+    """
+    from importlib import import_module
 
-        return cast(HostModule, codex)
-    if name == "opencode":
-        from filecache.adapters.hosts import opencode
-
-        return cast(HostModule, opencode)
-    if name == "gemini-cli":
-        from filecache.adapters.hosts import gemini_cli
-
-        return cast(HostModule, gemini_cli)
-    raise ValueError(f"unknown host {name!r}; use one of {', '.join(HOSTS)}")
+    module: HostModule = import_module(f"{__package__}.{spec(name).module}")
+    return module
 
 
 def run_hook(name: str, args: list[str], payload: bytes) -> bytes:
@@ -80,7 +66,7 @@ def install(name: str, *, scope: str | None, cwd: Path) -> str:
     """Install host ``name``'s hooks at ``scope`` (None: the host's default) and remove its
     hooks at every other scope (one installation per host); the line to print."""
     module = host_module(name)
-    scope = scope or DEFAULT_SCOPE[name]
+    scope = scope or spec(name).scopes[0]
     line = module.install(scope=scope, uninstall=False, cwd=cwd)
     found = module.installed(cwd)
     here = {os.path.realpath(f.path) for f in found if f.scope == scope}
