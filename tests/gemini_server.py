@@ -28,6 +28,7 @@ from typing import Any
 
 Part = dict[str, Any]
 Turn = list[Part] | Callable[[dict[str, Any]], list[Part]]
+Responder = Callable[[dict[str, Any]], list[Part]]
 
 _ids = itertools.count(1)
 
@@ -76,6 +77,16 @@ class Script:
     answered: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def side_or(self, main: Callable[[dict[str, Any]], list[Part]]) -> Responder:
+        """A responder that answers side requests as ``Script`` does and the agent loops'
+        requests (the main agent's and its subagents', told apart by their tools) by
+        ``main``."""
+
+        def respond(body: dict[str, Any]) -> list[Part]:
+            return main(body) if is_main_loop(body) else self(body)
+
+        return respond
+
     def __call__(self, body: dict[str, Any]) -> list[Part]:
         if not is_main_loop(body):
             return [text(json.dumps(side_answer(body)))]
@@ -90,7 +101,7 @@ class Script:
 class ScriptedGemini:
     """The server; a context manager. ``base_url`` goes into ``GOOGLE_GEMINI_BASE_URL``."""
 
-    def __init__(self, responder: Callable[[dict[str, Any]], list[Part]]) -> None:
+    def __init__(self, responder: Responder) -> None:
         self.responder = responder
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []

@@ -16,6 +16,12 @@ hook's JSON on stdin (docs/gemini-cli.md has what 0.61 sends and reads):
   ``run_shell_command`` re-hashes the view (the next read of a file it changed is a diff).
 - ``SessionStart``: ``clear`` forgets everything; ``startup``/``resume`` keep what the session
   file holds.
+- Subagents: Gemini CLI runs a subagent's tool calls through the same hooks, with the main
+  context's ``session_id`` and ``transcript_path`` and nothing that tells them apart, and the
+  subagent holds none of the main context's results. So ``BeforeTool``/``AfterTool`` on
+  ``invoke_agent`` count the subagents running (in the store, per session), and while one runs
+  every call's own output stands (a call that may change files re-hashes the view); a new prompt
+  (``BeforeAgent``) or session start resets the count.
 
 Call ids. Gemini CLI does not tell a hook the id of the call it runs, and writes a call to its
 session file only once the whole batch of calls completed. So each call is recorded under an
@@ -64,6 +70,8 @@ _TRUNCATED = re.compile(
     r"[^\n]*\n\n--- FILE CONTENT \(truncated\) ---\n"
 )
 _EDITS = frozenset({"write_file", "replace"})
+_SUBAGENT = "invoke_agent"  # the tool whose call runs a subagent (its calls fire our hooks too)
+_RUNNING = "gemini-subagents"  # the store's namespace: subagents running, per session
 
 
 def _note() -> str:
@@ -110,19 +118,25 @@ def answer(event: dict[str, Any]) -> dict[str, Any] | None:
     if not isinstance(session_id, str) or not session_id or not isinstance(cwd, str):
         return None
     tool = event.get("tool_name")
-    if name == "AfterTool" and tool not in ("read_file", "run_shell_command", *_EDITS):
+    if name in ("BeforeTool", "AfterTool") and tool == _SUBAGENT:
+        name = "SubagentStart" if name == "BeforeTool" else "SubagentEnd"
+    elif name == "AfterTool" and tool not in ("read_file", "run_shell_command", *_EDITS):
         return None
-    if name not in ("AfterTool", "SessionStart"):
+    elif name not in ("AfterTool", "SessionStart", "BeforeAgent"):
         return None
     from filecache.adapters.hosts.base import HostSession
     from filecache.adapters.hosts.gemini_transcript import load
 
     with HostSession.open(HOST_NAME, session_id, cwd) as host:
+        if name != "AfterTool":
+            _subagents(host, {"SubagentStart": 1, "SubagentEnd": -1}.get(name))
         if name == "SessionStart" and event.get("source") == "clear":
             host.reset()
             return None
+        if name not in ("AfterTool", "SessionStart"):
+            return None
         calls = _Calls(host, load(_str(event.get("transcript_path"))))
-        if name == "SessionStart":
+        if name == "SessionStart":  # startup, resume: the session file says what is held
             return None
         tool_input = event.get("tool_input")
         response = event.get("tool_response")
@@ -131,6 +145,12 @@ def answer(event: dict[str, Any]) -> dict[str, Any] | None:
         call = _PENDING + secrets.token_hex(6)
         failed = response.get("error") is not None
         shown = response.get("llmContent")
+        if _subagents(host, 0):
+            # A subagent's call: Gemini CLI hands it over with the main context's session id
+            # and session file, and the subagent holds none of the main context's results.
+            # Its output stands; what it may have changed makes the next read a diff.
+            host.changed(call)
+            return None
         if tool == "read_file" and not failed and isinstance(shown, str):
             return calls.read(call, tool_input, shown)
         if tool in _EDITS and not failed:
@@ -140,6 +160,21 @@ def answer(event: dict[str, Any]) -> dict[str, Any] | None:
         if isinstance(shown, str) and call in host.session.held_call_ids():
             calls.add(call, str(tool), tool_input, shown)  # the model holds what it did
     return None
+
+
+def _subagents(host: HostSession, change: int | None) -> int:
+    """How many subagents of this context run now, after ``change`` (+1 one starts, -1 one
+    ended, 0 only asking, None: none runs). A new prompt or a session start (``BeforeAgent``,
+    ``SessionStart``) means none, whatever was missed (a cancelled subagent whose end never
+    came keeps filecache out of the context until then: its output stands)."""
+    store = host.cache.store
+    with host.session.lock:
+        raw = store.cache_get(_RUNNING, host.session.id)
+        now = int(raw) if raw and raw.isdigit() else 0
+        if change != 0:
+            now = 0 if change is None else max(0, now + change)
+            store.cache_put(_RUNNING, host.session.id, str(now))
+        return now
 
 
 def _str(value: Any) -> str | None:

@@ -157,7 +157,9 @@ SPECS: tuple[HostSpec, ...] = (
         display="Gemini CLI",
         scopes=("user", "project"),
         events={
-            "AfterTool": "^(read_file|write_file|replace|run_shell_command)$",
+            "AfterTool": "^(read_file|write_file|replace|run_shell_command|invoke_agent)$",
+            "BeforeTool": "^invoke_agent$",
+            "BeforeAgent": None,
             "SessionStart": None,
         },  # fmt: skip
         hook_timeout=30,

@@ -202,3 +202,36 @@ def _assert_diff_applies(first: str, diff: str) -> None:
                               capture_output=True, check=False)  # fmt: skip
         assert done.returncode == 0, (done.stdout, done.stderr, body)
         assert target.read_text() == held.replace("a.py line 40:", "a.py LINE FORTY:")
+
+
+def test_a_subagent_never_gets_a_fileref_to_the_main_context(gemini: Gemini) -> None:
+    """Gemini CLI hands a subagent's calls to the hooks with the main session's id and file;
+    the subagent holds none of the main context's results, so it gets content."""
+    a = gemini.path("a.py")
+    (gemini.project / "a.py").write_text(lines("a.py"))
+    state = {"main": 0, "sub": 0}
+    main_turns = [
+        [call("read_file", {"file_path": a}, "m1")],
+        [call("invoke_agent", {"agent_name": "codebase_investigator", "prompt": "read a.py"},
+              "m2")],
+        [call("read_file", {"file_path": a}, "m3")],
+        [text("done")],
+    ]  # fmt: skip
+
+    def respond(body: dict[str, Any]) -> list[dict[str, Any]]:
+        offered = {d["name"] for t in body.get("tools") or [] for d in t["functionDeclarations"]}
+        if "invoke_agent" in offered:  # the main agent's loop
+            state["main"] += 1
+            return main_turns[min(state["main"], len(main_turns)) - 1]
+        state["sub"] += 1  # the subagent's loop (it offers complete_task)
+        if state["sub"] == 1:
+            return [call("read_file", {"file_path": a}, "s1")]
+        return [call("complete_task", {"result": "read it"}, f"s{state['sub']}")]
+
+    with ScriptedGemini(Script([]).side_or(respond)) as model:
+        gemini.run(model, "-p", "investigate", "--yolo")
+    seen = results_seen(model)
+    assert "a.py line 59:" in seen["m1"][0]
+    assert "a.py line 59:" in seen["s1"][0] and "[filecache]" not in seen["s1"][0]
+    assert seen["m3"][0].startswith("[filecache] a.py unchanged since your result m1 ")
+    assert gemini.hook_log() == ""

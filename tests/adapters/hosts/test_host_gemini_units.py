@@ -79,7 +79,7 @@ def test_install_merges_is_idempotent_and_uninstalls(
     assert "already in" in gemini_cli.install(scope="user", uninstall=False, cwd=tmp_path)
     assert path.read_bytes() == first
     assert [(f.host, f.scope, f.count) for f in gemini_cli.installed(tmp_path)] == [
-        ("gemini-cli", "user", 2)
+        ("gemini-cli", "user", len(gemini_settings.HOOKS))
     ]
     assert "removed" in gemini_cli.install(scope="user", uninstall=True, cwd=tmp_path)
     assert json.loads(path.read_text()) == {"theme": "x", "hooks": {"AfterTool": [mine]}}
