@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -46,6 +48,7 @@ if not GEMINI or not os.access(GEMINI, os.X_OK):
         pytest.fail(f"under CI the Gemini CLI binary must be installed: {message}", pytrace=False)
     pytest.skip(message, allow_module_level=True)
 
+REPO = Path(__file__).resolve().parents[3]
 SECRET = "STRIPE_KEY=sk_live_5f3a9c1e7d2b8a4f6e0c9d1b"
 # Nothing leaves the machine: no usage statistics, telemetry or update check; the API key
 # (not a Google login) is the auth, so no Code Assist or experiments server is asked.
@@ -186,7 +189,6 @@ def test_reads_and_edits_as_the_model_sees_them(gemini: Gemini) -> None:
 def _assert_diff_applies(first: str, diff: str) -> None:
     """The diff, applied with GNU patch to what the model held (the content of r1 after its
     own edit), gives the file on disk."""
-    import shutil
     import tempfile
 
     patch = shutil.which("patch")
@@ -235,3 +237,64 @@ def test_a_subagent_never_gets_a_fileref_to_the_main_context(gemini: Gemini) -> 
     assert "a.py line 59:" in seen["s1"][0] and "[filecache]" not in seen["s1"][0]
     assert seen["m3"][0].startswith("[filecache] a.py unchanged since your result m1 ")
     assert gemini.hook_log() == ""
+
+
+def throwaway_install(base: Path) -> tuple[Path, Path]:
+    """A virtualenv with a copy of filecache in its site-packages, as test_host_leftovers
+    makes it (not imported: that module skips without the Codex binary)."""
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (site,) = (venv / "lib").glob("python3*/site-packages")
+    deps = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
+    (site / "deps.pth").write_text("".join(f"{p}\n" for p in deps))
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(REPO / "filecache", site / "filecache", ignore=skip)
+    shutil.copytree(REPO / "adapters", site / "filecache" / "adapters", ignore=skip)
+    return venv / "bin" / "python", site / "filecache"
+
+
+@pytest.mark.parametrize("removed", ["package", "virtualenv"])
+def test_hooks_left_by_a_removed_filecache_leave_gemini_as_plain(
+    tmp_path: Path, removed: str
+) -> None:
+    """``pip uninstall`` (or removing the virtualenv) with the hooks still installed: Gemini
+    CLI works as plain, its requests to the model equal those of a world without filecache."""
+    python, package = throwaway_install(tmp_path / "install")
+
+    def world(name: str, install: bool) -> list[Any]:
+        base = tmp_path / name
+        home, project = base / "home", base / "project"
+        (home / ".gemini").mkdir(parents=True)
+        project.mkdir()
+        (home / ".gemini" / "settings.json").write_text(json.dumps(SETTINGS))
+        (project / "notes.txt").write_text(lines("notes"))
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
+               "XDG_CACHE_HOME": str(home / ".cache"), "GEMINI_API_KEY": "test-key",
+               "GEMINI_CLI_NO_RELAUNCH": "1", "GEMINI_CLI_TRUST_WORKSPACE": "true",
+               "NO_COLOR": "1"}  # fmt: skip
+        if install:
+            done = subprocess.run(
+                [str(python), "-m", "filecache", "install", "gemini-cli"], cwd=project, env=env,
+                capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert done.returncode == 0 and "installed" in done.stdout, done
+            if removed == "package":
+                shutil.rmtree(package)  # what pip uninstall leaves: the interpreter
+            else:
+                shutil.rmtree(tmp_path / "install")
+        notes = str(project / "notes.txt")
+        script = Script([
+            [call("read_file", {"file_path": notes}, "r1")],
+            [call("read_file", {"file_path": notes}, "r2")],
+            [call("run_shell_command", {"command": "cat notes.txt"}, "b1")],
+            [text("done")],
+        ])  # fmt: skip
+        with private_runtime(env), ScriptedGemini(script) as model:
+            Gemini(home, project, env).run(model, "-p", "read the notes twice", "--yolo")
+        assert not (project / ".filecache").exists()  # nothing of filecache ran
+        sent = json.dumps([b["contents"] for b in model.main_requests()])
+        sent = re.sub(r"Process Group PGID: \d+", "Process Group PGID: X", sent)  # a shell's pid
+        return json.loads(sent.replace(str(base), "WORLD"))
+
+    left = world("left", install=True)
+    assert left == world("plain", install=False)
