@@ -17,12 +17,16 @@ Call ids: Gemini CLI names a call ``<tool>__<id>`` (the id the API gave, or one 
 strips the ``<tool>__`` prefix from every ``functionCall`` and ``functionResponse`` it sends, so
 the id the model sees (``wire_id``) is the recorded id without it.
 
-``parse`` is pure (text in, a frozen ``GeminiTranscript`` out); ``load`` reads the file.
+``parse`` is pure (text in, a frozen ``GeminiTranscript`` out); ``load`` reads the file, and in
+a long-lived process (the resident hook server) only what was appended since its last read
+(the readers kept per file, under one lock; a file rewritten or replaced is read again).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,42 +77,64 @@ def response_text(response: Any) -> str | None:
     return None
 
 
-def _messages(lines: list[str], calls: dict[str, GeminiCall]) -> list[dict[str, Any]]:
-    """The message list the file ends with; ``calls`` gets every call any record names, the
-    first time it names it with a result."""
-    order: list[str] = []
-    by_id: dict[str, dict[str, Any]] = {}
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line being written
-        if not isinstance(record, dict):
-            continue
+class _Reader:
+    """The records read so far: the message list as the records leave it, and every call
+    named (``_note_calls``). ``feed`` takes more lines (a file grows by appends only)."""
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+        self.by_id: dict[str, dict[str, Any]] = {}
+        self.calls: dict[str, GeminiCall] = {}
+        self.offset = 0  # bytes of the file read (complete lines only)
+
+    def feed(self, lines: list[str]) -> None:
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue  # a torn line
+            if isinstance(record, dict):
+                self._record(record)
+
+    def _record(self, record: dict[str, Any]) -> None:
         update = record.get("$set")
         if isinstance(update, dict) and isinstance(update.get("messages"), list):
-            order, by_id = [], {}
+            self.order, self.by_id = [], {}
             for message in update["messages"]:
                 if isinstance(message, dict) and isinstance(message.get("id"), str):
-                    order.append(message["id"])
-                    by_id[message["id"]] = message
-                    _note_calls(message, calls)
-            continue
+                    self.order.append(message["id"])
+                    self.by_id[message["id"]] = message
+                    _note_calls(message, self.calls)
+            return
         rewind = record.get("$rewindTo")
         if isinstance(rewind, str):
-            if rewind in by_id:
-                cut = order.index(rewind)
-                for gone in order[cut:]:
-                    by_id.pop(gone, None)
-                order = order[:cut]
-            continue
+            if rewind in self.by_id:
+                cut = self.order.index(rewind)
+                for gone in self.order[cut:]:
+                    self.by_id.pop(gone, None)
+                self.order = self.order[:cut]
+            return
         key = record.get("id")
         if isinstance(key, str) and isinstance(record.get("type"), str):
-            if key not in by_id:
-                order.append(key)
-            by_id[key] = record
-            _note_calls(record, calls)
-    return [by_id[key] for key in order]
+            if key not in self.by_id:
+                self.order.append(key)
+            self.by_id[key] = record
+            _note_calls(record, self.calls)
+
+    def transcript(self) -> GeminiTranscript:
+        held: dict[str, str] = {}
+        for key in self.order:
+            message = self.by_id[key]
+            if message.get("type") != "user" or not isinstance(message.get("content"), list):
+                continue
+            for part in message["content"]:
+                response = part.get("functionResponse") if isinstance(part, dict) else None
+                if not isinstance(response, dict) or not isinstance(response.get("id"), str):
+                    continue
+                shown = response_text(response.get("response"))
+                if shown is not None:
+                    held[wire_id(response["id"], str(response.get("name") or ""))] = shown
+        return GeminiTranscript(tuple(self.calls.values()), held)
 
 
 def _note_calls(message: dict[str, Any], calls: dict[str, GeminiCall]) -> None:
@@ -126,19 +152,9 @@ def _note_calls(message: dict[str, Any], calls: dict[str, GeminiCall]) -> None:
 
 def parse(text: str) -> GeminiTranscript:
     """The calls and held results of a session file's text (see the module docstring)."""
-    calls: dict[str, GeminiCall] = {}
-    messages = _messages(text.splitlines(), calls)
-    held: dict[str, str] = {}
-    for message in messages:
-        if message.get("type") == "user" and isinstance(message.get("content"), list):
-            for part in message["content"]:
-                response = part.get("functionResponse") if isinstance(part, dict) else None
-                if not isinstance(response, dict) or not isinstance(response.get("id"), str):
-                    continue
-                shown = response_text(response.get("response"))
-                if shown is not None:
-                    held[wire_id(response["id"], str(response.get("name") or ""))] = shown
-    return GeminiTranscript(tuple(calls.values()), held)
+    reader = _Reader()
+    reader.feed(text.splitlines())
+    return reader.transcript()
 
 
 def _result_text(result: Any) -> str | None:
@@ -149,12 +165,37 @@ def _result_text(result: Any) -> str | None:
     return None
 
 
+# The resident hook server answers every call of a session: it keeps what it read of each
+# session file and reads only what was appended since (a process per call reads it whole).
+_READERS: dict[str, tuple[int, _Reader]] = {}
+_READERS_LOCK = threading.Lock()
+_MAX_READERS = 64
+
+
 def load(path: str | None) -> GeminiTranscript:
-    """The transcript at ``path``; empty when there is none (nothing is held)."""
+    """The transcript at ``path``; empty when there is none (nothing is held). Reads only the
+    bytes appended since this process last read the same file (same inode, not shorter)."""
     if not path:
         return GeminiTranscript((), {})
     try:
-        with open(path, encoding="utf-8", errors="surrogateescape") as file:
-            return parse(file.read())
+        with open(path, "rb") as file:
+            ino = os.fstat(file.fileno()).st_ino
+            with _READERS_LOCK:
+                known = _READERS.get(path)
+                ino_known, reader = known if known is not None else (ino, _Reader())
+                if ino_known != ino:
+                    reader = _Reader()
+                file.seek(0, os.SEEK_END)
+                if file.tell() < reader.offset:  # rewritten in place: read it again
+                    reader = _Reader()
+                file.seek(reader.offset)
+                data = file.read()
+                end = data.rfind(b"\n") + 1  # complete lines only: the rest is being written
+                reader.feed(data[:end].decode("utf-8", "surrogateescape").splitlines())
+                reader.offset += end
+                if path not in _READERS and len(_READERS) >= _MAX_READERS:
+                    _READERS.pop(next(iter(_READERS)))
+                _READERS[path] = (ino, reader)
+                return reader.transcript()
     except OSError:
         return GeminiTranscript((), {})

@@ -143,3 +143,21 @@ def test_a_fileref_names_a_call_only_once_the_session_file_has_it(
 )
 def test_what_read_file_showed(shown: str, expected: Any) -> None:
     assert gemini_cli._shown_lines(shown) == expected
+
+
+def test_loading_a_growing_session_file_reads_what_was_appended(tmp_path: Path) -> None:
+    from filecache.adapters.hosts.gemini_transcript import load
+
+    one = _call("read_file__c1", {"file_path": "a.py"}, "A\n")
+    two = _call("read_file__c2", {"file_path": "b.py"}, "B\n")
+    path = tmp_path / "session.jsonl"
+    text = _jsonl([*_turn(1, [one]), *_turn(2, [two]), {"$rewindTo": "g2"}])
+    cut = text.index('{"id": "g2"') + 10  # a line still being written
+    path.write_text(text[:cut])
+    assert load(str(path)) == parse(text[: text.index('{"id": "g2"')])
+    with open(path, "a") as out:
+        out.write(text[cut:])
+    assert load(str(path)) == parse(text) and load(str(path)).held == {"c1": "A\n"}
+    path.write_text(_jsonl(_turn(1, [two])))  # rewritten shorter: read again
+    assert load(str(path)) == parse(path.read_text())
+    assert load(None).calls == () and load(str(tmp_path / "none")).held == {}
