@@ -157,7 +157,7 @@ def test_reads_and_edits_as_the_model_sees_them(gemini: Gemini) -> None:
         [text("done")],
     ])  # fmt: skip
     with ScriptedGemini(script) as model:
-        gemini.run(model, "-p", "read the files", "--yolo")
+        session = gemini.run(model, "-p", "read the files", "--yolo")["session_id"]
     seen = results_seen(model)
 
     first, _ = seen["r1"]
@@ -184,6 +184,12 @@ def test_reads_and_edits_as_the_model_sees_them(gemini: Gemini) -> None:
     assert SECRET.encode() not in store_bytes(db)
     assert SECRET.split("=")[1].encode() not in store_bytes(db)
     assert gemini.hook_log() == ""
+    stats = subprocess.run(
+        [sys.executable, "-m", "filecache", "stats", "--json"], cwd=gemini.project,
+        env=gemini.env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    (listed,) = json.loads(stats.stdout)["sessions"]  # the Gemini CLI session, as the hook saw it
+    assert listed["session_id"].startswith(f"gemini-cli:{session}@") and listed["saved"] > 0
 
 
 def _assert_diff_applies(first: str, diff: str) -> None:
