@@ -12,8 +12,10 @@ hook's JSON on stdin (docs/gemini-cli.md has what 0.61 sends and reads):
   then sends TEXT alone as the call's result (``{"error": TEXT}``); 0.61 reads no
   ``hookSpecificOutput.tool_output`` (the docs' other way to replace a result), nor anything
   else that replaces a result with text. Content stays Gemini CLI's own output.
-- ``write_file`` and ``replace``: adopted, so a read after the model's own edit is short;
-  ``run_shell_command`` re-hashes the view (the next read of a file it changed is a diff).
+- ``run_shell_command``: a read (``cat``, ``sed -n``, ``head``, ...) the model holds is answered
+  the same way, when the command ran in the root, in the foreground, and exited 0 with no
+  error; any other command re-hashes the view (the next read of a file it changed is a diff).
+- ``write_file`` and ``replace``: adopted, so a read after the model's own edit is short.
 - ``SessionStart``: ``clear`` forgets everything; ``startup``/``resume`` keep what the session
   file holds.
 - Subagents: Gemini CLI runs a subagent's tool calls through the same hooks, with the main
@@ -70,6 +72,12 @@ _TRUNCATED = re.compile(
     r"[^\n]*\n\n--- FILE CONTENT \(truncated\) ---\n"
 )
 _EDITS = frozenset({"write_file", "replace"})
+# A foreground command's result that exited 0 with no error: its output and its process group,
+# wrapped as untrusted text (packages/core tools/shell.ts, wrapUntrusted).
+_SHELL_OUTPUT = re.compile(
+    r"<untrusted_context>\nOutput: (.*)\nProcess Group PGID: \d+\n</untrusted_context>",
+    re.DOTALL,
+)
 _SUBAGENT = "invoke_agent"  # the tool whose call runs a subagent (its calls fire our hooks too)
 _RUNNING = "gemini-subagents"  # the store's namespace: subagents running, per session
 
@@ -153,6 +161,8 @@ def answer(event: dict[str, Any]) -> dict[str, Any] | None:
             return None
         if tool == "read_file" and not failed and isinstance(shown, str):
             return calls.read(call, tool_input, shown)
+        if tool == "run_shell_command" and not failed and isinstance(shown, str):
+            return calls.shell(call, tool_input, shown)
         if tool in _EDITS and not failed:
             _edit(host, str(tool), tool_input, call)
         else:
@@ -281,6 +291,46 @@ class _Calls:
                     self.state["pending"].pop(call, None)
                     self.state["resolved"].pop(call, None)
                 self._save()
+
+    # -- run_shell_command -------------------------------------------------------------------
+
+    def shell(self, call: str, tool_input: dict[str, Any], shown: str) -> dict[str, Any] | None:
+        """A shell read (``cat``, ``sed -n``, ``head``, ...) the model holds: a FileRef or a
+        diff. Only a command that ran in the root, in the foreground, exited 0 with no error
+        (``Output: TEXT`` and its process group line, nothing else) is served; anything else
+        re-hashes the view."""
+        host = self.host
+        command = tool_input.get("command")
+        match = _SHELL_OUTPUT.fullmatch(shown)
+        plain = (
+            isinstance(command, str)
+            and match is not None
+            and not tool_input.get("dir_path")
+            and not tool_input.get("is_background")
+        )
+        if not plain or match is None or not isinstance(command, str):
+            host.changed(call)
+            self._add_if_held(call, "run_shell_command", tool_input, shown)
+            return None
+        output = match.group(1)
+        # Gemini CLI shows the terminal's text: the newline that ends the output is gone.
+        got = host.shell(command, call, output=output + "\n" if output else output)
+        if got is None:
+            self._add_if_held(call, "run_shell_command", tool_input, shown)
+            return None
+        text = self._named(got)
+        if text is None:
+            host.session.forget([call])
+            return None
+        text = self._with_note(call, text, shown)
+        if text is None:
+            return None
+        self.add(call, "run_shell_command", tool_input, text)
+        return {"decision": "deny", "reason": text}
+
+    def _add_if_held(self, call: str, tool: str, tool_input: dict[str, Any], shown: str) -> None:
+        if call in self.host.session.held_call_ids():
+            self.add(call, tool, tool_input, shown)
 
     # -- read_file ---------------------------------------------------------------------------
 

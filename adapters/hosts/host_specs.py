@@ -87,7 +87,7 @@ def _for_gemini_reads() -> str:
 
     return (
         host_instructions("Gemini CLI", read="read_file", shell="run_shell_command",
-                          numbered=False)
+                          numbered=False, shell_reads=True)
         + " Gemini CLI shows these answers as the call's error: they are not failures."
     )  # fmt: skip
 

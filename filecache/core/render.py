@@ -359,14 +359,20 @@ def for_host_tools(text: str) -> str:
 
 
 def host_instructions(
-    host: str, *, read: str = "Read", shell: str = "Bash", numbered: bool = True
+    host: str,
+    *,
+    read: str = "Read",
+    shell: str = "Bash",
+    numbered: bool = True,
+    shell_reads: bool = True,
 ) -> str:
     """What a host's model is told about filecache's short answers in its own tools' results:
     one line after the first FileRef or diff of each model context (Claude Code: in the Read or
     Bash result that carries it, ``claude_code``; Gemini CLI: its ``read_file`` and
-    ``run_shell_command``, whose read does not number lines)."""
+    ``run_shell_command``, whose read does not number lines; ``shell_reads`` False: only the
+    read tool is served)."""
     numbering = f"A {read} numbers such an answer's lines, not the file's. " if numbered else ""
-    reads = f"{read} and {shell} file reads go" if numbered else f"{read} calls go"
+    reads = f"{read} and {shell} file reads go" if shell_reads else f"{read} calls go"
     return (
         f"{MARKER} note (said once): {host}'s {reads} through filecache. "
         f"'unchanged since your result ID' means those lines are exactly as in your earlier "

@@ -133,6 +133,7 @@ def results_seen(model: ScriptedGemini) -> dict[str, tuple[str, set[str]]]:
 def test_reads_and_edits_as_the_model_sees_them(gemini: Gemini) -> None:
     a = gemini.path("a.py")
     (gemini.project / "a.py").write_text(lines("a.py"))
+    (gemini.project / "b.py").write_text(lines("b.py"))
     (gemini.project / ".env").write_text(SECRET + "\n")
     (gemini.project / ".env.local").write_text(SECRET + "\n")  # .env: Gemini CLI refuses it
 
@@ -150,6 +151,8 @@ def test_reads_and_edits_as_the_model_sees_them(gemini: Gemini) -> None:
         [call("read_file", {"file_path": a}, "r3")],
         change_outside,
         [call("read_file", {"file_path": a, "start_line": 10, "end_line": 14}, "r5")],
+        [call("run_shell_command", {"command": "cat b.py"}, "b1")],
+        [call("run_shell_command", {"command": "cat b.py"}, "b2")],
         [call("read_file", {"file_path": gemini.path(".env.local")}, "s1")],
         [call("read_file", {"file_path": gemini.path(".env.local")}, "s2")],
         [call("read_file", {"file_path": gemini.path(".env")}, "s3")],
@@ -178,6 +181,8 @@ def test_reads_and_edits_as_the_model_sees_them(gemini: Gemini) -> None:
     assert "fresh=true" not in diff  # Gemini CLI's read_file has no such flag
     _assert_diff_applies(first, diff)
     assert seen["r5"][0].startswith("[filecache] a.py unchanged since your result r4 ")
+    assert "b.py line 59:" in seen["b1"][0]  # a shell read: Gemini CLI's own output first
+    assert seen["b2"][0].startswith("[filecache] b.py unchanged since your result b1 ")
     assert SECRET in seen["s1"][0] and SECRET in seen["s2"][0]  # Gemini CLI's own answer
     assert "Path not in workspace" in seen["s3"][0] and SECRET in seen["s4"][0]
     db = gemini.project / ".filecache" / "cache.db"
