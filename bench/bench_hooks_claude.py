@@ -41,9 +41,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from filecache.adapters.hosts.config_files import GUARD
+
 FILE_BYTES = 10 * 1024
 CLIENT = Path(__file__).resolve().parent.parent / "adapters" / "hosts" / "hook_client.py"
-HOOK = [sys.executable, "-I", "-S", str(CLIENT), "claude-code"]  # as `filecache install` writes
+HOOK = [sys.executable, "-I", "-S", str(CLIENT), "claude-code"]  # the client, unguarded
+# The command as `filecache install` writes it: the client inside the /bin/sh guard
+# (config_files.GUARD: run only when the interpreter and the client exist; output only on exit 0).
+GUARDED = ["/bin/sh", "-c", GUARD, "filecache-hook", sys.executable, str(CLIENT), "claude-code"]
 HOOK_M = [sys.executable, "-I", "-m", "filecache.adapters.hosts", "claude-code"]  # earlier installs
 FLOOR = [sys.executable, "-c", "pass"]
 IN_PROCESS = {"FILECACHE_HOOK_SERVER": "0"}
@@ -141,7 +146,13 @@ def main() -> None:
         transcript.out.close()
         size = transcript_path.stat().st_size
 
-        rows: dict[str, list[float]] = {"floor": [], "resident": [], "m": [], "in-process": []}
+        rows: dict[str, list[float]] = {
+            "floor": [],
+            "resident": [],
+            "m": [],
+            "guarded": [],
+            "in-process": [],
+        }
         short = 0
         try:
             for n in range(args.calls):
@@ -154,6 +165,11 @@ def main() -> None:
                 took, out = timed(HOOK, payload, env, project)
                 payload = read_payload(session, transcript_path, project, path, f"toolu_d_{n:04d}")
                 rows["m"].append(timed(HOOK_M, payload, env, project)[0])
+                payload = read_payload(session, transcript_path, project, path, f"toolu_g_{n:04d}")
+                guarded, out_guarded = timed(GUARDED, payload, env, project)
+                rows["guarded"].append(guarded)
+                if (b"[filecache]" in out) != (b"[filecache]" in out_guarded):
+                    sys.exit(f"the guarded command answers otherwise: {out_guarded!r}")
                 payload = read_payload(session, transcript_path, project, path, f"toolu_i_{n:04d}")
                 alone, out_alone = timed(HOOK, payload, {**env, **IN_PROCESS}, project)
                 rows["floor"].append(floor)
@@ -189,9 +205,14 @@ def main() -> None:
         ("python -c pass (floor)", floor_times),
         ("hook, resident (warm)", rows["resident"]),
         ("hook, resident, -m form", rows["m"]),
+        ("hook as installed (guarded), warm", rows["guarded"]),
         ("hook, in-process", rows["in-process"]),
         ("resident - floor", [h - f for h, f in zip(rows["resident"], floor_times, strict=True)]),
         ("resident -m form - floor", [h - f for h, f in zip(rows["m"], floor_times, strict=True)]),
+        (
+            "guarded - floor",
+            [h - f for h, f in zip(rows["guarded"], floor_times, strict=True)],
+        ),
         (
             "in-process - floor",
             [h - f for h, f in zip(rows["in-process"], floor_times, strict=True)],

@@ -541,6 +541,19 @@ def uninstall(hosts: tuple[str, ...], user: bool, project: bool, local: bool) ->
             click.echo(stopped.removeprefix("; "))
 
 
+@main.command(context_settings=CONTEXT)
+@click.option("--json", "as_json", is_flag=True, help="Print the diagnosis as JSON.")
+def doctor(as_json: bool) -> None:
+    """Say what serves the hosts here: filecache's hooks of every host at every scope (the
+    interpreter and script each names, and whether they are still there), the store this
+    project's hooks use and whether it can be written, the resident hook servers, and the
+    last error in the hook log."""
+    from filecache.adapters.hosts.doctor import diagnose, format_diagnosis
+
+    found = diagnose(Path.cwd())
+    click.echo(json.dumps(found.to_json(), indent=2) if as_json else format_diagnosis(found))
+
+
 @main.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
 @click.argument("host", type=click.Choice(_HOSTS), required=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)

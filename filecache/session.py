@@ -280,6 +280,18 @@ class Session:
         with self._turn() as turn:
             self._forget_in(turn, frozenset(call_ids))
 
+    def withdraw(self, call_ids: Iterable[str]) -> None:
+        """The caller did not send these answers: it showed the model something else (a host
+        hook that left the host's own output). Every fact relying on them goes, as with
+        ``forget``, and the ledger records that they were withdrawn (``Kind.WITHDRAWN``), so
+        ``stats`` credits them as the plain reads the model got, not as what filecache
+        answered."""
+        ids = frozenset(call_ids)
+        with self._turn() as turn:
+            self._forget_in(turn, ids)
+            turn.log(self._call_id(None), Tool.FORGET, "", kind=Kind.WITHDRAWN,
+                     deps=tuple(sorted(ids)))  # fmt: skip
+
     def _forget_in(self, turn: Turn, ids: Iterable[str]) -> None:
         ids = frozenset(ids)
         dropped = False

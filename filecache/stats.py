@@ -13,6 +13,9 @@ Invariants:
   tool would have shown something else (SWE-agent's abbreviated view, an explicit outline
   request), which the ledger does not know; crediting it with the whole file made ``stats``
   report 65% saved on sessions that ``replay`` measured at 22% (and one at +55%).
+- Only answers the model got are credited: a read whose answer the caller withdrew (a host
+  hook that left the host's own output: ``Session.withdraw``) counts as the plain read it
+  showed, with no saving.
 - "Pruning reclaimed" is, per pruned result, the tokens of the original minus the tokens of
   its current projection: what every later request no longer carries.
 """
@@ -202,7 +205,11 @@ def _fold(
     sessions: int,
     top: int,
 ) -> SessionStats:
-    reads = [e for e in events if e.tool == Tool.READ]
+    withdrawn = {
+        call for e in events if e.tool == Tool.FORGET and e.kind == Kind.WITHDRAWN
+        for call in e.deps
+    }  # fmt: skip
+    reads = [_as_sent(e) if e.call_id in withdrawn else e for e in events if e.tool == Tool.READ]
     kinds = Counter(e.kind for e in reads)
     saved: Counter[str] = Counter({name: 0 for name in ("FileRef", "diff")})
     by_path: dict[str, list[int]] = {}
@@ -246,6 +253,15 @@ def _fold(
         outline_tokens=sum(e.tokens for e in outlines),
         outlined_whole=sum(e.tokens_full for e in outlines),
     )
+
+
+def _as_sent(read: Event) -> Event:
+    """A read whose answer the caller withdrew (``Session.withdraw``: a host hook left the
+    host's own output): what the model got, the plain read (its baseline, no saving), counted
+    as ``withdrawn`` among the reads."""
+    if read.kind not in KIND_NAMES:
+        return read
+    return dataclasses.replace(read, kind=Kind.WITHDRAWN, tokens=read.tokens_full)
 
 
 def collect_stats(store: Store, session_id: str | None = None, *, top: int = 10) -> StatsReport:

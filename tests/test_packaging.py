@@ -42,10 +42,17 @@ def _third_party_imports() -> dict[str, set[str]]:
                     continue
                 for module in modules:
                     top = module.split(".")[0]
+                    if top in OWN_FOLDER.get(path.name, ()):
+                        continue
                     if top not in sys.stdlib_module_names and top != "filecache":
                         found.setdefault(top, set()).add(str(path.relative_to(REPO)))
     return found
 
+
+# Modules a file imports by name from its own folder, not from a distribution: the hook client,
+# started bare (python -I -S .../hook_client.py, no package on sys.path), loads the hosts table
+# beside it.
+OWN_FOLDER = {"hook_client.py": ("host_specs",)}
 
 # Import names that differ from the distribution's, for a package this environment may lack
 # (an extra's). Installed packages are looked up in their metadata instead.

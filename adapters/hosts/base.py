@@ -212,7 +212,7 @@ class HostSession(ClosesOnExit):
         if len(short) + len(extra) >= len(own) and (
             note is None or self.instructions_due(call_id, held, claim=False)
         ):
-            self.session.forget([call_id])
+            self.session.withdraw([call_id])  # stats: the host's own read, no saving
             return None
         if note is None or not self.instructions_due(call_id, held):
             return short
@@ -236,9 +236,15 @@ class HostSession(ClosesOnExit):
         end: int | None = None,
         host_text: str | None = None,
         mode: str = "full",
+        crlf_shown_as_lf: bool = False,
     ) -> HostRead | None:
         """The model's read of lines ``start..end`` (1-based, inclusive; None: the whole file)
-        as filecache answers it, or None when the host's output should stand."""
+        as filecache answers it, or None when the host's output should stand.
+
+        ``crlf_shown_as_lf``: the host shows a file's ``\r\n`` line breaks as ``\n`` (Claude
+        Code's Read does): lines that differ from ``host_text`` only so are the same lines, and
+        a short answer's text (a diff's lines) is given with ``\n`` breaks too. A lone ``\r``
+        is never taken for a line break."""
         loc = self._served(path)
         if loc is None:
             return None
@@ -254,6 +260,8 @@ class HostSession(ClosesOnExit):
             return None  # the host says what went wrong, in its own words
         content = result.kind in (Kind.FULL, Kind.PARTIAL)
         text = self._content(result) if content else result.text
+        if crlf_shown_as_lf and _crlf_only(text):
+            text = text.replace("\r\n", "\n")  # the lines (a diff's too) as the host shows them
         same = content and text == host_text
         if content and host_text is not None and not same:
             # The host showed other text (it clipped lines, or the file changed in between):
@@ -362,6 +370,11 @@ class HostSession(ClosesOnExit):
             return self.cache.locate(path).rel
         except FileCacheError:
             return None
+
+
+def _crlf_only(text: str) -> bool:
+    """``text`` has ``\r\n`` line breaks and no other ``\r``."""
+    return "\r\n" in text and "\r" not in text.replace("\r\n", "")
 
 
 def _digest(text: str) -> str:

@@ -186,7 +186,7 @@ def _read(
     with opened as host:
         answer = host.read(
             path, call, start=None if whole else start,
-            end=None if last >= total else last, host_text=host_text,
+            end=None if last >= total else last, host_text=host_text, crlf_shown_as_lf=True,
         )  # fmt: skip
         if answer is None or answer.is_content:
             return None

@@ -38,13 +38,15 @@ class HostSpec:
         answers: the shape a short answer takes in the host's result.
         transcript: where the host records what the model holds (read before each answer).
         told: what the model is told with the first short answer of a context (None: nothing).
+        notice: the output field that shows the user a line once when the savings stop in a
+            session (``registry.run_hook``; None: the hook log only).
         module: the host's module in this package (``registry.host_module`` imports it: a host
             module imports this table, so the table names its module rather than importing it).
     """
 
     __slots__ = (
         "answer_timeout", "answers", "display", "events", "hook_timeout", "module", "name",
-        "scopes", "told", "transcript",
+        "notice", "scopes", "told", "transcript",
     )  # fmt: skip
 
     def __init__(
@@ -60,6 +62,7 @@ class HostSpec:
         transcript: str,
         told: Callable[[], str] | None,
         module: str,
+        notice: str | None = None,
     ) -> None:
         self.name = name
         self.display = display
@@ -71,6 +74,7 @@ class HostSpec:
         self.transcript = transcript
         self.told = told
         self.module = module
+        self.notice = notice
 
     def __repr__(self) -> str:
         return f"HostSpec({self.name!r})"
@@ -118,6 +122,7 @@ SPECS: tuple[HostSpec, ...] = (
         transcript="the JSONL file at the hook's transcript_path (a subagent's beside it)",
         told=_for_host_tools,
         module="claude_code",
+        notice="systemMessage",
     ),
     HostSpec(
         name="codex",

@@ -23,7 +23,16 @@ from typing import Protocol
 from filecache.adapters.hosts.config_files import Installed
 from filecache.adapters.hosts.host_specs import HOST_NAMES, spec
 
-__all__ = ["HOSTS", "HostModule", "host_module", "install", "installed", "run_hook", "uninstall"]
+__all__ = [
+    "HOSTS",
+    "HostModule",
+    "host_module",
+    "install",
+    "installed",
+    "notice",
+    "run_hook",
+    "uninstall",
+]
 
 HOSTS = HOST_NAMES
 
@@ -52,14 +61,54 @@ def host_module(name: str) -> HostModule:
 
 
 def run_hook(name: str, args: list[str], payload: bytes) -> bytes:
-    """Run host ``name``'s hook on ``payload``; on any failure log one line, answer nothing."""
+    """Run host ``name``'s hook on ``payload``; on any failure log one line and answer
+    nothing, but for a store that cannot be used or a bad setting (every call of the session
+    fails alike): a line that tells the user so, once per host session (``notice``)."""
     try:
         return host_module(name).run_hook(args, payload)
     except Exception as exc:  # a hook never breaks the host's session
         from filecache.adapters.hosts.base import log_failure
 
-        log_failure(name, f"{type(exc).__name__}: {exc}")
+        from filecache.errors import ConfigError, StoreError
+
+        reason = f"{type(exc).__name__}: {exc}"
+        log_failure(name, reason)
+        if isinstance(exc, StoreError | ConfigError):  # every call of the session fails so
+            return notice(name, payload, reason)
         return b""
+
+
+def notice(name: str, payload: bytes, reason: str) -> bytes:
+    """The hook's answer that tells the user, the first time in a host session, that filecache
+    serves nothing there and why (``HostSpec.notice``: Claude Code's ``systemMessage``, shown to
+    the user, never to the model); ``b""`` after that, for a host without such a field, or when
+    the session is unknown. Once per session: a marker file beside the hook log (the store may
+    be what failed)."""
+    import hashlib
+    import json
+
+    from filecache.adapters.hosts.base import log_path
+
+    field = spec(name).notice
+    try:
+        event = json.loads(payload)
+        session = event.get("session_id") if isinstance(event, dict) else None
+    except ValueError:
+        return b""
+    if field is None or not isinstance(session, str) or not session:
+        return b""
+    key = hashlib.sha256(f"{name}\0{session}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    folder = log_path().parent / "notices"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(folder / key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError:  # said already (or nowhere to remember it: say nothing rather than often)
+        return b""
+    text = (
+        f"filecache serves nothing in this session ({' '.join(reason.split())[:300]}); "
+        f"{spec(name).display}'s own results stand. `filecache doctor` says more."
+    )
+    return json.dumps({field: text}).encode("utf-8")
 
 
 def install(name: str, *, scope: str | None, cwd: Path) -> str:

@@ -22,6 +22,7 @@ class Kind(StrEnum):
     EDITED = "edited"
     CHANGED = "changed"
     ERROR = "error"
+    WITHDRAWN = "withdrawn"  # a ``forget`` row: answers the caller did not send (``deps``)
 
 
 @dataclass(frozen=True, kw_only=True)

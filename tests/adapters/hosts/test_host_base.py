@@ -162,3 +162,31 @@ def test_the_lean_hook_command_refuses_an_unknown_host() -> None:
         capture_output=True,
     )
     assert done.returncode == 2 and b"usage" in done.stderr and done.stdout == b""
+
+
+def test_stats_credit_only_the_answers_the_host_sent(root: Path) -> None:
+    """A short answer the host did not send (with the one-time note it would have been no
+    shorter than the host's own output) is the host's own read in ``stats``: no FileRef, no
+    saving. Before, the ledger's "unchanged" was credited: 68% saved on a session where the
+    model saw full content every time."""
+    from filecache.stats import collect_stats
+
+    small = "".join(f"line {i}: the quick brown fox jumps over the dog\n" for i in range(8))
+    (root / "small.txt").write_text(small)
+    note = "a one-time note " * 40
+    with HostSession.open("test-host", "sess-s", root) as host:
+        assert host.read("small.txt", "toolu_1", host_text=small) is not None
+        again = host.read("small.txt", "toolu_2", host_text=small)
+        assert again is not None and again.kind == "unchanged"
+        assert host.short_or_own("toolu_2", again.text, small, note) is None
+        assert host.session.held_call_ids() == {"toolu_1"}
+        sent = host.read("notes.txt", "toolu_3")
+        assert sent is not None and sent.kind == "full"
+        short = host.read("notes.txt", "toolu_4")
+        assert short is not None and short.kind == "unchanged"
+        own = (root / "notes.txt").read_text()
+        assert host.short_or_own("toolu_4", short.text, own, note) is not None
+        report = collect_stats(host.cache.store, host.session.id)
+    (only,) = report.sessions
+    assert dict(only.reads) == {"full": 2, "withdrawn": 1, "unchanged": 1}
+    assert only.saved == sent.tokens_full - short.tokens  # toolu_4 only

@@ -247,3 +247,32 @@ def test_a_subagent_is_its_own_context(claude: Claude) -> None:
     assert "[filecache] a.py unchanged since your result toolu_s1" in seen["toolu_s2"]
     assert "[filecache] a.py unchanged since your result toolu_m1" in seen["toolu_m2"]
     assert claude.hook_log() == ""
+
+
+def test_a_crlf_file_gets_filerefs_and_diffs_like_any_other(claude: Claude) -> None:
+    """Claude Code's Read shows ``\\r\\n`` as ``\\n``: before, filecache took that for other
+    text and never answered a CRLF file short. The diff comes in the lines the model holds."""
+    w = claude.path("w.txt")
+    path = claude.project / "w.txt"
+    path.write_bytes(lines("w.txt").replace("\n", "\r\n").encode())
+
+    def change_outside(body: dict[str, Any]) -> list[dict[str, Any]]:
+        path.write_bytes(path.read_bytes().replace(b"w.txt line 40:", b"w.txt LINE FORTY:"))
+        return [tool_use("Read", {"file_path": w}, "toolu_w3")]
+
+    script = Script([
+        [tool_use("Read", {"file_path": w}, "toolu_w1")],
+        [tool_use("Read", {"file_path": w}, "toolu_w2")],
+        change_outside,
+        [text("done")],
+    ])  # fmt: skip
+    with ScriptedModel(script) as model:
+        claude.run(model, "-p", "read it", "--allowedTools", TOOLS)
+    seen = results_seen(model)
+    assert "w.txt line 59:" in seen["toolu_w1"] and "[filecache]" not in seen["toolu_w1"]
+    assert "[filecache] w.txt unchanged since your result toolu_w1" in seen["toolu_w2"]
+    assert "w.txt line 3:" not in seen["toolu_w2"]
+    diff = seen["toolu_w3"]
+    assert "[filecache] w.txt changed since your result toolu_w1" in diff, diff
+    assert "-w.txt line 40:" in diff and "+w.txt LINE FORTY:" in diff and "\r" not in diff
+    assert claude.hook_log() == ""

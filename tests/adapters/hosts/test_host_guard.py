@@ -8,6 +8,7 @@ The guard is run as the hosts run it: the command string through a shell, the pa
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -160,3 +161,63 @@ def test_hook_parts_reads_every_form_filecache_wrote() -> None:
     assert hook_parts("/v/bin/python -I -m filecache.adapters.hosts codex") is not None
     parts = hook_parts(client_command("opencode"))
     assert parts is not None and parts.host == "opencode" and parts.runs
+
+
+def test_doctor_lists_every_hosts_hooks_the_store_and_the_last_error(
+    user: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gone = str(user.parent / "gone" / "bin" / "python")
+    with monkeypatch.context() as patch:
+        patch.setattr(sys, "executable", gone)
+        registry.host_module("claude-code").install(scope="local", uninstall=False, cwd=user)
+    registry.install("codex", scope=None, cwd=user)
+    from filecache.adapters.hosts.base import log_failure
+
+    log_failure("codex", "StoreError: the store is read-only")
+    done = CliRunner().invoke(main, ["doctor", "--json"])
+    assert done.exit_code == 0, done.output
+    found = json.loads(done.output)
+    hooks = {(h["host"], h["scope"]): h for h in found["hooks"]}
+    assert set(hooks) == {("claude-code", "local"), ("codex", "user")}
+    assert hooks["claude-code", "local"]["interpreter"] == gone
+    assert not hooks["claude-code", "local"]["runs"] and hooks["codex", "user"]["runs"]
+    assert found["store"] == str(user / ".filecache" / "cache.db")
+    assert found["store_writable"] is True
+    assert found["last_error"].endswith(f"pid={os.getpid()}: StoreError: the store is read-only")
+    shown = CliRunner().invoke(main, ["doctor"]).output
+    assert "INTERPRETER OR SCRIPT GONE" in shown and "store: " in shown, shown
+    user.chmod(0o500)  # the project (where the store would be made) is read-only
+    try:
+        if not os.access(user, os.W_OK):  # not as root
+            assert "NOT WRITABLE" in CliRunner().invoke(main, ["doctor"]).output
+    finally:
+        user.chmod(0o700)
+
+
+def test_a_store_that_cannot_be_written_is_said_once_per_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("CLAUDE_PROJECT_DIR", raising=False)
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("FILECACHE_STORE", str(tmp_path / "a-file" / "cache.db"))
+    project = tmp_path / "project"
+    project.mkdir()
+
+    def prompt(session: str) -> bytes:
+        event = {
+            "hook_event_name": "UserPromptSubmit",
+            "session_id": session,
+            "cwd": str(project),
+            "transcript_path": str(tmp_path / "t.jsonl"),
+            "prompt": "x",
+        }
+        return registry.run_hook("claude-code", [], json.dumps(event).encode())  # fmt: skip
+
+    first = json.loads(prompt("s1"))
+    assert list(first) == ["systemMessage"], first  # shown to the user, not to the model
+    assert "filecache serves nothing in this session (StoreError" in first["systemMessage"]
+    assert "Claude Code's own results stand" in first["systemMessage"]
+    assert prompt("s1") == b"" and prompt("s1") == b""  # once
+    assert json.loads(prompt("s2"))["systemMessage"] == first["systemMessage"]  # per session
+    assert registry.run_hook("codex", [], b'{"session_id": "s1"}') == b""  # no such field

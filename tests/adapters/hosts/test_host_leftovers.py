@@ -81,6 +81,22 @@ def _stable(value: Any) -> Any:
     return value
 
 
+def _without_reminders(messages: list[Any]) -> list[Any]:
+    """Claude Code's messages without its ``<system-reminder>`` text blocks: their context
+    (git status, or the attribution note when git status did not answer in time on a loaded
+    machine) differs between any two runs."""
+    out = []
+    for each in messages:
+        content = each.get("content")
+        if isinstance(content, list):
+            content = [
+                b for b in content
+                if not (b.get("type") == "text" and b.get("text", "").startswith("<system-"))
+            ]  # fmt: skip
+        out.append({**each, "content": content})
+    return out
+
+
 class World:
     """One user (HOME with every host's folders) and a project with ``notes.txt``."""
 
@@ -122,7 +138,8 @@ class World:
             )  # fmt: skip
             assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
             assert not json.loads(done.stdout).get("is_error"), done.stdout
-            return [self.normalized(body["messages"]) for body in model.main_requests()]
+            return [_without_reminders(self.normalized(body["messages"]))
+                    for body in model.main_requests()]  # fmt: skip
 
     def codex(self) -> list[Any]:
         server = ScriptedResponses(

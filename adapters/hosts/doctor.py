@@ -1,0 +1,123 @@
+"""``filecache doctor``: what serves the hosts here, and what stopped it.
+
+``diagnose`` gathers, without changing anything: filecache's hooks of every host at every scope
+(``registry.installed``: the file, the interpreter and client script each names, whether both
+are still there, whether the command is guarded), the store the hooks of this project use and
+whether it can be written, this user's resident hook servers (``hook_client.ping``), and the
+last line of the hook log. ``format_diagnosis`` renders it for a terminal; ``to_json`` as data.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from filecache.adapters.hosts.base import log_path
+from filecache.adapters.hosts.config_files import Installed
+
+__all__ = ["Diagnosis", "diagnose", "format_diagnosis"]
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What ``diagnose`` found (see the module docstring)."""
+
+    hooks: tuple[Installed, ...]
+    store: str
+    store_writable: bool | None  # None: not a file (a URL, ``:memory:``)
+    servers: tuple[dict[str, Any], ...]
+    log: Path
+    last_error: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "hooks": [
+                {
+                    "host": h.host,
+                    "scope": h.scope,
+                    "path": str(h.path),
+                    "interpreter": h.interpreter,
+                    "script": h.script,
+                    "runs": h.runs,
+                    "guarded": h.guarded,
+                    "entries": h.count,
+                }
+                for h in self.hooks
+            ],  # fmt: skip
+            "store": self.store,
+            "store_writable": self.store_writable,
+            "servers": list(self.servers),
+            "log": str(self.log),
+            "last_error": self.last_error,
+        }
+
+
+def diagnose(cwd: Path) -> Diagnosis:
+    """The state of filecache's host integration for the project at ``cwd``."""
+    from filecache.adapters.hosts import hook_client, registry
+
+    from filecache.store.opening import store_location
+    from filecache.store.store_url import is_store_url
+
+    store = store_location(cwd.resolve())
+    writable = None if store == ":memory:" or is_store_url(store) else _writable(Path(store))
+    servers = []
+    for path in hook_client.server_sockets():
+        answer = hook_client.ping(path)
+        if answer is not None:
+            import json
+
+            servers.append(json.loads(answer[1]))
+    log = log_path()
+    return Diagnosis(
+        tuple(registry.installed(cwd)), store, writable, tuple(servers), log, _last_line(log)
+    )
+
+
+def _writable(path: Path) -> bool:
+    """Whether the store file (or, before its first use, the folder it would be made in) can
+    be written by this user."""
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return os.access(candidate, os.W_OK | (os.X_OK if candidate.is_dir() else 0))
+    return False
+
+
+def _last_line(log: Path) -> str | None:
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    return lines[-1] if lines else None
+
+
+def format_diagnosis(found: Diagnosis) -> str:
+    """The diagnosis as lines for a terminal; each problem says what to do."""
+    out = []
+    if not found.hooks:
+        out.append("hooks: none installed (filecache install HOST)")
+    for h in found.hooks:
+        state = "ok" if h.runs else "INTERPRETER OR SCRIPT GONE (does nothing)"
+        if not h.guarded:
+            state += "; UNGUARDED (an earlier release's: run filecache install again)"
+        out.append(
+            f"hooks: {h.host} --{h.scope} in {h.path}: {h.count} entr"
+            f"{'y' if h.count == 1 else 'ies'}, python {h.interpreter or '?'}, "
+            f"script {h.script or '(module)'}: {state}"
+        )
+    if len({h.host for h in found.hooks}) < len(found.hooks):
+        out.append("hooks: a host is installed at two scopes: filecache install HOST again")
+    store_state = {True: "writable", False: "NOT WRITABLE: savings are off",
+                   None: "not a file"}[found.store_writable]  # fmt: skip
+    out.append(f"store: {found.store} ({store_state})")
+    if not found.servers:
+        out.append("server: none running (the next hook call starts one)")
+    for s in found.servers:
+        out.append(f"server: pid {s.get('pid')}, filecache {s.get('version')}, "
+                   f"{s.get('calls')} calls, {s.get('socket')}")  # fmt: skip
+    out.append(f"last error: {found.last_error or 'none'} ({found.log})")
+    return "\n".join(out)
