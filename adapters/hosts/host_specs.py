@@ -174,6 +174,7 @@ SPECS: tuple[HostSpec, ...] = (
         transcript="the session JSONL at the hook's transcript_path (calls recorded per batch)",
         told=_for_gemini_reads,
         module="gemini_cli",
+        notice="systemMessage",  # shown in the terminal (coreEvents), never sent to the model
     ),
 )
 
