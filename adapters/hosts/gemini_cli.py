@@ -320,7 +320,7 @@ class _Calls:
             return None
         text = self._named(got)
         if text is None:
-            host.session.forget([call])
+            host.session.withdraw([call])  # stats: the host's own output, no saving
             return None
         text = self._with_note(call, text, shown)
         if text is None:
@@ -358,7 +358,7 @@ class _Calls:
             return None
         text = self._named(got.text)
         if text is None:
-            host.session.forget([call])
+            host.session.withdraw([call])  # stats: the host's own output, no saving
             return None
         text = self._with_note(call, text, shown)
         if text is None:
