@@ -86,6 +86,16 @@ def _for_host_tools() -> str:
     return host_instructions("Claude Code")
 
 
+def _for_gemini_reads() -> str:
+    from filecache.core.render import host_instructions
+
+    return (
+        host_instructions("Gemini CLI", read="read_file", shell="run_shell_command",
+                          numbered=False, shell_reads=True)
+        + " Gemini CLI shows these answers as the call's error: they are not failures."
+    )  # fmt: skip
+
+
 def _for_shell_reads() -> str:
     from filecache.core.render import shell_instructions
 
@@ -146,6 +156,25 @@ SPECS: tuple[HostSpec, ...] = (
         transcript="the messages of each request, handed over by the plugin",
         told=None,
         module="opencode",
+    ),
+    HostSpec(
+        name="gemini-cli",
+        display="Gemini CLI",
+        scopes=("user", "project"),
+        events={
+            "AfterTool": "^(read_file|write_file|replace|run_shell_command|invoke_agent)$",
+            "BeforeTool": "^invoke_agent$",
+            "BeforeAgent": None,
+            "SessionStart": None,
+        },  # fmt: skip
+        hook_timeout=30,
+        answer_timeout=25.0,
+        answers='AfterTool {"decision": "deny", "reason": TEXT}: the model gets {"error": TEXT} '
+        "as the call's result (0.61 reads no tool_output)",
+        transcript="the session JSONL at the hook's transcript_path (calls recorded per batch)",
+        told=_for_gemini_reads,
+        module="gemini_cli",
+        notice="systemMessage",  # shown in the terminal (coreEvents), never sent to the model
     ),
 )
 

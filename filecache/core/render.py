@@ -360,18 +360,28 @@ def for_host_tools(text: str) -> str:
     return text.replace(HINT_DIFF, HINT_DIFF_HOST)
 
 
-def host_instructions(host: str) -> str:
+def host_instructions(
+    host: str,
+    *,
+    read: str = "Read",
+    shell: str = "Bash",
+    numbered: bool = True,
+    shell_reads: bool = True,
+) -> str:
     """What a host's model is told about filecache's short answers in its own tools' results:
     one line after the first FileRef or diff of each model context (Claude Code: in the Read or
-    Bash result that carries it, ``claude_code``)."""
+    Bash result that carries it, ``claude_code``; Gemini CLI: its ``read_file`` and
+    ``run_shell_command``, whose read does not number lines; ``shell_reads`` False: only the
+    read tool is served)."""
+    numbering = f"A {read} numbers such an answer's lines, not the file's. " if numbered else ""
+    reads = f"{read} and {shell} file reads go" if shell_reads else f"{read} calls go"
     return (
-        f"{MARKER} note (said once): {host}'s Read and Bash file reads go through filecache. "
+        f"{MARKER} note (said once): {host}'s {reads} through filecache. "
         f"'unchanged since your result ID' means those lines are exactly as in your earlier "
         f"tool result ID, still in your context: use that text. 'changed since your result "
         f"ID' is followed by a unified diff from that text to the file now: apply it to your "
-        f"copy. A Read numbers such an answer's lines, not the file's. To see a whole file "
-        f"again, run `{FULL_READ_COMMAND}` with Bash (never served from the cache). Never copy "
-        f"{MARKER} lines into a file."
+        f"copy. {numbering}To see a whole file again, run `{FULL_READ_COMMAND}` with {shell} "
+        f"(never served from the cache). Never copy {MARKER} lines into a file."
     )
 
 

@@ -128,7 +128,7 @@ def test_uninstall_removes_every_hosts_hooks_from_a_gone_interpreter(
     assert all(f.interpreter == gone and f.guarded and not f.runs for f in found)
     done = CliRunner().invoke(main, ["uninstall"])
     assert done.exit_code == 0, done.output
-    assert len(done.output.splitlines()) == 6 and "removed" in done.output
+    assert len(done.output.splitlines()) == 2 * len(registry.HOSTS) and "removed" in done.output
     assert registry.installed(user) == []
     settings = json.loads((user / ".claude" / "settings.json").read_text())
     assert settings == {**mine, "hooks": {}}
