@@ -35,7 +35,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from filecache.cache import FileCache
@@ -208,10 +208,16 @@ class HostSession(ClosesOnExit):
         start: int | None = None,
         end: int | None = None,
         host_text: str | None = None,
+        matches: Callable[[str], bool] | None = None,
         mode: str = "full",
     ) -> HostRead | None:
         """The model's read of lines ``start..end`` (1-based, inclusive; None: the whole file)
-        as filecache answers it, or None when the host's output should stand."""
+        as filecache answers it, or None when the host's output should stand.
+
+        What the host's tool returned is the proof: ``host_text`` (the raw lines it showed)
+        or ``matches`` (a test of the raw lines of the version read) must agree with the lines
+        the answer stands for, content, FileRef and diff alike; a FileRef or diff with neither
+        is never sent."""
         loc = self._served(path)
         if loc is None:
             return None
@@ -226,28 +232,45 @@ class HostSession(ClosesOnExit):
         except FileCacheError:
             return None  # the host says what went wrong, in its own words
         content = result.kind in (Kind.FULL, Kind.PARTIAL)
-        text = self._content(result) if content else result.text
-        same = content and text == host_text
-        if content and host_text is not None and not same:
-            # The host showed other text (it clipped lines, or the file changed in between):
-            # the model holds what the host showed, so nothing may rely on this call.
+        lines = self._content(result)  # the lines this answer stands for, of the version read
+        text = lines if content else result.text
+        if matches is None and host_text is not None:
+            matches = host_text.__eq__
+        if matches is None:
+            agrees = content  # content stands for itself; a short answer needs the proof
+        else:
+            agrees = lines is not None and matches(lines)
+        if not agrees:
+            # The host showed other text (it clipped lines, the file changed in between, or a
+            # read tool that prints something else), or nothing to compare with: the model
+            # holds what the host showed, so nothing may rely on this call.
             self.session.forget([call_id])
             return None
+        same = content and text == host_text
+        assert text is not None
         return HostRead(
             result.kind, text, result.path, str(self.cache.root / result.path),
             result.start, result.end, result.line_count, result.version, result.base_call_id,
             result.tokens, result.tokens_full, same,
         )  # fmt: skip
 
-    def shell(self, command: str, call_id: str, *, output: str | None = None) -> str | None:
+    def shell(
+        self, command: str, call_id: str, *, output: str | None = None, cwd: str | None = None
+    ) -> str | None:
         """What the model should see for the shell ``command`` instead of ``output``, or None
         when the host's output should stand (a first read equal to it, not a read, not
-        servable). A command that is not a served read re-hashes the files in the view, so a
-        change it made makes the next read a diff."""
+        servable, or a FileRef or diff whose lines are not what the shell printed: a shell
+        function ``cat``, another file). Relative paths are the shell's: resolved against
+        ``cwd`` (the folder the shell is in; default: the root). A command that is not a
+        served read re-hashes the files in the view, so a change it made makes the next read a
+        diff."""
         from filecache.shell.bash_reads import answer_shell_read
         from filecache.shell.shell_parse import NotServable, parse_shell_read
 
         read = parse_shell_read(command)
+        if read is not None:
+            here = os.path.join(self.cache.root, cwd) if cwd is not None else str(self.cache.root)
+            read = replace(read, paths=tuple(os.path.join(here, p) for p in read.paths))
         if read is None or any(self._served(p) is None for p in read.paths):
             self.session.rehash(call_id)
             return None
@@ -256,10 +279,14 @@ class HostSession(ClosesOnExit):
         except (FileCacheError, NotServable):
             self.session.rehash(call_id)
             return None
+        if answer.output is None or output is None or answer.output != output:
+            # The shell printed other bytes (or we cannot tell): the model holds what it
+            # printed, so nothing may rely on this call.
+            if output is not None or answer.kind in (Kind.UNCHANGED, Kind.DIFF):
+                self.session.forget([call_id])
+            return None
         if answer.kind in (Kind.UNCHANGED, Kind.DIFF):
             return answer.text
-        if output is not None and answer.text != output:
-            self.session.forget([call_id])  # the host printed other bytes: rely on nothing
         return None
 
     def edited(
@@ -289,12 +316,13 @@ class HostSession(ClosesOnExit):
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _content(self, result: ReadResult) -> str:
-        """The raw lines a content answer sent, without a notice before them (an outside
-        change, an edit of the model's undone): the host shows the lines, not the notice."""
+    def _content(self, result: ReadResult) -> str | None:
+        """The raw lines ``result`` stands for (of the version it read), without a notice
+        before them (an outside change, an edit of the model's undone): the host shows the
+        lines, not the notice. None when they are not known (not kept)."""
         lines = self.cache.lines_of(result.version)
         if lines is None:  # a streamed range of a file too large to keep: its text is the lines
-            return result.text
+            return result.text if result.kind in (Kind.FULL, Kind.PARTIAL) else None
         return render_lines(result.path, lines, result.start, result.end, numbered=False)
 
     def _served(self, path: str) -> str | None:

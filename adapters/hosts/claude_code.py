@@ -45,6 +45,7 @@ of imported Claude Code logs (``claude_replay``) feeds it the recorded events wi
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,7 +217,9 @@ def _bash(
             return None
         stdout = str(response["stdout"])
         # Claude Code strips the newline(s) that end a command's output.
-        answer = host.shell(command, call, output=stdout + "\n" if stdout else stdout)
+        answer = host.shell(
+            command, call, output=stdout + "\n" if stdout else stdout, cwd=opened.cwd
+        )  # the shell's folder: Claude Code's Bash keeps the one a ``cd`` left it in
         if answer is None:
             return None
         text = opened.with_note(call, _for_host(answer), stdout)
@@ -281,6 +284,7 @@ class _Opened:
         from filecache.adapters.hosts import call_env  # the calling process's, in the server
 
         cwd = str(event.get("cwd") or call_env.getcwd())
+        self.cwd = os.path.join(call_env.getcwd(), cwd)
         root = site.root or call_env.getenv("CLAUDE_PROJECT_DIR") or cwd
         self.host = HostSession.open(HOST_NAME, context, cwd, root=root, store=site.store)
         self.held: Held | None = None

@@ -161,7 +161,7 @@ def _bash(
         # Codex's output stands; what the command did to files makes the next read a diff.
         session.changed(call_id)
         return b""
-    text = session.shell(command, call_id, output=output)
+    text = session.shell(command, call_id, output=output, cwd=cwd)
     if text is None:
         return b""
     # The first short answer of a context carries the instructions (keep_only above dropped a

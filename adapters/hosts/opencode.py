@@ -196,16 +196,15 @@ class Hook:
         if shown is None:
             return None
         whole = shown.start == 1 and shown.to_end
+        # opencode showed other text (the file changed in between, a BOM, odd line breaks):
+        # the model holds what opencode showed, so nothing relies on this call (``read``
+        # forgets it), and no FileRef or diff stands for lines it did not show.
         answer = host.read(
-            shown.path, call, start=None if whole else shown.start, end=None if whole else shown.end
-        )
-        if answer is None:
-            return None
-        if answer.is_content:
-            if opencode_lines(answer.text) != list(shown.lines):
-                # opencode showed other text (the file changed in between, a BOM, odd line
-                # breaks): the model holds what opencode showed, so nothing relies on this call
-                host.session.forget([call])
+            shown.path, call, start=None if whole else shown.start,
+            end=None if whole else shown.end,
+            matches=lambda lines: opencode_lines(lines) == list(shown.lines),
+        )  # fmt: skip
+        if answer is None or answer.is_content:
             return None
         return shown.with_body(answer.text)
 
@@ -216,8 +215,9 @@ class Hook:
             host.changed(call)  # a failed command may still have changed files
             return None
         answer: str | None = host.shell(
-            str(request["command"]), call, output=str(request["output"])
-        )
+            str(request["command"]), call, output=str(request["output"]),
+            cwd=None if workdir is None else str(workdir),
+        )  # fmt: skip
         return answer
 
 
