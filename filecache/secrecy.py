@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import threading
 import time
@@ -64,7 +65,15 @@ from filecache.fsio import STORE_DIR, SWEEP_MAX_ENTRIES, Located
 from filecache.settings import Settings, deny_pattern
 from filecache.store.seal import KEY_ENV, default_seal
 
-__all__ = ["MIN_LINE", "REWALK_AFTER", "SecretIndex", "Secrets", "secret_key", "secret_lines"]
+__all__ = [
+    "MIN_LINE",
+    "REWALK_AFTER",
+    "SecretIndex",
+    "Secrets",
+    "holds_private_key",
+    "secret_key",
+    "secret_lines",
+]
 
 MIN_LINE = 6
 """Characters (stripped) a denied file's line needs to be looked for in output: shorter lines
@@ -148,6 +157,22 @@ def _load_or_make(path: Path) -> bytes | None:
     return None
 
 
+_PRIVATE_KEY = re.compile(
+    rb"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"  # PEM, PKCS#8, OpenSSH, PGP
+    rb"|---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----"  # RFC 4716 (ssh.com)
+    rb"|PuTTY-User-Key-File-\d+: "  # PuTTY .ppk
+)
+
+
+def holds_private_key(data: bytes | str) -> bool:
+    """Whether ``data`` holds a private key's header (PEM ``-----BEGIN … PRIVATE KEY-----``,
+    OpenSSH, PGP ``PRIVATE KEY BLOCK``, PuTTY): denied whatever the file's name."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if b"PRIVATE KEY" not in raw and b"PuTTY-User-Key-File-" not in raw:
+        return False  # the common case: one fast scan, no regular expression
+    return _PRIVATE_KEY.search(raw) is not None
+
+
 def secret_lines(text: str) -> Iterable[str]:
     """The lines of a denied file's text worth looking for elsewhere: stripped, of at least
     ``MIN_LINE`` characters."""
@@ -208,6 +233,8 @@ class SecretIndex:
         """The denied path one of whose lines ``text`` holds, or None (module docstring)."""
         if not text:
             return None
+        if holds_private_key(text):
+            return "(a private key)"
         key = (len(text), xxhash.xxh3_64_hexdigest(text.encode("utf-8", "surrogatepass")))
         with self._lock:
             if self._walked_ns is None or time.time_ns() >= self._rewalk_ns:
@@ -335,7 +362,7 @@ class Secrets:
         plain = version_of(data)
         with self._lock:
             copied = plain in self._secret_plain
-        if not copied and not self.denied(loc):
+        if not copied and not self.denied(loc) and not holds_private_key(data):
             return plain
         version = keyed_version(data, self.key)
         with contextlib.suppress(OSError):

@@ -8,12 +8,17 @@ Precedence, lowest first: the defaults below; a ``[tool.filecache]`` table in th
   fleet; needs the ``[postgres]`` extra); None means ``<root>/.filecache/cache.db``. Any other
   ``scheme://`` is refused, never taken as a file name.
 - ``session`` (None): the session id the CLI uses (``FILECACHE_SESSION``).
-- ``deny`` (``.env*``, ``*.pem``, ``*.key``, ``id_rsa*``, ``*.p12``): files hashed but whose
-  content is never stored in any form (globs matched case-insensitively on the name and on the
-  relative path, of the path asked for and of a symbolic link's target; comma-separated in
-  env). The model is still shown what it reads; see ``FileCache.denied``. Denied too: a file
-  that is a denied file under another name (a hard link: same device and inode), and a version
-  or a tool's output that holds a denied file's lines (``filecache.secrecy``).
+- ``deny`` (``DEFAULT_DENY``: ``.env*``, ``*.pem``, ``*.key``, ``*.p12``, ``*.pfx``, the
+  private keys ssh-keygen and common tools write — ``id_rsa*``, ``id_dsa*``, ``id_ecdsa*``,
+  ``id_ed25519*`` (``_sk`` too), ``id_xmss*``, ``*_rsa``, ``*_dsa``, ``*_ecdsa``,
+  ``*_ed25519``, ``*_key``, ``deploy_key*``, ``*.ppk`` — and ``.netrc``, ``.pgpass``,
+  ``*.jks``, ``*.keystore``): files hashed but whose content is never stored in any form
+  (globs matched case-insensitively on the name and on the relative path, of the path asked
+  for and of a symbolic link's target; comma-separated in env). The model is still shown what
+  it reads; see ``FileCache.denied``. Denied too: a file that is a denied file under another
+  name (a hard link: same device and inode), a version or a tool's output that holds a denied
+  file's lines, and content holding a private key's header, whatever its name
+  (``filecache.secrecy``).
 - ``key_file`` (None): a file for the key of denied files' versions (a keyed BLAKE2b, so no
   stored hash gives a low-entropy secret back) and of the raw-answer seal; None (the default)
   derives it from the key of sealed store rows (``FILECACHE_KEY``, else
@@ -60,7 +65,14 @@ from filecache.errors import ConfigError
 
 __all__ = ["Settings", "deny_pattern", "is_denied", "load_settings"]
 
-DEFAULT_DENY = (".env*", "*.pem", "*.key", "id_rsa*", "*.p12")
+DEFAULT_DENY = (
+    ".env*", "*.pem", "*.key", "id_rsa*", "*.p12", "*.pfx",
+    "id_dsa*", "id_ecdsa*", "id_ed25519*", "id_xmss*",
+    "*_rsa", "*_dsa", "*_ecdsa", "*_ed25519", "*_key", "deploy_key*", "*.ppk",
+    ".netrc", ".pgpass", "*.jks", "*.keystore",
+)  # fmt: skip
+"""The default deny-list (besides it, content holding a private key is denied whatever its
+name: ``secrecy.holds_private_key``)."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +184,7 @@ def _from_pyproject(root: Path) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.filecache] must be a table")
     return {k.replace("-", "_"): v for k, v in table.items()}
+
 
 
 def load_settings(
