@@ -2,7 +2,10 @@
 
 Precedence, lowest first: the defaults below; a ``[tool.filecache]`` table in the root's
 ``pyproject.toml``; environment variables ``FILECACHE_<NAME>`` (upper case); keyword arguments to
-``FileCache``. Unknown names and bad values raise ``ConfigError``.
+``FileCache``. Unknown names and bad values raise ``ConfigError``. A repository's table may
+narrow but never reach outside it: its ``key_file``, and a ``store`` that is a URL or a path
+outside the root, are ignored with a warning (once per process); its relative ``store`` is the
+root's. The environment and arguments (the user's own) are not limited.
 
 - ``store`` (None): SQLite path, ``":memory:"`` or a ``postgresql://`` URL (a store shared by a
   fleet; needs the ``[postgres]`` extra); None means ``<root>/.filecache/cache.db``. Any other
@@ -183,8 +186,49 @@ def _from_pyproject(root: Path) -> dict[str, Any]:
     table = data.get("tool", {}).get("filecache", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.filecache] must be a table")
-    return {k.replace("-", "_"): v for k, v in table.items()}
+    return _confined(root, path, {k.replace("-", "_"): v for k, v in table.items()})
 
+
+_URL_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")  # store_url's schemes, collapsed too
+_REFUSED: set[str] = set()
+
+
+def _confined(root: Path, path: Path, table: dict[str, Any]) -> dict[str, Any]:
+    """A repository's own settings, which may narrow but never reach outside it: ``key_file``
+    is refused (a repository would make 32 bytes at any path it names), and so is a ``store``
+    that is a URL (a server of the author's) or a path outside the root (a folder others may
+    read); a relative ``store`` is the root's. Each refusal is said once per process (a
+    warning); the user's own configuration and ``FILECACHE_*`` are not limited."""
+    out = dict(table)
+    if "key_file" in out:
+        del out["key_file"]
+        _refuse(f"{path}: key_file is ignored; a repository may not name a key file (set "
+                "FILECACHE_KEY_FILE in your own environment)")  # fmt: skip
+    store = out.get("store")
+    if isinstance(store, str) and store and store != ":memory:":
+        if _URL_LIKE.match(store):
+            del out["store"]
+            _refuse(f"{path}: store {store!r} is ignored; a repository may not send its reads "
+                    "to a server (set FILECACHE_STORE in your own environment)")  # fmt: skip
+        else:
+            full = os.path.join(root, store)
+            real, top = os.path.realpath(full), os.path.realpath(root)
+            if os.path.commonpath([real, top]) != top:
+                del out["store"]
+                _refuse(f"{path}: store {store!r} is ignored; a repository may not keep "
+                        "its store outside itself (set FILECACHE_STORE yourself)")  # fmt: skip
+            else:
+                out["store"] = full
+    return out
+
+
+def _refuse(message: str) -> None:
+    if message in _REFUSED:
+        return
+    _REFUSED.add(message)
+    import logging  # on first use
+
+    logging.getLogger("filecache").warning("filecache: %s", message)
 
 
 def load_settings(

@@ -297,12 +297,12 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
         # The file, its "$schema" and an empty "plugin" list stay: install cannot tell
         # afterwards whether it made them or the user did.
         config["plugin"] = plugins
-        _save(path, config)
+        _save(path, config, cwd if scope == "project" else None)
         return f"removed filecache's plugin for {DISPLAY_NAME} from {path}"
     if not config:
         config["$schema"] = "https://opencode.ai/config.json"
     config["plugin"] = [*plugins, _entry()]
-    _save(path, config)
+    _save(path, config, cwd if scope == "project" else None)
     where = f"{PLUGIN.name}, run by {sys.executable}"
     return f"installed filecache's plugin for {DISPLAY_NAME} in {path} ({where})"
 
@@ -333,8 +333,8 @@ def _load(path: Path) -> dict[str, Any]:
     return config
 
 
-def _save(path: Path, config: dict[str, Any]) -> None:
-    write_atomically(path, json.dumps(config, indent=2) + "\n")
+def _save(path: Path, config: dict[str, Any], project: Path | None) -> None:
+    write_atomically(path, json.dumps(config, indent=2) + "\n", within=project)
 
 
 def _main(argv: Iterable[str]) -> int:
