@@ -176,6 +176,14 @@ class HostSession(ClosesOnExit):
             if self._carrier():
                 self._set_carrier("")
 
+    def abandon(self, call_id: str) -> None:
+        """The answer to ``call_id`` never reached the host (its client gave up or was
+        killed): forget every fact relying on it, and it carries no instructions."""
+        with self.session.lock:
+            self.session.forget([call_id])
+            if self._carrier() == call_id:
+                self._set_carrier("")
+
     def instructions_due(
         self, call_id: str, held: Callable[[str], bool] | None = None, *, claim: bool = True
     ) -> bool:

@@ -54,7 +54,16 @@ from typing import Any
 from filecache.adapters.hosts.claude_index import read_held
 from filecache.adapters.hosts.claude_transcript import Held, is_stub
 
-__all__ = ["DISPLAY_NAME", "HOST_NAME", "HookSite", "MIN_VERSION", "answer", "install", "run_hook"]
+__all__ = [
+    "DISPLAY_NAME",
+    "HOST_NAME",
+    "HookSite",
+    "MIN_VERSION",
+    "abandon",
+    "answer",
+    "install",
+    "run_hook",
+]
 
 HOST_NAME = "claude-code"
 DISPLAY_NAME = "Claude Code"
@@ -99,6 +108,15 @@ def run_hook(args: list[str], payload: bytes) -> bytes:
         return b""
     out = answer(event)
     return b"" if out is None else json.dumps(out, ensure_ascii=False).encode("utf-8")
+
+
+def abandon(args: list[str], payload: bytes) -> None:
+    """The answer to this ``PostToolUse`` never reached Claude Code: nothing relies on it."""
+    event = json.loads(payload)
+    call = _call_id(event) if isinstance(event, dict) else ""
+    if call and event.get("hook_event_name") == "PostToolUse":
+        with _open(event, HookSite()) as host:
+            host.abandon(call)
 
 
 def answer(event: Mapping[str, Any], site: HookSite | None = None) -> dict[str, Any] | None:

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from filecache.adapters.hosts.base import HostSession
     from filecache.adapters.hosts.codex_rollout import Rollout
 
-__all__ = ["DISPLAY_NAME", "HOST_NAME", "install", "run_hook", "shaped"]
+__all__ = ["DISPLAY_NAME", "HOST_NAME", "abandon", "install", "run_hook", "shaped"]
 
 HOST_NAME = "codex"
 DISPLAY_NAME = "Codex CLI"
@@ -87,6 +87,20 @@ def run_hook(args: list[str], payload: bytes) -> bytes:
 
         log_failure(HOST_NAME, f"{type(exc).__name__}: {exc}")
         return b""
+
+
+def abandon(args: list[str], payload: bytes) -> None:
+    """The answer to this ``PostToolUse`` never reached Codex: nothing relies on it."""
+    data = json.loads(payload)
+    if not isinstance(data, dict) or data.get("hook_event_name") != "PostToolUse":
+        return
+    session_id, cwd, call = data.get("session_id"), data.get("cwd"), data.get("tool_use_id")
+    if not all(isinstance(v, str) and v for v in (session_id, cwd, call)):
+        return
+    from filecache.adapters.hosts.base import HostSession
+
+    with HostSession.open(HOST_NAME, str(session_id), str(cwd)) as session:
+        session.abandon(str(call))
 
 
 def _dispatch(data: dict[str, Any]) -> bytes:

@@ -19,7 +19,8 @@ The call (``call``):
    listens (``START_TIMEOUT``).
 3. The exchange: the request; the server answers ``R`` (ready) or ``F`` (run it yourself: the
    server is stale, busy or refuses this call); the client says ``G`` (go) only if it still
-   waits, then reads ``A`` and the answer.
+   waits, then reads ``A`` and the answer, and says ``K`` (taken). An answer without ``K`` (the
+   client gave up or was killed) is abandoned by the server: nothing relies on it.
 
 In-process fallback (today's path: ``registry.run_hook`` in this process): no usable folder, no
 server within the bounds, ``F``, or a connection that ends before the answer (the server died
@@ -236,13 +237,18 @@ def _exchange(sock: _socket.socket, request: bytes, answer_timeout: float) -> by
         if recv_exact(sock, 1) != b"A":
             return None
         size = int.from_bytes(recv_exact(sock, 4), "big")
-        return recv_exact(sock, size)
+        answer = recv_exact(sock, size)
     except TimeoutError as exc:
         raise _GaveUp(
             f"the hook server took the call but gave no answer in {answer_timeout:g} s"
         ) from exc
     except (OSError, EOFError):
         return None  # it died mid-call: run it here (a committed call is a retry of its id)
+    try:
+        sock.sendall(b"K")  # taken: without it the server forgets the call (a late answer)
+    except OSError:
+        return b""  # the server cannot know we took it, so it forgets: stand aside
+    return answer
 
 
 # -- starting a server ----------------------------------------------------------------------------

@@ -14,7 +14,9 @@ Invariants:
   folders on ``sys.path``, the key file) is compared with what it loaded: a change, and it
   answers ``F`` (the client runs the call itself), stops taking calls and exits.
 - A call it took (``G`` received) is answered or the process died: there is no third way out.
-  A call it did not take left no trace.
+  A call it did not take left no trace. An answer the client did not take (no ``K`` after it:
+  the client gave up at its timeout, or the host killed it) leaves no fact: the call is
+  abandoned (``registry.abandon``), on every host.
 - Only this user talks to it: the socket is 0600 in a 0700 folder, and a peer of another uid
   (``SO_PEERCRED``) is hung up on.
 - It ends on ``SIGTERM``/``SIGINT`` or a ``stop`` request (the calls in flight finish first),
@@ -38,7 +40,7 @@ import time
 from typing import Any
 
 from filecache.adapters.hosts import call_env
-from filecache.adapters.hosts.registry import HOSTS, host_module, run_hook
+from filecache.adapters.hosts.registry import HOSTS, abandon, host_module, run_hook
 
 __all__ = ["IDLE_SECONDS", "MAGIC", "MAX_FIELD", "Server", "code_fingerprint", "main", "recv_exact"]
 
@@ -48,6 +50,7 @@ IDLE_SECONDS = 600.0
 MAX_CALLS = 32  # calls in flight; more are answered "F" (run in the client's own process)
 _FIELDS = 7
 _READ_TIMEOUT = 5.0  # a client that connects and says nothing does not hold a thread longer
+_ACK_TIMEOUT = 10.0  # from the answer to the client's "K" (it sends it as soon as it has read)
 _TICK = 1.0
 _CODE_SUFFIXES = (".py", ".js", ".scm", ".typed", ".json")
 
@@ -267,8 +270,17 @@ class Server:
         with self._lock:
             self.calls += 1
             self.last = time.monotonic()
-        conn.settimeout(None)
-        conn.sendall(b"A" + len(out).to_bytes(4, "big") + out)
+        # Only an answer the client took is a fact: it says "K" once it has the whole answer.
+        # A client that gave up (its timeout) or was killed (the host's) never does, and then
+        # nothing may rely on the call (its answer, a FileRef or diff, never reached the host).
+        try:
+            conn.settimeout(_ACK_TIMEOUT)
+            conn.sendall(b"A" + len(out).to_bytes(4, "big") + out)
+            taken = recv_exact(conn, 1) == b"K"
+        except (OSError, EOFError):
+            taken = False
+        if not taken and out:
+            abandon(host, args, fields[6])
 
     def info(self) -> dict[str, Any]:
         with self._lock:

@@ -49,6 +49,7 @@ __all__ = [
     "PLUGIN",
     "OpencodeRead",
     "Hook",
+    "abandon",
     "install",
     "parse_read",
     "run_hook",
@@ -176,7 +177,7 @@ class Hook:
             host.wrote(str(request["path"]), call, str(request["content"]))
             return None
         if op == "forget":
-            host.session.forget([call])
+            host.abandon(call)
             return None
         if op == "changed":
             host.changed(call)
@@ -250,6 +251,17 @@ def run_hook(args: list[str], payload: bytes) -> bytes:
         return _respond(hook, payload)
     finally:
         hook.close()
+
+
+def abandon(args: list[str], payload: bytes) -> None:
+    """The answer to this request never reached the plugin: ``forget`` its call."""
+    request = json.loads(payload)
+    if isinstance(request, dict) and request.get("op") in ("read", "bash"):
+        hook = Hook()
+        try:
+            hook.answer({**request, "op": "forget"})
+        finally:
+            hook.close()
 
 
 def serve(stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None) -> int:

@@ -3,8 +3,9 @@
 Each host module (``claude_code``, ``codex``, ``opencode``) provides ``HOST_NAME``,
 ``DISPLAY_NAME``, ``install(*, scope, uninstall, cwd) -> str`` (the one line to print) and
 ``run_hook(args, payload) -> bytes`` (what to print on stdout; ``b""`` leaves the host's own
-output). ``run_hook`` here never raises: a hook must never break the host's session, so any
-failure is one line in the hook log and an empty answer.
+output) and ``abandon(args, payload)`` (the answer to that call never reached the host: nothing
+may rely on it). ``run_hook`` and ``abandon`` here never raise: a hook must never break the
+host's session, so any failure is one line in the hook log and an empty answer.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol, cast
 
-__all__ = ["HOSTS", "HostModule", "host_module", "run_hook"]
+__all__ = ["HOSTS", "HostModule", "abandon", "host_module", "run_hook"]
 
 HOSTS = ("claude-code", "codex", "opencode")
 
@@ -24,6 +25,8 @@ class HostModule(Protocol):
     def install(self, *, scope: str | None, uninstall: bool, cwd: Path) -> str: ...
 
     def run_hook(self, args: list[str], payload: bytes) -> bytes: ...
+
+    def abandon(self, args: list[str], payload: bytes) -> None: ...
 
 
 def host_module(name: str) -> HostModule:
@@ -52,3 +55,15 @@ def run_hook(name: str, args: list[str], payload: bytes) -> bytes:
 
         log_failure(name, f"{type(exc).__name__}: {exc}")
         return b""
+
+
+def abandon(name: str, args: list[str], payload: bytes) -> None:
+    """The answer ``run_hook`` gave to ``payload`` never reached host ``name`` (its client
+    gave up, or was killed at the host's timeout): forget the call, so no later FileRef relies
+    on text the model never got. Never raises (one log line)."""
+    try:
+        host_module(name).abandon(args, payload)
+    except Exception as exc:
+        from filecache.adapters.hosts.base import log_failure
+
+        log_failure(name, f"abandon: {type(exc).__name__}: {exc}")

@@ -319,6 +319,44 @@ def test_server_killed_after_commit_before_reply(world: World, first: bool) -> N
     assert "changed since your result" in changed and "+line seven:" in changed
 
 
+@pytest.mark.parametrize("short", [True, False], ids=["fileref", "diff"])
+def test_an_answer_the_client_never_took_leaves_no_fact(world: World, short: bool) -> None:
+    """The host killed the hook (its timeout) while the server was still at work: the host's
+    own output stood, so the FileRef or diff the server then answered, and the instructions it
+    carried, are forgotten (issue 31, 2)."""
+    from filecache.core.render import host_instructions
+
+    hint = host_instructions("Claude Code")
+    (world.project / "a.py").write_text(TEXT)
+    world.read("a.py", "toolu_1", FILECACHE_HOOK_SERVER="0")
+    if not short:
+        (world.project / "a.py").write_text(TEXT.replace("line 7:", "line seven:"))
+    server = _paused_server(world, "toolu_x")
+    client = subprocess.Popen(HOOK, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=world.env, cwd=world.project)  # fmt: skip
+    try:
+        assert client.stdin is not None and server.stdout is not None
+        client.stdin.write(world.read_payload("a.py", "toolu_x"))
+        client.stdin.close()
+        assert server.stdout.readline() == b"committed toolu_x\n"
+        client.kill()  # the host gave up on the hook: its own output stands
+        client.wait()
+        assert server.stdin is not None
+        server.stdin.close()  # the server goes on, and answers no one
+        assert server.stdout.readline() == b"abandoned toolu_x\n"
+    finally:
+        server.kill()
+        server.wait()
+        client.kill()
+        for pipe in (server.stdout, client.stdout, client.stderr):
+            if pipe is not None:
+                pipe.close()
+    world.result("toolu_x", (world.project / "a.py").read_text())  # what the model got
+    again = shown_text(world.read("a.py", "toolu_y", FILECACHE_HOOK_SERVER="0"))
+    assert "unchanged since your result" in again
+    assert hint in again  # toolu_x never carried them to the model
+
+
 def test_a_socket_folder_others_may_enter_is_refused(world: World) -> None:
     folder = Path(world.env["XDG_RUNTIME_DIR"]) / "filecache"
     folder.mkdir(mode=0o755)
