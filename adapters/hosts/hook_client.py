@@ -8,9 +8,11 @@ and a round trip on a Unix socket: filecache itself is loaded once, by the resid
 
 The call (``call``):
 1. The server's socket is ``<folder>/<identity>.sock``: ``identity`` hashes everything that
-   changes an answer and is fixed per process (uid, interpreter, where this code is installed,
-   umask, ``FILECACHE_*``, ``HOME``, ``XDG_*``, ``LANG``/``LC_*``, libpq's ``PG*``); the server
-   checks the code it runs against the disk on every call. ``socket_folder`` is
+   changes an answer and is fixed per process (uid, the mount namespace and root folder it
+   sees, interpreter, where this code is installed, umask, ``FILECACHE_*``, ``HOME``,
+   ``XDG_*``, ``LANG``/``LC_*``, libpq's ``PG*``); the server checks the code it runs against
+   the disk on every call, and that the peer sees the files it sees (``SO_PEERCRED``).
+   ``socket_folder`` is
    ``$XDG_RUNTIME_DIR/filecache``, else ``$XDG_CACHE_HOME/filecache/run``, else (a path too long
    for ``AF_UNIX``) ``$TMPDIR/filecache-<uid>``; a folder that is not ours, or that others may
    enter, is refused.
@@ -60,6 +62,7 @@ __all__ = [
     "server_sockets",
     "socket_folder",
     "stop_servers",
+    "view",
 ]
 
 MAGIC = b"FCH1"
@@ -91,10 +94,23 @@ def identity(env: Mapping[str, str] | None = None) -> str:
     parts = [
         f"uid={os.getuid()}", f"python={sys.executable}", f"version={sys.version}",
         f"code={_HERE}", f"umask={mask:o}", f"isolated={sys.flags.isolated}",
+        f"view={view()}",
         *sorted(f"{k}={v}" for k, v in env.items()
                 if k.startswith(_IDENTITY_PREFIXES) or k in _IDENTITY_NAMES),
     ]  # fmt: skip
     return _sha256_hex("\0".join(parts).encode("utf-8", "surrogateescape"))[:24]
+
+
+def view(pid: int | str = "self") -> str:
+    """Which file system process ``pid`` sees: its mount namespace and its root folder (a
+    container or sandbox sharing HOME and the venv path sees other files under the same
+    paths). ``""`` where ``/proc`` does not say (not Linux: the same machine's one view)."""
+    try:
+        mnt = os.readlink(f"/proc/{pid}/ns/mnt")
+        st = os.stat(f"/proc/{pid}/root")
+    except OSError:
+        return ""
+    return f"{mnt}:{st.st_dev}:{st.st_ino}"
 
 
 def _sha256_hex(data: bytes) -> str:

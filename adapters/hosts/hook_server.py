@@ -18,7 +18,9 @@ Invariants:
   the client gave up at its timeout, or the host killed it) leaves no fact: the call is
   abandoned (``registry.abandon``), on every host.
 - Only this user talks to it: the socket is 0600 in a 0700 folder, and a peer of another uid
-  (``SO_PEERCRED``) is hung up on.
+  (``SO_PEERCRED``) is hung up on. Only a peer that sees the same files is answered: its mount
+  namespace and root folder (``/proc/<pid>/ns/mnt``, ``/proc/<pid>/root``) are this server's
+  (they are part of the identity too); any other is told ``F`` and answers in its own process.
 - It ends on ``SIGTERM``/``SIGINT`` or a ``stop`` request (the calls in flight finish first),
   after ``FILECACHE_HOOK_SERVER_IDLE`` seconds without a call (default 600), and when its
   socket path no longer names its socket (deleted, replaced by another server).
@@ -252,6 +254,7 @@ class Server:
             or not os.path.isabs(cwd)
             or not _runs_here(fields[6])
             or self.stopping.is_set()
+            or not _same_view(conn)
         ):
             conn.sendall(b"F")
             return
@@ -291,6 +294,19 @@ class Server:
             "calls": calls, "idle_seconds": round(idle, 1), "idle_limit": self.idle,
             "stopping": self.stopping.is_set(),
         }  # fmt: skip
+
+
+def _same_view(conn: socket.socket) -> bool:
+    """Whether the peer sees the file system this server sees (its mount namespace and root,
+    by ``SO_PEERCRED``'s pid): a peer in a container or sandbox that shares the socket folder
+    is not answered here (``F``: it answers in its own process)."""
+    from filecache.adapters.hosts.hook_client import peer_pid, view
+
+    mine = view()
+    if not mine:
+        return True  # no /proc: one view per machine
+    pid = peer_pid(conn)
+    return bool(pid) and view(pid) == mine  # pid 0: from another pid namespace
 
 
 def _runs_here(payload: bytes) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -637,3 +638,42 @@ def test_libpq_variables_are_part_of_the_identity() -> None:
     assert identity({**base, "PGHOST": "/run/a"}) != identity({**base, "PGHOST": "/run/b"})
     assert identity({**base, "PGDATABASE": "one"}) != identity(base)
     assert identity({**base, "PATH": "/elsewhere"}) == identity(base)
+
+
+needs_unshare = pytest.mark.skipif(
+    subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0
+    if shutil.which("unshare")
+    else True,
+    reason="needs unshare -m (root, or user namespaces)",
+)
+
+
+@needs_unshare
+def test_a_peer_in_another_mount_namespace_is_not_answered_by_this_server(world: World) -> None:
+    """A sandbox sharing HOME, the venv and the socket folder sees other files under the same
+    paths: it gets a server of its own identity, and this server tells it to answer itself
+    even when it forges this server's identity (issue 31, 3)."""
+    (world.project / "a.py").write_text(TEXT)
+    world.read("a.py", "toolu_1")
+    (ours,) = servers(world.env)
+    sandboxed = subprocess.run(
+        ["unshare", "-m", sys.executable, "-I", "-c",
+         "from filecache.adapters.hosts import hook_client as c; print(c.identity())"],
+        env=world.env, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert sandboxed != ours["identity"]
+    probe = (
+        "import sys; from filecache.adapters.hosts import hook_client as c\n"
+        "sock = c._connect(sys.argv[1])\n"
+        "req = c.encode_request('call', sys.argv[2], 'claude-code', sys.argv[3], {}, [],"
+        " sys.stdin.buffer.read())\n"
+        "print(repr(c._exchange(sock, req, 30.0)))\n"
+    )
+    payload = world.read_payload("a.py", "toolu_2")
+    done = subprocess.run(
+        ["unshare", "-m", sys.executable, "-I", "-c", probe, ours["socket"], ours["identity"],
+         str(world.project)],
+        input=payload, env=world.env, capture_output=True, check=True,
+    )  # fmt: skip
+    assert done.stdout.strip() == b"None"  # "F": run it in your own process
+    assert servers(world.env)[0]["calls"] == ours["calls"]
