@@ -46,7 +46,14 @@ from filecache.errors import FileCacheError
 from filecache.session import Session
 from filecache.store.store import ClosesOnExit
 
-__all__ = ["HostRead", "HostSession", "host_session_id", "log_failure", "log_path"]
+__all__ = [
+    "HostRead",
+    "HostSession",
+    "host_session_id",
+    "log_failure",
+    "log_path",
+    "project_root",
+]
 
 _SAFE_ID = re.compile(r"[A-Za-z0-9._-]{1,80}")
 # The store's key-value namespace for the call whose result carries the instructions, per session.
@@ -111,6 +118,31 @@ def _relative_paths(root: Path, store: str | None) -> dict[str, str]:
     if key_file and not os.path.isabs(os.path.expanduser(key_file)):  # as secret_key reads it
         out["key_file"] = os.path.join(here, key_file)
     return out
+
+
+def project_root(folder: str | Path) -> Path:
+    """The repository ``folder`` is in: the nearest folder up from it holding ``.git``, else
+    the nearest holding a ``pyproject.toml`` with a ``[tool.filecache]`` table, else
+    ``folder`` itself; never the home folder or ``/`` above it. A host that runs a call in a
+    subfolder (Codex's ``workdir``) is still in the repository's one store, under its settings
+    (its deny-list)."""
+    start = Path(folder)
+    home = Path(os.path.expanduser("~"))
+    chain = []
+    for here in (start, *start.parents):
+        if here != start and (here == home or here == here.parent):
+            break
+        chain.append(here)
+    for here in chain:
+        if os.path.lexists(here / ".git"):
+            return here
+    for here in chain:
+        try:
+            if "tool.filecache" in (here / "pyproject.toml").read_text("utf-8", "replace"):
+                return here
+        except OSError:
+            continue
+    return start
 
 
 class HostSession(ClosesOnExit):
