@@ -43,6 +43,7 @@ from filecache.core.hashing import version_of
 from filecache.core.results import Kind, ReadResult
 from filecache.core.text import render_lines
 from filecache.errors import FileCacheError
+from filecache.fsio import Located
 from filecache.session import Session
 from filecache.store.store import ClosesOnExit
 
@@ -307,9 +308,10 @@ class HostSession(ClosesOnExit):
         from filecache.shell.bash_reads import answer_shell_read
         from filecache.shell.shell_parse import NotServable, parse_shell_read
 
+        here = os.path.join(self.cache.root, cwd) if cwd is not None else str(self.cache.root)
+        self._learn_named(command, here)
         read = parse_shell_read(command)
         if read is not None:
-            here = os.path.join(self.cache.root, cwd) if cwd is not None else str(self.cache.root)
             read = replace(read, paths=tuple(os.path.join(here, p) for p in read.paths))
         if read is None or any(self._served(p) is None for p in read.paths):
             self.session.rehash(call_id)
@@ -373,8 +375,32 @@ class HostSession(ClosesOnExit):
         except FileCacheError:
             return None
         if self.cache.denied(loc):  # by name, alias, link target and identity (hard links)
+            self._learn_denied(loc)
             return None
         return loc.rel
+
+    def _learn_denied(self, loc: Located) -> None:
+        """Hash a denied file the host showed or a command named (never store it): the store
+        keeps a keyed hash of its content's hash, so a copy of it (``cp .env copy.txt``) read
+        by a later hook call is denied too (``Secrets.version_for``)."""
+        from filecache.fsio import read_bytes
+
+        try:
+            self.cache.version_for(loc, read_bytes(loc, self.cache.settings.max_file_bytes))
+        except (OSError, FileCacheError):
+            pass
+
+    def _learn_named(self, command: str, here: str) -> None:
+        """The denied files a shell command names (``cp .env copy.txt``): learned."""
+        import shlex
+
+        try:
+            words = shlex.split(command, comments=False)
+        except ValueError:
+            words = command.split()
+        for word in dict.fromkeys(w for w in words if w and not w.startswith("-")):
+            if self.cache.denied(word):
+                self._served(os.path.join(here, word))  # a denied file in the root: learned
 
     def _adopt(
         self,

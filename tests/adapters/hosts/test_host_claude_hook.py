@@ -388,3 +388,18 @@ def test_parallel_short_answers_carry_the_instructions_exactly_once(
         for t in threads:
             t.join()
         assert sorted(text.count(HINT) for text in out.values()) == [0, 1], out
+
+
+def test_a_copy_of_a_denied_file_made_by_bash_is_not_stored_by_a_later_call(base: Path) -> None:
+    """``cp .env copy.txt`` in one hook call, a Read of the copy in the next: each call is a
+    new session object, and the copy is still denied (issue 31, 7)."""
+    project = base / "project"
+    (project / ".env").write_text(SECRET + "\n")
+    assert hook(bash_event(base, "cp .env copy.txt", "toolu_cp", "", project)) is None
+    (project / "copy.txt").write_text(SECRET + "\n")  # what the host's cp did
+    assert hook(read_event(base, project / "copy.txt", "toolu_c1")) is None
+    (project / "copy2.txt").write_text(SECRET + "\n")  # a copy made where no command named it
+    assert hook(read_event(base, project / ".env", "toolu_e1")) is None  # the Read of .env
+    assert hook(read_event(base, project / "copy2.txt", "toolu_c3")) is None
+    db = project / ".filecache" / "cache.db"
+    assert SECRET.encode() not in store_bytes(db) and b"wJalrXUtnFEMI" not in store_bytes(db)
