@@ -19,6 +19,10 @@ from filecache.adapters.hosts import hook_server
 
 
 def main(argv: list[str]) -> int:
+    if "--max-calls" in argv:  # a server whose call threads are all busy sooner
+        at = argv.index("--max-calls")
+        hook_server.MAX_CALLS = int(argv[at + 1])
+        del argv[at : at + 2]
     at = argv.index("--pause-on")
     pause_on = argv[at + 1]
     del argv[at : at + 2]

@@ -87,8 +87,12 @@ def read_rollout(path: str | Path, calls: Iterable[str] = ()) -> Rollout | None:
     """The rollout at ``path`` as the model's context sees it, with how each call of ``calls``
     ended, or None when it cannot be read (the caller then relies on nothing it cannot check).
     """
+    from filecache.adapters.hosts.regular_files import open_regular
+
     try:
-        data = Path(path).read_bytes()
+        rollout, size = open_regular(path)  # a FIFO or a device: refused at once
+        with rollout:
+            data = rollout.read(size)
     except OSError:
         return None
     wanted = set(calls)

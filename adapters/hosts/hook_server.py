@@ -25,8 +25,13 @@ Invariants:
   after ``FILECACHE_HOOK_SERVER_IDLE`` seconds without a call (default 600), and when its
   socket path no longer names its socket (deleted, replaced by another server).
 
-Owned state: the listening socket, the stop flag and the live call threads (the main thread
-and ``_lock``); nothing of a call outlives it but what it committed to the store.
+A server whose call threads are all busy still reads a few connections more (``_control``)
+and answers ``ping`` and ``stop`` there. A transcript or rollout that is not a regular file (a
+FIFO, ``/dev/zero``) is refused at once (``regular_files``), so no call blocks on one.
+
+Owned state: the listening socket, the stop flag, the live call threads and the count of
+control threads (the main thread and ``_lock``); nothing of a call outlives it but what it
+committed to the store.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ MAGIC = b"FCH1"  # hook_client's (the client imports nothing of filecache; a tes
 MAX_FIELD = 64 << 20
 IDLE_SECONDS = 600.0
 MAX_CALLS = 32  # calls in flight; more are answered "F" (run in the client's own process)
+MAX_CONTROLS = 4  # connections read beyond MAX_CALLS, for ping/stop only
 _FIELDS = 7
 _READ_TIMEOUT = 5.0  # a client that connects and says nothing does not hold a thread longer
 _ACK_TIMEOUT = 10.0  # from the answer to the client's "K" (it sends it as soon as it has read)
@@ -128,6 +134,7 @@ class Server:
         self.why = ""
         self._lock = threading.Lock()
         self._threads: set[threading.Thread] = set()
+        self._controls = 0  # threads answering ping/stop while every call thread is busy
         self._wake_r, self._wake_w = os.pipe()
         self._inode: int | None = None
         self._listener: socket.socket | None = None
@@ -206,14 +213,39 @@ class Server:
     def _dispatch(self, conn: socket.socket) -> None:
         with self._lock:
             busy = len(self._threads) >= MAX_CALLS
+            control = busy and self._controls < MAX_CONTROLS
             if not busy:
                 thread = threading.Thread(target=self._connection, args=(conn,), daemon=True)
                 self._threads.add(thread)
-        if busy:
+            elif control:
+                self._controls += 1
+                thread = threading.Thread(target=self._control, args=(conn,), daemon=True)
+        if busy and not control:
             _send_quietly(conn, b"F")
             conn.close()
             return
         thread.start()
+
+    def _control(self, conn: socket.socket) -> None:
+        """A connection while every call thread is busy: ``ping`` and ``stop`` are answered
+        (``hook --status`` and ``--stop`` see a busy server), a call is told ``F``."""
+        try:
+            conn.settimeout(_READ_TIMEOUT)
+            if _peer_uid(conn) not in (None, os.getuid()):
+                return
+            fields = _read_request(conn)
+            if fields is None:
+                return
+            if fields[0] in (b"ping", b"stop"):
+                self._answer(conn, fields)
+            else:
+                conn.sendall(b"F")
+        except (OSError, EOFError):
+            pass
+        finally:
+            conn.close()
+            with self._lock:
+                self._controls -= 1
 
     # -- one connection ---------------------------------------------------------------------
 

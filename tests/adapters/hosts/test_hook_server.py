@@ -262,7 +262,7 @@ def _gone_pid(world: World, pid: int) -> None:
     raise AssertionError(f"server {pid} is still answering")
 
 
-def _paused_server(world: World, call: str) -> subprocess.Popen[bytes]:
+def _paused_server(world: World, call: str, *more: str) -> subprocess.Popen[bytes]:
     """The real server on the socket the client will use, stopped after committing ``call``."""
     where = subprocess.run(
         [sys.executable, "-I", "-c", "from filecache.adapters.hosts import hook_client as c; "
@@ -272,7 +272,8 @@ def _paused_server(world: World, call: str) -> subprocess.Popen[bytes]:
     ident, folder = where
     server = subprocess.Popen(
         [sys.executable, "-I", str(TESTS / "hook_server_paused.py"), "--socket",
-         os.path.join(folder, f"{ident}.sock"), "--identity", ident, "--pause-on", call],
+         os.path.join(folder, f"{ident}.sock"), "--identity", ident, "--pause-on", call,
+         *more],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=world.env, cwd="/",
     )  # fmt: skip
     assert server.stdout is not None
@@ -677,3 +678,51 @@ def test_a_peer_in_another_mount_namespace_is_not_answered_by_this_server(world:
     )  # fmt: skip
     assert done.stdout.strip() == b"None"  # "F": run it in your own process
     assert servers(world.env)[0]["calls"] == ours["calls"]
+
+
+def test_a_busy_server_still_answers_status_and_stop(world: World) -> None:
+    """Every call thread busy: ``ping`` and ``stop`` are still answered, so ``hook --status``
+    lists the server and ``--stop`` stops it (issue 31, 10)."""
+    from filecache.adapters.hosts.hook_client import stop_servers
+
+    (world.project / "a.py").write_text(TEXT)
+    server = _paused_server(world, "toolu_x", "--max-calls", "1")
+    client = subprocess.Popen(HOOK, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=world.env, cwd=world.project)  # fmt: skip
+    try:
+        assert client.stdin is not None and server.stdout is not None
+        client.stdin.write(world.read_payload("a.py", "toolu_x"))
+        client.stdin.close()
+        assert server.stdout.readline() == b"committed toolu_x\n"  # its one call thread: busy
+        (listed,) = servers(world.env)
+        assert listed["pid"] == server.pid
+        assert stop_servers(world.env) == [server.pid]
+        assert server.stdin is not None
+        server.stdin.close()  # the call in flight ends; then the server does
+        assert server.wait(timeout=120) == 0
+        client.wait(timeout=120)
+    finally:
+        server.kill()
+        client.kill()
+        for pipe in (server.stdout, client.stdout, client.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_a_transcript_that_is_no_regular_file_is_refused_at_once(
+    world: World, tmp_path: Path, kind: str
+) -> None:
+    """A FIFO ``transcript_path`` would block a thread forever and ``/dev/zero`` never ends:
+    refused at once, the call answered as with no transcript (issue 31, 10)."""
+    (world.project / "a.py").write_text(TEXT)
+    if kind == "fifo":
+        where = tmp_path / "transcript.fifo"
+        os.mkfifo(where)
+    else:
+        where = Path("/dev/zero") if kind == "device" else tmp_path
+    payload = json.loads(world.read_payload("a.py", "toolu_1"))
+    payload["transcript_path"] = str(where)
+    for env in ({"FILECACHE_HOOK_SERVER": "0"}, {}):
+        assert world.hook(json.dumps(payload).encode(), **env) == b""  # content: its own
+    assert world.log == ""
