@@ -332,13 +332,25 @@ def _same_view(conn: socket.socket) -> bool:
     """Whether the peer sees the file system this server sees (its mount namespace and root,
     by ``SO_PEERCRED``'s pid): a peer in a container or sandbox that shares the socket folder
     is not answered here (``F``: it answers in its own process)."""
-    from filecache.adapters.hosts.hook_client import peer_pid, view
-
-    mine = view()
+    mine = _view()
     if not mine:
         return True  # no /proc: one view per machine
-    pid = peer_pid(conn)
-    return bool(pid) and view(pid) == mine  # pid 0: from another pid namespace
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return True
+    pid = int.from_bytes(conn.getsockopt(socket.SOL_SOCKET, option, 12)[0:4], sys.byteorder)
+    return bool(pid) and _view(pid) == mine  # pid 0: from another pid namespace
+
+
+def _view(pid: int | str = "self") -> str:
+    """``hook_client.view`` (the client imports nothing of filecache, so it cannot be shared
+    without a cycle; a test checks both agree)."""
+    try:
+        mnt = os.readlink(f"/proc/{pid}/ns/mnt")
+        st = os.stat(f"/proc/{pid}/root")
+    except OSError:
+        return ""
+    return f"{mnt}:{st.st_dev}:{st.st_ino}"
 
 
 def _runs_here(payload: bytes) -> bool:

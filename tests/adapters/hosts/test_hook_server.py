@@ -726,3 +726,10 @@ def test_a_transcript_that_is_no_regular_file_is_refused_at_once(
     for env in ({"FILECACHE_HOOK_SERVER": "0"}, {}):
         assert world.hook(json.dumps(payload).encode(), **env) == b""  # content: its own
     assert world.log == ""
+
+
+def test_client_and_server_see_the_same_view() -> None:
+    from filecache.adapters.hosts import hook_client, hook_server
+
+    assert hook_client.view() == hook_server._view() != ""
+    assert hook_client.view(os.getpid()) == hook_server._view(os.getpid())
