@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from filecache.conversations import current_session
 from filecache.core.render import render_result_tag
-from filecache.extras import EXTRA_HINT, requires
 from filecache.tools import FILE_TOOL_SPECS, Param, ToolSpec, run_tool, tool_docstring
 
 if TYPE_CHECKING:
@@ -39,14 +38,9 @@ if TYPE_CHECKING:
     from filecache.session import Session
 
 __all__ = [
-    "EDIT_DOC",
-    "EXTRA_HINT",
-    "READ_DOC",
-    "WRITE_DOC",
     "CallIdParam",
     "prune_chat",
     "prune_with",
-    "requires",
     "resolve",
     "run_file_tool",
     "run_file_tool_async",
@@ -56,9 +50,6 @@ __all__ = [
 
 _HEADER = re.compile(r"\[[^\n]*, xxh3 ([0-9a-f]{8})\]\n")  # a content answer's header
 _TYPES: dict[str, type] = {"string": str, "integer": int, "boolean": bool}
-
-READ_DOC, WRITE_DOC, EDIT_DOC = (tool_docstring(spec) for spec in FILE_TOOL_SPECS)
-"""The tools' docstrings (kept for one release: ``tool_docstring`` is the source)."""
 
 
 @dataclass(frozen=True)

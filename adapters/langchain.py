@@ -13,8 +13,8 @@
 The tools take LangChain's injected tool call id (``InjectedToolCallId``: the id FileRefs
 name; invoke a tool with the model's ``ToolCall`` so LangChain injects it) and have both a sync
 and an async implementation (``invoke``/``ainvoke``; the async one runs filecache's work in a
-thread). ``to_chat`` converts messages (objects or their ``model_dump()`` dicts) to OpenAI chat
-dicts (``filecache.prune.codecs.langchain_messages``, re-exported here); ``prune_history``
+thread). ``filecache.prune.codecs.langchain_messages.to_chat`` converts messages (objects or
+their ``model_dump()`` dicts) to OpenAI chat dicts; ``prune_history``
 returns the list with only the pruned ``ToolMessage`` contents replaced (``model_copy``);
 ``prune_messages`` accepts LangChain lists the same way.
 
@@ -26,10 +26,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any
 
+from filecache.extras import requires
 from filecache.prune.codecs import langchain_messages
-from filecache.prune.codecs.langchain_messages import replaced, to_chat
 
-from .frameworks import CallIdParam, prune_with, requires, tool_functions
+from .frameworks import CallIdParam, prune_with, tool_functions
 
 with requires("langchain_core", "langchain-core"):
     from langchain_core.tools import InjectedToolCallId, StructuredTool
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from filecache.prune.pruning import PrunePolicy
     from filecache.session import Session
 
-__all__ = ["file_tools", "prune_history", "replaced", "to_chat"]
+__all__ = ["file_tools", "prune_history"]
 
 
 _CALL_ID = CallIdParam(

@@ -87,7 +87,7 @@ with mcp_required():
     import anyio
     import anyio.to_thread
 
-__all__ = ["FileCacheServer", "ServeOptions", "build_server", "serve"]
+__all__ = ["FileCacheServer", "ServeOptions", "serve"]
 
 log = logging.getLogger("filecache.mcp")
 
@@ -541,15 +541,6 @@ def _result(text: str, meta: dict[str, Any]) -> dict[str, Any]:
 
 def _error(message: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": message}], "isError": True}
-
-
-def build_server(
-    options: ServeOptions, host: str = "127.0.0.1", port: int = 8000, *, inline: bool = False
-) -> Any:
-    """The MCP server for ``options`` (stores open when it runs); ``host``/``port``: where
-    streamable HTTP listens; ``inline``: run the file tools on the event loop (see
-    ``FileCacheServer``)."""
-    return _server_of(FileCacheServer(options, inline=inline), host, port)
 
 
 def _server_of(state: FileCacheServer, host: str, port: int) -> Any:

@@ -41,7 +41,6 @@ __all__ = [
     "connection_key",
     "mcp_required",
     "new_session_id",
-    "session_events",
 ]
 
 DISTRIBUTION = "filecache-agent"
@@ -201,11 +200,6 @@ class Connections(Generic[T]):
     def values(self) -> list[T]:
         with self._lock:
             return list(self._states.values())
-
-
-def session_events(store: Store, session_id: str) -> list[tuple[float, str]]:
-    """``(created, call_id)`` of a stored session's calls, to seed a ``RefWindow``."""
-    return [(float(e.created), e.call_id) for e in store.events(session_id)]
 
 
 class OtherServers:

@@ -21,7 +21,9 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .frameworks import CallIdParam, requires, resolve, tool_functions
+from filecache.extras import requires
+
+from .frameworks import CallIdParam, resolve, tool_functions
 
 with requires("agents", "openai-agents"):
     from agents import FunctionTool, function_tool

@@ -11,8 +11,8 @@
 The tools take pydantic-ai's ``RunContext`` (its ``tool_call_id`` is the id FileRefs name) and
 run filecache's work in a thread. The history processor (``history_processor``; pydantic-ai
 2.x takes it as the ``ProcessHistory`` capability, ``history_capability``) converts the
-``ModelMessage`` list to OpenAI chat dicts (``filecache.prune.codecs.pydantic_ai_messages``,
-re-exported here), plans a prune with the session's ledger, and
+``ModelMessage`` list to OpenAI chat dicts (``filecache.prune.codecs.pydantic_ai_messages``),
+plans a prune with the session's ledger, and
 returns the list with only the pruned ``ToolReturnPart`` contents replaced (every other part
 is the input's own object).
 ``prune_history`` does the same for a list outside an agent run.
@@ -26,10 +26,10 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from filecache.extras import requires
 from filecache.prune.codecs import pydantic_ai_messages
-from filecache.prune.codecs.pydantic_ai_messages import replaced, to_chat
 
-from .frameworks import CallIdParam, prune_with, requires, resolve, tool_functions
+from .frameworks import CallIdParam, prune_with, resolve, tool_functions
 
 with requires("pydantic_ai", "pydantic-ai-slim"):
     from pydantic_ai import RunContext, Tool
@@ -46,8 +46,6 @@ __all__ = [
     "history_capability",
     "history_processor",
     "prune_history",
-    "replaced",
-    "to_chat",
 ]
 
 

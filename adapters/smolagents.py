@@ -25,7 +25,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .frameworks import requires, tool_functions
+from filecache.extras import requires
+
+from .frameworks import tool_functions
 
 with requires("smolagents", "smolagents"):
     from smolagents import Tool, tool

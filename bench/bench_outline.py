@@ -13,7 +13,7 @@ the outline fixtures), then times, as medians over ``--repeat`` runs:
 
 It also prints, for every fixture over 200 lines and for the assembled file, the outline's
 tokens against the tokens of the file read with line numbers (``cat -n``), in o200k_base.
-Output is markdown, ready for the README.
+Output is markdown, ready for docs/benchmarks.md.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ sensitivity of its margin over ``anthropic-clear-tool-uses``.
 
 ``--profiles``: for a few trigger profiles (``prune_at`` / ``target`` / ``hard_at``), cache-aware
 on and off, at one window: filecache whole (delta reads, outlines, pruning before every request)
-and pruning alone (the recorded transcripts pruned, DESIGN's measure), both against the
+and pruning alone (the recorded transcripts pruned, no delta reads), both against the
 recorded transcripts, with the requests that still exceed the window.
 """
 

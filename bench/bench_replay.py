@@ -6,16 +6,16 @@ Run from the repository root::
 
 ``CORPUS`` is a directory of session traces or a ``.tar.gz`` of them (default:
 ``../shared/corpus/swe-agent-dev.tar.gz``, unpacked to a temporary directory). It prints, as
-markdown for the README:
+markdown for docs/benchmarks.md:
 
 1. the totals of ``filecache replay`` without pruning, and the wall time of that replay; the
    file tool answers split into outlines and the rest, against what the recording answered for
    the same calls; and ``--read-mode full`` (no outlines) against both baselines;
 2. ``filecache replay --window W [--no-cache-aware]`` for W in 32k, 64k, 128k, 200k: filecache
    whole (delta reads, outlines and pruning) against the recorded transcripts and the plain run;
-3. pruning alone, as DESIGN's table measures it: the recorded transcripts themselves pruned
-   before every request by ``prune_messages`` (no session: the write->read map comes from the
-   transcript), against the recorded transcripts.
+3. pruning alone (no delta reads), as the design card's cost table measured it: the recorded
+   transcripts themselves pruned before every request by ``prune_messages`` (no session: the
+   write->read map comes from the transcript), against the recorded transcripts.
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def main() -> None:
                     f"| {100 * t.recall:.1f}% |"
                 )
 
-        print("\nPruning alone, on the recorded transcripts (DESIGN's measure):\n")
+        print("\nPruning alone, on the recorded transcripts (no delta reads):\n")
         print("| window | cache-aware | prompt tokens | billed |")
         print("|---:|:---:|---:|---:|")
         counter = TokenCounter()

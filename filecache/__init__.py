@@ -34,9 +34,10 @@ if _typing.TYPE_CHECKING:
         TranscriptError,
     )
     from .ledger import CallRecord, Ledger, WriteRecord
+    from .prune.codecs.base import Transcript
     from .prune.pruner import PruneResult, prune_messages
     from .prune.pruning import PrunePlan, PrunePolicy
-    from .prune.transcript import Transcript, parse_transcript
+    from .prune.transcript import parse_transcript
     from .settings import Settings
     from .store.memory_store import MemoryStore
     from .store.sqlite_store import SqliteStore
@@ -117,7 +118,7 @@ _MODULES = {
     "SqliteStore": "store.sqlite_store",
     "Store": "store.store",
     "StoreError": "errors",
-    "Transcript": "prune.transcript",
+    "Transcript": "prune.codecs.base",
     "TranscriptError": "errors",
     "WriteRecord": "ledger",
     "WriteResult": "cache",

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, cast
 import xxhash
 
 from filecache.core.kinds import Tool
-from filecache.core.results import Kind, ReadResult, Source, WriteResult
+from filecache.core.results import Kind, ReadResult, WriteResult
 from filecache.core.tokens import TokenCounter
 from filecache.errors import (
     ConfigError,
@@ -308,16 +308,6 @@ class FileCache:
     # -- the parts' methods, for FileCache's users (sessions use the parts) -----------------
 
     @property
-    def exact(self) -> bool:
-        """Whether read-path counts are exact (``Settings.exact_counts``) rather than estimates."""
-        return self.settings.exact_counts
-
-    @property
-    def margin(self) -> float:
-        """``Counts.margin``."""
-        return self.counts.margin
-
-    @property
     def memory_used(self) -> int:
         """``Versions.memory_used``: bytes of decoded versions held in memory."""
         return self.versions.memory_used
@@ -325,14 +315,6 @@ class FileCache:
     def count(self, text: str) -> int:
         """``Counts.count``: tokens of ``text``."""
         return self.counts.count(text)
-
-    def plain_tokens(self, src: Source, start: int, end: int) -> int:
-        """``Counts.plain_tokens``: tokens of the plain read of ``start..end``."""
-        return self.counts.plain_tokens(src, start, end)
-
-    def remember(self, version: str, lines: list[str], storable: bool) -> None:
-        """``Versions.remember``: keep a version's lines in memory."""
-        self.versions.remember(version, lines, storable)
 
     def flush(self) -> None:
         """``Versions.flush``: write the blobs of versions seen so far to the store."""
@@ -364,11 +346,6 @@ class FileCache:
         """``Secrets.denied``: whether ``path`` matches the deny-list (marks ``version``)."""
         return self.secrets.denied(path, version)
 
-    @property
-    def key(self) -> bytes:
-        """``Secrets.key``: the key of denied files' versions."""
-        return self.secrets.key
-
     def version_for(self, loc: Located, data: bytes) -> str:
         """``Secrets.version_for``: the version of ``data`` read at ``loc`` (keyed if denied)."""
         return self.secrets.version_for(loc, data)
@@ -377,14 +354,6 @@ class FileCache:
     def ref_seal(self) -> str:
         """``Secrets.ref_seal``: the seal of filecache's own lines in raw answers."""
         return self.secrets.ref_seal
-
-    def mark_secret(self, version: str) -> None:
-        """``Secrets.mark``: remember ``version`` as secret."""
-        self.secrets.mark(version)
-
-    def digest(self, text: str, keyed: bool) -> str:
-        """``Secrets.digest``: the hash the ledger keeps of an answer or argument."""
-        return self.secrets.digest(text, keyed)
 
     def reveals(self, text: str) -> str | None:
         """``Secrets.reveals``: the denied file whose lines ``text`` holds, or None."""

@@ -144,8 +144,16 @@ def _write_html(path: Path, page: str) -> None:
     default="filecache",
     show_default=True,
     help="The pruning policy to replay: filecache, none, anthropic-clear-tool-uses, openclaw, "
-    "opencode, claude-code-dedup (or claude-code-dedup+NAME). Others than filecache edit the "
-    "recorded requests (docs/pruning.md).",
+    "opencode, claude-code-dedup (or claude-code-dedup+NAME), gateway, gateway+context, "
+    "gateway-delta. Others than filecache edit the recorded requests (docs/pruning.md, "
+    "docs/gateway.md).",
+)
+@click.option(
+    "--gateway",
+    is_flag=True,
+    help="The recorded requests through the gateway's request transform (FileRefs and diffs "
+    "within each request, then pruning with the cost preset): --policy gateway, at --window "
+    "(default 200,000).",
 )
 @click.option(
     "--compare",
@@ -214,6 +222,7 @@ def replay(
     as_json: bool,
     html_out: Path | None,
     store: str | None,
+    gateway: bool = False,
 ) -> None:
     """Replay recorded sessions (DIR/files + DIR/transcript.json): recorded, plain, filecache.
 
@@ -226,6 +235,8 @@ def replay(
     from filecache.replay.replay_report import format_replay, replay_html, worse_than_recorded
 
     check_output_file(html_out)
+    if gateway:
+        policy, window = "gateway", window or 200_000
     pruning = compare or policy != "filecache" or window is not None
     if host not in ("auto", "none") and pruning:
         raise RequestError(
@@ -292,6 +303,7 @@ def _compare(
     from filecache.prune.peer_policies import PEER_POLICIES, parse_policy
     from filecache.replay.replay import replay_session
     from filecache.replay.replay_compare import compare, comparison_html, format_comparison
+    from filecache.replay.replay_gateway import is_gateway_policy
 
     if compare_all and window is None:
         raise RequestError("--compare needs --window TOKENS (the window every policy runs at)")
@@ -302,7 +314,8 @@ def _compare(
         presets: tuple[str, ...] = ("cost", "context")
     else:
         try:
-            parse_policy(policy)
+            if not is_gateway_policy(policy):
+                parse_policy(policy)
         except ValueError as exc:
             raise RequestError(str(exc)) from exc
         peers, presets = ("none", policy), ()

@@ -13,7 +13,7 @@ command prints it without naming it (``cat .e*``, ``cat "$(ls -a | grep en)"``).
   is a secret's output. Substring matching, so ``cat -n``'s numbers and ``grep``'s ``path:``
   prefixes do not hide a line.
 
-Limits (said in the README's Secrets section): a line shorter than ``MIN_LINE`` characters is
+Limits (said in docs/secrets.md): a line shorter than ``MIN_LINE`` characters is
 not looked for; output that transforms the content (``base64``, ``tr``, a part of a line)
 is not recognised; content a denied file held before this process and never seen by it since
 is unknown; the walk skips VCS folders, ``node_modules``, virtual environments (a vendored

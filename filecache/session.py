@@ -6,7 +6,7 @@ decision in the call's turn (``turns``), return the rendered answer. The cache's
 handed (``FileCache``: ``paths``, ``secrets``, ``versions``, ``counts``, ``outlines``) answer
 what the planner asks of a version; the session decides nothing itself.
 
-Invariants (DESIGN "The one invariant"):
+Invariants (docs/design.md, "The one invariant"):
 - A version is the xxh3 of the bytes of one read; the answer is computed from those same bytes.
 - ``unchanged`` only when every requested line is a fact of the current version; ``diff`` only
   when every requested line that the diff does not show is a fact of one held version, and the
@@ -78,7 +78,7 @@ from filecache.store.store import Intent
 from filecache.turns import SessionState, Turn
 
 if TYPE_CHECKING:
-    from filecache.prune.transcript import Transcript
+    from filecache.prune.codecs.base import Transcript
 
 __all__ = ["MODES", "Session", "check_session_id", "new_call_id"]
 

@@ -319,7 +319,7 @@ class Outlines:
     ) -> str:
         """The rendered outline of a stored version.
 
-        ``max_tokens`` is the budget of the text (o200k tokens), for the outlines DESIGN.md
+        ``max_tokens`` is the budget of the text (o200k tokens), for the outlines docs/design.md
         sizes: an auto-mode outline sent instead of a large file's content, and the pruner's
         middle tier. ``None`` (an explicit ``mode="outline"``) follows ``render_outline``'s own
         rule: every detail for a file of at most ``SMALL_FILE_LINES`` lines, else a fifth of the

@@ -1,4 +1,4 @@
-"""The package layout: the layers of README's Layout section, and no import cycle among
+"""The package layout: the layers of docs/design.md's Layers section, and no import cycle among
 filecache's modules (``adapters/`` included).
 
 Every import counts: ``import`` / ``from ... import`` anywhere in a file (at module level, under
@@ -23,7 +23,7 @@ SOURCES = {"filecache": REPO / "filecache", "filecache.adapters": REPO / "adapte
 
 # The layers, lowest first: a module may import the modules of its own unit (a subpackage, or a
 # top-level module on its own) and of any lower layer, never of its own layer or a higher one.
-# README.md's Layout section draws the same list.
+# docs/design.md's Layers section draws the same list (tests/test_readme.py checks it).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "extras"),
     ("core", "settings", "report_html"),
@@ -317,9 +317,10 @@ def test_the_layer_check_refuses_an_upward_edge() -> None:
     ]
 
 
-# The hops of issue 22 (README's Layout section): how many modules of ours one warm operation
-# runs code in, as ``bench/bench_hops.py`` counts them (calls, not times: the same on any
-# machine). A change that adds a module to a path fails here; one that removes one lowers it.
+# The hops of issue 22 (docs/design.md, "Hops"; the counts: docs/benchmarks.md): how many
+# modules of ours one warm operation runs code in, as ``bench/bench_hops.py`` counts them
+# (calls, not times: the same on any machine). A change that adds a module to a path fails
+# here; one that removes one lowers it.
 HOPS_MAX = {"read (content)": 13, "read (unchanged)": 13, "edit": 14, "prune": 21}
 
 

@@ -6,7 +6,7 @@ turns those calls into the session's reads, shell reads, adopted edits and forge
 host modules beside it (``claude_code``, ``codex``, ``opencode``) speak the host's protocol and
 shape the answer as the host's tool result.
 
-Invariants (DESIGN "Inside the agents people run"):
+Invariants (docs/design.md, "Inside the agents people run"):
 - One filecache session per (host, host session id, root): the stored id is derived from all
   three, so a shared store never mixes projects, hosts or contexts.
 - The host's answer is the fallback: ``read`` and ``shell`` return None for anything filecache

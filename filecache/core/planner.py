@@ -15,7 +15,7 @@ it asks through ``ReadLookups``: functions of the version only (and the root's s
 shell answers from its caches, and which the planner calls only when the decision needs them
 (an outline is rendered only when one is sent).
 
-The rules (DESIGN.md, "Read rules"):
+The rules (docs/design.md, "Read rules"):
 - ``unchanged`` only when the file is at the version the model last learned of (``latest``)
   and every requested line is a fact of it; the FileRef names the fewest results that together
   show those lines, the oldest still held among equals (its bytes are stable), never a narrower

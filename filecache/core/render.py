@@ -31,6 +31,8 @@ __all__ = [
     "answer_of",
     "fileref_like",
     "for_host_tools",
+    "gateway_diff",
+    "gateway_file_ref",
     "host_instructions",
     "instructions",
     "mcp_instructions",
@@ -419,3 +421,31 @@ def render_tool_error(message: str) -> str:
     """The text of a tool result that failed (an error's own message says what to do), for
     tool APIs without an error flag; added once, by ``filecache.tools.run_tool``."""
     return f"Error: {message}"
+
+
+# -- the gateway (``filecache.gateway``): answers inside a request, for a model that has only its
+# host's own tools (no ``fresh=true``): each says how to get the text again with them.
+
+GATEWAY_AGAIN = "read the file again to get its text"
+
+
+def gateway_file_ref(path: str, start: int, end: int, base: str) -> str:
+    """What replaces a tool result whose lines ``start..end`` of ``path`` an earlier result
+    ``base`` of the same request shows with the same text (one line; ``answer_of`` reads it)."""
+    span = f"line {start}" if start == end else f"lines {start}-{end}"
+    return (
+        f"{MARKER} {path} unchanged since your result {base} ({span} as shown there): "
+        f"use that text; if it is no longer in your context, {GATEWAY_AGAIN}.\n"
+    )
+
+
+def gateway_diff(path: str, base: str, hunks: Sequence[Hunk], start: int, end: int) -> str:
+    """What replaces a tool result that shows ``path``'s lines ``start..end`` changed since the
+    earlier result ``base`` of the same request showed them: a unified diff from that text."""
+    span = f"line {start}" if start == end else f"lines {start}-{end}"
+    head = f"{MARKER} {path} changed since your result {base} ({span} now):\n"
+    hint = (
+        f"(Apply this diff to the text of {base}; to see the whole text instead, {GATEWAY_AGAIN}.)"
+    )
+    name = path.lstrip("/")
+    return head + render_hunks(f"a/{name}", f"b/{name}", hunks) + hint + "\n"

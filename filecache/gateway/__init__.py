@@ -2,7 +2,8 @@
 
 The HTTP server that speaks the providers' protocols lives in ``filecache.adapters.gateway``; the
 LiteLLM callback in ``filecache.adapters.litellm_gateway``. Both call only ``rewrite_request``
-and ``open_memory`` from here (docs/design.md, "The gateway").
+(or ``rewrite_payload`` for a parsed request) and ``open_memory`` from here (docs/design.md,
+"The gateway").
 """
 
 from filecache.gateway.transform import (
@@ -14,6 +15,7 @@ from filecache.gateway.transform import (
     RewriteCounts,
     api_for_path,
     open_memory,
+    rewrite_payload,
     rewrite_request,
 )
 
@@ -26,5 +28,6 @@ __all__ = [
     "RewriteCounts",
     "api_for_path",
     "open_memory",
+    "rewrite_payload",
     "rewrite_request",
 ]

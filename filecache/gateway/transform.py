@@ -13,9 +13,32 @@ Invariants (every implementation keeps them; the server and the LiteLLM callback
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+from filecache.core.json_input import json_strings
+from filecache.core.kinds import Format
+from filecache.core.render import gateway_file_ref
+from filecache.core.tokens import fast_estimate_text
+from filecache.errors import TranscriptError
+from filecache.gateway.delta import Delta, plan_delta
+from filecache.gateway.memory import GatewayMemory, open_memory
+from filecache.gateway.request_shape import (
+    MESSAGES_KEY,
+    conversation_key,
+    has_thinking,
+    untouched_blocks,
+)
+from filecache.gateway.shown import request_texts, working_folder
+from filecache.prune.codecs.base import Transcript, codec_for, render_inputs, renders_inputs
+from filecache.prune.message_blocks import replaced_body
+from filecache.prune.pruning import PrunePlan, PrunePolicy, plan_prune
+from filecache.prune.transcript import parse_transcript as _register_codecs  # noqa: F401
+from filecache.settings import DEFAULT_DENY, deny_pattern
 
 __all__ = [
     "API_PATHS",
@@ -26,6 +49,7 @@ __all__ = [
     "RewriteCounts",
     "api_for_path",
     "open_memory",
+    "rewrite_payload",
     "rewrite_request",
 ]
 
@@ -57,12 +81,25 @@ def api_for_path(path: str) -> Api | None:
 @dataclass(frozen=True)
 class GatewayPolicy:
     """What the transform may do. ``context_window`` in tokens; ``prune_preset`` a
-    ``PrunePolicy`` preset name; ``delta`` FileRefs and diffs between results of one request."""
+    ``PrunePolicy`` preset name; ``delta`` FileRefs and diffs between results of one request;
+    ``prune`` the pruning pass (it needs a memory with a store: its decisions are sticky)."""
 
     context_window: int = 200_000
     prune_preset: str = "cost"
     delta: bool = True
     prune: bool = True
+    replan_tokens: int = 0
+    """The pruning planner runs again once the tool results grew by this many tokens since it
+    last ran for the conversation (in between, its sticky decisions apply as they are). 0: on
+    every request (the least billed in the replays: a cut made later invalidates a longer
+    suffix); 4,000 halves the transform's time at 150k-token requests
+    (``bench/bench_gateway_transform.py``)."""
+    min_turns_left: int | None = None
+    """Overrides the preset's ``PrunePolicy.min_turns_left`` (the requests the cost gate
+    expects at least to come); None: the preset's."""
+    cache_prices: tuple[float, float] | None = None
+    """(cache read, cache write) per uncached input token for the cost gate; None: the API's
+    provider's (Anthropic 0.1/1.25, OpenAI 0.1/1.0)."""
 
 
 @dataclass(frozen=True)
@@ -88,17 +125,32 @@ class Rewrite:
     counts: RewriteCounts = field(default_factory=RewriteCounts)
 
 
-class GatewayMemory:
-    """Per-conversation memory (sticky pruning decisions). The pass-through floor keeps none."""
+_FORMATS = {
+    Api.ANTHROPIC_MESSAGES: Format.ANTHROPIC,
+    Api.OPENAI_CHAT: Format.OPENAI,
+    Api.OPENAI_RESPONSES: Format.RESPONSES,
+}
+_PRICES = {  # (cache read, cache write) relative to an uncached input token
+    Api.ANTHROPIC_MESSAGES: (0.1, 1.25),
+    Api.OPENAI_CHAT: (0.1, 1.0),
+    Api.OPENAI_RESPONSES: (0.1, 1.0),
+}
+_COUNTS: dict[str, int] = {}
+_COUNTS_MAX = 65_536
 
-    def close(self) -> None:
-        """Release the store."""
+
+def _count(text: str) -> int:
+    """Estimated tokens (``fast_estimate_text``), memoised across requests."""
+    found = _COUNTS.get(text)
+    if found is None:
+        if len(_COUNTS) >= _COUNTS_MAX:
+            _COUNTS.clear()
+        found = _COUNTS[text] = fast_estimate_text(text)
+    return found
 
 
-def open_memory(store: str | None = None) -> GatewayMemory:
-    """The memory behind ``store`` (a path, ``:memory:`` or a ``postgresql://`` URL; None: the
-    user's default gateway store)."""
-    return GatewayMemory()
+class _Passthrough(Exception):
+    """Nothing to rewrite; the reason."""
 
 
 def rewrite_request(
@@ -110,4 +162,231 @@ def rewrite_request(
     policy: GatewayPolicy | None = None,
 ) -> Rewrite:
     """The request to send upstream for ``body`` (see the module docstring)."""
-    return Rewrite(body, False, None, "not implemented yet: pass-through")
+    try:
+        payload = json.loads(body)
+    except (ValueError, TypeError, RecursionError):
+        return Rewrite(body, False, None, "not a JSON body")
+    new, rewrite = rewrite_payload(api, payload, headers=headers, memory=memory, policy=policy)
+    if not rewrite.changed:
+        return Rewrite(body, False, rewrite.conversation, rewrite.passthrough, rewrite.counts)
+    try:
+        out = json.dumps(new, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except (ValueError, TypeError, RecursionError):
+        return Rewrite(body, False, rewrite.conversation, "cannot serialize", rewrite.counts)
+    return Rewrite(out, True, rewrite.conversation, "", rewrite.counts)
+
+
+def rewrite_payload(
+    api: Api | str,
+    payload: Any,
+    *,
+    headers: Mapping[str, str] | None = None,
+    memory: GatewayMemory | None = None,
+    policy: GatewayPolicy | None = None,
+) -> tuple[Any, Rewrite]:
+    """``rewrite_request`` for a request already parsed (LiteLLM's callback has a dict): the
+    payload to send (the input object itself when nothing changed; else a new dict with the
+    same keys in the same order, sharing every value it did not change) and the ``Rewrite``,
+    whose ``body`` is ``b""`` (serialize the payload yourself). Never raises."""
+    try:
+        return _rewrite(Api(api), payload, headers, memory, policy or GatewayPolicy())
+    except _Passthrough as why:
+        return payload, Rewrite(b"", False, None, str(why))
+    except Exception as exc:  # the invariant: never raise, pass the request through
+        return payload, Rewrite(b"", False, None, f"internal error ({type(exc).__name__})")
+
+
+def _rewrite(
+    api: Api,
+    payload: Any,
+    headers: Mapping[str, str] | None,
+    memory: GatewayMemory | None,
+    policy: GatewayPolicy,
+) -> tuple[Any, Rewrite]:
+    if not isinstance(payload, dict):
+        raise _Passthrough("not a JSON object")
+    fmt = _FORMATS[api]
+    key = MESSAGES_KEY[fmt]
+    messages = payload.get(key)
+    if not isinstance(messages, list) or not messages:
+        raise _Passthrough(f"no {key} list")
+    try:  # deep nesting or a lone surrogate: the generic guard passes the request through
+        transcript = codec_for(fmt).parse(messages)
+    except TranscriptError as exc:
+        raise _Passthrough(f"cannot parse: {exc}") from None
+    conversation = conversation_key(fmt, payload, messages, headers)
+    untouched = untouched_blocks(payload, messages)
+    if not transcript.results():
+        raise _Passthrough("no tool results")
+    held = memory.conversation(conversation) if memory is not None else None
+    remembered = held is not None and held.memory.store is not None
+    prior = held.projections() if held is not None and remembered else {}
+    prior_inputs = held.inputs() if held is not None and remembered else {}
+    cwd = working_folder(request_texts(payload, messages))
+    results = transcript.results_by_id()
+    secret = _denied(transcript)
+    delta = Delta()
+    if policy.delta:
+        delta = plan_delta(
+            transcript,
+            cwd=cwd,
+            unusable=frozenset(prior) | secret,
+            memo=held if remembered else None,
+        )
+    planned = dict(delta.planned)
+    for stub, base in delta.pins.items():  # the planner keeps what a stub relies on alive
+        planned.setdefault(stub, gateway_file_ref("stub", 1, 1, base))
+    replacements: dict[str, str] = dict(delta.sent)
+    inputs: dict[str, str] = {}
+    pruned = 0
+    size = sum(_count(r.text) for r in results.values())
+    plan = (
+        policy.prune
+        and held is not None
+        and remembered
+        and (held.planned_at is None or abs(size - held.planned_at) >= policy.replan_tokens)
+    )
+    if policy.prune and held is not None and remembered and not plan:
+        calls = transcript.calls_by_id()
+        replacements.update({c: t for c, (_, t) in prior.items() if c in results})
+        inputs = {c: t for c, (_, t) in prior_inputs.items() if c in calls}
+        pruned = sum(1 for c in prior if c in results)
+    if plan and held is not None:
+        held.planned_at = size
+        found = _prune(api, transcript, planned, prior, prior_inputs, secret, messages, policy)
+        fresh = {
+            a.call_id: (a.tier, a.text, a.tokens_before, a.tokens_after)
+            for a in found.actions
+            if a.target == "result" and not results[a.call_id].non_text_blocks
+        }
+        kept = {cid: text for cid, text in found.replacements.items()
+                if not results[cid].non_text_blocks}  # fmt: skip
+        replacements.update(kept)
+        inputs = dict(found.inputs)
+        fresh_inputs = {a.call_id: (a.tier, a.text) for a in found.actions if a.target == "input"}
+        held.remember(fresh, fresh_inputs)
+        pruned = len(kept)
+    _keep_references_whole(replacements, delta, results)
+    if not replacements and not inputs:
+        counts = RewriteCounts(untouched_blocks=untouched)
+        return payload, Rewrite(b"", False, conversation, "nothing to rewrite", counts)
+    rendered = _render(transcript, replacements) if replacements else messages
+    if inputs:
+        rendered = render_inputs(transcript, rendered, inputs)
+    out = {k: (rendered if k == key else v) for k, v in payload.items()}
+    before = size
+    after = before - sum(_count(results[c].text) - _count(t) for c, t in replacements.items())
+    counts = RewriteCounts(
+        tokens_before=before,
+        tokens_after=after,
+        file_refs=sum(1 for c in replacements if delta.kinds.get(c) == "ref"),
+        diffs=sum(1 for c in replacements if delta.kinds.get(c) == "diff"),
+        pruned=pruned,
+        untouched_blocks=untouched,
+    )
+    return out, Rewrite(b"", True, conversation, "", counts)
+
+
+def _prune(
+    api: Api,
+    transcript: Transcript,
+    planned: Mapping[str, str],
+    prior: Mapping[str, tuple[str, str]],
+    prior_inputs: Mapping[str, tuple[str, str]],
+    secret: frozenset[str],
+    messages: list[Any],
+    policy: GatewayPolicy,
+) -> PrunePlan:
+    """The pruning planner over the request as the delta step left it."""
+    read, write = policy.cache_prices or _PRICES[api]
+    overrides: dict[str, object] = {}
+    if policy.min_turns_left is not None:
+        overrides["min_turns_left"] = policy.min_turns_left
+    rules = PrunePolicy.preset(
+        policy.prune_preset,
+        context_window=policy.context_window,
+        cache_read=read,
+        cache_write=write,
+        **overrides,
+    )
+    seen = _with_texts(transcript, planned)
+    inputs_ok = renders_inputs(transcript.format) and not has_thinking(messages)
+    return plan_prune(
+        seen, None, rules, _count, prior=prior, prior_inputs=prior_inputs, secret=secret,
+        inputs=inputs_ok,
+    )  # fmt: skip
+
+
+_BODY = {Format.ANTHROPIC: ("content", "text"), Format.OPENAI: ("content", "text"),
+         Format.RESPONSES: ("output", "input_text")}  # fmt: skip
+
+
+def _render(transcript: Transcript, replacements: Mapping[str, str]) -> list[Any]:
+    """``codec.render`` with copies only along the path to each replaced body (a message, its
+    content list, the result block), never a deep copy: the output shares every other object
+    with the input, which is never changed."""
+    body, text_type = _BODY[Format(transcript.format)]
+    out = list(transcript.raw)
+    for message in transcript.messages:
+        found = [r for r in message.results if r.call_id in replacements]
+        if not found:
+            continue
+        copied = dict(out[message.index])
+        for result in found:
+            holder = copied
+            if result.block_index is not None:
+                content = copied["content"] = list(copied["content"])
+                holder = content[result.block_index] = dict(content[result.block_index])
+            given = holder.get(body)
+            if isinstance(given, list):
+                given = [dict(b) if isinstance(b, dict) else b for b in given]
+            holder[body] = replaced_body(given, replacements[result.call_id], text_type)
+        out[message.index] = copied
+    return out
+
+
+def _with_texts(transcript: Transcript, texts: Mapping[str, str]) -> Transcript:
+    """The transcript as the planner should see it: those results' texts replaced."""
+    if not texts:
+        return transcript
+    messages = []
+    for message in transcript.messages:
+        if any(r.call_id in texts for r in message.results):
+            message = dataclasses.replace(
+                message,
+                results=tuple(
+                    dataclasses.replace(r, text=texts[r.call_id]) if r.call_id in texts else r
+                    for r in message.results
+                ),
+            )
+        messages.append(message)
+    return Transcript(tuple(messages), transcript.format, transcript.raw)
+
+
+def _keep_references_whole(
+    replacements: dict[str, str], delta: Delta, results: Mapping[str, object]
+) -> None:
+    """Drop every FileRef/diff whose base is not in the request as content (pruned, or gone),
+    and every prune of a result a live host stub relies on: content goes instead."""
+    for cid, base in delta.bases.items():
+        if replacements.get(cid) != delta.sent.get(cid):
+            continue  # pruned itself: no longer a reference
+        if base not in results or base in replacements:
+            del replacements[cid]
+    for stub, base in delta.pins.items():
+        if stub not in replacements and base in replacements:
+            del replacements[base]
+
+
+def _denied(transcript: Transcript) -> frozenset[str]:
+    """Results of denied files (``settings.DEFAULT_DENY``): never referred to, diffed, or
+    stored in any form (pruning clears them instead of outlining)."""
+    pattern = deny_pattern(DEFAULT_DENY)
+    out = set()
+    for call in transcript.calls():
+        for text in json_strings(call.arguments):
+            for word in text.replace("\t", " ").split(" "):
+                word = word.strip("'\"`;|&<>()")
+                if word and pattern.match(word.lower()):
+                    out.add(call.id)
+    return frozenset(out)

@@ -1,4 +1,4 @@
-"""Importers: real agent logs -> session traces (DESIGN "Session trace format").
+"""Importers: real agent logs -> session traces (docs/design.md, "Session trace format").
 
 ``import_logs(format, sources, out_dir)`` converts logs of one agent into trace directories that
 ``filecache replay`` measures, so a user can see what filecache would have saved on their own

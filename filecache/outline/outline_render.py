@@ -29,7 +29,7 @@ RENDER_REVISION = "2"
 INDENT = "  "
 DOC_SEPARATOR = " — "
 # Tokens a line number adds to a numbered read: the padded "    12\t" of ``cat -n`` (the
-# format of DESIGN.md) costs 3.0-3.9 tokens a line in o200k; a bare "12\t" 1.2-1.9.
+# format before 7ea2a26) costs 3.0-3.9 tokens a line in o200k; a bare "12\t" 1.2-1.9.
 NUMBER_PREFIX_TOKENS = 3.0
 # Share of the numbered file's tokens an outline may cost.
 BUDGET_RATIO = 0.2

@@ -82,7 +82,8 @@ def _text_editor(name: str) -> FileTool:
 
 
 FILE_TOOLS: tuple[FileTool, ...] = (
-    # filecache's trace format (DESIGN "Session trace format"); also the MCP filesystem server.
+    # filecache's trace format (docs/design.md, "Session trace format"); also the MCP
+    # filesystem server.
     FileTool("read_file", Tool.READ, ("path",), start="offset", limit="limit"),
     FileTool("write_file", Tool.WRITE, ("path",)),
     FileTool("edit_file", Tool.EDIT, ("path",)),

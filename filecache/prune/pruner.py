@@ -40,18 +40,12 @@ from filecache.errors import FileCacheError
 from filecache.fsio import locate
 from filecache.ledger import Ledger
 from filecache.outline.outline import build_outline, language_for_path, render_outline
-from filecache.prune.codecs.base import renders_inputs
+from filecache.prune.codecs.base import ToolCall, Transcript, renders_inputs
 from filecache.prune.file_tools import file_access
 from filecache.prune.input_pruning import INPUT_SUFFIX
 from filecache.prune.pruning import PrunePlan, PrunePolicy, ResultInfo, apply_plan, plan_prune
 from filecache.prune.sdk_messages import convert
-from filecache.prune.transcript import (
-    ToolCall,
-    Transcript,
-    needs_convert,
-    parse_transcript,
-    unwrap,
-)
+from filecache.prune.transcript import needs_convert, parse_transcript, unwrap
 from filecache.secrecy import MIN_LINE, SecretIndex, Secrets, secret_key
 from filecache.settings import DEFAULT_DENY, Settings, deny_pattern
 from filecache.store.seal import default_seal

@@ -5,7 +5,7 @@ a ``PrunePolicy``, a token counter and a few callbacks, and returns a frozen ``P
 ``apply_plan`` renders the new message list. No I/O here (``pruner.py`` does the archive,
 projections and ``Session.forget``).
 
-Passes, in order (DESIGN "Pruning"):
+Passes, in order (docs/design.md, "Pruning"):
 
 1. Recency protection: the newest ``protect_recent`` tokens of tool output stay verbatim.
 2. Supersession: a file read is superseded by a later write, edit or outside change of the
@@ -63,7 +63,7 @@ from filecache.core.render import (
 )
 from filecache.errors import ConfigError
 from filecache.ledger import Ledger
-from filecache.prune.codecs.base import ToolCall, render_inputs
+from filecache.prune.codecs.base import Message, ToolCall, Transcript, render_inputs
 from filecache.prune.input_pruning import (
     Superseded,
     cleared_arguments,
@@ -73,7 +73,7 @@ from filecache.prune.input_pruning import (
 )
 from filecache.prune.prune_cost import cut_net, session_growth
 from filecache.prune.shell_outputs import superseded_outputs
-from filecache.prune.transcript import Message, Transcript, file_access
+from filecache.prune.transcript import file_access
 
 __all__ = [
     "PRESETS", "PruneAction", "PrunePlan", "PrunePolicy", "ResultInfo", "apply_plan", "plan_prune",

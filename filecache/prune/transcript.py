@@ -24,18 +24,11 @@ from filecache.errors import TranscriptError
 from filecache.prune.codecs import anthropic_messages, openai_chat, openai_responses
 from filecache.prune.codecs.base import (
     Codec,
-    Message,
-    ToolCall,
-    ToolResult,
     Transcript,
     codec_for,
-    link,
-    parse_list,
     register_format,
     registered_formats,
-    render_replaced,
     render_transcript,
-    replacements_by_message,
 )
 from filecache.prune.file_tools import FILE_TOOLS, FileAccess, FileTool, file_access
 from filecache.prune.message_blocks import type_name
@@ -47,21 +40,13 @@ __all__ = [
     "Envelope",
     "FileAccess",
     "FileTool",
-    "Message",
-    "ToolCall",
-    "ToolResult",
-    "Transcript",
     "detect_format",
     "file_access",
     "is_langchain_dump",
-    "link",
-    "parse_list",
     "parse_transcript",
     "register_format",
     "registered_formats",
-    "render_replaced",
     "render_transcript",
-    "replacements_by_message",
     "needs_convert",
     "unwrap",
 ]

@@ -1,4 +1,4 @@
-"""Replay a recorded session (DESIGN "Session trace format"): recorded, plain and filecache.
+"""Replay a recorded session (docs/design.md, "Session trace format"): recorded, plain, filecache.
 
 The trace's file tools are executed twice on two copies of ``files/``: once plain (the baseline:
 the same ``Session`` tools with every read fresh and whole: same content format, same

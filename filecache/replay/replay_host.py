@@ -100,7 +100,7 @@ def load_trace(trace_dir: Path) -> dict[str, Any]:
 
 
 def _check_messages(path: Path, messages: list[Any]) -> None:
-    """Each message as the trace format has it (DESIGN "Session trace format"): a known role;
+    """Each message as the trace format has it (docs/design.md, "Session trace format"): a role;
     content a string, null or a list of text blocks; an assistant's ``tool_calls`` a list of
     calls with ids; a ``tool`` message's ``tool_call_id`` naming an earlier call. The chat
     parser pruning uses checks the shapes, so both refuse a message in the same words.

@@ -37,6 +37,7 @@ from filecache.prune.peer_policies import (
 )
 from filecache.replay.policy_runs import PolicyRun
 from filecache.replay.replay_check import FileCall
+from filecache.replay.replay_gateway import GatewayRun, is_gateway_policy
 from filecache.replay.replay_metrics import CostMeter
 from filecache.tools import READ_FILE
 
@@ -83,14 +84,16 @@ class PeerRun:
         keyed: Callable[[Mapping[str, Any]], tuple[object, int]],
         checker: Callable[[Mapping[str, FileCall], Dangling], Checker],
     ) -> None:
-        dedup, request_policy = parse_policy(name)
         self.name = name
+        self.gateway = GatewayRun(name, window) if is_gateway_policy(name) else None
+        dedup, request_policy = (False, None) if self.gateway else parse_policy(name)
         self.dedup = ReadDedup() if dedup else None
         self.policy: RequestPolicy | None = (
             make_request_policy(request_policy, window=window, trigger=trigger, count=count)
             if request_policy is not None
-            else None
+            else self.gateway
         )
+        self._sent_now: dict[str, str] = {}  # what the current request sent instead
         self.keyed = keyed
         self.calls: dict[str, FileCall] = {}
         self.bases: dict[str, str] = {}  # stub call id -> the read it stands for
@@ -128,8 +131,14 @@ class PeerRun:
         if self.policy is not None:
             tokens = [self.keyed(m)[1] for m in self.history]
             replacements = self.policy.edit(self.history, tokens)
+        self._sent_now = replacements
         sent = [self._sent(m, replacements) for m in self.history]
-        shadow = [self._sent(m, replacements) for m in self.shadow]
+        held = replacements
+        if self.gateway is not None:  # a checked FileRef or diff: the model holds those lines
+            held = {
+                c: t for c, t in replacements.items() if not self.gateway.holds(c, replacements)
+            }
+        shadow = [self._sent(m, held) for m in self.shadow]
         new = set(replacements) - self.changed
         if new:
             self.passes += 1
@@ -138,7 +147,7 @@ class PeerRun:
             1 for cid in self.bases if cid not in replacements
         )
         self.meter.add([self.keyed(m) for m in sent])
-        self.checker.request(index, self.shadow, shadow, set(replacements))
+        self.checker.request(index, self.shadow, shadow, set(held))
 
     def _sent(self, message: Message, replacements: Mapping[str, str]) -> Message:
         cid = str(message.get("tool_call_id") or "")
@@ -153,6 +162,8 @@ class PeerRun:
     def _dangling(
         self, results: Sequence[tuple[str, str]], calls: Mapping[str, FileCall]
     ) -> dict[str, str]:
+        if self.gateway is not None:
+            return self.gateway.dangling(results, self._sent_now)
         sent = dict(results)
         out: dict[str, str] = {}
         for cid, text in results:
@@ -170,6 +181,11 @@ class PeerRun:
         checker = self.checker
         pairs = checker.recall_pairs
         problems = (*checker.problems.values(), *checker.dangling.values())
+        stale = len(checker.problems)
+        if self.gateway is not None:
+            problems += tuple(self.gateway.problems.values())
+            stale += len(self.gateway.problems)
+            self.gateway.close()
         return PolicyRun(
             name=self.name,
             requests=cost.requests,
@@ -178,7 +194,7 @@ class PeerRun:
             peak=cost.peak,
             passes=self.passes,
             results=self.shown_changed,
-            stale=len(checker.problems),
+            stale=stale,
             dangling=len(checker.dangling),
             recall=checker.recall_sum / pairs if pairs else 1.0,
             recall_pairs=pairs,

@@ -1,4 +1,4 @@
-"""Replay results as markdown tables (the CLI's default output and the README's tables).
+"""Replay results as markdown tables (the CLI's default output, docs/benchmarks.md's tables).
 
 Pure: ``SessionReplay`` records in, text out.
 """

@@ -1,14 +1,14 @@
 """Shell reads in a replayed trace: which ``bash`` calls replay can answer through the cache.
 
-A trace keeps an agent's shell commands as they were (``bash {command}``, DESIGN "Session trace
-format"). For a command that ``shell_parse`` recognises as a read of one file, replay renders
-what the command prints on ``files/`` and looks for it in the recorded result: the agent's
-harness wraps the output (mini-swe-agent's ``<returncode>``/``<output>``, or a JSON object with
-the output as a JSON string), and what is around it is the ``ShellFrame``. Found: the recorded
-result is the plain run's answer (it is the shell's), and the filecache run answers the same
-frame around ``bash_reads.answer_shell_read``'s text. Not found (the log does not show those
-bytes: a rebuilt file's placeholder lines, a file changed by a command replay did not run, a
-cut output): the recorded result stands in both runs and the call is reported as kept.
+A trace keeps an agent's shell commands as they were (``bash {command}``, docs/design.md,
+"Session trace format"). For a command that ``shell_parse`` recognises as a read of one file,
+replay renders what the command prints on ``files/`` and looks for it in the recorded result:
+the agent's harness wraps the output (mini-swe-agent's ``<returncode>``/``<output>``, or a JSON
+object with the output as a JSON string), and what is around it is the ``ShellFrame``. Found:
+the recorded result is the plain run's answer (it is the shell's), and the filecache run answers
+the same frame around ``bash_reads.answer_shell_read``'s text. Not found (the log does not show
+those bytes: a rebuilt file's placeholder lines, a file changed by a command replay did not run,
+a cut output): the recorded result stands in both runs and the call is reported as kept.
 
 Pure but for reading the trace's files.
 """

@@ -1,4 +1,4 @@
-"""The parts of the session trace format (DESIGN "Session trace format") that importers add.
+"""The parts of the trace format (docs/design.md, "Session trace format") that importers add.
 
 Three additions to ``filecache-trace/1``, all optional, so every older trace reads as before:
 

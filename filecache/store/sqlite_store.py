@@ -37,11 +37,11 @@ from filecache.errors import StoreConflictError, StoreError
 from filecache.store import migrations
 from filecache.store.dialect import SQLITE
 from filecache.store.locks import lock_file
-from filecache.store.migrations import MIGRATIONS, Connection
+from filecache.store.migrations import Connection
 from filecache.store.sql_store import SqlStore, check_sequence, statements
 from filecache.store.store import LAST_USED_SLACK, Event, make_private
 
-__all__ = ["MIGRATIONS", "SqliteStore"]
+__all__ = ["SqliteStore"]
 
 _T = TypeVar("_T")
 

@@ -16,7 +16,8 @@ from filecache.core.text import render_lines, split_lines
 from filecache.core.tokens import ESTIMATE_MARGIN, TokenCounter, fast_estimate, fast_estimate_text
 from filecache.errors import StoreError
 from filecache.sources import _shape_of
-from filecache.store.sqlite_store import MIGRATIONS, SqliteStore
+from filecache.store.migrations import MIGRATIONS
+from filecache.store.sqlite_store import SqliteStore
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "outline"
 SOURCES = sorted(p for p in FIXTURES.iterdir() if p.is_file())

@@ -1,4 +1,4 @@
-"""Explicit outlines of small files keep every detail; budgets apply where DESIGN.md sizes them.
+"""Explicit outlines of small files keep every detail; budgets apply where docs/design.md sizes.
 
 An explicit ``mode="outline"`` follows ``render_outline``'s rule (every detail up to
 ``SMALL_FILE_LINES`` lines); an auto-mode outline sent instead of a large file's content and the

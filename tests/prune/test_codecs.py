@@ -12,9 +12,9 @@ import pytest
 from filecache.errors import TranscriptError
 from filecache.prune import sdk_messages
 from filecache.prune.codecs import base, openai_chat
+from filecache.prune.codecs.base import Transcript
 from filecache.prune.transcript import (
     FORMATS,
-    Transcript,
     parse_transcript,
     register_format,
     registered_formats,
@@ -137,16 +137,3 @@ def test_an_adapter_adds_a_framework_and_its_objects_come_back_as_objects() -> N
     sdk_messages.register_sdk(Note.__module__.split(".")[0], load)  # the same again: a no-op
     with pytest.raises(ValueError, match="already have a codec"):
         sdk_messages.register_sdk(Note.__module__.split(".")[0], NoteCodec)
-
-
-def test_the_old_adapter_paths_are_the_moved_codecs() -> None:
-    from filecache.adapters import anthropic_messages as old_anthropic
-    from filecache.adapters import openai_chat as old_chat
-    from filecache.adapters import openai_responses as old_responses
-
-    from filecache.prune.codecs import anthropic_messages, openai_responses
-
-    assert old_chat.parse is openai_chat.parse and old_chat.render is openai_chat.render
-    assert old_responses.parse is openai_responses.parse
-    assert old_anthropic.render is anthropic_messages.render
-    assert old_chat.FORMAT == "openai" and old_chat.CODEC is openai_chat.CODEC

@@ -30,9 +30,10 @@ from prune_chat import Chat, filler, tier, words
 
 from filecache import FileCache, Session
 from filecache.core.render import INPUT_MARKER
+from filecache.prune.codecs.base import Transcript
 from filecache.prune.pruner import prune_messages
 from filecache.prune.pruning import PrunePolicy
-from filecache.prune.transcript import Transcript, parse_transcript
+from filecache.prune.transcript import parse_transcript
 
 FILES = {
     "app.py": "".join(

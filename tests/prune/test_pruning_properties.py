@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 from prune_chat import filler, numbered, tier, words
 from test_transcript_properties import BUILDERS, positions, strip_bodies
 
-from filecache.prune.codecs.base import render_inputs
+from filecache.prune.codecs.base import ToolResult, render_inputs
 from filecache.prune.input_pruning import INPUT_SUFFIX
 from filecache.prune.pruner import PruneResult, prune_messages
 from filecache.prune.pruning import TIERS, PrunePolicy
-from filecache.prune.transcript import ToolResult, parse_transcript
+from filecache.prune.transcript import parse_transcript
 from filecache.store.memory_store import MemoryStore
 
 PATHS = ("a.py", "src/b.py", "/repo/src/b.py", "notes.md")

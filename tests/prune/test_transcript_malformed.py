@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from filecache.adapters import anthropic_messages, openai_chat, openai_responses
 
 from filecache import prune_messages
 from filecache.errors import TranscriptError
+from filecache.prune.codecs import anthropic_messages, openai_chat, openai_responses
 from filecache.prune.transcript import detect_format
 
 ADAPTERS = {"openai": openai_chat, "responses": openai_responses, "anthropic": anthropic_messages}

@@ -11,11 +11,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from filecache.adapters import anthropic_messages, openai_chat, openai_responses
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from filecache.prune.transcript import Transcript, detect_format
+from filecache.prune.codecs import anthropic_messages, openai_chat, openai_responses
+from filecache.prune.codecs.base import Transcript
+from filecache.prune.transcript import detect_format
 
 ADAPTERS = {"openai": openai_chat, "responses": openai_responses, "anthropic": anthropic_messages}
 IMAGE = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}

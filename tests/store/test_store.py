@@ -18,8 +18,9 @@ from filecache.errors import StoreError
 from filecache.store import migrations
 from filecache.store.dialect import SQLITE, Dialect
 from filecache.store.memory_store import MemoryStore
+from filecache.store.migrations import MIGRATIONS
 from filecache.store.opening import open_store
-from filecache.store.sqlite_store import MIGRATIONS, SqliteStore
+from filecache.store.sqlite_store import SqliteStore
 from filecache.store.store import (
     Event,
     Store,

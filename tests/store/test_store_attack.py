@@ -12,7 +12,8 @@ import pytest
 from test_store import event
 
 from filecache.store import migrations
-from filecache.store.sqlite_store import MIGRATIONS, SqliteStore
+from filecache.store.migrations import MIGRATIONS
+from filecache.store.sqlite_store import SqliteStore
 
 
 def _rows(path: Path, sql: str) -> list[tuple[object, ...]]:

@@ -160,19 +160,6 @@ def test_decorating_with_something_else_fails(root: Path) -> None:
         read_tool(root, lambda path: "")  # type: ignore[call-overload]
 
 
-def test_the_old_decorator_paths_still_import() -> None:
-    import filecache.adapters.decorators as old_decorators
-    import filecache.adapters.tool_shape as old_shape
-
-    import filecache.decorators as decorators
-    import filecache.tool_shape as tool_shape
-
-    for name in decorators.__all__:  # moved below the session (issue 22): re-exported for 0.1
-        assert getattr(old_decorators, name) is getattr(decorators, name)
-    for name in tool_shape.__all__:
-        assert getattr(old_shape, name) is getattr(tool_shape, name)
-
-
 # -- conversations ----------------------------------------------------------------------------
 
 

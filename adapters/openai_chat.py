@@ -1,8 +1,0 @@
-"""Moved to ``filecache.prune.codecs.openai_chat`` (pruning's own codec).
-
-This path is kept for one release (0.2 removes it): import from the new module.
-"""
-
-from filecache.prune.codecs.openai_chat import CODEC, FORMAT, parse, render
-
-__all__ = ["CODEC", "FORMAT", "parse", "render"]

@@ -1,0 +1,241 @@
+"""Delta reads inside one request: a result whose lines an earlier result shows becomes a FileRef
+naming it, or a diff from it (pure).
+
+``plan_delta`` walks the request's tool results in order. For each result that shows lines of a
+file (``shown.shown_by``) it asks, using only the results before it and their ORIGINAL text:
+
+1. Is there an earlier result of the request, sent as content, that shows every one of these
+   lines with the same text (compared line by line)? Then a FileRef naming the oldest such
+   result (its bytes are the most stable), when the FileRef is clearly smaller.
+2. Else, is there an earlier content result of the same file, asked the same way (the same range
+   arguments or command), whose lines differ? Then a unified diff from that result's lines to
+   these, when clearly smaller (``DIFF_RATIO``). Applying it to the earlier lines gives these.
+3. Else the result stays as it is.
+
+Escape hatch: a read that comes right after a FileRef or diff for the same file (the model read
+again) is always left as content. A host's own dedup stub (Claude Code's "File unchanged since
+last read", ...) names no id; ``pins`` maps it to the content result of its file it relies on,
+so pruning keeps that one.
+
+Invariants: the decision for a result depends only on the results before it, their original
+text, and ``unusable`` (results whose content is not in the request as sent: pruned); decisions
+are remembered (``DeltaMemo``) so they repeat byte for byte in later requests even when an
+earlier base is pruned afterwards. Every FileRef/diff names a result of this request.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import xxhash
+
+from filecache.core.diffing import Hunk, diff_lines, unified_hunks
+from filecache.core.render import answer_of, gateway_diff, gateway_file_ref
+from filecache.gateway.shown import UNKNOWN, Shown, changed_path, shown_by
+from filecache.prune.codecs.base import ToolCall, ToolResult, Transcript
+from filecache.prune.file_tools import file_access
+
+__all__ = ["DIFF_RATIO", "STUB_PREFIXES", "Delta", "DeltaMemo", "digest", "is_stub", "plan_delta"]
+
+DIFF_RATIO = 0.5
+"""A diff or FileRef replaces content only when at most this fraction of its length."""
+MIN_LINES_TEXT = 200
+"""Results shorter than this (characters) are never rewritten: nothing to win."""
+STUB_PREFIXES = (
+    "File unchanged since last read.",
+    "Wasted call \u2014 file unchanged since your last Read.",
+    "<system-reminder>This file is already in your context",
+)
+"""Claude Code's own answers to a re-read of an unchanged file (2.1.86+); they name no id."""
+
+
+def is_stub(text: str) -> bool:
+    """Whether ``text`` is a host's own "file unchanged" stub."""
+    return text.startswith(STUB_PREFIXES)
+
+
+def digest(*parts: str) -> str:
+    """A short stable digest of texts (the memo keys; across processes and machines)."""
+    h = xxhash.xxh3_64()
+    for part in parts:
+        h.update(part.encode("utf-8", "surrogatepass"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+class DeltaMemo(Protocol):
+    """Remembered decisions of one conversation: call id + digest of its original -> the text
+    sent instead ("" for "left as content"), or None when not decided yet."""
+
+    def get(self, call_id: str, key: str) -> str | None: ...
+    def put(self, call_id: str, key: str, text: str) -> None: ...
+
+
+@dataclass
+class Delta:
+    """What ``plan_delta`` decided: call id -> text to send; call id -> the text the pruning
+    planner should see (a reference without the host's frame); stub call id -> base call id;
+    the counts."""
+
+    sent: dict[str, str] = field(default_factory=dict)
+    planned: dict[str, str] = field(default_factory=dict)
+    pins: dict[str, str] = field(default_factory=dict)
+    bases: dict[str, str] = field(default_factory=dict)  # call id -> the result it names
+    kinds: dict[str, str] = field(default_factory=dict)  # call id -> "ref" | "diff"
+    reads: int = 0
+
+
+class _Lru:
+    """A bounded memo shared by the threads of a server (one lock; values are immutable)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.items: OrderedDict[object, object] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: object) -> tuple[bool, object]:
+        with self.lock:
+            if key not in self.items:
+                return False, None
+            self.items.move_to_end(key)
+            return True, self.items[key]
+
+    def put(self, key: object, value: object) -> None:
+        with self.lock:
+            self.items[key] = value
+            if len(self.items) > self.size:
+                self.items.popitem(last=False)
+
+
+_SHOWN = _Lru(8192)  # (digest of call and result, cwd) -> Shown | None
+_CHANGED = _Lru(8192)  # (name, arguments, cwd) -> changed_path
+
+
+def _shown(call: ToolCall, result: ToolResult, cwd: str | None, key: str) -> Shown | None:
+    hit, found = _SHOWN.get((key, cwd))
+    if not hit:
+        found = shown_by(call, result.text, cwd)
+        _SHOWN.put((key, cwd), found)
+    return found if isinstance(found, Shown) else None
+
+
+def _changed(call: ToolCall, cwd: str | None) -> str | None:
+    """``changed_path``, memoised (a request repeats every call of the ones before)."""
+    memo = (call.name, call.raw_arguments, cwd)
+    hit, found = _CHANGED.get(memo)
+    if not hit:
+        found = changed_path(call, cwd)
+        _CHANGED.put(memo, found)
+    return found if isinstance(found, str) else None
+
+
+def _same_lines(shown: Shown, base: Shown) -> bool:
+    if shown.start < base.start or shown.end > base.end:
+        return False
+    k = shown.start - base.start
+    return base.lines[k : k + len(shown.lines)] == shown.lines
+
+
+def _overlaps(span: tuple[int, int] | None, shown: Shown) -> bool:
+    """Whether the model reads again lines it was just given a FileRef or diff for (the way
+    out: it gets the content)."""
+    return span is not None and span[0] <= shown.end and shown.start <= span[1]
+
+
+def _shift(hunks: list[Hunk], by: int) -> list[Hunk]:
+    return [Hunk(h.a_start + by, h.a_len, h.b_start + by, h.b_len, h.lines) for h in hunks]
+
+
+def _frame(shown: Shown, answer: str) -> str:
+    """The answer inside the host's frame around the lines (opencode's header and footer, a
+    reminder after a Read)."""
+    if not shown.prefix and not shown.suffix:
+        return answer
+    return shown.prefix + answer.rstrip("\n") + shown.suffix
+
+
+def _decide(shown: Shown, held: list[tuple[str, Shown]], size: int) -> str:
+    """The FileRef or diff to send instead (without the host's frame), or "" for content."""
+    for base_id, base in held:  # oldest first
+        if _same_lines(shown, base):
+            ref = gateway_file_ref(shown.path, shown.start, shown.end, base_id)
+            return ref if len(ref) <= DIFF_RATIO * size else ""
+    for base_id, base in reversed(held):  # the newest content asked for the same way
+        if base.window != shown.window or base.start != shown.start:
+            continue
+        ops = diff_lines(base.lines, shown.lines)
+        hunks = _shift(unified_hunks(base.lines, shown.lines, ops), shown.start - 1)
+        if not hunks:
+            return ""
+        text = gateway_diff(shown.path, base_id, hunks, shown.start, shown.end)
+        return text if len(text) <= DIFF_RATIO * size else ""
+    return ""
+
+
+def plan_delta(
+    transcript: Transcript,
+    *,
+    cwd: str | None,
+    unusable: frozenset[str] = frozenset(),
+    memo: DeltaMemo | None = None,
+) -> Delta:
+    """The FileRefs and diffs of one request (module docstring)."""
+    out = Delta()
+    calls = transcript.calls_by_id()
+    held: dict[str, list[tuple[str, Shown]]] = {}
+    answered: dict[str, tuple[int, int]] = {}  # path -> lines of our latest FileRef/diff of it
+    last_read_of: dict[str, str] = {}  # a Read's path as the call gives it -> the result id
+    for result in transcript.results():
+        call = calls.get(result.call_id)
+        if call is None or result.is_error or result.non_text_blocks:
+            continue
+        cid = result.call_id
+        if is_stub(result.text):
+            access = file_access(call)
+            base = last_read_of.get(access.path) if access is not None else None
+            if base is not None:
+                out.pins[cid] = base
+            continue
+        key = digest(call.name, call.raw_arguments, result.text)
+        shown = _shown(call, result, cwd, key)
+        if shown is None:
+            changed = _changed(call, cwd)
+            if changed == UNKNOWN:
+                answered.clear()
+            elif changed is not None:
+                answered.pop(changed, None)
+            continue
+        out.reads += 1
+        access = file_access(call)
+        remembered = memo.get(cid, key) if memo is not None else None
+        if remembered is not None:
+            text = remembered
+        else:
+            text = ""
+            size = len(result.text)
+            if (
+                size >= MIN_LINES_TEXT
+                and not _overlaps(answered.get(shown.path), shown)
+                and cid not in unusable
+            ):
+                usable = [(b, s) for b, s in held.get(shown.path, ()) if b not in unusable]
+                text = _decide(shown, usable, size)
+            if memo is not None:
+                memo.put(cid, key, text)
+        kind, base = answer_of(text) if text else ("", None)
+        if base is not None:
+            out.planned[cid] = text
+            out.sent[cid] = _frame(shown, text)
+            out.bases[cid] = base
+            out.kinds[cid] = "ref" if kind == "unchanged" else "diff"
+            answered[shown.path] = (shown.start, shown.end)
+        else:
+            answered.pop(shown.path, None)
+            if cid not in unusable:
+                held.setdefault(shown.path, []).append((cid, shown))
+                if access is not None:
+                    last_read_of[access.path] = cid
+    return out

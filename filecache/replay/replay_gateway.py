@@ -1,0 +1,206 @@
+"""The gateway's request transform as a replay policy (``filecache replay --gateway``).
+
+``GatewayRun.edit`` is a ``peer_policies.RequestPolicy``: ``replay_peers.PeerRun`` hands it each
+recorded request (every message before an assistant message, the trace's OpenAI chat list) and
+sends what it returns, so prompt tokens, billed equivalents, recall and the model simulator's
+stale views are counted as for the other policies. The request goes through
+``gateway.rewrite_payload`` as an OpenAI Chat Completions request, with one memory (in memory)
+per session, as the gateway would see the session's requests one after another.
+
+The simulator does not read the gateway's FileRefs and diffs (it sees them as results gone: a
+lower recall, never a higher one), so this module checks them itself, against the recorded
+texts and independently of the transform's own parser: a FileRef's lines (numbered lines, or a
+shell read's output) equal the named result's at the same line numbers; a diff, applied with
+``unidiff`` to the named result's lines, gives the rewritten result's lines; the named result
+is in the request as recorded. A claim that fails is counted ``stale``; a named result that is
+missing or not sent as recorded is ``dangling`` (``dangling``, used by ``PeerRun``).
+
+Policies: ``gateway`` (the ``cost`` preset at the replay's window), ``gateway+context`` (the
+``context`` preset), ``gateway-delta`` (FileRefs and diffs only, no pruning).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from unidiff.errors import UnidiffParseError
+from unidiff.patch import PatchSet
+
+from filecache.core.render import answer_of
+from filecache.gateway import Api, GatewayPolicy, open_memory, rewrite_payload
+from filecache.replay.replay_metrics import CACHE_READ, CACHE_WRITE
+
+__all__ = ["GATEWAY_POLICIES", "GatewayRun", "is_gateway_policy"]
+
+GATEWAY_POLICIES = ("gateway", "gateway+context", "gateway-delta")
+_NUMBERED = re.compile(r"^ *(\d+)(?:\t|→)(.*)$")
+_SPAN = re.compile(r" \(lines? (\d+)(?:-(\d+))? (?:as shown there|now)\)")
+
+Message = Mapping[str, Any]
+
+
+def is_gateway_policy(name: str) -> bool:
+    """Whether ``name`` is one of ``GATEWAY_POLICIES``."""
+    return name in GATEWAY_POLICIES
+
+
+def _numbered(text: str) -> dict[int, str]:
+    """Line number -> text of every numbered line (``N→``, ``N<TAB>``)."""
+    out: dict[int, str] = {}
+    for row in text.split("\n"):
+        found = _NUMBERED.match(row)
+        if found is not None:
+            out.setdefault(int(found[1]), found[2])
+    return out
+
+
+def _lines_of(text: str, first: int, last: int) -> list[str] | None:
+    """Lines ``first..last`` a recorded result shows: numbered lines, else (a shell read's
+    output) its rows counted from ``first``."""
+    numbered = _numbered(text)
+    if numbered:
+        picked = [numbered.get(n) for n in range(first, last + 1)]
+        return None if any(p is None for p in picked) else [str(p) for p in picked]
+    rows = text.split("\n")
+    if rows and rows[-1] == "":
+        rows.pop()
+    return rows if len(rows) == last - first + 1 else None
+
+
+def _applied(diff: str, base: Mapping[int, str], first: int) -> list[str] | None:
+    """The base's lines from ``first`` on (one run), with the diff applied."""
+    lines: list[str] = []
+    while (line := base.get(first + len(lines))) is not None:
+        lines.append(line)
+    shift = 0
+    try:
+        patch = PatchSet(diff)[0]
+    except (UnidiffParseError, IndexError):
+        return None
+    for hunk in patch:
+        at = hunk.source_start - first + shift - (0 if hunk.source_length else -1)
+        old = [ln.value.rstrip("\n") for ln in hunk if ln.is_context or ln.is_removed]
+        new = [ln.value.rstrip("\n") for ln in hunk if ln.is_context or ln.is_added]
+        if lines[at : at + len(old)] != old:
+            return None
+        lines[at : at + len(old)] = new
+        shift += len(new) - len(old)
+    return lines
+
+
+class GatewayRun:
+    """One session's requests through the gateway transform (a ``RequestPolicy``)."""
+
+    def __init__(self, name: str, window: int | None) -> None:
+        self.name = name
+        self.memory = open_memory(":memory:")
+        self.policy = GatewayPolicy(
+            context_window=window or 200_000,
+            prune_preset="context" if name == "gateway+context" else "cost",
+            prune=name != "gateway-delta",
+            cache_prices=(CACHE_READ, CACHE_WRITE),  # the prices the replay bills at
+        )
+        self.bases: dict[str, str] = {}  # call id -> the result its FileRef/diff names
+        self.checked: dict[tuple[str, str], str | None] = {}  # (id, text) -> problem
+        self.problems: dict[str, str] = {}
+        self.file_refs: set[str] = set()
+        self.diffs: set[str] = set()
+
+    def edit(self, messages: Sequence[Message], tokens: Sequence[int]) -> dict[str, str]:
+        """call id -> the text the gateway sends instead (``RequestPolicy``)."""
+        payload = {"model": "replay", "messages": list(messages)}
+        new, rewrite = rewrite_payload(
+            Api.OPENAI_CHAT, payload, memory=self.memory, policy=self.policy
+        )
+        if not rewrite.changed:
+            return {}
+        recorded = {
+            str(m.get("tool_call_id")): str(m.get("content") or "")
+            for m in messages
+            if m.get("role") == "tool"
+        }
+        out: dict[str, str] = {}
+        for old, sent in zip(messages, new["messages"], strict=True):
+            if sent is old or sent.get("role") != "tool":
+                continue
+            cid = str(sent.get("tool_call_id"))
+            text = sent["content"] if isinstance(sent.get("content"), str) else ""
+            out[cid] = text
+            self._check(cid, text, recorded)
+        return out
+
+    def _check(self, cid: str, text: str, recorded: Mapping[str, str]) -> None:
+        found = text.find("[filecache] ")
+        kind, base = answer_of(text[found:]) if found >= 0 else ("", None)
+        if base is None:
+            return
+        self.bases[cid] = base
+        (self.file_refs if kind == "unchanged" else self.diffs).add(cid)
+        key = (cid, text)
+        if key in self.checked:
+            return
+        problem = self._problem(cid, text[found:], kind, base, recorded)
+        self.checked[key] = problem
+        if problem is not None:
+            self.problems.setdefault(cid, problem)
+
+    def _problem(
+        self, cid: str, text: str, kind: str, base: str, recorded: Mapping[str, str]
+    ) -> str | None:
+        span = _SPAN.search(text.split("\n", 1)[0])
+        if span is None or base not in recorded:
+            return f"{self.name}: {cid}: names {base}, which the request lacks"
+        first, last = int(span[1]), int(span[2] or span[1])
+        mine = _lines_of(recorded[cid], first, last)
+        if mine is None:
+            return f"{self.name}: {cid}: its recorded lines {first}-{last} are not placed"
+        if kind == "unchanged":
+            theirs = _lines_of(recorded[base], first, last)
+            if theirs != mine:
+                return f"{self.name}: {cid}: lines {first}-{last} differ from {base}'s"
+            return None
+        body = text.split("\n", 1)[1].rsplit("\n(Apply this diff", 1)[0] + "\n"
+        base_lines = _numbered(recorded[base]) or {
+            first + k: row for k, row in enumerate(recorded[base].split("\n"))
+        }
+        if _applied(body, base_lines, first) != mine:
+            return f"{self.name}: {cid}: the diff applied to {base} does not give its lines"
+        return None
+
+    def holds(self, cid: str, replaced: Mapping[str, str]) -> bool:
+        """Whether the model holds what ``cid``'s recorded result showed though it was sent as
+        a FileRef or diff: the claim checked out and the result it names is sent as recorded.
+        (The replay's model simulator then sees the recorded text for it.)"""
+        text = replaced.get(cid, "")
+        found = text.find("[filecache] ")
+        base = self.bases.get(cid)
+        return (
+            found >= 0
+            and base is not None
+            and answer_of(text[found:])[1] == base
+            and (cid, text) in self.checked
+            and self.checked[(cid, text)] is None
+            and base not in replaced
+        )
+
+    def dangling(
+        self, results: Sequence[tuple[str, str]], replaced: Mapping[str, str]
+    ) -> dict[str, str]:
+        """Results sent as a FileRef/diff whose named result is missing from the request, or
+        not sent as recorded (``replaced``: what this request sent instead of the recording)."""
+        present = {cid for cid, _ in results}
+        out: dict[str, str] = {}
+        for cid, _ in results:
+            base = self.bases.get(cid)
+            if base is None or answer_of(replaced.get(cid, ""))[1] != base:
+                continue
+            if base not in present:
+                out[cid] = f"the result {base} its reference names is missing"
+            elif base in replaced:
+                out[cid] = f"the result {base} its reference names was pruned"
+        return out
+
+    def close(self) -> None:
+        self.memory.close()

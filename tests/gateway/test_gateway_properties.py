@@ -1,0 +1,244 @@
+"""The gateway transform's invariants over generated conversations (hypothesis).
+
+A conversation grows one turn at a time: each turn is a Claude Code tool call on a small set of
+files (``Read`` with or without a range, ``Edit``, ``Write``, Bash ``cat`` and ``sed -n``), its
+result as Claude Code shows it. Every request (all messages so far) goes through
+``rewrite_request`` with one memory. The oracle is the generator's own record of what each
+result shows (path, first line, lines), never the transform's parser:
+
+- every FileRef names a result present in the same request, sent as content, whose lines at the
+  FileRef's range equal the lines the rewritten result showed;
+- every diff, applied (unidiff parses it) to the named result's lines, gives the lines the
+  rewritten result showed;
+- a message's rewrite is byte-identical in every later request unless pruning changes it, and
+  a pruned result's bytes stay identical afterwards (sticky);
+- tool_use/tool_result ids, their order and pairing are those of the input; every other
+  message and block is the input's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from unidiff import PatchSet
+
+from filecache.gateway import GatewayPolicy, open_memory, rewrite_request
+
+_COUNT = int(os.environ.get("FILECACHE_PROPERTY_EXAMPLES", "300"))
+EXAMPLES = max(40, _COUNT // 8)  # a conversation replayed request by request: a prune replay
+PREFIX_EXAMPLES = max(30, _COUNT // 10)
+GARBAGE_EXAMPLES = _COUNT
+WORDS = ("alpha", "beta", "gamma", "delta", "omega", "theta", "kappa", "sigma")
+PATHS = ("a.py", "b.py", "c.py")
+REMINDER = "\n\n<system-reminder>\nWhenever you read a file...\n</system-reminder>\n"
+_REF = re.compile(
+    r"^\[filecache\] (\S+) unchanged since your result (\S+) \(lines? (\d+)(?:-(\d+))? as shown"
+)
+_DIFF = re.compile(
+    r"^\[filecache\] (\S+) changed since your result (\S+) \(lines? (\d+)(?:-(\d+))? now"
+)
+
+
+def line_text(draw: Any) -> str:
+    words = draw(st.lists(st.sampled_from(WORDS), min_size=3, max_size=6))
+    return "    " + " ".join(words)
+
+
+@dataclass
+class World:
+    files: dict[str, list[str]]
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    shows: dict[str, tuple[str, int, list[str]]] = field(default_factory=dict)
+    n: int = 0
+
+
+def _turn(world: World, name: str, args: dict[str, Any], text: str) -> str:
+    world.n += 1
+    cid = f"toolu_{world.n:03d}"
+    world.messages.append(
+        {"role": "assistant", "content": [{"type": "tool_use", "id": cid, "name": name,
+                                            "input": args}]}
+    )  # fmt: skip
+    world.messages.append(
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": cid, "content": text}]}
+    )
+    return cid
+
+
+@st.composite
+def conversations(draw: Any) -> World:
+    files = {p: [line_text(draw) for _ in range(draw(st.integers(8, 60)))] for p in PATHS[:2]}
+    world = World(files)
+    world.messages.append({"role": "user", "content": "tidy the files"})
+    for _ in range(draw(st.integers(2, 14))):
+        op = draw(st.sampled_from(["read", "read", "range", "cat", "sed", "edit", "edit", "write"]))
+        path = draw(st.sampled_from(PATHS[:2]))
+        lines = world.files[path]
+        if op in ("read", "range", "cat", "sed"):
+            start, end = 1, len(lines)
+            args: dict[str, Any] = {"file_path": f"/p/{path}"}
+            if op in ("range", "sed"):
+                start = draw(st.integers(1, len(lines)))
+                end = draw(st.integers(start, len(lines)))
+            if op == "range":
+                args |= {"offset": start, "limit": end - start + 1}
+            shown = lines[start - 1 : end]
+            if op in ("read", "range"):
+                text = "\n".join(f"{n:>6}→{t}" for n, t in enumerate(shown, start))
+                if draw(st.booleans()):
+                    text += (
+                        "\n\n<system-reminder>\nWhenever you read a file...\n</system-reminder>\n"
+                    )
+                cid = _turn(world, "Read", args, text)
+            else:
+                command = f"cat {path}" if op == "cat" else f"sed -n {start},{end}p {path}"
+                cid = _turn(world, "Bash", {"command": command}, "\n".join(shown))
+            world.shows[cid] = (f"/p/{path}", start, list(shown))
+        elif op == "edit":
+            k = draw(st.integers(0, len(lines) - 1))
+            new = line_text(draw)
+            args = {"file_path": f"/p/{path}", "old_string": lines[k], "new_string": new}
+            lines[k] = new
+            _turn(world, "Edit", args, f"The file /p/{path} has been updated successfully.")
+        else:
+            world.files[path] = [line_text(draw) for _ in range(draw(st.integers(8, 60)))]
+            content = "\n".join(world.files[path]) + "\n"
+            _turn(world, "Write", {"file_path": f"/p/{path}", "content": content},
+                  f"File created successfully at: /p/{path}")  # fmt: skip
+    return world
+
+
+def _request(messages: list[dict[str, Any]]) -> bytes:
+    return json.dumps(
+        {"model": "claude-x", "system": [{"type": "text", "text": "Working directory: /p"}],
+         "messages": messages, "metadata": {"user_id": "user_1_account_2_session_abcdef12"}},
+        ensure_ascii=False,
+    ).encode()  # fmt: skip
+
+
+def _results(messages: list[dict[str, Any]]) -> dict[str, str]:
+    return {
+        b["tool_use_id"]: b["content"] if isinstance(b["content"], str) else b["content"][0]["text"]
+        for m in messages
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_result"
+    }
+
+
+def _ids(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [
+        (b["type"], b.get("id") or b.get("tool_use_id"))
+        for m in messages
+        if isinstance(m["content"], list)
+        for b in m["content"]
+    ]
+
+
+def _apply(diff: str, base: tuple[str, int, list[str]]) -> list[str]:
+    _, start, lines = base
+    out = list(lines)
+    offset = 0
+    for hunk in PatchSet(diff)[0]:
+        at = hunk.source_start - start + offset - (0 if hunk.source_length else -1)
+        old = [ln.value.rstrip("\n") for ln in hunk if ln.is_context or ln.is_removed]
+        new = [ln.value.rstrip("\n") for ln in hunk if ln.is_context or ln.is_added]
+        assert out[at : at + len(old)] == old
+        out[at : at + len(old)] = new
+        offset += len(new) - len(old)
+    return out
+
+
+def check_request(world: World, original: list[dict[str, Any]], sent: list[dict[str, Any]]) -> None:
+    assert _ids(sent) == _ids(original)
+    before, after = _results(original), _results(sent)
+    for cid, text in after.items():
+        if text == before[cid] or text.startswith("[cleared tool result"):
+            continue
+        ref, diff = _REF.match(text), _DIFF.match(text)
+        assert ref or diff, text
+        found = ref or diff
+        assert found is not None
+        path, base, first = found[1], found[2], int(found[3])
+        last = int(found[4] or first)
+        assert base in after and after[base] == before[base]  # present, sent as content
+        assert cid in world.shows and base in world.shows
+        mine, theirs = world.shows[cid], world.shows[base]
+        assert path == mine[0]
+        assert (first, last) == (mine[1], mine[1] + len(mine[2]) - 1)
+        if ref:
+            k = first - theirs[1]
+            assert k >= 0 and theirs[2][k : k + len(mine[2])] == mine[2]
+        else:
+            body = text.split("\n", 1)[1].rsplit("\n(Apply this diff", 1)[0] + "\n"
+            assert theirs[1] == mine[1]
+            assert _apply(body, theirs) == mine[2]
+
+
+@settings(max_examples=EXAMPLES)
+@given(
+    conversations(), st.sampled_from([2_000, 8_000, 200_000]), st.sampled_from(["cost", "context"])
+)
+def test_references_hold_and_bytes_are_stable(world: World, window: int, preset: str) -> None:
+    memory = open_memory(":memory:")
+    policy = GatewayPolicy(context_window=window, prune_preset=preset)
+    first_sent: dict[str, str] = {}
+    pruned: dict[str, str] = {}
+    try:
+        for k in range(2, len(world.messages) + 1, 2):
+            if world.messages[k - 1]["role"] != "user":
+                continue
+            original = world.messages[:k]
+            body = _request(original)
+            rewrite = rewrite_request("anthropic-messages", body, memory=memory, policy=policy)
+            sent = json.loads(rewrite.body)["messages"] if rewrite.changed else original
+            if not rewrite.changed:
+                assert rewrite.body is body
+            check_request(world, original, sent)
+            for cid, text in _results(sent).items():
+                if cid in pruned:
+                    assert text == pruned[cid]  # sticky
+                elif text.startswith("[cleared tool result"):
+                    pruned[cid] = text
+                else:
+                    assert first_sent.setdefault(cid, text) == text  # prefix-stable
+            for a, b in zip(original, sent, strict=True):
+                if a["role"] == "assistant" or not isinstance(a["content"], list):
+                    assert a == b
+    finally:
+        memory.close()
+
+
+@settings(max_examples=PREFIX_EXAMPLES)
+@given(conversations())
+def test_without_memory_the_delta_is_a_function_of_the_prefix(world: World) -> None:
+    seen: dict[str, str] = {}
+    for k in range(2, len(world.messages) + 1, 2):
+        original = world.messages[:k]
+        rewrite = rewrite_request("anthropic-messages", _request(original))
+        sent = json.loads(rewrite.body)["messages"] if rewrite.changed else original
+        check_request(world, original, sent)
+        for cid, text in _results(sent).items():
+            assert seen.setdefault(cid, text) == text
+
+
+KEYS = st.sampled_from(["messages", "input", "role", "content", "type", "id", "tool_use_id"])
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(KEYS, c, max_size=4),
+    max_leaves=20,
+).map(lambda v: json.dumps(v).encode())
+APIS = st.sampled_from(["anthropic-messages", "openai-chat", "openai-responses", "nope"])
+
+
+@settings(max_examples=GARBAGE_EXAMPLES)
+@given(st.one_of(st.binary(max_size=200), st.text(max_size=200).map(str.encode), JSON), APIS)
+def test_garbage_passes_through_and_never_raises(body: bytes, api: str) -> None:
+    rewrite = rewrite_request(api, body, memory=None)
+    assert not rewrite.changed and rewrite.body is body and rewrite.passthrough
