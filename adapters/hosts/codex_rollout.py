@@ -77,6 +77,7 @@ _RESPONSE_ITEM = re.compile(
     rb'"payload":\{"type":"(\w+)"'
 )
 _SEPS = ((",", ":"), (", ", ": "))  # how an "id" key may be written: compact, or spaced
+_GROWTH = 16 << 20  # bytes read past the size at the open, at most (a rollout still growing)
 _CALL_ID = re.compile(rb'"call_id":"([^"\\]*)"')
 # As the bytes of a JSON line: raw UTF-8 (serde_json) or \u-escaped.
 _MARKS = tuple({mark.encode(), json.dumps(mark)[1:-1].encode()} for mark in _TRUNCATION_MARKS)
@@ -92,7 +93,7 @@ def read_rollout(path: str | Path, calls: Iterable[str] = ()) -> Rollout | None:
     try:
         rollout, size = open_regular(path)  # a FIFO or a device: refused at once
         with rollout:
-            data = rollout.read(size)
+            data = rollout.read(size + _GROWTH)  # Codex may still be appending this call's end
     except OSError:
         return None
     wanted = set(calls)
