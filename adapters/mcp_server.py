@@ -576,6 +576,14 @@ def serve(
             )
         if transport == "stdio":
             _end_on_stdin_after_sigterm()
+        else:  # where to point a client (the SDK's default path, 1.x and 2.x alike)
+            where = f"[{host}]" if ":" in host else host
+            print(
+                f"filecache: MCP server (streamable HTTP) at http://{where}:{port}/mcp; "
+                "stop it with Ctrl-C",
+                file=sys.stderr,
+                flush=True,
+            )
         run(server, "stdio" if transport == "stdio" else "streamable-http", host=host, port=port)
     finally:
         state.close()  # a no-op after the lifespan closed them

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from filecache.errors import RequestError
+from filecache.extras import DISTRIBUTION
 from filecache.store.store import Store
 
 __all__ = [
@@ -43,9 +44,6 @@ __all__ = [
     "new_session_id",
 ]
 
-DISTRIBUTION = "filecache-agent"
-"""The name filecache is installed by (``pip install filecache-agent``; it imports as
-``filecache``)."""
 MCP_INSTALL_HINT = (
     f"filecache's MCP server and middleware need the mcp extra: pip install '{DISTRIBUTION}[mcp]'"
 )

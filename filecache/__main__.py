@@ -1,5 +1,5 @@
 """``python -m filecache``."""
 
-from filecache.cli import main
+from filecache.entry import main
 
-main(prog_name="filecache")
+main()

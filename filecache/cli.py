@@ -10,11 +10,10 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from filecache.cache import FileCache, Session
 from filecache.cli_errors import cli_message
 from filecache.cli_reports import (
     cache_aware_option,
@@ -24,12 +23,17 @@ from filecache.cli_reports import (
 )
 from filecache.core.kinds import Format
 from filecache.errors import FileCacheError, RequestError
-from filecache.store.opening import open_store
+from filecache.extras import DISTRIBUTION
 from filecache.tools import READ_FILE, param_help  # option help: the tool table's words
+
+if TYPE_CHECKING:  # imported by the commands that use them: --help and others stay light
+    from filecache.cache import FileCache, Session
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
+CLI_SESSION = "cli"
+"""The session of CLI calls without ``--session``, per root (``FileCache.session`` keys it)."""
 
 
 class _Group(click.Group):
@@ -45,7 +49,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings=CONTEXT)
-@click.version_option(package_name="filecache-agent")  # the distribution's name
+@click.version_option(package_name=DISTRIBUTION)
 def main() -> None:
     """Delta reads for LLM coding agents: FileRefs and diffs instead of re-sent files."""
 
@@ -55,7 +59,9 @@ def cache_options(fn: F) -> F:
     fn = click.option(
         "--session",
         envvar="FILECACHE_SESSION",
-        help="Session id (one model context); env FILECACHE_SESSION. Default: a new one.",
+        help=f"Session id (one model context); env FILECACHE_SESSION. Default: {CLI_SESSION!r}, "
+        "one session per root for every CLI call (so reading a file twice gives a FileRef); "
+        "pass a new id for a fresh context.",
     )(fn)
     fn = click.option(
         "--store",
@@ -71,6 +77,11 @@ def cache_options(fn: F) -> F:
         help="Root directory; paths outside it are refused.",
     )(fn)
     return fn
+
+
+def _cli_session(cache: FileCache, session: str | None) -> Session:
+    """``--session``, else the root's settings' session, else ``CLI_SESSION``."""
+    return cache.session(session or cache.settings.session or CLI_SESSION)
 
 
 def _emit(result: Any, as_json: bool, session: Session) -> None:
@@ -119,8 +130,10 @@ def read(
     session: str | None,
 ) -> None:
     """Read PATH as the session's model should see it: content, FileRef or diff."""
+    from filecache.cache import FileCache
+
     with FileCache(root, store=store) as cache:
-        s = cache.session(session)
+        s = _cli_session(cache, session)
         result = s.read(
             path,
             offset=offset,
@@ -147,6 +160,8 @@ def read(
 )
 def outline(path: str, symbol: str | None, as_json: bool, root: Path) -> None:
     """Print PATH's outline: definitions with signatures and line ranges."""
+    from filecache.cache import FileCache
+
     with FileCache(root, store=":memory:") as cache:
         s = cache.session()
         if symbol is not None:
@@ -187,9 +202,11 @@ def write(
     session: str | None,
 ) -> None:
     """Create or replace PATH (atomically) and record it in the session."""
+    from filecache.cache import FileCache
+
     text = content if content is not None else sys.stdin.read()
     with FileCache(root, store=store) as cache:
-        s = cache.session(session)
+        s = _cli_session(cache, session)
         _emit(s.write(path, text, call_id=call_id), as_json, s)
 
 
@@ -213,8 +230,10 @@ def edit(
     session: str | None,
 ) -> None:
     """Replace text in PATH: OLD must occur exactly once unless --replace-all."""
+    from filecache.cache import FileCache
+
     with FileCache(root, store=store) as cache:
-        s = cache.session(session)
+        s = _cli_session(cache, session)
         result = s.edit(path, old_string, new_string, replace_all=replace_all, call_id=call_id)
         _emit(result, as_json, s)
 
@@ -295,6 +314,169 @@ def serve(
     run_server(options, transport=transport, host=host, port=port)
 
 
+def _gateway_modules(ctx: click.Context) -> Any:
+    """The gateway's server modules, or exit 2 with the install hint (no aiohttp)."""
+    try:
+        from filecache.adapters.gateway import server, user_gateway
+    except ModuleNotFoundError as exc:
+        if exc.name != "aiohttp":  # proxy.py names the extra's modules "aiohttp"
+            raise
+        click.echo(f"filecache: {exc}", err=True)
+        ctx.exit(2)
+    return server, user_gateway
+
+
+@main.command(context_settings=CONTEXT)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind; beyond loopback it needs --token.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8787,
+    show_default=True,
+    help="Port (0: any free one).",
+)
+@click.option(
+    "--upstream",
+    "upstreams",
+    multiple=True,
+    metavar="[anthropic=|openai=|/PREFIX=]URL",
+    help="Where requests go (repeatable): one URL for everything, per API family, or "
+    "per path prefix. Default: ANTHROPIC_BASE_URL or https://api.anthropic.com for "
+    "/v1/messages, OPENAI_BASE_URL or https://api.openai.com for the rest.",
+)
+@click.option(
+    "--store",
+    envvar="FILECACHE_GATEWAY_STORE",
+    help="The conversations' memory: SQLite path, ':memory:' or postgresql:// URL; "
+    "env FILECACHE_GATEWAY_STORE. Default: the user's gateway store.",
+)
+@click.option(
+    "--window",
+    type=click.IntRange(min=1000),
+    help="The model's context window in tokens (pruning pressure). Default: 200000.",
+)
+@click.option(
+    "--token",
+    envvar="FILECACHE_GATEWAY_TOKEN",
+    help="Required on every request (header x-filecache-token or a /t/TOKEN path "
+    "prefix); env FILECACHE_GATEWAY_TOKEN. Needed to bind beyond loopback.",
+)
+@click.option(
+    "--background",
+    is_flag=True,
+    help="Start (or reuse) this user's background gateway, print its URL and return.",
+)
+@click.option("--status", is_flag=True, help="List this user's background gateways.")
+@click.option("--stop", is_flag=True, help="Stop this user's background gateways.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def gateway(
+    ctx: click.Context,
+    host: str,
+    port: int,
+    upstreams: tuple[str, ...],
+    store: str | None,
+    window: int | None,
+    token: str | None,
+    background: bool,
+    status: bool,
+    stop: bool,
+    as_json: bool,
+) -> None:
+    """Serve the model API on 127.0.0.1 with filecache's request transform (needs the gateway
+    extra): point a host's base URL at the URL it prints."""  # fmt: skip
+    import os
+
+    from filecache.adapters.gateway.routes import parse_specs
+
+    server, user_gateway = _gateway_modules(ctx)
+    env = dict(os.environ)
+    try:
+        if status or stop or background:
+            _background_gateway(user_gateway, env, store, status, stop, as_json)
+            return
+    except (user_gateway.Refused, OSError, RuntimeError) as exc:
+        click.echo(f"filecache: {exc}", err=True)
+        ctx.exit(2)
+    try:
+        specs = parse_specs(list(upstreams))
+        server.check_bind(host, token)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    options = server.ServeOptions(host=host, port=port, upstreams=specs, store=store,
+                                  window=window, token=token, env=env)  # fmt: skip
+    import logging
+
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="gateway %(message)s")
+
+    def ready(url: str, bound: int) -> None:
+        click.echo(json.dumps({"url": url, "port": bound}) if as_json else url)
+        sys.stdout.flush()
+
+    try:
+        server.serve(options, ready)
+    except OSError as exc:  # the port is taken, the address is not this machine's
+        click.echo(f"filecache: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
+        ctx.exit(2)
+
+
+def _background_gateway(
+    user_gateway: Any,
+    env: dict[str, str],
+    store: str | None,
+    status: bool,
+    stop: bool,
+    as_json: bool,
+) -> None:
+    """``filecache gateway --status``, ``--stop`` or ``--background``."""  # fmt: skip
+    if stop:
+        pids = user_gateway.stop_gateways(env)
+        out: Any = {"stopped": pids}
+        line = f"stopped {len(pids)} gateway(s)" + (f" (pid {pids})" if pids else "")
+    elif status:
+        out = user_gateway.running_gateways(env)
+        line = (
+            "\n".join(
+                f"pid {g['pid']}  {g['url']}  {g['requests']} requests  "
+                f"{g['tokens_before']}->{g['tokens_after']} tokens  "
+                f"idle {g['idle_seconds']:.0f} s"
+                for g in out
+            )
+            or "no background gateway is running"
+        )
+    else:
+        running = user_gateway.ensure_gateway(env, store)
+        out, line = {"url": running.url, "pid": running.pid}, running.url
+    click.echo(json.dumps(out, indent=2 if status or stop else None) if as_json else line)
+
+
+@main.command(
+    context_settings={**CONTEXT, "ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.option(
+    "--window",
+    type=click.IntRange(min=1000),
+    help="The model's context window in tokens (pruning pressure). Default: 200000.",
+)
+@click.argument("host", type=click.Choice(["claude", "codex", "opencode"]))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def run(window: int | None, host: str, args: tuple[str, ...]) -> None:
+    """Run HOST (claude, codex or opencode) with ARGS through this user's gateway (started when
+    none runs). Only this process is pointed at it; if the gateway cannot start, the plain host
+    runs, with one line on stderr."""  # fmt: skip
+    from filecache.adapters.gateway.run import run_host
+
+    try:
+        run_host(host, args, window)
+    except FileNotFoundError as exc:
+        raise RequestError(f"{exc}; install {host} or put it on PATH") from exc
+
+
 @main.command(context_settings=CONTEXT)
 @click.argument("source", type=click.File("rb"))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here.")
@@ -333,11 +515,12 @@ def prune(
     root: Path,
 ) -> None:
     """Prune SOURCE (a message list, or an object with 'messages'/'input'; '-' for stdin)."""
+    from filecache.cache import FileCache
     from filecache.core.json_input import load_json
     from filecache.prune.pruner import prune_messages
     from filecache.prune.pruning import PrunePolicy
     from filecache.settings import load_settings
-    from filecache.store.opening import store_location
+    from filecache.store.opening import open_store, store_location
 
     check_output_file(output)
     name = getattr(source, "name", "-")
@@ -360,10 +543,15 @@ def prune(
         write_output(output, text + "\n")
     else:
         click.echo(text)
+    if output is not None and not as_json and result.report is not None:
+        click.echo(f"{output}: {result.report.describe()}", err=True)  # -o printed nothing
     if as_json:
         plan = result.plan
         report = {
             "format": result.format,
+            # against the input as given: this pass's changes and the sticky earlier ones
+            **(result.report.to_json() if result.report is not None else {}),
+            # this pass's plan: its input had the earlier passes' projections applied
             "prompt_tokens": plan.prompt_tokens,
             "reclaimed": plan.reclaimed,
             "triggered": plan.triggered,
@@ -576,10 +764,10 @@ def archive() -> None:
 @click.option("--store", envvar="FILECACHE_STORE", help="Store path (default: ./.filecache).")
 def archive_show(call_id: str, session: str | None, store: str | None) -> None:
     """Print the original text of CALL_ID's result."""
+    from filecache.cli_reports import open_existing
     from filecache.prune.pruner import NOT_ARCHIVED
-    from filecache.store.opening import store_location
 
-    with open_store(Path("."), store_location(Path(".").resolve(), store)) as opened:
+    with open_existing(store) as opened:  # read-only: no store is made
         text = opened.archive_get(call_id, session)
     if text is None:
         raise RequestError(f"no archived result for {call_id}; check the id and --store")

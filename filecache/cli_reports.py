@@ -339,10 +339,10 @@ def _compare(
 def _store_path(store: str | None) -> str:
     from filecache.store.opening import store_location
 
-    return store_location(Path(".").resolve(), store)
+    return store_location(Path(".").resolve(), store, create=False)  # read-only: make nothing
 
 
-def _open(store: str | None) -> Any:
+def open_existing(store: str | None) -> Any:
     from filecache.store.opening import open_store
     from filecache.store.store_url import is_store_url
 
@@ -386,7 +386,7 @@ def stats(
     from filecache.stats import collect_stats, format_stats, stats_html
 
     check_output_file(html_out)
-    with _open(store) as opened:
+    with open_existing(store) as opened:
         report = collect_stats(opened, session_id, top=top)
     if html_out is not None:
         _write_html(html_out, stats_html(report))
@@ -405,7 +405,7 @@ def sessions_list(as_json: bool, store: str | None) -> None:
     """Every session: when it was used, its ledger rows, tokens served and saved."""
     from filecache.stats import format_sessions, session_rows
 
-    with _open(store) as opened:
+    with open_existing(store) as opened:
         rows = session_rows(opened)
     _json_or(as_json, {"sessions": rows}, format_sessions(rows))
 
@@ -418,7 +418,7 @@ def sessions_show(session_id: str, as_json: bool, store: str | None) -> None:
     """One session's statistics and its ledger."""
     from filecache.stats import collect_stats, format_events, format_stats
 
-    with _open(store) as opened:
+    with open_existing(store) as opened:
         report = collect_stats(opened, session_id)
         events = opened.events(session_id)
     payload = report.to_json() | {
@@ -450,7 +450,7 @@ def sessions_show(session_id: str, as_json: bool, store: str | None) -> None:
 @store_option
 def sessions_delete(session_id: str, as_json: bool, store: str | None) -> None:
     """Delete SESSION_ID: its ledger, views, archive and projections (blobs stay until gc)."""
-    with _open(store) as opened:
+    with open_existing(store) as opened:
         if session_id not in {s.session_id for s in opened.sessions()}:
             raise RequestError(f"no session {session_id!r}; 'filecache sessions list' shows them")
         opened.delete_session(session_id)
@@ -473,7 +473,7 @@ def sessions_gc(days: float | None, root: Path, as_json: bool, store: str | None
     from filecache.settings import load_settings
 
     retention = days if days is not None else load_settings(root.resolve(), {}).retention_days
-    with _open(store) as opened:
+    with open_existing(store) as opened:
         report = opened.gc(time.time() - retention * 86400)
     payload = {
         "retention_days": retention,

@@ -10,9 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["EXTRA_HINT", "requires"]
+__all__ = ["DISTRIBUTION", "EXTRA_HINT", "requires"]
 
-EXTRA_HINT = "pip install {dist}  (or the [frameworks] extra of filecache's distribution)"
+DISTRIBUTION = "filecache-agent"
+"""The name filecache is installed by (``pip install filecache-agent``; it imports as
+``filecache``; ``filecache`` on the package index is an unrelated project). Every install hint
+names it."""
+EXTRA_HINT = f"pip install {{dist}}  (or pip install '{DISTRIBUTION}[frameworks]')"
 
 
 @contextmanager

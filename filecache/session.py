@@ -63,6 +63,7 @@ from filecache.errors import (
     ConflictError,
     ContentError,
     EditError,
+    EncodingError,
     FileCacheError,
     FileTooLargeError,
     MissingFileError,
@@ -638,6 +639,8 @@ class Session:
                 if old_data is None and must_exist:
                     raise EditError(f"{loc.rel}: no such file; use write to create it")
                 old, before = self._previous(loc, old_data)
+                if must_exist and old is None and old_data is not None:
+                    self._refuse_edit(loc, old_data)  # the read's error for the same cause
                 view = turn.view(loc.rel)
                 planned = plan(old, view.get(before) if view and before else None)
                 data = encode_text(planned.text, loc.rel)  # no NUL, no lone surrogate: served back
@@ -793,6 +796,22 @@ class Session:
                 remove_file(loc)  # through the checked parent descriptor, as the write was
             else:
                 write_bytes(loc, old)
+
+    def _refuse_edit(self, loc: Located, data: bytes) -> None:
+        """An edit of a file that is not text it can serve fails as a read of it does (the
+        same class and exit code: binary, not UTF-8, too large).
+
+        Raises:
+            ContentError: always.
+        """
+        limit = self.cache.settings.max_file_bytes
+        if len(data) > limit:
+            raise FileTooLargeError(
+                f"{loc.rel}: {len(data):,} bytes, over the {limit:,}-byte limit; filecache "
+                "edits files up to max_file_bytes: raise it, or use another tool"
+            )
+        decode_text(data, loc.rel)  # raises BinaryFileError or EncodingError
+        raise EncodingError(f"{loc.rel}: not a text file filecache can edit")  # not reached
 
     def _previous(self, loc: Located, data: bytes | None) -> tuple[str | None, str | None]:
         """The text (if it is text and not too large) and version of a file about to be

@@ -26,7 +26,7 @@ from filecache.adapters.hosts.hook_client import stop_servers
 from hook_servers import servers
 from responses_server import ScriptedResponses
 
-CODEX_VERSION = "0.169.0"
+CODEX_VERSION = "0.171.0"
 MODEL = "gpt-5.5"  # a name with bundled metadata: without it Codex drops the apply_patch tool
 
 

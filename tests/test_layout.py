@@ -44,6 +44,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("filecache", "cli_reports", "cli_errors"),  # "filecache": the package's __init__
     ("adapters",),  # adapters/, installed as filecache.adapters (hosts/ included)
     ("cli",),
+    ("entry",),  # the console script: --version/--help without click, the rest to cli
     ("__main__",),
 )
 

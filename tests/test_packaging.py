@@ -73,7 +73,7 @@ def test_every_third_party_import_is_declared() -> None:
 def test_the_distribution_name_is_used_everywhere() -> None:
     assert PYPROJECT["project"]["name"] == DISTRIBUTION == "filecache-agent"
     assert f"pip install '{DISTRIBUTION}[mcp]'" in MCP_INSTALL_HINT
-    assert PYPROJECT["project"]["scripts"] == {"filecache": "filecache.cli:main"}
+    assert PYPROJECT["project"]["scripts"] == {"filecache": "filecache.entry:main"}
     mcp = PYPROJECT["project"]["optional-dependencies"]["mcp"]
     assert any(r.startswith("mcp>=1.") and r.endswith("<3") for r in mcp), mcp
     for doc in [REPO / "README.md", *(REPO / "docs").glob("*.md")]:

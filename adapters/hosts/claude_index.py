@@ -30,7 +30,7 @@ from filecache.core.hashing import version_of
 __all__ = ["read_held"]
 
 _PROBE = 256
-_VERSION = 3
+_VERSION = 4  # 4: the state keeps the progress entries' bridges (a saved 3 never saw them)
 
 
 def read_held(

@@ -5,11 +5,12 @@ The conversation is a chain: each message entry (``user``, ``assistant``, ``atta
 ``system``) has a ``uuid`` and a ``parentUuid``; the model's context is the chain from the
 newest entry back to the root, and a compaction writes a ``system``/``compact_boundary`` entry
 whose ``parentUuid`` is null (its ``logicalParentUuid`` names the old chain), so the walk stops
-there. ``/rewind`` starts a new branch from an earlier message: the abandoned branch is no
-longer on the chain. Parallel tool calls of one assistant turn are written as one assistant
-entry per ``tool_use``, chained, with each ``tool_result`` entry parented to its own
-``tool_use`` entry: a result is on the live context when its entry or its parent is on the
-chain.
+there. Entries between messages that are not messages (``progress`` of hooks, Bash and agents,
+on the chain in 2.1.12-2.1.42) pass the chain on to their parent. ``/rewind`` starts a new
+branch from an earlier message: the abandoned branch is no longer on the chain. Parallel tool
+calls of one assistant turn are written as one assistant entry per ``tool_use``, chained, with
+each ``tool_result`` entry parented to its own ``tool_use`` entry: a result is on the live
+context when its entry or its parent is on the chain.
 
 A call's result is held when all of these hold (anything else: not held, so filecache sends
 content again, never a FileRef to it):
@@ -144,11 +145,15 @@ State = dict[str, Any]
 ``entries`` (uuid -> summary, in first-seen order: ``t`` type, ``p`` parent, ``m`` message id,
 ``u`` tool_use ids, ``r`` [tool_use id, holds] of results, ``q`` a prompt), ``compacted``
 (ids a microcompaction cleared), ``clearing`` (the newest request clears tool results),
-``sidechain`` (a subagent's transcript: its entries are the ones to read)."""
+``sidechain`` (a subagent's transcript: its entries are the ones to read), ``bridges``
+(uuid -> parent of the entries between messages, such as ``progress``: the chain runs through
+them)."""
 
 
 def new_state(*, sidechain: bool = False) -> State:
-    return {"entries": {}, "compacted": [], "clearing": False, "sidechain": sidechain}
+    return {
+        "entries": {}, "compacted": [], "clearing": False, "sidechain": sidechain, "bridges": {},
+    }  # fmt: skip
 
 
 def scan(lines: Iterable[bytes | str], state: State) -> State:
@@ -175,11 +180,14 @@ def scan(lines: Iterable[bytes | str], state: State) -> State:
             if isinstance(ids, list):
                 compacted.extend(str(i) for i in ids)
         uuid = entry.get("uuid")
-        if kind not in _MESSAGE_TYPES or not isinstance(uuid, str):
+        if not isinstance(uuid, str):
             continue
         if bool(entry.get("isSidechain")) != sidechain:
             continue  # another context's entry
         parent = entry.get("parentUuid")
+        if kind not in _MESSAGE_TYPES:  # progress (hook, bash, agent: 2.1.12-2.1.42) on the chain
+            state.setdefault("bridges", {})[uuid] = parent if isinstance(parent, str) else None
+            continue
         summary: dict[str, Any] = {"t": kind, "p": parent if isinstance(parent, str) else None}
         if kind == "assistant":
             summary["m"] = _message_id(entry)
@@ -209,13 +217,25 @@ def held_of(state: State) -> Held:
         for call in [*entry.get("u", ()), *(r[0] for r in entry.get("r", ()))]
     )
 
+    bridges: dict[str, str | None] = state.get("bridges") or {}
+
+    def parent(uuid: str) -> str | None:
+        """An entry's parent message, through the progress entries between them."""
+        found: str | None = entries[uuid]["p"]
+        hops = 0
+        while found is not None and found not in entries and found in bridges:
+            found, hops = bridges[found], hops + 1
+            if hops > len(bridges):
+                return None  # a loop: a damaged transcript
+        return found
+
     chain: list[str] = []  # leaf first
     on_chain: set[str] = set()
     cursor: str | None = order[-1]
     while cursor is not None and cursor in entries and cursor not in on_chain:
         chain.append(cursor)
         on_chain.add(cursor)
-        cursor = entries[cursor]["p"]
+        cursor = parent(cursor)
 
     # Parallel calls: one assistant entry per tool_use of one response (same message id),
     # chained; the next message hangs under whichever result was written last, so a sibling
@@ -230,7 +250,7 @@ def held_of(state: State) -> Held:
         entry = entries[uuid]
         if uuid in on_chain or entry["t"] != "assistant":
             continue
-        if entry.get("m") in responses and entry["p"] in on_chain:
+        if entry.get("m") in responses and parent(uuid) in on_chain:
             on_chain.add(uuid)
             position_of[uuid] = responses[entry["m"]]
 
@@ -248,7 +268,7 @@ def held_of(state: State) -> Held:
         entry = entries[uuid]
         if entry["t"] != "user":
             continue
-        live = uuid in on_chain or entry["p"] in on_chain
+        live = uuid in on_chain or parent(uuid) in on_chain
         for call, holds in entry.get("r", ()):
             if call in uses:
                 results[call] = live and holds and results.get(call, True)

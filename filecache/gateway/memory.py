@@ -31,6 +31,7 @@ __all__ = ["Conversation", "GatewayMemory", "default_gateway_store", "open_memor
 
 _DECISIONS = "gateway-delta"
 _KEEP = 256  # conversations cached in this process
+_SEP = "\x1f"  # between the parts of a decision's key and value: PostgreSQL text refuses NUL
 
 
 def default_gateway_store() -> Path:
@@ -55,9 +56,9 @@ class Conversation:
     def get(self, call_id: str, key: str) -> str | None:
         found = self.decisions.get(call_id)
         if found is None and self.memory.store is not None:
-            value = self.memory.store.cache_get(_DECISIONS, f"{self.key}\0{call_id}")
+            value = self.memory.store.cache_get(_DECISIONS, f"{self.key}{_SEP}{call_id}")
             if value is not None:
-                digest, _, text = value.partition("\0")
+                digest, _, text = value.partition(_SEP)
                 found = self.decisions[call_id] = (digest, text)
         if found is None or found[0] != key:
             return None
@@ -66,7 +67,9 @@ class Conversation:
     def put(self, call_id: str, key: str, text: str) -> None:
         self.decisions[call_id] = (key, text)
         if self.memory.store is not None:
-            self.memory.store.cache_put(_DECISIONS, f"{self.key}\0{call_id}", f"{key}\0{text}")
+            self.memory.store.cache_put(
+                _DECISIONS, f"{self.key}{_SEP}{call_id}", f"{key}{_SEP}{text}"
+            )
 
     def projections(self) -> dict[str, tuple[str, str]]:
         """call id -> (tier, text) of every result pruned so far."""

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from filecache.errors import PathError, RequestError
 from filecache.importers.claude_code import parse_claude_code
+from filecache.importers.logs import trace_name
 from filecache.importers.mini_swe_agent import parse_mini_swe_agent
 from filecache.importers.swe_agent import parse_swe_agent
 from filecache.importers.trace import ImportResult, Recorded, UnknownFile, write_trace
@@ -83,10 +84,13 @@ def import_logs(
     out_dir = Path(out_dir)
     _make_output_dir(out_dir)
     results: list[ImportResult] = []
+    taken: set[str] = set()
     for log in logs:
         if progress is not None:
             progress(log)
-        for recorded in _PARSERS[format](log):
+        records = _PARSERS[format](log)
+        _distinct_names(records, trace_name(log), taken)
+        for recorded in records:
             try:
                 results.append(write_trace(recorded, out_dir, repo=repo))
             except OSError as exc:  # the output directory failed under us (full, removed)
@@ -95,6 +99,27 @@ def import_logs(
                     + (f": {exc.filename})" if exc.filename else ")")
                 ) from None
     return results
+
+
+def _distinct_names(records: list[Recorded], stem: str, taken: set[str]) -> None:
+    """Rename ``records`` (the traces of one log, named after it) so that no trace of this import
+    overwrites another: logs that share a file name (two projects' ``<id>.jsonl``, every
+    task's ``claude-code.txt``) get ``<stem>-2``, ``<stem>-3``..."""
+    names = [r.name for r in records]
+    k = 1
+    while any(n in taken for n in names):
+        k += 1
+        names = [
+            f"{stem}-{k}{r.name[len(stem) :]}" if r.name.startswith(stem) else f"{r.name}-{k}"
+            for r in records
+        ]
+    for recorded, name in zip(records, names, strict=True):
+        if name != recorded.name:
+            recorded.notes.append(
+                f"named {name}: another log of this import is named {recorded.name}"
+            )
+            recorded.name = name
+    taken.update(names)
 
 
 def _make_output_dir(out_dir: Path) -> None:

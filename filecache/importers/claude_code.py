@@ -53,34 +53,70 @@ HOOK_TOOLS = frozenset({"Read", "Edit", "MultiEdit", "Write", "NotebookEdit", "B
 _UNUSED_PAYLOAD = frozenset({"originalFile", "originalFileContents"})
 _READ_ONLY_TOOLS = frozenset(
     "Read Glob Grep LS WebFetch WebSearch TodoWrite TodoRead Skill BashOutput KillShell "
-    "ExitPlanMode EnterPlanMode AskUserQuestion ToolSearch TaskOutput TaskStop".split()
+    "ExitPlanMode EnterPlanMode AskUserQuestion ToolSearch TaskOutput TaskStop "
+    "TaskCreate TaskUpdate TaskList TaskGet LSP".split()
 )
+_READ_ONLY_AGENTS = frozenset({"Explore"})  # subagents with no tool that changes a file
+_AGENT_TOOLS = frozenset({"Task", "Agent"})
 
 
-def _events(path: Path) -> list[dict[str, Any]]:
+def _events(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The log's entries, and notes on what was skipped.
+
+    A line may hold two entries (a ``summary`` appended without a line break): each is taken.
+    A last line cut short (the log of a session still running) is skipped with a note; any
+    other line that is not JSON is an error."""
     events: list[dict[str, Any]] = []
+    notes: list[str] = []
     # JSON Lines end at "\n": Node's JSON.stringify leaves U+2028, U+2029 and U+0085 raw in
     # strings, and ``str.splitlines`` would cut an entry there
-    for n, line in enumerate(read_log(path).split("\n"), 1):
+    lines = read_log(path).split("\n")
+    last = max((n for n, line in enumerate(lines, 1) if line.strip()), default=0)
+    for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            event = json.loads(line)
+            entries = _entries(line)
         except json.JSONDecodeError as exc:
+            if n == last:
+                notes.append(
+                    f"line {n} of {Path(path).name} is cut short (a session still being "
+                    "written?): skipped"
+                )
+                continue
             raise TranscriptError(f"{path}:{n}: not a JSON line ({exc})") from exc
-        if isinstance(event, dict):
-            events.append(event)
-    return events
+        events.extend(e for e in entries if isinstance(e, dict))
+    return events, notes
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _entries(line: str) -> list[Any]:
+    """The JSON values on one line: one, or several written back to back."""
+    out: list[Any] = []
+    at, end = 0, len(line.rstrip())
+    while True:
+        while at < end and line[at].isspace():
+            at += 1
+        if at >= end:
+            return out
+        value, at = _DECODER.raw_decode(line, at)
+        out.append(value)
 
 
 def _chains(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """The conversation of a project session file: its chains, oldest first.
 
     The chain from the newest message back (through ``attachment`` entries, which Claude Code
-    2.1.x writes between messages). Parallel calls of one response are one assistant entry per
-    ``tool_use``, chained, each result under its own ``tool_use`` entry, and the next message
-    hangs under whichever result came last: the siblings of a response on the chain and the
-    results under an entry on it join it (as ``claude_transcript`` reads a context)."""
+    2.1.x writes between messages, and through ``progress`` and other entries off the
+    conversation: hook, bash and agent progress sit on the ``parentUuid`` chain in 2.1.12 to
+    2.1.42). Parallel calls of one response are one assistant entry per ``tool_use``, chained,
+    each result under its own ``tool_use`` entry, and the next message hangs under whichever
+    result came last: the siblings of a response on the chain and the results under an entry on
+    it join it (as ``claude_transcript`` reads a context). A compaction's ``logicalParentUuid``
+    names the chain before it; when the log lacks that entry, the newest message before the
+    compaction not yet taken ends the chain before it, so no part of the log is lost."""
     talk = [
         e
         for e in events
@@ -89,6 +125,21 @@ def _chains(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     ]
     position = {id(e): n for n, e in enumerate(talk)}
     by_uuid = {str(e["uuid"]): e for e in talk if e.get("uuid")}
+    # entries off the conversation (progress...) that sit on the chain: uuid -> their parent
+    bridge = {
+        str(e["uuid"]): e.get("parentUuid")
+        for e in events
+        if e.get("uuid") and str(e["uuid"]) not in by_uuid and not e.get("isSidechain")
+    }
+
+    def parent(uid: Any) -> str | None:
+        hops = 0
+        while uid is not None and str(uid) not in by_uuid and str(uid) in bridge:
+            uid, hops = bridge[str(uid)], hops + 1
+            if hops > len(bridge):  # a loop: the log is damaged there
+                return None
+        return None if uid is None else str(uid)
+
     leaf = next((e for e in reversed(talk) if e.get("type") in ("user", "assistant")), None)
     chains: list[list[dict[str, Any]]] = []
     seen: set[str] = set()
@@ -100,7 +151,7 @@ def _chains(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
             seen.add(str(node.get("uuid")))
             chain.append(node)
             head = node
-            node = by_uuid.get(str(node.get("parentUuid")))
+            node = by_uuid.get(parent(node.get("parentUuid")) or "")
         on = {str(e.get("uuid")) for e in chain}
         responses = {_message_id(e) for e in chain if e.get("type") == "assistant"} - {None}
         grown = True
@@ -108,7 +159,7 @@ def _chains(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
             grown = False
             for e in talk:
                 uid = str(e.get("uuid"))
-                if uid in seen or str(e.get("parentUuid")) not in on:
+                if uid in seen or parent(e.get("parentUuid")) not in on:
                     continue
                 sibling = e.get("type") == "assistant" and _message_id(e) in responses
                 if sibling or _has_result(e):
@@ -117,7 +168,19 @@ def _chains(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
                     chain.append(e)
                     grown = True
         chains.append(sorted(chain, key=lambda e: position[id(e)]))
-        leaf = by_uuid.get(str(head.get("logicalParentUuid")))
+        leaf = None
+        logical = head.get("logicalParentUuid")
+        if logical:
+            leaf = by_uuid.get(parent(logical) or "")
+            if leaf is None or str(leaf.get("uuid")) in seen:
+                leaf = next(
+                    (
+                        e
+                        for e in reversed(talk[: position[id(head)]])
+                        if e.get("type") in ("user", "assistant") and str(e.get("uuid")) not in seen
+                    ),
+                    None,
+                )
     return list(reversed(chains))
 
 
@@ -221,6 +284,7 @@ class _Builder:
         self.last_id: str | None = None
         self.opaque: dict[str, tuple[str, Mapping[str, Any]]] = {}
         self.hook_calls: dict[str, dict[str, Any]] = {}
+        self.orphans = 0  # results of calls the log does not hold (it continues another)
 
     def assistant(self, message: Mapping[str, Any]) -> None:
         msgs = self.recorded.messages
@@ -254,6 +318,10 @@ class _Builder:
                 continue
             cid = str(block.get("tool_use_id", ""))
             text = _result_text(block.get("content"))
+            if cid not in self.uses:  # a call made in the session this log continues
+                msgs.append({"role": "user", "content": text})
+                self.orphans += 1
+                continue
             failed = bool(block.get("is_error")) or text.startswith("<tool_use_error>")
             msgs.append({"role": "tool", "tool_call_id": cid, "content": text})
             self._map(cid, {"text": text, "failed": failed, "payload": payload})
@@ -330,6 +398,8 @@ class _Builder:
         for cid, (name, given) in self.opaque.items():
             if name in _READ_ONLY_TOOLS or not name:
                 continue
+            if name in _AGENT_TOOLS and given.get("subagent_type") in _READ_ONLY_AGENTS:
+                continue
             if name == "Bash" and isinstance(given.get("command"), str):
                 changed = changed_paths(str(given["command"]), paths)
             else:  # an Edit outside the root, NotebookEdit, a subagent (Task), an MCP tool...
@@ -347,7 +417,7 @@ def parse_claude_code(path: Path) -> list[Recorded]:
     Raises:
         TranscriptError: not a Claude Code log.
     """
-    events = _events(path)
+    events, skipped = _events(path)
     kinds = {e.get("type") for e in events}
     if not kinds & {"user", "assistant"}:
         raise TranscriptError(f"{path}: no Claude Code user/assistant lines; is this its log?")
@@ -375,5 +445,12 @@ def parse_claude_code(path: Path) -> list[Recorded]:
         recorded.extra["claude_code"] = {"calls": builder.hook_calls}
         if project and len(chains) > 1:
             recorded.notes.append(f"conversation {n} of {len(chains)} (split at compactions)")
+        if builder.orphans:
+            recorded.notes.append(
+                f"continues another session: {builder.orphans} result(s) of calls made there "
+                "kept as user text"
+            )
+        if n == len(chains):
+            recorded.notes.extend(skipped)  # the cut line is the newest
         out.append(recorded)
     return out

@@ -34,6 +34,11 @@ _ANY_FILE = re.compile(
     r"\bgit\s+(checkout|restore|reset|stash|apply|am|revert|merge|rebase|pull|cherry-pick)\b"
     r"|\bpatch\b|\b(sed|perl)\s+[^|;&]*-i\S*\s[^|;&]*[*?]"
 )
+# A new branch at the current commit: no file changes (``git checkout -b NAME`` with no start
+# point, ``git switch -c NAME``)
+_NEW_BRANCH = re.compile(
+    r"\bgit\s+(?:checkout\s+-[bB]|switch\s+-[cC]|switch\s+--create)\s+[\w./-]+\s*(?=$|[;&|\n])"
+)
 _REDIRECT = re.compile(r"(?<![0-9&<>])>{1,2}(?!&)\s*(?!/dev/null)")
 
 
@@ -76,8 +81,23 @@ def trace_name(path: Path) -> str:
     return name
 
 
+_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")  # a Windows path: D:\\work or D:/work
+
+
 def relative_path(path: str, root: str) -> str | None:
-    """``path`` relative to the agent's working root, or None when it lies outside it."""
+    """``path`` relative to the agent's working root, or None when it lies outside it.
+
+    A Windows root (``D:\\work\\proj``) takes paths with either separator, and its drive and
+    names in any case (as Windows does); the result uses ``/``."""
+    if _DRIVE.match(root) or "\\" in root:
+        root, path = root.replace("\\", "/"), path.replace("\\", "/")
+        base = root.rstrip("/")
+        if _DRIVE.match(path) or path.startswith("/"):
+            if not path.lower().startswith(base.lower() + "/"):
+                return None
+            path = path[len(base) + 1 :]
+    elif _DRIVE.match(path):
+        return None
     root = root.rstrip("/")
     if path.startswith(root + "/"):
         path = path[len(root) + 1 :]
@@ -129,6 +149,7 @@ def _names(command: str, path: str) -> bool:
 
 def changed_paths(command: str, paths: Iterable[str]) -> frozenset[str] | None:
     """Which of ``paths`` the shell ``command`` may change; None when it may change any file."""
+    command = _NEW_BRANCH.sub("true", command)
     if _ANY_FILE.search(command):
         return None
     named = frozenset(p for p in paths if _names(command, p))

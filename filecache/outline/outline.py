@@ -31,7 +31,7 @@ from pathlib import PurePosixPath
 
 from filecache.errors import RequestError
 from filecache.outline.outline_model import Definition, Outline
-from filecache.outline.outline_render import RENDER_REVISION, render_outline
+from filecache.outline.outline_render import RENDER_REVISION, SMALL_FILE_LINES, render_outline
 from filecache.outline.outline_text import count_lines, count_tokens, summarize
 from filecache.outline.outline_ts import SPECS, extract, queries_digest
 
@@ -147,7 +147,10 @@ def build_outline(source: bytes, language: str | None) -> Outline:
         found the outline carries a summary instead.
     """
     line_count = count_lines(source)
-    tokens = count_tokens(source.decode("utf-8", "replace"))
+    # Only a file over SMALL_FILE_LINES is sized against its tokens (``default_budget``): a
+    # smaller one never loads the BPE vocabulary (filecache outline of a small file did).
+    large = line_count > SMALL_FILE_LINES
+    tokens = count_tokens(source.decode("utf-8", "replace")) if large else 0
     if language not in SPECS:
         return Outline(None, line_count, (), summarize(source, line_count), False, tokens)
     try:

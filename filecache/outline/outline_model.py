@@ -70,8 +70,9 @@ class Outline:
         summary: A short structural summary when there are no definitions to list
             (unknown language, or nothing found); ``None`` otherwise.
         errors: True when the parser met syntax errors; the definitions are then what parsed.
-        source_tokens: Tokens of the file's text (o200k_base); the renderer sizes the
-            outline against it.
+        source_tokens: Tokens of the file's text (o200k_base) for a file over
+            ``SMALL_FILE_LINES`` lines, which the renderer sizes the outline against; 0 for a
+            smaller one (never counted).
     """
 
     language: str | None

@@ -27,7 +27,7 @@ import dataclasses
 import functools
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -43,7 +43,14 @@ from filecache.outline.outline import build_outline, language_for_path, render_o
 from filecache.prune.codecs.base import ToolCall, Transcript, renders_inputs
 from filecache.prune.file_tools import file_access
 from filecache.prune.input_pruning import INPUT_SUFFIX
-from filecache.prune.pruning import PrunePlan, PrunePolicy, ResultInfo, apply_plan, plan_prune
+from filecache.prune.pruning import (
+    PrunePlan,
+    PrunePolicy,
+    ResultInfo,
+    apply_plan,
+    plan_prune,
+    tier_of,
+)
 from filecache.prune.sdk_messages import convert
 from filecache.prune.transcript import needs_convert, parse_transcript, unwrap
 from filecache.secrecy import MIN_LINE, SecretIndex, Secrets, secret_key
@@ -54,7 +61,9 @@ from filecache.store.store import Store
 __all__ = [
     "NOT_ARCHIVED",
     "PruneCache",
+    "PruneReport",
     "PruneResult",
+    "PrunedPart",
     "PruneSession",
     "TokenMemo",
     "denied_results",
@@ -107,12 +116,68 @@ class PruneSession(Protocol):
 
 
 @dataclass(frozen=True)
+class PrunedPart:
+    """A tool result (or a call's input) the output shows changed against the input as given.
+
+    ``this_pass``: changed by this pass's plan; False: a sticky projection of an earlier pass
+    (the same bytes again, for the prompt cache)."""
+
+    call_id: str
+    tier: str
+    tokens_before: int
+    tokens_after: int
+    this_pass: bool
+    target: str = "result"
+
+
+@dataclass(frozen=True)
+class PruneReport:
+    """The output against the input as given (the baseline): every part it changed, this
+    pass's and the sticky ones, with prompt tokens in and out (the pass's counter)."""
+
+    tool_results: int
+    parts: tuple[PrunedPart, ...]
+    prompt_tokens_in: int
+    prompt_tokens_out: int
+
+    @property
+    def reclaimed(self) -> int:
+        return self.prompt_tokens_in - self.prompt_tokens_out
+
+    def to_json(self) -> dict[str, Any]:
+        results = [p for p in self.parts if p.target == "result"]
+        return {
+            "baseline": "the input as given",
+            "prompt_tokens_in": self.prompt_tokens_in,
+            "prompt_tokens_out": self.prompt_tokens_out,
+            "reclaimed_total": self.reclaimed,
+            "tool_results": self.tool_results,
+            "results_changed": len(results),
+            "changed": [dataclasses.asdict(p) for p in self.parts],
+        }
+
+    def describe(self) -> str:
+        """One line for a person: what the output changed against the input."""
+        results = [p for p in self.parts if p.target == "result"]
+        new = sum(p.this_pass for p in results)
+        share = self.reclaimed / self.prompt_tokens_in if self.prompt_tokens_in else 0.0
+        return (
+            f"{len(results)} of {self.tool_results} tool results changed ({new} by this pass, "
+            f"{len(results) - new} kept as earlier passes left them); prompt "
+            f"{self.prompt_tokens_in:,} -> {self.prompt_tokens_out:,} tokens "
+            f"({-100 * share:+.1f}% against the input as given)"
+        )
+
+
+@dataclass(frozen=True)
 class PruneResult:
-    """A pruned message list (in the input's shape), the plan, and the format it was in."""
+    """A pruned message list (in the input's shape), the plan, the format it was in, and what
+    the output changed against the input (``report``)."""
 
     messages: Any
     plan: PrunePlan
     format: str
+    report: PruneReport | None = None
 
 
 class TokenMemo:
@@ -338,7 +403,7 @@ def prune_messages(
             out = converted.back(inner.plan.replacements, out)
             if inner.plan.inputs and converted.back_inputs is not None:
                 out = converted.back_inputs(inner.plan.inputs, out)
-        return PruneResult(envelope.wrap(out), inner.plan, inner.format)
+        return PruneResult(envelope.wrap(out), inner.plan, inner.format, inner.report)
     transcript = parse_transcript(envelope.messages, format)
     policy = policy or PrunePolicy()
     store = store if store is not None else (session.cache.store if session else None)
@@ -420,4 +485,31 @@ def prune_messages(
             # where an edit landed may only be in its confirmation. Without them: content again.
             # A write or edit whose input was replaced: the model no longer holds what it wrote.
             session.forget({*plan.replacements, *plan.inputs})
-    return PruneResult(envelope.wrap(apply_plan(transcript, plan)), plan, transcript.format)
+    report = _report(plan, texts, arguments, count, len(texts))
+    return PruneResult(envelope.wrap(apply_plan(transcript, plan)), plan, transcript.format, report)
+
+
+def _report(
+    plan: PrunePlan,
+    texts: Mapping[str, str],
+    arguments: Mapping[str, str],
+    count: Callable[[str], int],
+    tool_results: int,
+) -> PruneReport:
+    """``PruneReport`` of a plan: its replacements (new and sticky) against the originals."""
+    new = {(a.call_id, a.target) for a in plan.actions}
+    parts = [
+        PrunedPart(cid, tier_of(text), count(texts[cid]), count(text), (cid, "result") in new)
+        for cid, text in plan.replacements.items()
+        if cid in texts
+    ]
+    parts += [
+        PrunedPart(
+            cid, "input", count(arguments[cid]), count(text), (cid, "input") in new, "input"
+        )  # fmt: skip
+        for cid, text in plan.inputs.items()
+        if cid in arguments
+    ]
+    out = plan.prompt_tokens - plan.reclaimed  # the planner's: its input had the sticky ones
+    sticky = sum(p.tokens_before - p.tokens_after for p in parts if not p.this_pass)
+    return PruneReport(tool_results, tuple(parts), out + sticky + plan.reclaimed, out)

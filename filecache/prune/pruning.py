@@ -77,6 +77,7 @@ from filecache.prune.transcript import file_access
 
 __all__ = [
     "PRESETS", "PruneAction", "PrunePlan", "PrunePolicy", "ResultInfo", "apply_plan", "plan_prune",
+    "tier_of",
 ]  # fmt: skip
 
 TIERS = {Tier.KEEP: 0, Tier.OUTLINE: 1, Tier.TRUNCATE: 1, Tier.CLEAR: 2}
@@ -252,7 +253,8 @@ class PrunePlan:
         return bool(self.replacements) or bool(self.inputs)
 
 
-def _tier_of(text: str) -> str:
+def tier_of(text: str) -> str:
+    """The tier a rendered result body shows (a placeholder, an outline, head + tail, kept)."""
     if text.startswith(PLACEHOLDER_MARKER):
         return Tier.CLEAR
     if text.startswith(OUTLINE_TAG):
@@ -307,7 +309,7 @@ def collect(
             tier, text = prior[result.call_id]
             original = result.text
         else:
-            tier = _tier_of(text)
+            tier = tier_of(text)
         call = calls.get(result.call_id)
         record = ledger.calls.get(result.call_id) if ledger else None
         access = file_access(call) if call is not None else None

@@ -364,8 +364,8 @@ def replay_session(
     """
     if read_mode not in READ_MODES:
         raise RequestError(f"read_mode must be one of {', '.join(READ_MODES)}, not {read_mode!r}")
-    trace_dir = Path(trace_dir)
-    name = trace_dir.resolve().name
+    trace_dir = Path(trace_dir).resolve()  # the same figures however the path is written
+    name = trace_dir.name
     trace = load_trace(trace_dir)
     messages: list[Message] = trace["messages"]
     calls = _tool_calls(messages)

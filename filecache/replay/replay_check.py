@@ -57,6 +57,9 @@ _OLD_SPAN = re.compile(r"\(lines (?P<x>\d+)-(?P<y>\d+) of your version\)")
 _NO_NEWLINE = "\\ No newline at end of file"
 _LANDED = re.compile(r"; (?:changed|edit 1): ")  # an edit confirmation that places the edit
 _BASE = re.compile(r"since your results? (\S+?(?: and \S+?)*) \(")
+# The line before an answer to a read of a file the model's own edit is no longer in: a notice
+# (what follows is the answer: a diff or the content), never the answer's header.
+_UNDONE = re.compile(r"^\[filecache\] .+?: your edit \S+ is no longer on disk \([^)\n]*\)\n")
 
 Lines = dict[int, str]  # line number -> text with its "\n" (none on an unterminated last line)
 
@@ -174,7 +177,7 @@ class ModelView:
         return problem or self.check(call)
 
     def _read(self, call: FileCall, copies: dict[str, _Copy]) -> str | None:
-        first, _, body = (call.text if call.inner is None else call.inner).partition("\n")
+        first, _, body = _answer(call).partition("\n")
         if call.inner is not None and call.kind in (Kind.FULL, Kind.PARTIAL) and call.after:
             copy = copies.setdefault(call.after[0], _Copy())
             copy.total = len(call.after[1])
@@ -234,7 +237,8 @@ class ModelView:
         return {n for n, text in copy.lines.items() if n <= len(lines) and lines[n - 1] == text}
 
 
-_SHOWN = re.compile(r"^ *(\d+)\t(.*)$", re.M)  # cat -n, nl -ba, filecache's content lines
+# cat -n, nl -ba, filecache's content lines; Claude Code's Read ("     N→text", before 2.1.32x)
+_SHOWN = re.compile("^ *(\\d+)[\t\u2192](.*)$", re.M)
 _ABRIDGED = re.compile(r"^ *(\d+) (.*)$", re.M)  # SWE-agent's abbreviated view (kept lines)
 
 
@@ -243,11 +247,11 @@ class RecordedView:
     every line (``replay._Checker``).
 
     Fed with every recorded file tool result (and served shell read) in order: a numbered line
-    (``cat -n``, ``nl -ba``, filecache's content, SWE-agent's edit snippets and abbreviated
-    views) shows that line; a write shows its whole content; a shell read without numbers shows
-    its lines from its offset. The newest showing of a line number wins; ``current`` keeps only
-    the lines equal to disk now (tabs expanded, as SWE-agent shows them), so a line the
-    recording showed before an edit moved or changed it does not count.
+    (``cat -n``, ``nl -ba``, Claude Code's ``N→``, filecache's content, SWE-agent's edit
+    snippets and abbreviated views) shows that line; a write shows its whole content; a shell
+    read without numbers shows its lines from its offset. The newest showing of a line number
+    wins; ``current`` keeps only the lines equal to disk now (tabs expanded, as SWE-agent shows
+    them), so a line the recording showed before an edit moved or changed it does not count.
     """
 
     def __init__(self) -> None:
@@ -292,6 +296,14 @@ def verified_lines(recorded: str, lines: Sequence[str]) -> str:
     return "".join(f"{n}\t{lines[n - 1]}" for n in held if shown.get(n) is not None)
 
 
+def _answer(call: FileCall) -> str:
+    """A read's answer as filecache rendered it (inside a shell frame: ``inner``), after the
+    notice that the model's own edit is no longer on disk, if one leads it."""
+    text = call.text if call.inner is None else call.inner
+    notice = _UNDONE.match(text)
+    return text[notice.end() :] if notice else text
+
+
 def _shell_lines(call: FileCall) -> Lines:
     """The lines a shell read's own output shows: numbered (``N<TAB>``) or from its offset."""
     text = call.inner or ""
@@ -312,7 +324,16 @@ def _shell_lines(call: FileCall) -> Lines:
         )
     ):
         pairs = enumerate(zip(rows, marks, strict=True))
-        return {start + k: row[len(mark) + 1 :] for k, (row, mark) in pairs}
+        out = {start + k: row[len(mark) + 1 :] for k, (row, mark) in pairs}
+        # grep -n of numbered lines (``nl -ba F | grep -n PAT``: "12:    12<TAB>text"): the
+        # number after grep's is the line's own, so the line holds what follows its tab
+        own: Lines = {}
+        for n, text in out.items():
+            match = _NUMBERED.match(text)
+            if match is None or int(match.group(1)) != n:
+                return out
+            own[n] = text[match.end() :]
+        return own
     for k, row in enumerate(rows):
         match = _NUMBERED.match(row) if numbered else None
         if match is not None:
@@ -528,7 +549,7 @@ def dangling_refs(
         call = calls.get(cid)
         if call is None or call.kind not in (Kind.UNCHANGED, Kind.DIFF) or text != call.text:
             continue
-        found = _BASE.search((call.text if call.inner is None else call.inner).partition("\n")[0])
+        found = _BASE.search(_answer(call).partition("\n")[0])
         if found is None:
             out[cid] = "names no base"
             continue

@@ -75,6 +75,22 @@ def format_table(replays: Sequence[SessionReplay], totals: SessionReplay | None 
     return "\n".join(lines) + "\n"
 
 
+TABLE_LEGEND = """\
+columns: requests: one before each assistant message. prompt recorded / plain / filecache:
+  prompt tokens summed over every request (recorded: the log as sent; plain: the same tools
+  replayed without filecache; filecache: through it). change, billed change: filecache against
+  recorded or plain, whichever saved less (negative: saved); billed counts a cached prefix at
+  0.1x and the rest at 1.25x. reads f/p/u/d/o/err: full, partial, unchanged (a FileRef), diff,
+  outline, error answers. pruned: results pruned ("off": no --window). stale: reads whose lines
+  the model cannot rebuild as they are on disk, dangling: FileRefs or diffs whose base result
+  is gone (both must be 0). recall: the share of the lines filecache's answers showed of the
+  files still in use that the requests hold; recall all: the same over every line the
+  recording showed, outlined lines counted as hidden (lower than recall wherever outlines or
+  pruning replace text the agent's own tool showed: a measure, not an error). files: whether
+  both runs end with the same files.
+"""
+
+
 def format_totals(totals: SessionReplay) -> str:
     """Every measure of the totals against both baselines."""
     rows = [
@@ -114,7 +130,8 @@ def format_replay(replays: Sequence[SessionReplay], totals: SessionReplay) -> st
         f"lines, of {file:,} in those files)."
     )
     return (
-        format_table(replays, totals) + "\n" + format_totals(totals) + "\n" + verdict + "\n"
+        format_table(replays, totals) + "\n" + TABLE_LEGEND + "\n" + format_totals(totals) + "\n"
+        + verdict + "\n"
         + ledger_line(totals) + "\n" + worse_line(replays, totals) + "\n"
     )  # fmt: skip
 

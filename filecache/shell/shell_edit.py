@@ -327,6 +327,8 @@ def apply_edit(steps: Sequence[EditStep], root: Path, originals: Path | None = N
     restore fails). A step after a failed ``&&`` step does not run (False); a path outside
     ``root`` fails.
     """
+    if originals is not None:
+        originals = originals.resolve()  # locate() needs a resolved root, never a relative one
     done: list[bool] = []
     for step in steps:
         if step.after_ok and done and not done[-1]:

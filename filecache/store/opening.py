@@ -12,7 +12,7 @@ from pathlib import Path
 
 from filecache.errors import StoreError
 from filecache.store.memory_store import MemoryStore
-from filecache.store.store import Store, default_store_path
+from filecache.store.store import Store, default_store_path, existing_store_path
 from filecache.store.store_url import is_store_url, open_url_store, refuse_url_path
 
 __all__ = ["open_store", "store_location"]
@@ -42,13 +42,17 @@ def open_store(root: Path, store: str | os.PathLike[str] | Store | None) -> Stor
     )
 
 
-def store_location(root: Path, given: str | None = None) -> str:
+def store_location(root: Path, given: str | None = None, *, create: bool = True) -> str:
     """Where every command's store is, in one order: ``given`` (a ``--store`` flag), then
     ``FILECACHE_STORE``, then ``[tool.filecache] store`` in the root's pyproject.toml, then
-    ``<root>/.filecache/cache.db`` (or its user-cache fallback: ``default_store_path``)."""
+    ``<root>/.filecache/cache.db`` (or its user-cache fallback: ``default_store_path``).
+    ``create`` False (a command that only reads a store): the default folder is not made;
+    the path returned may not exist."""
     if given:
         return given
     from filecache.settings import load_settings  # on first use: tomllib
 
     configured = load_settings(root).store
-    return configured or str(default_store_path(root))
+    if configured:
+        return configured
+    return str(default_store_path(root) if create else existing_store_path(root))

@@ -360,6 +360,17 @@ def fallback_store_folder(root: Path) -> Path:
     return base / xxhash.xxh3_64_hexdigest(str(root.resolve()).encode())
 
 
+def existing_store_path(root: Path) -> Path:
+    """Where ``default_store_path`` put ``root``'s store, found without creating anything (for
+    commands that only read a store): ``<root>/.filecache/cache.db`` unless only the user cache
+    folder's file exists. The path may not exist: the caller says so."""
+    local = root / STORE_DIR / "cache.db"
+    if local.exists():
+        return local
+    fallback = fallback_store_folder(root) / "cache.db"
+    return fallback if fallback.exists() else local
+
+
 def default_store_path(root: Path) -> Path:
     """``<root>/.filecache/cache.db``, or a per-root file in the user cache dir if that fails.
 

@@ -316,6 +316,9 @@ def test_claude_code_log_with_a_raw_line_separator_in_a_string_is_one_entry_a_li
         ("git checkout -- .", None),
         ("git diff src/a.py", frozenset()),
         ("patch -p1 < fix.diff", None),
+        ("git checkout -b fix-greet", frozenset()),  # a new branch here: no file changes
+        ("git switch -c fix/greet && git status", frozenset()),
+        ("git checkout -b fix origin/main", None),  # a start point: the files may change
     ],
 )
 def test_changed_paths(command: str, expected: frozenset[str] | None) -> None:
@@ -327,6 +330,11 @@ def test_log_helpers() -> None:
     assert relative_path("src/./a.py", "/testbed") == "src/a.py"
     assert relative_path("/tmp/x.py", "/testbed") is None
     assert relative_path("../x.py", "/testbed") is None
+    assert relative_path("D:\\work\\proj\\src\\a.py", "D:\\work\\proj") == "src/a.py"
+    assert relative_path("d:/Work/proj/src/a.py", "D:\\work\\proj") == "src/a.py"
+    assert relative_path("src\\a.py", "D:\\work\\proj") == "src/a.py"
+    assert relative_path("D:\\other\\a.py", "D:\\work\\proj") is None
+    assert relative_path("C:\\a.py", "/testbed") is None
     assert trace_name(Path("x/django__django-1.traj.json.gz")) == "django__django-1"
     assert unknown_calls({"unknown": {"calls": ["a", "b"]}}) == {"a": "", "b": ""}
     assert unknown_calls({"unknown": {"calls": {"a": "why"}}}) == {"a": "why"}

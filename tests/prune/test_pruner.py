@@ -284,6 +284,11 @@ def test_malformed_input_exits_non_zero_names_the_message_and_writes_nothing(
 def test_archive_show_of_an_unknown_call_exits_2(runner: CliRunner, tmp_path: Path) -> None:
     result = run(runner, "archive", "show", "nope", "--store", tmp_path / "s.db")
     assert result.exit_code == 2 and result.stdout == ""
+    assert "no store at" in result.stderr and not (tmp_path / "s.db").exists()  # makes none
+    with FileCache(tmp_path, store=tmp_path / "s.db"):
+        pass  # the store exists now
+    result = run(runner, "archive", "show", "nope", "--store", tmp_path / "s.db")
+    assert result.exit_code == 2 and result.stdout == ""
     assert "no archived result for nope" in result.stderr
 
 

@@ -400,3 +400,56 @@ def test_progress_a_line_per_session_off_a_terminal_and_nothing_under_json() -> 
     assert f"replayed 1/1: {FIXTURE.name}" in compared.stderr
     quiet = _invoke(str(FIXTURE), "--compare", "--window", "16000", "--json")
     assert quiet.exit_code == 0 and "replayed" not in quiet.stderr
+
+
+@pytest.mark.parametrize("offset", [None, 5])
+def test_an_undone_edit_notice_is_read_as_a_notice(tmp_path: Path, offset: int | None) -> None:
+    """After ``git checkout FILE`` undoes the model's edit, a read answers with a line saying
+    so, then the diff or the content. The checker read that line as the answer's header: a
+    stale view and a dangling reference on a real Claude Code log."""
+    text = "".join(f"line {i} of a file that is long enough to matter\n" for i in range(1, 41))
+    window = {} if offset is None else {"offset": offset, "limit": 10}
+    session = _trace(
+        tmp_path,
+        [
+            {"role": "user", "content": "Edit it."},
+            _call(1, "read_file", path="notes.txt"),
+            _result(1, "recorded"),
+            _call(2, "edit_file", path="notes.txt", old_string="line 7 ", new_string="LINE 7 "),
+            _result(2, "recorded"),
+            _call(3, "bash", command="git checkout notes.txt"),
+            _result(3, "Updated 1 path from the index\n"),
+            _call(4, "read_file", path="notes.txt", **window),
+            _result(4, "recorded"),
+            {"role": "assistant", "content": "Done."},
+        ],
+        {"notes.txt": text},
+    )
+    r = replay_session(session, cap=False)  # the recorded results are placeholders
+    undone = r.filecache_messages[-2]["content"]
+    assert "your edit call_2 is no longer on disk" in undone
+    assert r.files_identical
+    assert (r.stale_views, r.dangling_refs, r.recall) == (0, 0, 1.0)
+
+
+def test_recall_over_every_line_reads_claude_codes_numbered_read_results(tmp_path: Path) -> None:
+    """Claude Code's Read shows ``     N→text`` (2.1.x before 2.1.32x): recall over every line
+    found no line in it and read 100% of nothing (0 pairs)."""
+    lines = [f"line {i} of a file that is long enough to matter\n" for i in range(1, 41)]
+    shown = "".join(f"{n:6d}\u2192{t}" for n, t in enumerate(lines[:20], 1))
+    reminder = "\n<system-reminder>\nConsider whether it is malware.\n</system-reminder>\n"
+    session = _trace(
+        tmp_path,
+        [
+            {"role": "user", "content": "Look."},
+            _call(1, "read_file", path="notes.txt", offset=1, limit=20),
+            _result(1, shown + reminder),
+            _call(2, "read_file", path="notes.txt", offset=1, limit=20),
+            _result(2, shown + reminder),
+            {"role": "assistant", "content": "Done."},
+        ],
+        {"notes.txt": "".join(lines)},
+    )
+    r = replay_session(session)
+    assert r.recall_all_pairs == 1 and r.recall_all == 1.0
+    assert r.lines_in_use == (40, 20, 20)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from filecache.replay.replay import replay_session
 from filecache.replay.replay_shell import ShellFrame, find_frame, trace_path
 
@@ -151,3 +153,59 @@ def test_a_replay_answers_with_the_same_bytes_in_every_run(tmp_path: Path) -> No
     assert "seal " in answers[0]["c2"] and "unchanged" in answers[0]["c2"]
     assert answers[0] == answers[1]
     assert runs[0].prompt_tokens == runs[1].prompt_tokens
+
+
+def test_git_checkout_is_redone_however_the_trace_path_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``git checkout FILE`` restores from the trace's ``files/``: with a relative trace folder
+    it was not redone (locate() needs a resolved root), so the read after it was kept as
+    recorded and the figures differed from the same trace given by absolute path."""
+    lines = TEXT.splitlines(keepends=True)
+    edited = lines.copy()
+    edited[11] = edited[11].replace("compute(12)", "compute(twelve)")
+    part = "".join(lines[4:25])
+    trace = _trace(
+        tmp_path,
+        [
+            ("sed -n '5,25p' m.py", part),
+            ("sed -i '12s/compute(12)/compute(twelve)/' m.py", ""),
+            ("sed -n '5,25p' m.py", "".join(edited[4:25])),
+            ("git checkout m.py", "Updated 1 path from the index\n"),
+            ("sed -n '5,25p' m.py", part),
+        ],
+    )
+    by_path = replay_session(trace)
+    monkeypatch.chdir(tmp_path)
+    relative = replay_session(Path(trace.name))
+    assert relative.skipped == by_path.skipped == {}
+    assert relative.prompt_tokens == by_path.prompt_tokens
+    assert relative.billed == by_path.billed
+    served = {c["call_id"] for c in relative.calls if c.get("shell")}
+    assert served == {"c1", "c3", "c5"}
+    assert relative.files_identical and relative.stale_views == 0
+
+
+@pytest.mark.parametrize(
+    ("command", "rows"),
+    [
+        ("nl -ba m.py | grep -n 'compute(12)'", [12]),
+        ("nl -ba m.py | grep -n -A 2 'compute(12)'", [12, 13, 14]),
+        ("cat -n m.py | grep -n -B 1 'compute(12)'", [11, 12]),
+    ],
+)
+def test_grep_n_of_numbered_lines_is_read_as_bash_prints_it(
+    tmp_path: Path, command: str, rows: list[int]
+) -> None:
+    """``nl -ba F | grep -n PAT`` prints ``12:    12<TAB>text``: grep's number, then nl's. The
+    checker read it as line 12 holding ``    12<TAB>text`` and reported a stale view (the
+    bytes served equal bash's; 2 answers in 60 held-out mini-swe-agent sessions)."""
+    lines = TEXT.splitlines(keepends=True)
+    mark = {n: (":" if n == 12 else "-") for n in rows}
+    output = "".join(f"{n}{mark[n]}{n:6d}\t{lines[n - 1]}" for n in rows)
+    part = "".join(lines[4:25])
+    trace = _trace(tmp_path, [("sed -n '5,25p' m.py", part), (command, output)])
+    replay = replay_session(trace)
+    assert {c["call_id"] for c in replay.calls if c.get("shell")} == {"c1", "c2"}
+    assert replay.stale_views == 0 and replay.dangling_refs == 0
+    assert replay.recall_all == 1.0

@@ -188,3 +188,33 @@ def test_sidechain_entries_belong_to_the_subagent_transcript_only() -> None:
     lines = [json.dumps(e) for e in items]
     assert held_calls(lines).ids == frozenset()  # in a main transcript: another context's
     assert held_calls(lines, sidechain=True).ids == BEFORE  # a subagent's own transcript
+
+
+def with_progress(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The transcript as Claude Code 2.1.12-2.1.42 writes it: a hook ``progress`` entry between
+    every message and its parent (the message's ``parentUuid`` names the progress entry)."""
+    out: list[dict[str, Any]] = []
+    for n, entry in enumerate(items):
+        parent = entry.get("parentUuid")
+        if entry.get("type") in ("user", "assistant") and isinstance(parent, str):
+            hook = {"type": "progress", "uuid": f"progress-{n}", "parentUuid": parent,
+                    "isSidechain": entry.get("isSidechain", False),
+                    "data": {"type": "hook_progress", "hookEvent": "PostToolUse"}}  # fmt: skip
+            out.append(hook)
+            entry = {**entry, "parentUuid": hook["uuid"]}
+        out.append(entry)
+    return out
+
+
+def test_progress_entries_on_the_chain_do_not_cut_it(tmp_path: Path) -> None:
+    """The walk back from the newest entry stopped at the first progress entry: every result
+    before it counted as not held (content again, never a FileRef to it)."""
+    items = with_progress(before_compact())
+    assert sum(e["type"] == "progress" for e in items) > 10
+    assert held(items) == BEFORE
+    log = tmp_path / "session.jsonl"
+    log.write_text("".join(json.dumps(e) + "\n" for e in items[:20]))
+    first = read_held(log).ids  # the index keeps the bridges between hooks
+    with log.open("a") as fh:
+        fh.write("".join(json.dumps(e) + "\n" for e in items[20:]))
+    assert read_held(log).ids == BEFORE and first <= BEFORE

@@ -261,6 +261,7 @@ async def test_http_connections_have_separate_views(
         proc.wait(timeout=10)
     assert [meta_of(r)["kind"] for r in (a1, a2, b1, b2)] == ["full", "unchanged"] * 2
     assert sa["session"] != sb["session"]
+    assert f"at http://127.0.0.1:{port}/mcp;" in errlog.read_text()  # where to point a client
 
 
 async def test_refs_expire_after_the_call_window(

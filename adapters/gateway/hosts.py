@@ -1,0 +1,304 @@
+"""How each host is pointed at the gateway for one process, and what it would have used instead.
+
+``plan(host, args, env, cwd)`` reads (never writes) the host's own settings to find the upstream
+the host would have called, and returns how to point this one process at a gateway route for it:
+extra arguments and environment variables, nothing persisted.
+
+- Claude Code: ``ANTHROPIC_BASE_URL`` (the variable, or the ``env`` of its settings files, which
+  Claude Code applies over the process's own: then the route also goes in a ``--settings`` JSON
+  argument, which ranks above the user's and the project's settings files). Bedrock, Vertex and
+  Foundry are not the Messages API at a base URL: those run without the gateway.
+- Codex: the provider in use (``model_provider``: ``-c`` overrides, the profile, config.toml;
+  ``openai`` by default) and its ``base_url``; a custom provider is re-pointed with
+  ``-c model_providers.ID.base_url=...``, the built-in one with ``-c openai_base_url=...`` (the
+  built-in's upstream: ``openai_base_url``, else ``OPENAI_BASE_URL``, else ChatGPT's Codex
+  backend when it is signed in with ChatGPT, else ``https://api.openai.com/v1``).
+- opencode: ``OPENCODE_CONFIG_CONTENT`` (opencode merges it over every config file) gives each
+  provider that speaks a known API (``anthropic``, ``openai``, and ``@ai-sdk/anthropic``,
+  ``@ai-sdk/openai``, ``@ai-sdk/openai-compatible`` entries with a base URL) its route as
+  ``options.baseURL``.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from filecache.adapters.gateway.routes import ANTHROPIC_DEFAULT, OPENAI_DEFAULT
+
+__all__ = ["HOSTS", "HostPlan", "plan"]
+
+HOSTS = ("claude", "codex", "opencode")
+CHATGPT_CODEX = "https://chatgpt.com/backend-api/codex"
+OPENCODE_DEFAULTS = {
+    "anthropic": "https://api.anthropic.com/v1",
+    "openai": "https://api.openai.com/v1",
+}
+_OPENCODE_NPM = ("@ai-sdk/anthropic", "@ai-sdk/openai", "@ai-sdk/openai-compatible")
+
+Apply = Callable[[Sequence[str]], tuple[list[str], dict[str, str]]]
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    """``upstreams``: the original base URLs to register, in order; ``apply``: the route URLs
+    (same order) → (the arguments to put before the user's, the variables to set);
+    ``unsupported``: why this process cannot go through the gateway ("" when it can)."""
+
+    upstreams: tuple[str, ...]
+    apply: Apply
+    unsupported: str = ""
+    after_args: bool = False  # the extra arguments go after the user's (Codex's -c overrides)
+
+
+def plan(host: str, args: Sequence[str], env: Mapping[str, str], cwd: Path) -> HostPlan:
+    """The plan for ``host`` (one of ``HOSTS``) run with ``args`` in ``cwd`` under ``env``."""
+    if host == "claude":
+        return _claude(env, cwd)
+    if host == "codex":
+        return _codex(args, env)
+    return _opencode(env, cwd)
+
+
+def _nothing(urls: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    return [], {}
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+# -- Claude Code ---------------------------------------------------------------------------------
+
+
+def _claude(env: Mapping[str, str], cwd: Path) -> HostPlan:
+    config = Path(env.get("CLAUDE_CONFIG_DIR") or Path(env.get("HOME") or "~") / ".claude")
+    files = [
+        config.expanduser() / "settings.json",
+        cwd / ".claude" / "settings.json",
+        cwd / ".claude" / "settings.local.json",
+    ]
+    merged = dict(env)
+    from_settings = False
+    for path in files:
+        settings_env = _read_json(path).get("env")
+        if isinstance(settings_env, dict):
+            for key, value in settings_env.items():
+                merged[str(key)] = str(value)
+                from_settings |= key == "ANTHROPIC_BASE_URL"
+    for flag in ("CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY"):
+        if merged.get(flag, "").strip().lower() not in ("", "0", "false"):
+            return HostPlan((), _nothing, f"{flag} is set (not the Messages API at a base URL)")
+    upstream = merged.get("ANTHROPIC_BASE_URL") or ANTHROPIC_DEFAULT
+
+    def apply(urls: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+        extra = ["--settings", json.dumps({"env": {"ANTHROPIC_BASE_URL": urls[0]}})]
+        return (extra if from_settings else []), {"ANTHROPIC_BASE_URL": urls[0]}
+
+    return HostPlan((upstream,), apply)
+
+
+# -- Codex ---------------------------------------------------------------------------------------
+
+
+def _toml_value(text: str) -> Any:
+    """A ``-c key=value`` value as Codex reads it: TOML, else the literal string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _set_dotted(into: dict[str, Any], key: str, value: Any) -> None:
+    parts = key.split(".")
+    for part in parts[:-1]:
+        nxt = into.get(part)
+        if not isinstance(nxt, dict):
+            nxt = into[part] = {}
+        into = nxt
+    into[parts[-1]] = value
+
+
+def _codex_overrides(args: Sequence[str]) -> tuple[dict[str, Any], str | None]:
+    """The ``-c``/``--config`` overrides among Codex's arguments, and ``--profile``/``-p``."""
+    found: dict[str, Any] = {}
+    profile = None
+    items = list(args)
+    for i, arg in enumerate(items):
+        value = None
+        if arg in ("-c", "--config") and i + 1 < len(items):
+            value = items[i + 1]
+        elif arg.startswith("--config="):
+            value = arg.split("=", 1)[1]
+        elif arg in ("-p", "--profile") and i + 1 < len(items):
+            profile = items[i + 1]
+        elif arg.startswith("--profile="):
+            profile = arg.split("=", 1)[1]
+        if value is not None and "=" in value:
+            key, _, raw = value.partition("=")
+            _set_dotted(found, key.strip(), _toml_value(raw.strip()))
+    return found, profile
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _codex(args: Sequence[str], env: Mapping[str, str]) -> HostPlan:
+    home = Path(env.get("CODEX_HOME") or Path(env.get("HOME") or "~") / ".codex").expanduser()
+    try:
+        config: dict[str, Any] = tomllib.loads((home / "config.toml").read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        config = {}
+    overrides, profile = _codex_overrides(args)
+    profile = profile or overrides.get("profile") or config.get("profile")
+    profiles = config.get("profiles")
+    if isinstance(profile, str) and isinstance(profiles, dict):
+        chosen = profiles.get(profile)
+        if isinstance(chosen, dict):
+            config = _merge(config, chosen)
+    config = _merge(config, overrides)
+    if "--oss" in args:
+        return HostPlan((), _nothing, "--oss (a local model server)")
+    provider = str(config.get("model_provider") or "openai")
+    if provider == "openai":
+        upstream = str(
+            config.get("openai_base_url")
+            or env.get("OPENAI_BASE_URL")
+            or (CHATGPT_CODEX if _chatgpt_login(home, env) else OPENAI_DEFAULT)
+        )
+
+        def apply_builtin(urls: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+            return ["-c", f"openai_base_url={json.dumps(urls[0])}"], {"OPENAI_BASE_URL": urls[0]}
+
+        return HostPlan((upstream,), apply_builtin, after_args=True)
+    table = (config.get("model_providers") or {}).get(provider)
+    base_url = table.get("base_url") if isinstance(table, dict) else None
+    if not isinstance(base_url, str) or not base_url:
+        return HostPlan((), _nothing, f"model provider {provider!r} has no base_url")
+
+    def apply_custom(urls: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+        return ["-c", f"model_providers.{provider}.base_url={json.dumps(urls[0])}"], {}
+
+    return HostPlan((base_url,), apply_custom, after_args=True)
+
+
+def _chatgpt_login(home: Path, env: Mapping[str, str]) -> bool:
+    """Codex signed in with ChatGPT (its requests then go to ChatGPT's Codex backend)."""
+    auth = _read_json(home / "auth.json")
+    if auth.get("OPENAI_API_KEY") or env.get("OPENAI_API_KEY") or env.get("CODEX_API_KEY"):
+        return False
+    return isinstance(auth.get("tokens"), dict)
+
+
+# -- opencode ------------------------------------------------------------------------------------
+
+
+def _jsonc(path: Path) -> dict[str, Any]:
+    """An opencode config file (JSON, or JSONC with // comments and trailing commas)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = _loose_json(text)
+    return data if isinstance(data, dict) else {}
+
+
+def _loose_json(text: str) -> Any:
+    import re
+
+    out, i, in_string = [], 0, False
+    while i < len(text):  # drop comments outside strings
+        ch = text[i]
+        if in_string:
+            out.append(ch)
+            if ch == "\\" and i + 1 < len(text):
+                out.append(text[i + 1])
+                i += 1
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+            out.append(ch)
+        elif text.startswith("//", i):
+            i = text.find("\n", i)
+            i = len(text) if i < 0 else i
+            continue
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = len(text) if end < 0 else end + 2
+            continue
+        else:
+            out.append(ch)
+        i += 1
+    try:
+        return json.loads(re.sub(r",(\s*[}\]])", r"\1", "".join(out)))
+    except ValueError:
+        return {}
+
+
+def _opencode_config(env: Mapping[str, str], cwd: Path) -> dict[str, Any]:
+    home = Path(env.get("HOME") or "~").expanduser()
+    config_home = Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "opencode"
+    files = [config_home / name for name in ("config.json", "opencode.json", "opencode.jsonc")]
+    if env.get("OPENCODE_CONFIG"):
+        files.append(Path(env["OPENCODE_CONFIG"]))
+    for folder in [*reversed([cwd, *cwd.parents])]:
+        files += [folder / "opencode.json", folder / "opencode.jsonc"]
+        files += [folder / ".opencode" / "opencode.json", folder / ".opencode" / "opencode.jsonc"]
+    merged: dict[str, Any] = {}
+    for path in files:
+        merged = _merge(merged, _jsonc(path))
+    if env.get("OPENCODE_CONFIG_CONTENT"):
+        try:
+            inline = json.loads(env["OPENCODE_CONFIG_CONTENT"])
+        except ValueError:
+            inline = {}
+        merged = _merge(merged, inline if isinstance(inline, dict) else {})
+    return merged
+
+
+def _opencode(env: Mapping[str, str], cwd: Path) -> HostPlan:
+    config = _opencode_config(env, cwd)
+    providers = config.get("provider") if isinstance(config.get("provider"), dict) else {}
+    chosen: dict[str, str] = dict(OPENCODE_DEFAULTS)
+    for name, entry in (providers or {}).items():
+        if not isinstance(entry, dict):
+            continue
+        options = entry.get("options") if isinstance(entry.get("options"), dict) else {}
+        base = (options or {}).get("baseURL")
+        npm = entry.get("npm")
+        if isinstance(base, str) and base and (npm in _OPENCODE_NPM or name in chosen):
+            chosen[str(name)] = base
+    names = sorted(chosen)
+    inline_text = env.get("OPENCODE_CONFIG_CONTENT")
+    try:
+        inline = json.loads(inline_text) if inline_text else {}
+    except ValueError:
+        inline = {}
+
+    def apply(urls: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+        routed = {
+            name: {"options": {"baseURL": url}} for name, url in zip(names, urls, strict=True)
+        }
+        content = _merge(inline if isinstance(inline, dict) else {}, {"provider": routed})
+        return [], {"OPENCODE_CONFIG_CONTENT": json.dumps(content)}
+
+    return HostPlan(tuple(chosen[name] for name in names), apply)
