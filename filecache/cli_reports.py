@@ -168,10 +168,12 @@ def _write_html(path: Path, page: str) -> None:
 )
 @click.option(
     "--read-mode",
-    type=click.Choice(["auto", "full"]),
-    default="auto",
+    type=click.Choice(["agent", "auto", "full"]),
+    default="agent",
     show_default=True,
-    help="filecache's reads: auto outlines a large whole file (as SWE-agent abbreviates one).",
+    help="filecache's whole-file reads: agent answers them as the agent's own tool does (an "
+    "outline of a large file only where it abbreviates one: SWE-agent); auto always outlines a "
+    "large file; full never does.",
 )
 @click.option(
     "--tokenizer",

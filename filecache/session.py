@@ -38,6 +38,7 @@ import functools
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -492,7 +493,7 @@ class Session:
             self._state.tool_keys.add(key)
             return self._answer(turn, src, cid, lambda seq: ReadAsk(
                 src=src, call_id=cid, seq=seq, lines=(start, end), fresh=fresh, mode="full",
-            ))  # fmt: skip
+            ), own_output=True)  # fmt: skip
 
     def record_write(self, path: str, tool: str, call_id: str | None = None) -> str:
         """Record a write/edit done outside ``Session`` (decorated tools); returns the call id."""
@@ -562,25 +563,36 @@ class Session:
         return self._at(path, adopt_at)
 
     def _answer(
-        self, turn: Turn, src: Source, cid: str, ask_at: Callable[[int], ReadAsk]
+        self,
+        turn: Turn,
+        src: Source,
+        cid: str,
+        ask_at: Callable[[int], ReadAsk],
+        *,
+        own_output: bool = False,
     ) -> ReadResult:
         """Answer the read ``cid`` of ``src``: ``ask_at(seq)`` is the read as asked, given the
-        sequence number its answer gets (after the notices, which may log changes first)."""
+        sequence number its answer gets (after the notices, which may log changes first).
+        ``own_output``: ``src`` is a tool's own output (a decorated tool's), so no answer is
+        larger than it: a FileRef or diff that would be is sent as that output instead."""
         settings = self.cache.settings
         notice = self._notices(turn, cid, src.key)
         view = turn.view(src.key)
         ask = ask_at(turn.next_seq())
-        decision = plan_read(
-            ask, view, call_seq=self._state.call_seq,
-            lookups=read_lookups(
-                self._versions, self._counts, self._outlines, src, view, self._seal
-            ),
-            rules=ReadRules(
-                outline_threshold=settings.outline_threshold,
-                diff_max_ratio=settings.diff_max_ratio,
-                max_versions=settings.versions_per_path, margin=self._counts.margin,
-            ),
+        lookups = read_lookups(self._versions, self._counts, self._outlines, src, view, self._seal)
+        rules = ReadRules(
+            outline_threshold=settings.outline_threshold, diff_max_ratio=settings.diff_max_ratio,
+            max_versions=settings.versions_per_path, margin=self._counts.margin,
         )  # fmt: skip
+        call_seq = self._state.call_seq
+        decision = plan_read(ask, view, call_seq=call_seq, lookups=lookups, rules=rules)
+        if (
+            own_output
+            and decision.kind in (Kind.UNCHANGED, Kind.DIFF, Kind.OUTLINE)
+            and decision.tokens > decision.request.plain
+        ):  # never larger than the tool's own output: that output, as content
+            ask = replace(ask, fresh=True)
+            decision = plan_read(ask, view, call_seq=call_seq, lookups=lookups, rules=rules)
         return self._answered(turn, decision, notice)
 
     def _answered(self, turn: Turn, decision: ReadDecision, notice: str) -> ReadResult:

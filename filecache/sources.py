@@ -365,7 +365,12 @@ def read_lookups(
         found = find_symbol(outlines.outline_of(src.version, src.path, lines), name)
         return found.start_line, found.end_line, found.qualified_name
 
+    def definitions() -> list[tuple[int, int]]:
+        outline = outlines.outline_of(src.version, src.path, lines)
+        return [(d.start_line, d.end_line) for d in outline.definitions]
+
     return ReadLookups(
+        definitions=definitions,
         count=counts.count,
         plain=lambda start, end: counts.plain_tokens(src, start, end),
         outline=lambda budget: outlines.outline_text(src.version, src.path, lines, budget),

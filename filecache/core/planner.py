@@ -58,6 +58,7 @@ __all__ = [
     "ReadRules",
     "check_read",
     "choose_cover",
+    "complete_definitions",
     "content_text",
     "diff_bases",
     "line_range",
@@ -70,6 +71,7 @@ __all__ = [
 ]
 
 DIFF_CANDIDATES = 2  # held versions tried as a diff base, the latest first
+SHORT_DEFINITION = 7  # lines: SWE-agent's viewer shows a definition this short whole
 MODES = ("auto", "full", "outline")
 
 
@@ -145,6 +147,8 @@ class ReadLookups:
     symbol: Callable[[str], tuple[int, int, str]]
     bases: Callable[[], Mapping[str, Sequence[str]]]
     seal: Callable[[], str]
+    definitions: Callable[[], Sequence[tuple[int, int]]] = lambda: ()
+    """The (first, last) lines of every definition of the version (``complete_definitions``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -221,6 +225,22 @@ def wants_outline(
     if not may_outline or request.fresh or request.plain <= threshold:
         return False
     return view is None or not any(f.covering(request.start, request.end) for f in view.recent())
+
+
+def complete_definitions(start: int, end: int, definitions: Sequence[tuple[int, int]]) -> int:
+    """The last line of a ranged read of a version the model was shown only as an auto outline.
+
+    The agent's own abbreviated view (SWE-agent's) shows a short definition whole, so a model
+    that read one there edits all of it; filecache's outline shows its signature only. A range
+    that starts a short definition (under ``SHORT_DEFINITION`` lines) and stops inside it runs
+    on to its end, so the model does not edit the rest of it from lines it was never shown.
+    """
+    ends = [
+        last
+        for first, last in definitions
+        if start <= first <= end < last and last - first < SHORT_DEFINITION
+    ]
+    return max([end, *ends])
 
 
 def outline_key(version: str, *, large: bool) -> str:
@@ -314,6 +334,9 @@ def _plan(
         start, end, label = lookups.symbol(ask.symbol)
     else:
         start, end = line_range(src.path, len(src.lines), ask.offset, ask.limit)
+        outlined = view is not None and outline_key(src.version, large=True) in view.outlines
+        if outlined and ask.mode == "auto" and src.numbered:
+            end = complete_definitions(start, end, lookups.definitions())
     request = ReadRequest(
         src=src, start=start, end=end, call_id=ask.call_id, seq=ask.seq,
         plain=lookups.plain(start, end), fresh=ask.fresh, label=label, partial=ask.partial,

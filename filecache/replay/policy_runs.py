@@ -13,11 +13,61 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PolicyRun", "combine_runs"]
+__all__ = ["Grounding", "PolicyRun", "combine_runs"]
+
+
+@dataclass(frozen=True)
+class Grounding:
+    """Edit grounding of one run of one session (or, added up, several).
+
+    Attributes:
+        edits: edits whose old text was in the file.
+        grounded: those whose old text the request the model answered showed.
+        lost: edits grounded in the recording but not in this run.
+        reread_tokens: prompt tokens the re-reads of the lost edits add (net figures).
+        reread_billed: their billed equivalents.
+        ungrounded: the call ids of the edits not grounded (lost ones first marked ``lost:``).
+    """
+
+    edits: int = 0
+    grounded: int = 0
+    lost: int = 0
+    reread_tokens: int = 0
+    reread_billed: float = 0.0
+    ungrounded: tuple[str, ...] = ()
+
+    @property
+    def share(self) -> float:
+        """Grounded edits over edits (1.0 without edits)."""
+        return self.grounded / self.edits if self.edits else 1.0
+
+    def __add__(self, other: Grounding) -> Grounding:
+        return Grounding(
+            self.edits + other.edits, self.grounded + other.grounded, self.lost + other.lost,
+            self.reread_tokens + other.reread_tokens, self.reread_billed + other.reread_billed,
+            self.ungrounded + other.ungrounded,
+        )  # fmt: skip
+
+    def named(self, prefix: str) -> Grounding:
+        return dataclasses.replace(
+            self, ungrounded=tuple(f"{prefix}: {u}" for u in self.ungrounded)
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "edits": self.edits,
+            "grounded": self.grounded,
+            "share": round(self.share, 4),
+            "lost": self.lost,
+            "reread_tokens": self.reread_tokens,
+            "reread_billed": round(self.reread_billed, 1),
+            "ungrounded": list(self.ungrounded),
+        }
 
 
 @dataclass(frozen=True)
@@ -40,6 +90,7 @@ class PolicyRun:
             mean over its ``recall_all_pairs`` (``SessionReplay.recall_all``).
         problems: one line per stale view or dangling stub.
         series: prompt tokens of every request.
+        grounding: its edits' grounding, and the re-reads its lost edits would need.
     """
 
     name: str
@@ -57,6 +108,16 @@ class PolicyRun:
     series: tuple[int, ...] = field(default=(), repr=False)
     recall_all: float = 1.0
     recall_all_pairs: int = 0
+    grounding: Grounding = field(default_factory=Grounding)
+
+    @property
+    def net_prompt_tokens(self) -> int:
+        """Prompt tokens with the lost edits' re-reads charged."""
+        return self.prompt_tokens + self.grounding.reread_tokens
+
+    @property
+    def net_billed(self) -> float:
+        return self.billed + self.grounding.reread_billed
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,6 +134,9 @@ class PolicyRun:
             "recall_pairs": self.recall_pairs,
             "recall_all": round(self.recall_all, 4),
             "recall_all_pairs": self.recall_all_pairs,
+            "grounding": self.grounding.to_json(),
+            "net_prompt_tokens": self.net_prompt_tokens,
+            "net_billed": round(self.net_billed, 1),
         }
 
 
@@ -101,5 +165,6 @@ def combine_runs(runs: Sequence[Mapping[str, PolicyRun]]) -> dict[str, PolicyRun
             problems=tuple(q for p in parts for q in p.problems),
             recall_all=every / all_pairs if all_pairs else 1.0,
             recall_all_pairs=all_pairs,
+            grounding=sum((p.grounding for p in parts), Grounding()),
         )
     return out

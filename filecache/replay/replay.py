@@ -3,8 +3,9 @@
 The trace's file tools are executed twice on two copies of ``files/``: once plain (the baseline:
 the same ``Session`` tools with every read fresh and whole: same content format, same
 confirmations and error texts, no FileRef, diff or outline) and once through one
-``filecache.Session`` (reads in ``read_mode``, ``auto`` by default: an outline for a whole-file
-read of a large file, as SWE-agent abbreviates one). Other tools keep their recorded output;
+``filecache.Session`` (reads in ``read_mode``; by default as the agent's own tool reads: an
+outline for a whole-file read of a large file only for an agent whose viewer abbreviates one,
+as SWE-agent's does; ``trace_format.agent_read_mode``). Other tools keep their recorded output;
 after each, ``Session.rehash`` looks for files it changed (bash-aware). A ``bash`` read that
 ``replay_shell`` can answer (its recorded result holds what the command prints on the files)
 is answered by ``bash_reads`` in the filecache run and keeps its recorded result in the plain
@@ -61,6 +62,14 @@ from filecache.replay.replay_check import (
     tag_of,
     verified_lines,
 )
+from filecache.replay.replay_grounding import (
+    EditTarget,
+    GroundingMeter,
+    Lines,
+    edit_target,
+    grounded,
+    shown_lines,
+)
 from filecache.replay.replay_host import load_trace
 from filecache.replay.replay_metrics import (
     MESSAGE_OVERHEAD,
@@ -79,7 +88,7 @@ from filecache.replay.replay_shell import (
     shell_commands,
     shell_read_paths,
 )
-from filecache.replay.trace_format import TRACE_FORMAT, edit_pairs, unknown_calls
+from filecache.replay.trace_format import TRACE_FORMAT, agent_read_mode, edit_pairs, unknown_calls
 from filecache.stats import read_baseline
 from filecache.store.store import Store
 from filecache.tools import EDIT_FILE, READ_FILE, WRITE_FILE
@@ -87,7 +96,7 @@ from filecache.tools import EDIT_FILE, READ_FILE, WRITE_FILE
 __all__ = ["FILE_TOOLS", "READ_MODES", "TRACE_FORMAT", "replay_session", "run_file_tool"]
 
 FILE_TOOLS = ("read_file", "write_file", "edit_file")
-READ_MODES = ("auto", "full")
+READ_MODES = ("agent", "auto", "full")
 
 Message = dict[str, Any]
 
@@ -225,6 +234,7 @@ class _Checker:
         self.all_sum = 0.0  # recall over every line the recording showed (outlines: hidden)
         self.all_pairs = 0
         self.all_lines = [0, 0, 0]  # summed over pairs: the file's lines, recorded, held
+        self._last: tuple[ModelView | None, set[str], list[tuple[str, str]]] = (None, set(), [])
 
     def request(
         self, index: int, history: Sequence[Message], sent: Sequence[Message], pruned: set[str]
@@ -262,6 +272,7 @@ class _Checker:
         for cid, problem in new.items():
             if problem is not None:
                 self.problems.setdefault(cid, problem)
+        self._last = (as_sent, affected, results)
         for cid, why in self.dangling_of(results, self.calls).items():
             self.dangling.setdefault(cid, f"{cid}: {why} in the request before message {index}")
         for path in self.later_paths[index]:
@@ -287,6 +298,44 @@ class _Checker:
                 continue
             self.recall_sum += len(held & shown) / len(shown)
             self.recall_pairs += 1
+
+    def sources(self, path: str) -> list[Lines]:
+        """What the last request showed of ``path``: the model's copies rebuilt from it, and
+        each tool result's lines as sent (``replay_grounding.shown_lines``)."""
+        as_sent, affected, results = self._last
+        view = as_sent if as_sent is not None and path in affected else self.unpruned
+        out = [
+            {n: text.rstrip("\n") for n, text in copy.lines.items()}
+            for copy in view.copies.get(path, {}).values()
+        ]
+        out += [
+            shown_lines(self.calls[cid], text)
+            for cid, text in results
+            if cid in self.calls and self.calls[cid].path == path
+        ]
+        return out
+
+
+def _peer_sources(peer: PeerRun, path: str) -> list[Lines]:
+    """The lines each tool result of a peer's last request shows of ``path``, as sent."""
+    return [
+        shown_lines(peer.calls[cid], str(m.get("content") or ""))
+        for m in peer.sent
+        if (cid := str(m.get("tool_call_id") or "")) in peer.calls and peer.calls[cid].path == path
+    ]
+
+
+def _edit_sites(
+    messages: Sequence[Mapping[str, Any]], calls: Mapping[str, tuple[str, dict[str, Any]]]
+) -> dict[int, list[str]]:
+    """By the index of the assistant message that makes them: the edit calls replayed."""
+    out: dict[int, list[str]] = {}
+    for i, message in enumerate(messages):
+        for call in message.get("tool_calls") or ():
+            cid = str(call.get("id"))
+            if calls.get(cid, ("",))[0] == EDIT_FILE.name:
+                out.setdefault(i, []).append(cid)
+    return out
 
 
 def _changed_inputs(sent: Sequence[Message], calls: Mapping[str, FileCall]) -> set[str]:
@@ -332,7 +381,7 @@ def replay_session(
     tokenizer: str = "o200k",
     window: int | None = None,
     cache_aware: bool = True,
-    read_mode: str = "auto",
+    read_mode: str = "agent",
     store: str | Path | Store | None = None,
     policy: PrunePolicy | None = None,
     peers: Sequence[str] = (),
@@ -346,7 +395,10 @@ def replay_session(
         tokenizer: how tokens are counted (``o200k``, ``cl100k``, ``estimate``).
         window: the context window to prune for; None: no pruning (delta reads only).
         cache_aware: the pruner's prompt-cache cost gate.
-        read_mode: filecache's read mode (``auto``: outlines for large whole files; ``full``).
+        read_mode: filecache's read mode: ``agent`` (the default) answers whole-file reads as
+            the agent's own tool does (``trace_format.agent_read_mode``: ``auto`` for an agent
+            whose viewer abbreviates a large file, SWE-agent's; else ``full``), ``auto``
+            (outlines for large whole files), ``full`` (never an outline).
         store: where the filecache run's session is kept (default: in memory); the session is
             named after the directory and replaced if it exists.
         policy: a whole pruning policy (overrides ``window`` and ``cache_aware``).
@@ -367,6 +419,8 @@ def replay_session(
     trace_dir = Path(trace_dir).resolve()  # the same figures however the path is written
     name = trace_dir.name
     trace = load_trace(trace_dir)
+    if read_mode == "agent":
+        read_mode = agent_read_mode(trace)
     messages: list[Message] = trace["messages"]
     calls = _tool_calls(messages)
     shell = shell_commands(messages)
@@ -397,6 +451,7 @@ def replay_session(
             run.cap = cap
             run.shell, run.cwd = shell, trace.get("cwd")
             run.originals = trace_dir / "files"
+            run.edit_sites = _edit_sites(messages, calls)
             for message in messages:
                 run.step(message, fc_root, plain_root)
             tokenizer_used = cache.tokens.encoding
@@ -462,6 +517,10 @@ class _Run:
         self.peers: list[PeerRun] = []
         self.cap = True  # an answer larger than the recorded one is replaced by it
         self.capped: list[str] = []
+        self.edit_sites: Mapping[int, Sequence[str]] = {}  # by message index
+        self.recorded_shown: dict[str, list[Lines]] = {}  # per path: what the recording showed
+        self.grounding = {"recorded": GroundingMeter(), "filecache": GroundingMeter()}
+        self.peer_grounding: dict[str, GroundingMeter] = {}
 
     def add_peers(self, names: Sequence[str], window: int | None, trigger: int | None) -> None:
         for name in names:
@@ -471,6 +530,7 @@ class _Run:
                     checker=self._peer_checker,
                 )
             )  # fmt: skip
+            self.peer_grounding[name] = GroundingMeter()
         self.shell: Mapping[str, str] = {}  # bash calls by id (replay_shell answers the reads)
         self.cwd: str | None = None
         self.shell_kept: dict[str, str] = {}
@@ -528,6 +588,8 @@ class _Run:
         self.file_calls[cid] = call
         self.recorded_view.feed(FileCall(cid, name, path, args, kind, "", before, after),
                                 recorded_text)  # fmt: skip
+        shown = FileCall(cid, name, path, args, "", recorded_text, before, after)
+        self.recorded_shown.setdefault(path, []).append(shown_lines(shown, recorded_text))
         plain_msg, fc_msg = {**message, "content": plain_text}, {**message, "content": fc_text}
         self.plain_keyed.append(self.keys.keyed(plain_msg))
         self.history.append(fc_msg)
@@ -587,6 +649,7 @@ class _Run:
         self.history.append(fc_msg)
         self.plain_history.append(message)
         self.recorded_view.feed(plain_call, recorded)
+        self.recorded_shown.setdefault(answer.path, []).append(shown_lines(plain_call, recorded))
         for peer in self.peers:
             peer.add(message, message, plain_call, shell=True)
         recorded_tokens = self.recorded[-1][1] - MESSAGE_OVERHEAD
@@ -624,9 +687,11 @@ class _Run:
                 else:
                     self.final_tiers[action.call_id] = action.tier
         self.meters["filecache"].add([self.keys.keyed(m) for m in sent])
+        targets = self._edit_targets()
         for peer in self.peers:
             peer.request(self.index)
         self.checker.request(self.index, self.history, sent, pruned)
+        self._ground(targets, pruned)
         if pruned:
             originals = {str(m.get("tool_call_id")): m for m in self.history}
             now = {str(m.get("tool_call_id")): m for m in sent if m.get("role") == "tool"}
@@ -635,6 +700,32 @@ class _Run:
                 for c in pruned
                 if c in now and c in originals
             )
+
+    def _edit_targets(self) -> list[EditTarget]:
+        """The edits the coming assistant message makes, on the files as they are now."""
+        out = []
+        for cid in self.edit_sites.get(self.index, ()):
+            args = self.calls[cid][1]
+            state = _snapshot(self.session.cache.root, str(args.get("path", "")))
+            target = edit_target(cid, args, state[1], self.memo) if state is not None else None
+            if target is not None:
+                out.append(target)
+        return out
+
+    def _ground(self, targets: Sequence[EditTarget], pruned: set[str]) -> None:
+        """Whether each run's request shows each edit's old text; then charge the re-reads."""
+        for target in targets:
+            seen = grounded(target, self.recorded_shown.get(target.path, ()))
+            self.grounding["recorded"].edit(target, seen, seen)
+            here = grounded(target, self.checker.sources(target.path))
+            self.grounding["filecache"].edit(target, here, seen)
+            for peer in self.peers:
+                there = grounded(target, _peer_sources(peer, target.path))
+                self.peer_grounding[peer.name].edit(target, there, seen)
+        self.grounding["recorded"].request(())
+        self.grounding["filecache"].request(pruned)
+        for peer in self.peers:
+            self.peer_grounding[peer.name].request(peer.replaced)
 
     def result(self, name: str, source: str, tokenizer: str, messages: int) -> SessionReplay:
         costs = {run: meter.cost() for run, meter in self.meters.items()}
@@ -686,6 +777,12 @@ class _Run:
             calls=tuple(self.records),
             plain_messages=tuple(self.plain_history),
             filecache_messages=tuple(self.history),
-            policies={peer.name: peer.result() for peer in self.peers},
+            policies={
+                peer.name: dataclasses.replace(
+                    peer.result(), grounding=self.peer_grounding[peer.name].result()
+                )
+                for peer in self.peers
+            },
             capped=len(self.capped),
+            grounding={run: meter.result() for run, meter in self.grounding.items()},
         )

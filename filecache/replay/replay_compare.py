@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from filecache.prune.pruning import PrunePolicy
-from filecache.replay.policy_runs import PolicyRun, combine_runs
-from filecache.replay.replay_metrics import SessionReplay
+from filecache.replay.policy_runs import Grounding, PolicyRun, combine_runs
+from filecache.replay.replay_metrics import SessionReplay, grounding_cell
 from filecache.report_html import html_page, html_table, line_chart
 
 __all__ = ["Comparison", "compare", "comparison_html", "format_comparison"]
@@ -75,6 +75,7 @@ def _filecache_run(name: str, r: SessionReplay) -> PolicyRun:
         series=tuple(r.series.get("filecache", ())),
         recall_all=r.recall_all,
         recall_all_pairs=r.recall_all_pairs,
+        grounding=r.grounding.get("filecache", Grounding()),
     )
 
 
@@ -94,6 +95,7 @@ def _recorded_run(r: SessionReplay) -> PolicyRun:
         series=tuple(r.series.get("recorded", ())),
         recall_all=1.0,  # the recording holds all it showed
         recall_all_pairs=r.recall_all_pairs,
+        grounding=r.grounding.get("recorded", Grounding()),
     )
 
 
@@ -151,7 +153,8 @@ def _change(base: float, value: float) -> str:
 
 HEAD = [
     "policy", "prompt tokens", "vs recorded", "billed", "vs recorded", "peak request",
-    "results changed", "stale", "dangling", "recall", "recall (all lines)",
+    "results changed", "stale", "dangling", "recall", "recall (all lines)", "edits grounded",
+    "net prompt vs recorded", "net billed vs recorded",
 ]  # fmt: skip
 
 
@@ -166,6 +169,8 @@ def _rows(c: Comparison) -> list[list[str]]:
                 f"{run.billed:,.0f}", _change(rb, run.billed), f"{run.peak:,}",
                 f"{run.results:,}", f"{run.stale:,}", f"{run.dangling:,}",
                 f"{100 * run.recall:.1f}%", f"{100 * run.recall_all:.1f}%",
+                grounding_cell(run.grounding), _change(rp, run.net_prompt_tokens),
+                _change(rb, run.net_billed),
             ]
         )  # fmt: skip
     return rows
@@ -179,7 +184,9 @@ def _note(c: Comparison) -> str:
         "changes against the recorded transcripts (billed: the prefix a request shares with "
         "the previous one at 0.1x, the rest at 1.25x); peer policies edit the recorded "
         "requests; stale, dangling and recall are counted by the same model simulator for "
-        "every policy."
+        "every policy. Edits grounded: edits whose old text the request the model answered "
+        "showed (lost: shown in the recording, not here); net: each lost edit charged the "
+        "re-read of its lines in every later request."
     )
 
 

@@ -27,11 +27,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from filecache.replay.policy_runs import PolicyRun, combine_runs
+from filecache.replay.policy_runs import Grounding, PolicyRun, combine_runs
 
 __all__ = [
     "CACHE_READ", "CACHE_WRITE", "MESSAGE_OVERHEAD", "READ_KINDS", "RUNS", "CostMeter", "Measure",
-    "PromptCost", "PruneSummary", "SessionReplay", "combine", "message_text", "prompt_cost",
+    "PromptCost", "PruneSummary", "SessionReplay", "combine", "grounding_cell", "message_text",
+    "prompt_cost",
 ]  # fmt: skip
 
 CACHE_READ = 0.1  # price of a cached prompt token, relative to an uncached one
@@ -241,6 +242,9 @@ class SessionReplay:
             (``stats.read_baseline``): what ``stats`` reports on a store this replay wrote.
         capped: read answers larger than the recorded ones, sent as recorded instead
             (``replay_session(cap=True)``).
+        grounding: per run (``recorded``, ``filecache``), its edits' grounding
+            (``replay_grounding``): the share of edits whose old text the request the model
+            answered showed, and the re-reads the edits lost against the recording would need.
     """
 
     name: str
@@ -276,6 +280,18 @@ class SessionReplay:
     policies: Mapping[str, PolicyRun] = field(default_factory=dict, repr=False)
     ledger_reads: tuple[int, int] = (0, 0)
     capped: int = 0
+    grounding: Mapping[str, Grounding] = field(default_factory=dict)
+
+    @property
+    def net_prompt_tokens(self) -> Measure:
+        """Prompt tokens with the filecache run's lost edits charged their re-reads."""
+        extra = self.grounding.get("filecache", Grounding()).reread_tokens
+        return self.prompt_tokens + Measure(0, 0, extra)
+
+    @property
+    def net_billed(self) -> Measure:
+        extra = self.grounding.get("filecache", Grounding()).reread_billed
+        return self.billed + Measure(0, 0, extra)
 
     @property
     def ledger_saved_pct(self) -> float:
@@ -329,12 +345,23 @@ class SessionReplay:
             "served": served, "baseline": baseline,
             "saved_pct": round(self.ledger_saved_pct, 2),
         }  # fmt: skip
+        out["grounding"] = {run: g.to_json() for run, g in self.grounding.items()}
+        out["net_prompt_tokens"] = self.net_prompt_tokens.to_json()
+        out["net_billed"] = self.net_billed.to_json()
         if self.policies:
             out["policies"] = {name: run.to_json() for name, run in self.policies.items()}
         if detail:
             out["series"] = {run: list(self.series.get(run, ())) for run in RUNS}
             out["calls"] = [dict(c) for c in self.calls]
         return out
+
+
+def grounding_cell(g: Grounding) -> str:
+    """``34/35 (1 lost)``: edits grounded, of those made; how many the recording showed."""
+    if not g.edits:
+        return "no edits"
+    lost = f" ({g.lost:,} lost)" if g.lost else ""
+    return f"{g.grounded:,}/{g.edits:,}{lost}"
 
 
 def combine(replays: Sequence[SessionReplay], name: str = "total") -> SessionReplay:
@@ -409,4 +436,10 @@ def combine(replays: Sequence[SessionReplay], name: str = "total") -> SessionRep
             sum(r.ledger_reads[1] for r in replays),
         ),
         capped=sum(r.capped for r in replays),
+        grounding={
+            run: sum(
+                (r.grounding[run].named(r.name) for r in replays if run in r.grounding), Grounding()
+            )
+            for run in dict.fromkeys(run for r in replays for run in r.grounding)
+        },  # fmt: skip
     )

@@ -105,6 +105,8 @@ class PeerRun:
         self.passes = 0
         self.shown_changed = 0
         self._replaced: dict[tuple[str, str], Message] = {}
+        self.sent: list[Message] = []  # the last request as sent
+        self.replaced: set[str] = set()  # the results its policy changed in it
 
     def add(
         self, message: Message, plain: Message, call: FileCall | None, *, shell: bool = False
@@ -147,6 +149,7 @@ class PeerRun:
             1 for cid in self.bases if cid not in replacements
         )
         self.meter.add([self.keyed(m) for m in sent])
+        self.sent, self.replaced = sent, set(replacements)
         self.checker.request(index, self.shadow, shadow, set(held))
 
     def _sent(self, message: Message, replacements: Mapping[str, str]) -> Message:

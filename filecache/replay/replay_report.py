@@ -9,13 +9,14 @@ import re
 from collections.abc import Callable, Sequence
 from html import escape
 
-from filecache.replay.replay_metrics import READ_KINDS, Measure, SessionReplay
+from filecache.replay.policy_runs import Grounding
+from filecache.replay.replay_metrics import READ_KINDS, Measure, SessionReplay, grounding_cell
 from filecache.report_html import html_page, html_table, line_chart
 from filecache.stats import BASELINE
 
 __all__ = [
-    "format_replay", "format_table", "format_totals", "ledger_line", "replay_html",
-    "session_anchor", "worse_line", "worse_than_recorded",
+    "format_replay", "format_table", "format_totals", "grounding_line", "ledger_line",
+    "replay_html", "session_anchor", "worse_line", "worse_than_recorded",
 ]  # fmt: skip
 
 
@@ -45,7 +46,7 @@ def format_table(replays: Sequence[SessionReplay], totals: SessionReplay | None 
     head = [
         "session", "requests", "prompt recorded", "prompt plain", "prompt filecache",
         "change", "billed change", "reads f/p/u/d/o/err", "pruned", "stale", "dangling",
-        "recall", "recall all", "files",
+        "recall", "recall all", "edits grounded", "files",
     ]  # fmt: skip
     lines = [_row(head), _row(["---", *("---:" for _ in head[1:-1]), ":---:"])]
     ordered = sorted(replays, key=lambda r: not _worse(r))  # stable: regressions first
@@ -68,6 +69,7 @@ def format_table(replays: Sequence[SessionReplay], totals: SessionReplay | None 
                     f"{r.dangling_refs:,}",
                     f"{100 * r.recall:.1f}%",
                     f"{100 * r.recall_all:.1f}%",
+                    _grounded(r),
                     "same" if r.files_identical else "DIFFER",
                 ]
             )
@@ -86,9 +88,40 @@ columns: requests: one before each assistant message. prompt recorded / plain / 
   is gone (both must be 0). recall: the share of the lines filecache's answers showed of the
   files still in use that the requests hold; recall all: the same over every line the
   recording showed, outlined lines counted as hidden (lower than recall wherever outlines or
-  pruning replace text the agent's own tool showed: a measure, not an error). files: whether
-  both runs end with the same files.
+  pruning replace text the agent's own tool showed: a measure, not an error). edits grounded:
+  edits whose old text the request the model answered showed, in filecache's run (n/a through
+  a host's hook). files: whether both runs end with the same files.
 """
+
+
+def _grounded(r: SessionReplay) -> str:
+    if "filecache" not in r.grounding:
+        return "n/a"  # a replay that does not measure it (through a host's hook)
+    return grounding_cell(r.grounding["filecache"])
+
+
+def grounding_line(totals: SessionReplay) -> str:
+    """Edit grounding in the recording and in filecache's run, and the net saving."""
+    fc = totals.grounding.get("filecache", Grounding())
+    rec = totals.grounding.get("recorded", Grounding())
+    if "filecache" not in totals.grounding:
+        return "edit grounding: not measured by this replay (through a host's hook: --host none)."
+    if not fc.edits:
+        return "edit grounding: no edits replayed."
+    named = ", ".join(u.replace("lost: ", "") for u in fc.ungrounded if "lost: " in u)
+    lost = (
+        f"; {fc.lost:,} lost against the recording ({named})"
+        if fc.lost
+        else ", none lost against the recording"
+    )
+    return (
+        f"edit grounding: {fc.grounded:,} of {fc.edits:,} edits ({100 * fc.share:.1f}%) had their "
+        f"old text in the request the model answered, against {rec.grounded:,} "
+        f"({100 * rec.share:.1f}%) in the recording{lost}. Net of the re-reads the lost edits "
+        f"would need ({fc.reread_tokens:,} prompt tokens): prompt "
+        f"{_pct(totals.net_prompt_tokens.saved_pct)}, billed "
+        f"{_pct(totals.net_billed.saved_pct)} (as the headline: the smaller saving)."
+    )
 
 
 def format_totals(totals: SessionReplay) -> str:
@@ -96,6 +129,8 @@ def format_totals(totals: SessionReplay) -> str:
     rows = [
         ("cumulative prompt tokens", totals.prompt_tokens),
         ("billed equivalents", totals.billed),
+        ("net prompt tokens (lost edits re-read)", totals.net_prompt_tokens),
+        ("net billed equivalents", totals.net_billed),
         ("peak request", totals.peak_request),
         ("final requests (sum)", totals.final_request),
         ("tool output tokens", totals.tool_output_tokens),
@@ -129,6 +164,7 @@ def format_replay(replays: Sequence[SessionReplay], totals: SessionReplay) -> st
         f"hidden; {totals.recall_all_pairs:,} (request, file) pairs, {held:,} of {recorded:,} "
         f"lines, of {file:,} in those files)."
     )
+    verdict += "\n" + grounding_line(totals)
     return (
         format_table(replays, totals) + "\n" + TABLE_LEGEND + "\n" + format_totals(totals) + "\n"
         + verdict + "\n"
@@ -179,6 +215,8 @@ def _measure_rows(r: SessionReplay) -> list[list[str]]:
         for label, m in (
             ("cumulative prompt tokens", r.prompt_tokens),
             ("billed equivalents", r.billed),
+            ("net prompt tokens (lost edits re-read)", r.net_prompt_tokens),
+            ("net billed equivalents", r.net_billed),
             ("peak request", r.peak_request),
             ("final request" if r.sessions == 1 else "final requests (sum)", r.final_request),
             ("tool output tokens", r.tool_output_tokens),
@@ -211,7 +249,7 @@ _SORTS: tuple[tuple[str, str, Callable[[SessionReplay], tuple[bool, float, str]]
 )
 _SESSION_HEAD = (
     "session", "requests", "prompt recorded", "prompt filecache", "prompt vs recorded",
-    "billed vs recorded", "recall", "recall all", "stale", "dangling",
+    "billed vs recorded", "recall", "recall all", "edits grounded", "stale", "dangling",
 )  # fmt: skip
 
 
@@ -224,7 +262,7 @@ def _session_cells(r: SessionReplay) -> list[str]:
     return [
         f"{r.requests:,}", f"{r.prompt_tokens.recorded:,.0f}", f"{r.prompt_tokens.filecache:,.0f}",
         _pct(r.prompt_tokens.saved_vs_recorded_pct), _pct(r.billed.saved_vs_recorded_pct),
-        f"{100 * r.recall:.1f}%", f"{100 * r.recall_all:.1f}%", f"{r.stale_views:,}",
+        f"{100 * r.recall:.1f}%", f"{100 * r.recall_all:.1f}%", _grounded(r), f"{r.stale_views:,}",
         f"{r.dangling_refs:,}",
     ]  # fmt: skip
 
@@ -288,6 +326,7 @@ def replay_html(replays: Sequence[SessionReplay], totals: SessionReplay) -> str:
         f"<style>{_SORT_CSS}</style>",
         f"<p>{totals.sessions} replayed session{'s' if totals.sessions != 1 else ''}, "
         f"{totals.requests:,} requests. {pruning} {counters}</p>",
+        f"<p>{escape(grounding_line(totals))}</p>",
         *_sessions_tables(replays, totals),
         html_table(_MEASURE_HEAD, _measure_rows(totals)),
         '<p class="note">Billed: the prefix a request shares with the previous one at 0.1x, '

@@ -29,6 +29,10 @@ Three additions to ``filecache-trace/1``, all optional, so every older trace rea
   file, for instance after a ``sed -i`` that replay does not run). Replay keeps the recorded
   output of those calls in every run, does not execute them, and reports them (``unknown_calls``).
 
+Which agent recorded a trace is in its ``source`` (``swe-agent: ...``, ``mini-swe-agent: ...``,
+``claude-code: ...``); ``agent_read_mode`` says from it how filecache answers the agent's
+whole-file reads in a replay.
+
 Pure: no I/O.
 """
 
@@ -39,7 +43,14 @@ from typing import Any
 
 from filecache.errors import RequestError
 
-__all__ = ["PLACEHOLDER", "TRACE_FORMAT", "edit_pairs", "unknown_calls"]
+__all__ = [
+    "ABBREVIATING_AGENTS",
+    "PLACEHOLDER",
+    "TRACE_FORMAT",
+    "agent_read_mode",
+    "edit_pairs",
+    "unknown_calls",
+]
 
 TRACE_FORMAT = "filecache-trace/1"
 """The ``format`` of ``transcript.json`` that replay reads and importers write."""
@@ -85,3 +96,19 @@ def edit_pairs(args: Mapping[str, Any]) -> tuple[list[tuple[str, str]], bool]:
         pairs.append((old, new))
         replace_all = replace_all or bool(edit.get("replace_all", False))
     return pairs, replace_all
+
+
+ABBREVIATING_AGENTS = ("swe-agent",)
+"""Agents whose own file viewer abbreviates a whole-file view of a large file (SWE-agent's
+``str_replace_editor view`` elides long bodies of a file over 16,000 characters), by the start of
+a trace's ``source``."""
+
+
+def agent_read_mode(trace: Mapping[str, Any]) -> str:
+    """How filecache answers the whole-file reads of the agent that recorded ``trace``: ``auto``
+    (an outline for a large file) only where the agent's own tool abbreviates one
+    (``ABBREVIATING_AGENTS``), else ``full``: the model asked for the content and its own tool
+    would have shown it (clipped, the cap sends that view), so an outline would hide lines it
+    edits next."""
+    source = str(trace.get("source") or "")
+    return "auto" if source.startswith(ABBREVIATING_AGENTS) else "full"

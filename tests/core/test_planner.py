@@ -454,3 +454,16 @@ def test_plan_read_seals_a_raw_answer_that_is_not_content_and_counts_it() -> Non
     again = plan_read(ReadAsk(src=numbered, call_id="n2", seq=2, mode="full"), first.view,
                       lookups=lookups, rules=RULES, call_seq={"n1": 1})  # fmt: skip
     assert again.kind == Kind.UNCHANGED and "seal" not in again.text and ("seal",) not in asked
+
+
+@pytest.mark.parametrize(("start", "end", "out"), [
+    (10, 13, 15),  # starts the 6-line definition 10-15, stops inside it: to its end
+    (10, 15, 15),  # already whole
+    (11, 13, 13),  # starts inside it: as asked
+    (20, 22, 22),  # a 10-line definition: not short, as asked
+    (1, 2, 2),  # inside no definition
+])  # fmt: skip
+def test_complete_definitions(start: int, end: int, out: int) -> None:
+    from filecache.core.planner import complete_definitions
+
+    assert complete_definitions(start, end, [(10, 15), (20, 29)]) == out

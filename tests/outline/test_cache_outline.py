@@ -133,3 +133,33 @@ def test_cli_outline_and_symbol(tree: Path) -> None:
     assert symbol.exit_code == 0 and "Stack" in symbol.output
     bad = runner.invoke(main, ["outline", "--root", str(tree), "queue.go", "--symbol", "Pop"])
     assert bad.exit_code == 2 and "ambiguous" in bad.output
+
+
+SHORT_DEFS = "".join(
+    f"def function_{n}(argument):\n    total = argument + {n}\n    return total * {n}\n\n"
+    for n in range(1, 900)
+)
+
+
+@pytest.mark.parametrize(("mode", "outline_first", "last"), [
+    ("auto", True, 403),  # after an auto outline: runs on to the end of function_101
+    ("auto", False, 402),  # nothing outlined: the lines asked
+    ("full", True, 402),  # mode="full": the lines asked
+])  # fmt: skip
+def test_a_range_after_an_outline_completes_the_short_definition_it_cuts(
+    tmp_path: Path, mode: str, outline_first: bool, last: int
+) -> None:
+    """The agent's own abbreviated view shows a short definition whole; filecache's outline its
+    signature only. A range that starts one and stops inside it is answered to its end, so the
+    model does not edit the rest of it unseen (issue 34: an edit lost to an outline)."""
+    (tmp_path / "short.py").write_text(SHORT_DEFS, encoding="utf-8")
+    with FileCache(tmp_path, store=":memory:") as cache:
+        session = cache.session()
+        if outline_first:
+            assert session.read("short.py").kind == "outline"
+        part = session.read("short.py", offset=401, limit=2, mode=mode)
+    assert part.kind == "partial"
+    assert part.text.splitlines()[0].startswith(f"[short.py: lines 401-{last} of ")
+    assert part.text.splitlines()[-1] == (
+        f"{last}\t    return total * 101" if last == 403 else "402\t    total = argument + 101"
+    )

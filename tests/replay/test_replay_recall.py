@@ -132,7 +132,7 @@ def test_recall_over_every_line_counts_outlined_lines_as_hidden(tmp_path: Path) 
     (session / "files" / "big.py").write_text(BIG, encoding="utf-8")
     body = {"format": "filecache-trace/1", "source": "test", "messages": messages}
     (session / "transcript.json").write_text(json.dumps(body), encoding="utf-8")
-    auto = replay_session(session)
+    auto = replay_session(session, read_mode="auto")
     assert auto.reads["outline"] == 1 and auto.recall == 1.0
     file, recorded, held = auto.lines_in_use
     assert recorded == file == 2 * len(lines) and auto.recall_all_pairs == 2
@@ -167,7 +167,7 @@ def test_no_answer_is_larger_than_the_agents_own_view(tmp_path: Path) -> None:
     (session / "files" / "big.py").write_text(BIG, encoding="utf-8")
     body = {"format": "filecache-trace/1", "source": "test", "messages": messages}
     (session / "transcript.json").write_text(json.dumps(body), encoding="utf-8")
-    capped = replay_session(session)
+    capped = replay_session(session, read_mode="auto")
     kinds = {c["call_id"]: (c["kind"], c["capped"]) for c in capped.calls}
     assert kinds == {
         "call_1": ("outline", True), "call_2": ("partial", False),
@@ -178,7 +178,7 @@ def test_no_answer_is_larger_than_the_agents_own_view(tmp_path: Path) -> None:
     assert (capped.stale_views, capped.dangling_refs) == (0, 0)
     # content answers may exceed the agent's view by their header (HEADER_SLACK), no more
     assert capped.prompt_tokens.filecache <= capped.prompt_tokens.recorded + HEADER_SLACK
-    raw = replay_session(session, cap=False)
+    raw = replay_session(session, read_mode="auto", cap=False)
     assert raw.capped == 0 and raw.prompt_tokens.filecache > 5 * raw.prompt_tokens.recorded
     # every session that costs more than recorded is named, however little
     assert worse_than_recorded([capped]) == [capped] and worse_than_recorded([raw]) == [raw]

@@ -77,3 +77,27 @@ def test_a_decorated_read_tool_returns_its_output(cache: FileCache, root: Path, 
     assert session.ledger().calls["c1"].kind == "full"
     second = read_file("big.py", call_id="c2")
     assert "c1" in second and len(second) < 300  # a FileRef to the content
+
+
+def test_a_decorated_answer_is_never_larger_than_the_tools_own_output(
+    cache: FileCache, root: Path
+) -> None:
+    """A FileRef of a tiny file is longer than the file: a decorated tool knows its own output,
+    so it returns that output (as content, whose lines the model then holds) instead; a large
+    file's re-read stays a FileRef (issue 34: never larger than the agent's own tool)."""
+    (root / "tiny.txt").write_text("x = 1\n", encoding="utf-8")
+    session: Session = cache.session("tiny")
+
+    @session.read_tool
+    def read_file(path: str) -> str:
+        """Read a file."""
+        return (root / path).read_text(encoding="utf-8")
+
+    assert read_file("tiny.txt", call_id="c1") == "x = 1\n"
+    assert read_file("tiny.txt", call_id="c2") == "x = 1\n"  # not a 30-token FileRef
+    calls = session.ledger().calls
+    assert calls["c2"].kind == "full" and calls["c2"].tokens <= calls["c2"].tokens_full
+    (root / "big.txt").write_text(LARGE, encoding="utf-8")
+    assert read_file("big.txt", call_id="c3") == LARGE
+    again = read_file("big.txt", call_id="c4")
+    assert "c3" in again and len(again) < 300
