@@ -38,11 +38,12 @@ from typing import Any
 from filecache.adapters.hosts.config_files import (
     Installed,
     client_command,
-    hook_parts,
     load_json_object,
     write_atomically,
 )
 from filecache.adapters.hosts.host_specs import spec
+from filecache.adapters.hosts.matcher_groups import installed_at
+from filecache.adapters.hosts.matcher_groups import merged as matcher_groups
 
 from filecache.errors import ConfigError
 
@@ -80,85 +81,21 @@ def hook_command() -> str:
     return command
 
 
-def _ours(hook: Any) -> bool:
-    command = hook.get("command") if isinstance(hook, dict) else None
-    if not isinstance(command, str):
-        return False
-    parts = hook_parts(command)
-    return parts is not None and parts.host == "claude-code"
-
-
-def _our_commands(settings: Any) -> list[str]:
-    hooks = settings.get("hooks") if isinstance(settings, dict) else None
-    found = []
-    for groups in hooks.values() if isinstance(hooks, dict) else []:
-        for group in groups if isinstance(groups, list) else []:
-            inner = group.get("hooks") if isinstance(group, dict) else None
-            for hook in inner if isinstance(inner, list) else []:
-                if _ours(hook):
-                    found.append(str(hook["command"]))
-    return found
-
-
 def installed(cwd: Path) -> list[Installed]:
     """filecache's hooks for Claude Code at each scope (``SCOPES``) that has any: the user's
     and the project's of ``cwd``. A file that cannot be read or parsed counts as none."""
-    found = []
-    for scope in SCOPES:
-        path = settings_path(scope, cwd)
-        try:
-            commands = _our_commands(load_json_object(path))
-        except ConfigError:
-            continue
-        if commands:
-            parts = hook_parts(commands[0])
-            assert parts is not None
-            found.append(Installed("claude-code", scope, path, parts.interpreter, parts.script,
-                                   parts.guarded, len(commands)))  # fmt: skip
+    found: list[Installed] = installed_at(
+        "claude-code", SCOPES, lambda scope: settings_path(scope, cwd)
+    )
     return found
-
-
-def _without_ours(hooks: dict[str, list[Any]]) -> dict[str, Any]:
-    kept: dict[str, Any] = {}
-    for event, groups in hooks.items():
-        left = []
-        for group in groups:
-            inner = group.get("hooks") if isinstance(group, dict) else None
-            if not isinstance(inner, list):
-                left.append(group)
-                continue
-            rest = [h for h in inner if not _ours(h)]
-            if rest:
-                left.append({**group, "hooks": rest})
-            elif len(rest) == len(inner):  # an empty group that was never ours
-                left.append(group)
-        if left or not groups:  # an event goes only when ours were all it held
-            kept[event] = left
-    return kept
 
 
 def merged(settings: dict[str, Any], *, uninstall: bool, command: str) -> dict[str, Any]:
     """``settings`` with filecache's hooks replaced (or removed); pure."""
-    hooks = settings.get("hooks", {})
-    if not isinstance(hooks, dict):
-        raise ConfigError(
-            '"hooks" in the settings is not an object; fix it by hand, then install again'
-        )
-    for event, groups in hooks.items():
-        if not isinstance(groups, list):
-            raise ConfigError(
-                f'"hooks.{event}" in the settings is not a list of matcher groups; '
-                "fix it by hand, then install again"
-            )
-    hooks = _without_ours(hooks)
-    if not uninstall:
-        for event, matcher in HOOKS.items():
-            group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
-            group["hooks"] = [{"type": "command", "command": command, "timeout": TIMEOUT_SECONDS}]
-            hooks[event] = [*hooks.get(event, []), group]
-    out = dict(settings)  # "hooks" keeps its place; an empty one stays (it may be the user's)
-    if hooks or "hooks" in settings:
-        out["hooks"] = hooks
+    hook = {"type": "command", "command": command, "timeout": TIMEOUT_SECONDS}
+    out: dict[str, Any] = matcher_groups(
+        settings, host="claude-code", uninstall=uninstall, events=HOOKS, hook=hook
+    )
     return out
 
 

@@ -26,11 +26,12 @@ from typing import Any
 from filecache.adapters.hosts.config_files import (
     Installed,
     client_command,
-    hook_parts,
     load_json_object,
     write_atomically,
 )
 from filecache.adapters.hosts.host_specs import spec
+from filecache.adapters.hosts.matcher_groups import installed_at
+from filecache.adapters.hosts.matcher_groups import merged as matcher_groups
 
 from filecache.errors import ConfigError
 
@@ -51,88 +52,19 @@ def settings_path(scope: str, cwd: Path) -> Path:
     return cwd / ".gemini" / "settings.json"
 
 
-def _ours(hook: Any) -> bool:
-    command = hook.get("command") if isinstance(hook, dict) else None
-    if not isinstance(command, str):
-        return False
-    parts = hook_parts(command)
-    return parts is not None and parts.host == HOST
-
-
-def _our_commands(settings: Any) -> list[str]:
-    hooks = settings.get("hooks") if isinstance(settings, dict) else None
-    found = []
-    for groups in hooks.values() if isinstance(hooks, dict) else []:
-        for group in groups if isinstance(groups, list) else []:
-            inner = group.get("hooks") if isinstance(group, dict) else None
-            for hook in inner if isinstance(inner, list) else []:
-                if _ours(hook):
-                    found.append(str(hook["command"]))
-    return found
-
-
 def installed(cwd: Path) -> list[Installed]:
     """filecache's hooks for Gemini CLI at each scope that has any (a file that cannot be
     read or parsed counts as none)."""
-    found = []
-    for scope in SCOPES:
-        path = settings_path(scope, cwd)
-        try:
-            commands = _our_commands(load_json_object(path))
-        except ConfigError:
-            continue
-        if commands:
-            parts = hook_parts(commands[0])
-            assert parts is not None
-            found.append(Installed(HOST, scope, path, parts.interpreter, parts.script,
-                                   parts.guarded, len(commands)))  # fmt: skip
+    found: list[Installed] = installed_at(HOST, SCOPES, lambda scope: settings_path(scope, cwd))
     return found
-
-
-def _without_ours(hooks: dict[str, list[Any]]) -> dict[str, Any]:
-    kept: dict[str, Any] = {}
-    for event, groups in hooks.items():
-        left = []
-        for group in groups:
-            inner = group.get("hooks") if isinstance(group, dict) else None
-            if not isinstance(inner, list):
-                left.append(group)
-                continue
-            rest = [h for h in inner if not _ours(h)]
-            if rest:
-                left.append({**group, "hooks": rest})
-            elif len(rest) == len(inner):  # an empty group that was never ours
-                left.append(group)
-        if left or not groups:  # an event goes only when ours were all it held
-            kept[event] = left
-    return kept
 
 
 def merged(settings: dict[str, Any], *, uninstall: bool, command: str) -> dict[str, Any]:
     """``settings`` with filecache's hooks replaced (or removed); pure."""
-    hooks = settings.get("hooks", {})
-    if not isinstance(hooks, dict):
-        raise ConfigError(
-            '"hooks" in the settings is not an object; fix it by hand, then install again'
-        )
-    for event, groups in hooks.items():
-        if not isinstance(groups, list):
-            raise ConfigError(
-                f'"hooks.{event}" in the settings is not a list of matcher groups; '
-                "fix it by hand, then install again"
-            )
-    hooks = _without_ours(hooks)
-    if not uninstall:
-        for event, matcher in HOOKS.items():
-            group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
-            group["hooks"] = [
-                {"type": "command", "name": "filecache", "command": command,
-                 "timeout": TIMEOUT_MS}
-            ]  # fmt: skip
-            hooks[event] = [*hooks.get(event, []), group]
-    out = dict(settings)
-    if hooks or "hooks" in settings:
-        out["hooks"] = hooks
+    hook = {"type": "command", "name": "filecache", "command": command, "timeout": TIMEOUT_MS}
+    out: dict[str, Any] = matcher_groups(
+        settings, host=HOST, uninstall=uninstall, events=HOOKS, hook=hook
+    )
     return out
 
 
@@ -149,12 +81,12 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
         after = _merged(path, current, uninstall=True)
         if after == current:
             return f"no filecache hooks for Gemini CLI in {path}; nothing changed"
-        write_atomically(path, _dumped(after))
+        write_atomically(path, _dumped(after), within=None if scope == "user" else cwd)
         return f"removed filecache hooks for Gemini CLI from {path}"
     after = _merged(path, current or {}, uninstall=False)
     if current is not None and after == current:
         return f"filecache hooks for Gemini CLI already in {path}"
-    write_atomically(path, _dumped(after))
+    write_atomically(path, _dumped(after), within=None if scope == "user" else cwd)
     trust = (
         " (Gemini CLI runs project hooks only in a trusted folder)" if scope == "project" else ""
     )
