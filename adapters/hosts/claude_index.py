@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from filecache.adapters.hosts.claude_transcript import Held, State, held_of, new_state, scan
-from filecache.adapters.hosts.regular_files import open_regular
 
 from filecache.core.hashing import version_of
 
@@ -47,18 +46,15 @@ def read_held(
     if not path:
         return Held(extra, extra, complete=False)
     try:
-        transcript, size = open_regular(path)  # a FIFO or a device: refused at once
-        with transcript:
-            state = _scanned(transcript, Path(path), cache_dir, sidechain, size)
+        with open(path, "rb") as transcript:
+            state = _scanned(transcript, Path(path), cache_dir, sidechain)
     except OSError:
         return Held(extra, extra, complete=False)
     held = held_of(state)
     return Held(held.ids | extra, held.pending | extra, held.complete, held.known | extra)
 
 
-def _scanned(
-    transcript: Any, path: Path, cache_dir: Path | None, sidechain: bool, size: int
-) -> State:
+def _scanned(transcript: Any, path: Path, cache_dir: Path | None, sidechain: bool) -> State:
     st = os.fstat(transcript.fileno())
     index = _index_path(cache_dir, path) if cache_dir is not None else None
     saved = _load(index, st) if index is not None else None
@@ -70,7 +66,7 @@ def _scanned(
     ):
         state, offset = saved["state"], int(saved["offset"])
     transcript.seek(offset)
-    data = transcript.read(max(0, size - offset))  # no further than it was at the open
+    data = transcript.read()
     end = data.rfind(b"\n") + 1  # complete lines only
     if end:
         scan(data[:end].splitlines(), state)
