@@ -100,7 +100,9 @@ class FileCache:
         self.paths = Root(root_path, self.store)
         self._lock = threading.RLock()
         self.seal = default_seal()  # what the store holds is used only when it verifies
-        self.secrets = Secrets(root_path, self.settings, lambda v: self.versions.forget_pending(v))
+        self.secrets = Secrets(
+            root_path, self.settings, lambda v: self.versions.forget_pending(v), self.store
+        )
         self.versions = Versions(
             self.store, self.seal, self.secrets, max_file_bytes=self.settings.max_file_bytes,
             budget=int(self.settings.memory_mb * 1024 * 1024), needed=self._needed,

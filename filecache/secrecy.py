@@ -38,9 +38,11 @@ process only (denied files then get content, never a FileRef, in other processes
 ``Secrets`` is what a ``FileCache`` (and the sessions it hands it to) knows of one root's
 denied files: whether a path or a version is denied, the keyed version of a denied file's
 bytes (``version_for``), the digests the ledger keeps, the key and the seal of filecache's own
-lines. A version read from a denied path is secret for the object's life: nothing derived from
-it is stored (the parts that store things ask ``marked``/``secret``; ``on_secret`` tells the
-holder of pending blobs to drop one).
+lines. A version read from a denied path is secret: nothing derived from it is stored (the
+parts that store things ask ``marked``/``secret``; ``on_secret`` tells the holder of pending
+blobs to drop one). The store keeps a keyed hash of its content's hash (never the content), so
+bytes equal to it, read under any name by any later object or process, are secret too
+(``cp .env copy.txt``: the copy rule across hook calls).
 
 Concurrency: ``SecretIndex._lock`` guards its maps; a walk runs under it. ``Secrets._lock``
 guards its sets and memo, and is never held while ``on_secret`` runs.
@@ -50,6 +52,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import threading
 import time
@@ -59,12 +62,21 @@ from pathlib import Path
 import xxhash
 
 from filecache.core.hashing import KEYED, keyed_digest, keyed_version, version_of
-from filecache.errors import ConfigError
+from filecache.errors import ConfigError, StoreError
 from filecache.fsio import STORE_DIR, SWEEP_MAX_ENTRIES, Located
 from filecache.settings import Settings, deny_pattern
 from filecache.store.seal import KEY_ENV, default_seal
+from filecache.store.store import KvStore
 
-__all__ = ["MIN_LINE", "REWALK_AFTER", "SecretIndex", "Secrets", "secret_key", "secret_lines"]
+__all__ = [
+    "MIN_LINE",
+    "REWALK_AFTER",
+    "SecretIndex",
+    "Secrets",
+    "holds_private_key",
+    "secret_key",
+    "secret_lines",
+]
 
 MIN_LINE = 6
 """Characters (stripped) a denied file's line needs to be looked for in output: shorter lines
@@ -80,6 +92,7 @@ _SKIP = frozenset(
      "site-packages", "__pycache__"}
 )  # fmt: skip
 _MEMO_MAX = 4096  # texts whose answer ``reveals`` remembers
+_COPIES = "denied-content"  # the store's namespace of denied contents' keyed identities
 _CTIME_SLACK_NS = 1_000_000_000  # file-system clocks lag the wall clock by a tick
 
 
@@ -148,6 +161,22 @@ def _load_or_make(path: Path) -> bytes | None:
     return None
 
 
+_PRIVATE_KEY = re.compile(
+    rb"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"  # PEM, PKCS#8, OpenSSH, PGP
+    rb"|---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----"  # RFC 4716 (ssh.com)
+    rb"|PuTTY-User-Key-File-\d+: "  # PuTTY .ppk
+)
+
+
+def holds_private_key(data: bytes | str) -> bool:
+    """Whether ``data`` holds a private key's header (PEM ``-----BEGIN … PRIVATE KEY-----``,
+    OpenSSH, PGP ``PRIVATE KEY BLOCK``, PuTTY): denied whatever the file's name."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if b"PRIVATE KEY" not in raw and b"PuTTY-User-Key-File-" not in raw:
+        return False  # the common case: one fast scan, no regular expression
+    return _PRIVATE_KEY.search(raw) is not None
+
+
 def secret_lines(text: str) -> Iterable[str]:
     """The lines of a denied file's text worth looking for elsewhere: stripped, of at least
     ``MIN_LINE`` characters."""
@@ -208,6 +237,8 @@ class SecretIndex:
         """The denied path one of whose lines ``text`` holds, or None (module docstring)."""
         if not text:
             return None
+        if holds_private_key(text):
+            return "(a private key)"
         key = (len(text), xxhash.xxh3_64_hexdigest(text.encode("utf-8", "surrogatepass")))
         with self._lock:
             if self._walked_ns is None or time.time_ns() >= self._rewalk_ns:
@@ -281,11 +312,16 @@ class Secrets:
     """
 
     def __init__(
-        self, root: Path, settings: Settings, on_secret: Callable[[str], None] = lambda v: None
+        self,
+        root: Path,
+        settings: Settings,
+        on_secret: Callable[[str], None] = lambda v: None,
+        store: KvStore | None = None,
     ) -> None:
         self.root = root
         self.settings = settings
         self._on_secret = on_secret
+        self._store = store  # where denied contents' keyed identities outlive this object
         self._lock = threading.Lock()
         self._secret: set[str] = set()  # versions of denied files (see ``denied``)
         self._secret_plain: set[str] = set()  # their xxh3 versions: in memory, never stored
@@ -335,7 +371,9 @@ class Secrets:
         plain = version_of(data)
         with self._lock:
             copied = plain in self._secret_plain
-        if not copied and not self.denied(loc):
+        if not copied and self._store is not None:
+            copied = self._store.cache_get(_COPIES, self._copy_key(plain)) is not None
+        if not copied and not self.denied(loc) and not holds_private_key(data):
             return plain
         version = keyed_version(data, self.key)
         with contextlib.suppress(OSError):
@@ -343,9 +381,18 @@ class Secrets:
             self._index.learn(loc.rel, (st.st_dev, st.st_ino), None)
         self._index.learn(loc.rel, None, data.decode("utf-8", "replace"))
         with self._lock:
+            new = plain not in self._secret_plain
             self._secret_plain.add(plain)
+        if new and not copied and self._store is not None:
+            # A copy read by another process (a hook call per tool call) is known too: the
+            # store keeps a keyed hash of the content's hash, never the content.
+            with contextlib.suppress(StoreError):
+                self._store.cache_put(_COPIES, self._copy_key(plain), "1")
         self.mark(version)
         return version
+
+    def _copy_key(self, plain: str) -> str:
+        return keyed_digest(f"filecache denied content\0{plain}", self.key)
 
     @property
     def ref_seal(self) -> str:

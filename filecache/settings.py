@@ -2,18 +2,26 @@
 
 Precedence, lowest first: the defaults below; a ``[tool.filecache]`` table in the root's
 ``pyproject.toml``; environment variables ``FILECACHE_<NAME>`` (upper case); keyword arguments to
-``FileCache``. Unknown names and bad values raise ``ConfigError``.
+``FileCache``. Unknown names and bad values raise ``ConfigError``. A repository's table may
+narrow but never reach outside it: its ``key_file``, and a ``store`` that is a URL or a path
+outside the root, are ignored with a warning (once per process); its relative ``store`` is the
+root's. The environment and arguments (the user's own) are not limited.
 
 - ``store`` (None): SQLite path, ``":memory:"`` or a ``postgresql://`` URL (a store shared by a
   fleet; needs the ``[postgres]`` extra); None means ``<root>/.filecache/cache.db``. Any other
   ``scheme://`` is refused, never taken as a file name.
 - ``session`` (None): the session id the CLI uses (``FILECACHE_SESSION``).
-- ``deny`` (``.env*``, ``*.pem``, ``*.key``, ``id_rsa*``, ``*.p12``): files hashed but whose
-  content is never stored in any form (globs matched case-insensitively on the name and on the
-  relative path, of the path asked for and of a symbolic link's target; comma-separated in
-  env). The model is still shown what it reads; see ``FileCache.denied``. Denied too: a file
-  that is a denied file under another name (a hard link: same device and inode), and a version
-  or a tool's output that holds a denied file's lines (``filecache.secrecy``).
+- ``deny`` (``DEFAULT_DENY``: ``.env*``, ``*.pem``, ``*.key``, ``*.p12``, ``*.pfx``, the
+  private keys ssh-keygen and common tools write — ``id_rsa*``, ``id_dsa*``, ``id_ecdsa*``,
+  ``id_ed25519*`` (``_sk`` too), ``id_xmss*``, ``*_rsa``, ``*_dsa``, ``*_ecdsa``,
+  ``*_ed25519``, ``*_key``, ``deploy_key*``, ``*.ppk`` — and ``.netrc``, ``.pgpass``,
+  ``*.jks``, ``*.keystore``): files hashed but whose content is never stored in any form
+  (globs matched case-insensitively on the name and on the relative path, of the path asked
+  for and of a symbolic link's target; comma-separated in env). The model is still shown what
+  it reads; see ``FileCache.denied``. Denied too: a file that is a denied file under another
+  name (a hard link: same device and inode), a version or a tool's output that holds a denied
+  file's lines, and content holding a private key's header, whatever its name
+  (``filecache.secrecy``).
 - ``key_file`` (None): a file for the key of denied files' versions (a keyed BLAKE2b, so no
   stored hash gives a low-entropy secret back) and of the raw-answer seal; None (the default)
   derives it from the key of sealed store rows (``FILECACHE_KEY``, else
@@ -60,7 +68,14 @@ from filecache.errors import ConfigError
 
 __all__ = ["Settings", "deny_pattern", "is_denied", "load_settings"]
 
-DEFAULT_DENY = (".env*", "*.pem", "*.key", "id_rsa*", "*.p12")
+DEFAULT_DENY = (
+    ".env*", "*.pem", "*.key", "id_rsa*", "*.p12", "*.pfx",
+    "id_dsa*", "id_ecdsa*", "id_ed25519*", "id_xmss*",
+    "*_rsa", "*_dsa", "*_ecdsa", "*_ed25519", "*_key", "deploy_key*", "*.ppk",
+    ".netrc", ".pgpass", "*.jks", "*.keystore",
+)  # fmt: skip
+"""The default deny-list (besides it, content holding a private key is denied whatever its
+name: ``secrecy.holds_private_key``)."""
 
 
 @dataclass(frozen=True)
@@ -171,7 +186,49 @@ def _from_pyproject(root: Path) -> dict[str, Any]:
     table = data.get("tool", {}).get("filecache", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.filecache] must be a table")
-    return {k.replace("-", "_"): v for k, v in table.items()}
+    return _confined(root, path, {k.replace("-", "_"): v for k, v in table.items()})
+
+
+_URL_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")  # store_url's schemes, collapsed too
+_REFUSED: set[str] = set()
+
+
+def _confined(root: Path, path: Path, table: dict[str, Any]) -> dict[str, Any]:
+    """A repository's own settings, which may narrow but never reach outside it: ``key_file``
+    is refused (a repository would make 32 bytes at any path it names), and so is a ``store``
+    that is a URL (a server of the author's) or a path outside the root (a folder others may
+    read); a relative ``store`` is the root's. Each refusal is said once per process (a
+    warning); the user's own configuration and ``FILECACHE_*`` are not limited."""
+    out = dict(table)
+    if "key_file" in out:
+        del out["key_file"]
+        _refuse(f"{path}: key_file is ignored; a repository may not name a key file (set "
+                "FILECACHE_KEY_FILE in your own environment)")  # fmt: skip
+    store = out.get("store")
+    if isinstance(store, str) and store and store != ":memory:":
+        if _URL_LIKE.match(store):
+            del out["store"]
+            _refuse(f"{path}: store {store!r} is ignored; a repository may not send its reads "
+                    "to a server (set FILECACHE_STORE in your own environment)")  # fmt: skip
+        else:
+            full = os.path.join(root, store)
+            real, top = os.path.realpath(full), os.path.realpath(root)
+            if os.path.commonpath([real, top]) != top:
+                del out["store"]
+                _refuse(f"{path}: store {store!r} is ignored; a repository may not keep "
+                        "its store outside itself (set FILECACHE_STORE yourself)")  # fmt: skip
+            else:
+                out["store"] = full
+    return out
+
+
+def _refuse(message: str) -> None:
+    if message in _REFUSED:
+        return
+    _REFUSED.add(message)
+    import logging  # on first use
+
+    logging.getLogger("filecache").warning("filecache: %s", message)
 
 
 def load_settings(

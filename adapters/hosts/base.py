@@ -35,7 +35,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from filecache.cache import FileCache
@@ -43,10 +43,18 @@ from filecache.core.hashing import version_of
 from filecache.core.results import Kind, ReadResult
 from filecache.core.text import render_lines
 from filecache.errors import FileCacheError
+from filecache.fsio import Located
 from filecache.session import Session
 from filecache.store.store import ClosesOnExit
 
-__all__ = ["HostRead", "HostSession", "host_session_id", "log_failure", "log_path"]
+__all__ = [
+    "HostRead",
+    "HostSession",
+    "host_session_id",
+    "log_failure",
+    "log_path",
+    "project_root",
+]
 
 _SAFE_ID = re.compile(r"[A-Za-z0-9._-]{1,80}")
 # The store's key-value namespace for the call whose result carries the instructions, per session.
@@ -113,6 +121,31 @@ def _relative_paths(root: Path, store: str | None) -> dict[str, str]:
     return out
 
 
+def project_root(folder: str | Path) -> Path:
+    """The repository ``folder`` is in: the nearest folder up from it holding ``.git``, else
+    the nearest holding a ``pyproject.toml`` with a ``[tool.filecache]`` table, else
+    ``folder`` itself; never the home folder or ``/`` above it. A host that runs a call in a
+    subfolder (Codex's ``workdir``) is still in the repository's one store, under its settings
+    (its deny-list)."""
+    start = Path(folder)
+    home = Path(os.path.expanduser("~"))
+    chain = []
+    for here in (start, *start.parents):
+        if here != start and (here == home or here == here.parent):
+            break
+        chain.append(here)
+    for here in chain:
+        if os.path.lexists(here / ".git"):
+            return here
+    for here in chain:
+        try:
+            if "tool.filecache" in (here / "pyproject.toml").read_text("utf-8", "replace"):
+                return here
+        except OSError:
+            continue
+    return start
+
+
 class HostSession(ClosesOnExit):
     """One model context of a host, on one root (see the module docstring)."""
 
@@ -176,6 +209,14 @@ class HostSession(ClosesOnExit):
             if self._carrier():
                 self._set_carrier("")
 
+    def abandon(self, call_id: str) -> None:
+        """The answer to ``call_id`` never reached the host (its client gave up or was
+        killed): forget every fact relying on it, and it carries no instructions."""
+        with self.session.lock:
+            self.session.forget([call_id])
+            if self._carrier() == call_id:
+                self._set_carrier("")
+
     def instructions_due(
         self, call_id: str, held: Callable[[str], bool] | None = None, *, claim: bool = True
     ) -> bool:
@@ -235,6 +276,7 @@ class HostSession(ClosesOnExit):
         start: int | None = None,
         end: int | None = None,
         host_text: str | None = None,
+        matches: Callable[[str], bool] | None = None,
         mode: str = "full",
         crlf_shown_as_lf: bool = False,
     ) -> HostRead | None:
@@ -244,7 +286,12 @@ class HostSession(ClosesOnExit):
         ``crlf_shown_as_lf``: the host shows a file's ``\r\n`` line breaks as ``\n`` (Claude
         Code's Read does): lines that differ from ``host_text`` only so are the same lines, and
         a short answer's text (a diff's lines) is given with ``\n`` breaks too. A lone ``\r``
-        is never taken for a line break."""
+        is never taken for a line break.
+
+        What the host's tool returned is the proof: ``host_text`` (the raw lines it showed)
+        or ``matches`` (a test of the raw lines of the version read) must agree with the lines
+        the answer stands for, content, FileRef and diff alike; a FileRef or diff with neither
+        is never sent."""
         loc = self._served(path)
         if loc is None:
             return None
@@ -259,30 +306,50 @@ class HostSession(ClosesOnExit):
         except FileCacheError:
             return None  # the host says what went wrong, in its own words
         content = result.kind in (Kind.FULL, Kind.PARTIAL)
-        text = self._content(result) if content else result.text
-        if crlf_shown_as_lf and _crlf_only(text):
-            text = text.replace("\r\n", "\n")  # the lines (a diff's too) as the host shows them
-        same = content and text == host_text
-        if content and host_text is not None and not same:
-            # The host showed other text (it clipped lines, or the file changed in between):
-            # the model holds what the host showed, so nothing may rely on this call.
+        lines = self._content(result)  # the lines this answer stands for, of the version read
+        text = lines if content else result.text
+        if crlf_shown_as_lf and lines is not None and _crlf_only(lines):
+            lines = lines.replace("\r\n", "\n")  # the lines as the host shows them
+        if crlf_shown_as_lf and text is not None and _crlf_only(text):
+            text = text.replace("\r\n", "\n")  # a diff's lines too
+        if matches is None and host_text is not None:
+            matches = host_text.__eq__
+        if matches is None:
+            agrees = content  # content stands for itself; a short answer needs the proof
+        else:
+            agrees = lines is not None and matches(lines)
+        if not agrees:
+            # The host showed other text (it clipped lines, the file changed in between, or a
+            # read tool that prints something else), or nothing to compare with: the model
+            # holds what the host showed, so nothing may rely on this call.
             self.session.forget([call_id])
             return None
+        same = content and text == host_text
+        assert text is not None
         return HostRead(
             result.kind, text, result.path, str(self.cache.root / result.path),
             result.start, result.end, result.line_count, result.version, result.base_call_id,
             result.tokens, result.tokens_full, same,
         )  # fmt: skip
 
-    def shell(self, command: str, call_id: str, *, output: str | None = None) -> str | None:
+    def shell(
+        self, command: str, call_id: str, *, output: str | None = None, cwd: str | None = None
+    ) -> str | None:
         """What the model should see for the shell ``command`` instead of ``output``, or None
         when the host's output should stand (a first read equal to it, not a read, not
-        servable). A command that is not a served read re-hashes the files in the view, so a
-        change it made makes the next read a diff."""
+        servable, or a FileRef or diff whose lines are not what the shell printed: a shell
+        function ``cat``, another file). Relative paths are the shell's: resolved against
+        ``cwd`` (the folder the shell is in; default: the root). A command that is not a
+        served read re-hashes the files in the view, so a change it made makes the next read a
+        diff."""
         from filecache.shell.bash_reads import answer_shell_read
         from filecache.shell.shell_parse import NotServable, parse_shell_read
 
+        here = os.path.join(self.cache.root, cwd) if cwd is not None else str(self.cache.root)
+        self._learn_named(command, here)
         read = parse_shell_read(command)
+        if read is not None:
+            read = replace(read, paths=tuple(os.path.join(here, p) for p in read.paths))
         if read is None or any(self._served(p) is None for p in read.paths):
             self.session.rehash(call_id)
             return None
@@ -291,10 +358,14 @@ class HostSession(ClosesOnExit):
         except (FileCacheError, NotServable):
             self.session.rehash(call_id)
             return None
+        if answer.output is None or output is None or answer.output != output:
+            # The shell printed other bytes (or we cannot tell): the model holds what it
+            # printed, so nothing may rely on this call.
+            if output is not None or answer.kind in (Kind.UNCHANGED, Kind.DIFF):
+                self.session.forget([call_id])
+            return None
         if answer.kind in (Kind.UNCHANGED, Kind.DIFF):
             return answer.text
-        if output is not None and answer.text != output:
-            self.session.forget([call_id])  # the host printed other bytes: rely on nothing
         return None
 
     def edited(
@@ -324,12 +395,13 @@ class HostSession(ClosesOnExit):
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _content(self, result: ReadResult) -> str:
-        """The raw lines a content answer sent, without a notice before them (an outside
-        change, an edit of the model's undone): the host shows the lines, not the notice."""
+    def _content(self, result: ReadResult) -> str | None:
+        """The raw lines ``result`` stands for (of the version it read), without a notice
+        before them (an outside change, an edit of the model's undone): the host shows the
+        lines, not the notice. None when they are not known (not kept)."""
         lines = self.cache.lines_of(result.version)
         if lines is None:  # a streamed range of a file too large to keep: its text is the lines
-            return result.text
+            return result.text if result.kind in (Kind.FULL, Kind.PARTIAL) else None
         return render_lines(result.path, lines, result.start, result.end, numbered=False)
 
     def _served(self, path: str) -> str | None:
@@ -340,8 +412,32 @@ class HostSession(ClosesOnExit):
         except FileCacheError:
             return None
         if self.cache.denied(loc):  # by name, alias, link target and identity (hard links)
+            self._learn_denied(loc)
             return None
         return loc.rel
+
+    def _learn_denied(self, loc: Located) -> None:
+        """Hash a denied file the host showed or a command named (never store it): the store
+        keeps a keyed hash of its content's hash, so a copy of it (``cp .env copy.txt``) read
+        by a later hook call is denied too (``Secrets.version_for``)."""
+        from filecache.fsio import read_bytes
+
+        try:
+            self.cache.version_for(loc, read_bytes(loc, self.cache.settings.max_file_bytes))
+        except (OSError, FileCacheError):
+            pass
+
+    def _learn_named(self, command: str, here: str) -> None:
+        """The denied files a shell command names (``cp .env copy.txt``): learned."""
+        import shlex
+
+        try:
+            words = shlex.split(command, comments=False)
+        except ValueError:
+            words = command.split()
+        for word in dict.fromkeys(w for w in words if w and not w.startswith("-")):
+            if self.cache.denied(word):
+                self._served(os.path.join(here, word))  # a denied file in the root: learned
 
     def _adopt(
         self,

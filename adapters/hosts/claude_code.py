@@ -45,6 +45,7 @@ of imported Claude Code logs (``claude_replay``) feeds it the recorded events wi
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,8 +58,17 @@ from filecache.adapters.hosts.host_specs import spec
 if TYPE_CHECKING:
     from filecache.adapters.hosts.config_files import Installed
 
-__all__ = ["DISPLAY_NAME", "HOST_NAME", "HookSite", "MIN_VERSION", "answer", "install", "installed",
-           "run_hook"]  # fmt: skip
+__all__ = [
+    "DISPLAY_NAME",
+    "HOST_NAME",
+    "HookSite",
+    "MIN_VERSION",
+    "abandon",
+    "answer",
+    "install",
+    "installed",
+    "run_hook",
+]
 
 HOST_NAME = "claude-code"
 DISPLAY_NAME = spec(HOST_NAME).display
@@ -111,6 +121,15 @@ def run_hook(args: list[str], payload: bytes) -> bytes:
         return b""
     out = answer(event)
     return b"" if out is None else json.dumps(out, ensure_ascii=False).encode("utf-8")
+
+
+def abandon(args: list[str], payload: bytes) -> None:
+    """The answer to this ``PostToolUse`` never reached Claude Code: nothing relies on it."""
+    event = json.loads(payload)
+    call = _call_id(event) if isinstance(event, dict) else ""
+    if call and event.get("hook_event_name") == "PostToolUse":
+        with _open(event, HookSite()) as host:
+            host.abandon(call)
 
 
 def answer(event: Mapping[str, Any], site: HookSite | None = None) -> dict[str, Any] | None:
@@ -229,7 +248,9 @@ def _bash(
             return None
         stdout = str(response["stdout"])
         # Claude Code strips the newline(s) that end a command's output.
-        answer = host.shell(command, call, output=stdout + "\n" if stdout else stdout)
+        answer = host.shell(
+            command, call, output=stdout + "\n" if stdout else stdout, cwd=opened.cwd
+        )  # the shell's folder: Claude Code's Bash keeps the one a ``cd`` left it in
         if answer is None:
             return None
         text = opened.with_note(call, _for_host(answer), stdout)
@@ -294,6 +315,7 @@ class _Opened:
         from filecache.adapters.hosts import call_env  # the calling process's, in the server
 
         cwd = str(event.get("cwd") or call_env.getcwd())
+        self.cwd = os.path.join(call_env.getcwd(), cwd)
         root = site.root or call_env.getenv("CLAUDE_PROJECT_DIR") or cwd
         self.host = HostSession.open(HOST_NAME, context, cwd, root=root, store=site.store)
         self.held: Held | None = None

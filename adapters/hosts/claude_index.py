@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from filecache.adapters.hosts.claude_transcript import Held, State, held_of, new_state, scan
+from filecache.adapters.hosts.regular_files import open_regular
 
 from filecache.core.hashing import version_of
 
@@ -46,15 +47,18 @@ def read_held(
     if not path:
         return Held(extra, extra, complete=False)
     try:
-        with open(path, "rb") as transcript:
-            state = _scanned(transcript, Path(path), cache_dir, sidechain)
+        transcript, size = open_regular(path)  # a FIFO or a device: refused at once
+        with transcript:
+            state = _scanned(transcript, Path(path), cache_dir, sidechain, size)
     except OSError:
         return Held(extra, extra, complete=False)
     held = held_of(state)
     return Held(held.ids | extra, held.pending | extra, held.complete, held.known | extra)
 
 
-def _scanned(transcript: Any, path: Path, cache_dir: Path | None, sidechain: bool) -> State:
+def _scanned(
+    transcript: Any, path: Path, cache_dir: Path | None, sidechain: bool, size: int
+) -> State:
     st = os.fstat(transcript.fileno())
     index = _index_path(cache_dir, path) if cache_dir is not None else None
     saved = _load(index, st) if index is not None else None
@@ -66,7 +70,7 @@ def _scanned(transcript: Any, path: Path, cache_dir: Path | None, sidechain: boo
     ):
         state, offset = saved["state"], int(saved["offset"])
     transcript.seek(offset)
-    data = transcript.read()
+    data = transcript.read(max(0, size - offset))  # no further than it was at the open
     end = data.rfind(b"\n") + 1  # complete lines only
     if end:
         scan(data[:end].splitlines(), state)

@@ -152,12 +152,12 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
         after = _merged(path, current, uninstall=True)
         if after == current:
             return f"no filecache hooks for Claude Code in {path}; nothing changed"
-        write_atomically(path, _dumped(after))
+        write_atomically(path, _dumped(after), within=None if scope == "user" else cwd)
         return f"removed filecache hooks for Claude Code from {path}"
     after = _merged(path, current or {}, uninstall=False)
     again = current is not None and after == current
     if not again:
-        write_atomically(path, _dumped(after))
+        write_atomically(path, _dumped(after), within=None if scope == "user" else cwd)
     verb = "filecache hooks for Claude Code already in" if again else "installed filecache hooks"
     where = f"{verb} {path}" if again else f"{verb} for Claude Code in {path}"
     return where + _version_note() + (_git_note(path) if scope == "local" else "")

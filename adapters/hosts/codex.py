@@ -28,15 +28,15 @@ Before every answer the session is reconciled with the rollout at ``transcript_p
 FileRef. The rollout also says how the call ended: only a command that exited 0 is served;
 anything else leaves Codex's output.
 
-The root is the hook's ``cwd``, which Codex sets to the call's ``workdir`` when the model gives
-one: a command's relative paths always resolve where the command ran, and each folder the model
-works in is its own filecache session (FileRefs there name that folder's calls, all of them in
-the same model context).
+The hook's ``cwd`` is the call's ``workdir`` when the model gives one: a command's relative
+paths resolve there, where the command ran. The root (the store, the settings and their
+deny-list, the session) is the repository that folder is in (``base.project_root``: the nearest
+``.git`` up from it), so a call in ``app/`` is in the project's one session and store.
 
 Invariants: Codex's output stands unless filecache serves the read exactly (the base layer's
 rules: denied files, outside the root, binary, missing, clipped output); every failure inside
 the hook is one line in the hook log and an empty answer. One session per (Codex session id,
-root = the session's folder). No state lives here between calls: it is all in the store.
+root = the repository). No state lives here between calls: it is all in the store.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from filecache.adapters.hosts.codex_rollout import Rollout
     from filecache.adapters.hosts.config_files import Installed
 
-__all__ = ["DISPLAY_NAME", "HOST_NAME", "install", "installed", "run_hook", "shaped"]
+__all__ = ["DISPLAY_NAME", "HOST_NAME", "abandon", "install", "installed", "run_hook", "shaped"]
 
 HOST_NAME = "codex"
 DISPLAY_NAME = spec(HOST_NAME).display
@@ -100,6 +100,21 @@ def run_hook(args: list[str], payload: bytes) -> bytes:
         return b""
 
 
+def abandon(args: list[str], payload: bytes) -> None:
+    """The answer to this ``PostToolUse`` never reached Codex: nothing relies on it."""
+    data = json.loads(payload)
+    if not isinstance(data, dict) or data.get("hook_event_name") != "PostToolUse":
+        return
+    session_id, cwd, call = data.get("session_id"), data.get("cwd"), data.get("tool_use_id")
+    if not all(isinstance(v, str) and v for v in (session_id, cwd, call)):
+        return
+    from filecache.adapters.hosts.base import HostSession, project_root
+
+    root = project_root(str(cwd))
+    with HostSession.open(HOST_NAME, str(session_id), str(cwd), root=root) as session:
+        session.abandon(str(call))
+
+
 def _dispatch(data: dict[str, Any]) -> bytes:
     event = data.get("hook_event_name")
     session_id, cwd = data.get("session_id"), data.get("cwd")
@@ -112,9 +127,11 @@ def _dispatch(data: dict[str, Any]) -> bytes:
         return b""
     if event not in ("PostToolUse", "PreCompact", "PostCompact", "SessionStart"):
         return b""
-    from filecache.adapters.hosts.base import HostSession
+    from filecache.adapters.hosts.base import HostSession, project_root
 
-    with HostSession.open(HOST_NAME, session_id, cwd) as session:
+    # The repository's root, not the call's workdir: one store and one set of settings (its
+    # deny-list) for every folder the model works in; a command's paths are its workdir's.
+    with HostSession.open(HOST_NAME, session_id, cwd, root=project_root(cwd)) as session:
         if event == "PreCompact":
             session.reset()
             return b""
@@ -172,7 +189,7 @@ def _bash(
         # Codex's output stands; what the command did to files makes the next read a diff.
         session.changed(call_id)
         return b""
-    text = session.shell(command, call_id, output=output)
+    text = session.shell(command, call_id, output=output, cwd=cwd)
     if text is None:
         return b""
     # The first short answer of a context carries the instructions (keep_only above dropped a

@@ -371,7 +371,8 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
     unchanged = new_hooks == data and new_text == config_text
     if not unchanged:
         if new_hooks.get("hooks") or hooks_file.exists():
-            write_atomically(hooks_file, json.dumps(new_hooks, indent=2) + "\n")
+            project = None if scope in (None, "user") else cwd
+            write_atomically(hooks_file, json.dumps(new_hooks, indent=2) + "\n", within=project)
         if new_text != config_text:
             write_atomically(config_file, new_text)
     if uninstall:

@@ -77,6 +77,7 @@ _RESPONSE_ITEM = re.compile(
     rb'"payload":\{"type":"(\w+)"'
 )
 _SEPS = ((",", ":"), (", ", ": "))  # how an "id" key may be written: compact, or spaced
+_GROWTH = 16 << 20  # bytes read past the size at the open, at most (a rollout still growing)
 _CALL_ID = re.compile(rb'"call_id":"([^"\\]*)"')
 # As the bytes of a JSON line: raw UTF-8 (serde_json) or \u-escaped.
 _MARKS = tuple({mark.encode(), json.dumps(mark)[1:-1].encode()} for mark in _TRUNCATION_MARKS)
@@ -87,8 +88,12 @@ def read_rollout(path: str | Path, calls: Iterable[str] = ()) -> Rollout | None:
     """The rollout at ``path`` as the model's context sees it, with how each call of ``calls``
     ended, or None when it cannot be read (the caller then relies on nothing it cannot check).
     """
+    from filecache.adapters.hosts.regular_files import open_regular
+
     try:
-        data = Path(path).read_bytes()
+        rollout, size = open_regular(path)  # a FIFO or a device: refused at once
+        with rollout:
+            data = rollout.read(size + _GROWTH)  # Codex may still be appending this call's end
     except OSError:
         return None
     wanted = set(calls)

@@ -164,16 +164,27 @@ def load_json_object(path: Path, *, missing: Any = None) -> Any:
     return data
 
 
-def write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str, *, within: Path | None = None) -> None:
     """Replace ``path`` with ``text`` in one rename (its mode kept; its folder made).
 
     A symlink is followed to its final target, which is the file replaced (the temporary file
     is made beside the target, so the rename stays on one file system): the link stays a link.
+    ``within`` (a project install's project): a link that leads out of it is refused, so a
+    repository's ``.claude/settings.json -> ~/.claude/settings.json`` cannot turn a project
+    install into a user-wide one.
 
     Raises:
-        ConfigError: the folder or the file cannot be written.
+        ConfigError: the folder or the file cannot be written, or leads out of ``within``.
     """
     target = Path(os.path.realpath(path))
+    if within is not None:
+        top = os.path.realpath(within)
+        if os.path.commonpath([str(target), top]) != top:
+            raise ConfigError(
+                f"{path} leads out of the project (to {target}) through a symbolic link; "
+                "filecache does not write a project's settings there: remove the link, or "
+                "install for the user (--user)"
+            )
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from filecache.adapters.hosts.config_files import Installed
     from filecache.adapters.hosts.gemini_transcript import GeminiTranscript
 
-__all__ = ["DISPLAY_NAME", "HOST_NAME", "install", "installed", "run_hook"]
+__all__ = ["DISPLAY_NAME", "HOST_NAME", "abandon", "install", "installed", "run_hook"]
 
 HOST_NAME = "gemini-cli"
 DISPLAY_NAME = "Gemini CLI"
@@ -117,6 +117,23 @@ def run_hook(args: list[str], payload: bytes) -> bytes:
         return b""
     out = answer(event)
     return b"" if out is None else json.dumps(out, ensure_ascii=False).encode("utf-8")
+
+
+def abandon(args: list[str], payload: bytes) -> None:
+    """The answer to this ``AfterTool`` never reached Gemini CLI (the client gave up or was
+    killed). Its call id was made up inside the call (the hook input carries none), so the
+    payload cannot name the facts that relied on it: the session's whole view is dropped, and
+    the next reads send content (safe, and rare: a hook that outlived its client)."""
+    event = json.loads(payload)
+    if not isinstance(event, dict) or event.get("hook_event_name") != "AfterTool":
+        return
+    session_id, cwd = event.get("session_id"), event.get("cwd")
+    if not isinstance(session_id, str) or not session_id or not isinstance(cwd, str):
+        return
+    from filecache.adapters.hosts.base import HostSession
+
+    with HostSession.open(HOST_NAME, session_id, cwd) as host:
+        host.reset()
 
 
 def answer(event: dict[str, Any]) -> dict[str, Any] | None:

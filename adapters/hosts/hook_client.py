@@ -8,9 +8,11 @@ and a round trip on a Unix socket: filecache itself is loaded once, by the resid
 
 The call (``call``):
 1. The server's socket is ``<folder>/<identity>.sock``: ``identity`` hashes everything that
-   changes an answer and is fixed per process (uid, interpreter, where this code is installed,
-   umask, ``FILECACHE_*``, ``HOME``, ``XDG_*``, ``LANG``/``LC_*``, libpq's ``PG*``); the server
-   checks the code it runs against the disk on every call. ``socket_folder`` is
+   changes an answer and is fixed per process (uid, the mount namespace and root folder it
+   sees, interpreter, where this code is installed, umask, ``FILECACHE_*``, ``HOME``,
+   ``XDG_*``, ``LANG``/``LC_*``, libpq's ``PG*``); the server checks the code it runs against
+   the disk on every call, and that the peer sees the files it sees (``SO_PEERCRED``).
+   ``socket_folder`` is
    ``$XDG_RUNTIME_DIR/filecache``, else ``$XDG_CACHE_HOME/filecache/run``, else (a path too long
    for ``AF_UNIX``) ``$TMPDIR/filecache-<uid>``; a folder that is not ours, or that others may
    enter, is refused.
@@ -19,7 +21,8 @@ The call (``call``):
    listens (``START_TIMEOUT``).
 3. The exchange: the request; the server answers ``R`` (ready) or ``F`` (run it yourself: the
    server is stale, busy or refuses this call); the client says ``G`` (go) only if it still
-   waits, then reads ``A`` and the answer.
+   waits, then reads ``A`` and the answer, and says ``K`` (taken). An answer without ``K`` (the
+   client gave up or was killed) is abandoned by the server: nothing relies on it.
 
 In-process fallback (today's path: ``registry.run_hook`` in this process): no usable folder, no
 server within the bounds, ``F``, or a connection that ends before the answer (the server died
@@ -61,6 +64,7 @@ __all__ = [
     "server_sockets",
     "socket_folder",
     "stop_servers",
+    "view",
 ]
 
 MAGIC = b"FCH1"
@@ -115,10 +119,23 @@ def identity(env: Mapping[str, str] | None = None) -> str:
     parts = [
         f"uid={os.getuid()}", f"python={sys.executable}", f"version={sys.version}",
         f"code={_HERE}", f"umask={mask:o}", f"isolated={sys.flags.isolated}",
+        f"view={view()}",
         *sorted(f"{k}={v}" for k, v in env.items()
                 if k.startswith(_IDENTITY_PREFIXES) or k in _IDENTITY_NAMES),
     ]  # fmt: skip
     return _sha256_hex("\0".join(parts).encode("utf-8", "surrogateescape"))[:24]
+
+
+def view(pid: int | str = "self") -> str:
+    """Which file system process ``pid`` sees: its mount namespace and its root folder (a
+    container or sandbox sharing HOME and the venv path sees other files under the same
+    paths). ``""`` where ``/proc`` does not say (not Linux: the same machine's one view)."""
+    try:
+        mnt = os.readlink(f"/proc/{pid}/ns/mnt")
+        st = os.stat(f"/proc/{pid}/root")
+    except OSError:
+        return ""
+    return f"{mnt}:{st.st_dev}:{st.st_ino}"
 
 
 def _sha256_hex(data: bytes) -> str:
@@ -261,13 +278,18 @@ def _exchange(sock: _socket.socket, request: bytes, answer_timeout: float) -> by
         if recv_exact(sock, 1) != b"A":
             return None
         size = int.from_bytes(recv_exact(sock, 4), "big")
-        return recv_exact(sock, size)
+        answer = recv_exact(sock, size)
     except TimeoutError as exc:
         raise _GaveUp(
             f"the hook server took the call but gave no answer in {answer_timeout:g} s"
         ) from exc
     except (OSError, EOFError):
         return None  # it died mid-call: run it here (a committed call is a retry of its id)
+    try:
+        sock.sendall(b"K")  # taken: without it the server forgets the call (a late answer)
+    except OSError:
+        return b""  # the server cannot know we took it, so it forgets: stand aside
+    return answer
 
 
 # -- starting a server ----------------------------------------------------------------------------

@@ -14,15 +14,24 @@ Invariants:
   folders on ``sys.path``, the key file) is compared with what it loaded: a change, and it
   answers ``F`` (the client runs the call itself), stops taking calls and exits.
 - A call it took (``G`` received) is answered or the process died: there is no third way out.
-  A call it did not take left no trace.
+  A call it did not take left no trace. An answer the client did not take (no ``K`` after it:
+  the client gave up at its timeout, or the host killed it) leaves no fact: the call is
+  abandoned (``registry.abandon``), on every host.
 - Only this user talks to it: the socket is 0600 in a 0700 folder, and a peer of another uid
-  (``SO_PEERCRED``) is hung up on.
+  (``SO_PEERCRED``) is hung up on. Only a peer that sees the same files is answered: its mount
+  namespace and root folder (``/proc/<pid>/ns/mnt``, ``/proc/<pid>/root``) are this server's
+  (they are part of the identity too); any other is told ``F`` and answers in its own process.
 - It ends on ``SIGTERM``/``SIGINT`` or a ``stop`` request (the calls in flight finish first),
   after ``FILECACHE_HOOK_SERVER_IDLE`` seconds without a call (default 600), and when its
   socket path no longer names its socket (deleted, replaced by another server).
 
-Owned state: the listening socket, the stop flag and the live call threads (the main thread
-and ``_lock``); nothing of a call outlives it but what it committed to the store.
+A server whose call threads are all busy still reads a few connections more (``_control``)
+and answers ``ping`` and ``stop`` there. A transcript or rollout that is not a regular file (a
+FIFO, ``/dev/zero``) is refused at once (``regular_files``), so no call blocks on one.
+
+Owned state: the listening socket, the stop flag, the live call threads and the count of
+control threads (the main thread and ``_lock``); nothing of a call outlives it but what it
+committed to the store.
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ import time
 from typing import Any
 
 from filecache.adapters.hosts import call_env
-from filecache.adapters.hosts.registry import HOSTS, host_module, run_hook
+from filecache.adapters.hosts.registry import HOSTS, abandon, host_module, run_hook
 
 __all__ = ["IDLE_SECONDS", "MAGIC", "MAX_FIELD", "Server", "code_fingerprint", "main", "recv_exact"]
 
@@ -46,8 +55,10 @@ MAGIC = b"FCH1"  # hook_client's (the client imports nothing of filecache; a tes
 MAX_FIELD = 64 << 20
 IDLE_SECONDS = 600.0
 MAX_CALLS = 32  # calls in flight; more are answered "F" (run in the client's own process)
+MAX_CONTROLS = 4  # connections read beyond MAX_CALLS, for ping/stop only
 _FIELDS = 7
 _READ_TIMEOUT = 5.0  # a client that connects and says nothing does not hold a thread longer
+_ACK_TIMEOUT = 10.0  # from the answer to the client's "K" (it sends it as soon as it has read)
 _TICK = 1.0
 _CODE_SUFFIXES = (".py", ".js", ".scm", ".typed", ".json")
 
@@ -123,6 +134,7 @@ class Server:
         self.why = ""
         self._lock = threading.Lock()
         self._threads: set[threading.Thread] = set()
+        self._controls = 0  # threads answering ping/stop while every call thread is busy
         self._wake_r, self._wake_w = os.pipe()
         self._inode: int | None = None
         self._listener: socket.socket | None = None
@@ -201,14 +213,39 @@ class Server:
     def _dispatch(self, conn: socket.socket) -> None:
         with self._lock:
             busy = len(self._threads) >= MAX_CALLS
+            control = busy and self._controls < MAX_CONTROLS
             if not busy:
                 thread = threading.Thread(target=self._connection, args=(conn,), daemon=True)
                 self._threads.add(thread)
-        if busy:
+            elif control:
+                self._controls += 1
+                thread = threading.Thread(target=self._control, args=(conn,), daemon=True)
+        if busy and not control:
             _send_quietly(conn, b"F")
             conn.close()
             return
         thread.start()
+
+    def _control(self, conn: socket.socket) -> None:
+        """A connection while every call thread is busy: ``ping`` and ``stop`` are answered
+        (``hook --status`` and ``--stop`` see a busy server), a call is told ``F``."""
+        try:
+            conn.settimeout(_READ_TIMEOUT)
+            if _peer_uid(conn) not in (None, os.getuid()):
+                return
+            fields = _read_request(conn)
+            if fields is None:
+                return
+            if fields[0] in (b"ping", b"stop"):
+                self._answer(conn, fields)
+            else:
+                conn.sendall(b"F")
+        except (OSError, EOFError):
+            pass
+        finally:
+            conn.close()
+            with self._lock:
+                self._controls -= 1
 
     # -- one connection ---------------------------------------------------------------------
 
@@ -249,6 +286,7 @@ class Server:
             or not os.path.isabs(cwd)
             or not _runs_here(fields[6])
             or self.stopping.is_set()
+            or not _same_view(conn)
         ):
             conn.sendall(b"F")
             return
@@ -267,8 +305,17 @@ class Server:
         with self._lock:
             self.calls += 1
             self.last = time.monotonic()
-        conn.settimeout(None)
-        conn.sendall(b"A" + len(out).to_bytes(4, "big") + out)
+        # Only an answer the client took is a fact: it says "K" once it has the whole answer.
+        # A client that gave up (its timeout) or was killed (the host's) never does, and then
+        # nothing may rely on the call (its answer, a FileRef or diff, never reached the host).
+        try:
+            conn.settimeout(_ACK_TIMEOUT)
+            conn.sendall(b"A" + len(out).to_bytes(4, "big") + out)
+            taken = recv_exact(conn, 1) == b"K"
+        except (OSError, EOFError):
+            taken = False
+        if not taken and out:
+            abandon(host, args, fields[6])
 
     def info(self) -> dict[str, Any]:
         with self._lock:
@@ -279,6 +326,31 @@ class Server:
             "calls": calls, "idle_seconds": round(idle, 1), "idle_limit": self.idle,
             "stopping": self.stopping.is_set(),
         }  # fmt: skip
+
+
+def _same_view(conn: socket.socket) -> bool:
+    """Whether the peer sees the file system this server sees (its mount namespace and root,
+    by ``SO_PEERCRED``'s pid): a peer in a container or sandbox that shares the socket folder
+    is not answered here (``F``: it answers in its own process)."""
+    mine = _view()
+    if not mine:
+        return True  # no /proc: one view per machine
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return True
+    pid = int.from_bytes(conn.getsockopt(socket.SOL_SOCKET, option, 12)[0:4], sys.byteorder)
+    return bool(pid) and _view(pid) == mine  # pid 0: from another pid namespace
+
+
+def _view(pid: int | str = "self") -> str:
+    """``hook_client.view`` (the client imports nothing of filecache, so it cannot be shared
+    without a cycle; a test checks both agree)."""
+    try:
+        mnt = os.readlink(f"/proc/{pid}/ns/mnt")
+        st = os.stat(f"/proc/{pid}/root")
+    except OSError:
+        return ""
+    return f"{mnt}:{st.st_dev}:{st.st_ino}"
 
 
 def _runs_here(payload: bytes) -> bool:

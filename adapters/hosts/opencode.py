@@ -51,6 +51,7 @@ __all__ = [
     "PLUGIN",
     "OpencodeRead",
     "Hook",
+    "abandon",
     "install",
     "installed",
     "parse_read",
@@ -179,7 +180,7 @@ class Hook:
             host.wrote(str(request["path"]), call, str(request["content"]))
             return None
         if op == "forget":
-            host.session.forget([call])
+            host.abandon(call)
             return None
         if op == "changed":
             host.changed(call)
@@ -199,16 +200,15 @@ class Hook:
         if shown is None:
             return None
         whole = shown.start == 1 and shown.to_end
+        # opencode showed other text (the file changed in between, a BOM, odd line breaks):
+        # the model holds what opencode showed, so nothing relies on this call (``read``
+        # forgets it), and no FileRef or diff stands for lines it did not show.
         answer = host.read(
-            shown.path, call, start=None if whole else shown.start, end=None if whole else shown.end
-        )
-        if answer is None:
-            return None
-        if answer.is_content:
-            if opencode_lines(answer.text) != list(shown.lines):
-                # opencode showed other text (the file changed in between, a BOM, odd line
-                # breaks): the model holds what opencode showed, so nothing relies on this call
-                host.session.forget([call])
+            shown.path, call, start=None if whole else shown.start,
+            end=None if whole else shown.end,
+            matches=lambda lines: opencode_lines(lines) == list(shown.lines),
+        )  # fmt: skip
+        if answer is None or answer.is_content:
             return None
         own = shown.text[shown.body[0] : shown.body[1]]
         short = host.short_or_own(call, answer.text.rstrip("\n"), own, _told())
@@ -221,7 +221,10 @@ class Hook:
             host.changed(call)  # a failed command may still have changed files
             return None
         output = str(request["output"])
-        answer = host.shell(str(request["command"]), call, output=output)
+        answer = host.shell(
+            str(request["command"]), call, output=output,
+            cwd=None if workdir is None else str(workdir),
+        )  # fmt: skip
         return None if answer is None else host.short_or_own(call, answer, output, _told())
 
 
@@ -259,6 +262,17 @@ def run_hook(args: list[str], payload: bytes) -> bytes:
         return _respond(hook, payload)
     finally:
         hook.close()
+
+
+def abandon(args: list[str], payload: bytes) -> None:
+    """The answer to this request never reached the plugin: ``forget`` its call."""
+    request = json.loads(payload)
+    if isinstance(request, dict) and request.get("op") in ("read", "bash"):
+        hook = Hook()
+        try:
+            hook.answer({**request, "op": "forget"})
+        finally:
+            hook.close()
 
 
 def serve(stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None) -> int:
@@ -306,12 +320,12 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
         # The file, its "$schema" and an empty "plugin" list stay: install cannot tell
         # afterwards whether it made them or the user did.
         config["plugin"] = plugins
-        _save(path, config)
+        _save(path, config, cwd if scope == "project" else None)
         return f"removed filecache's plugin for {DISPLAY_NAME} from {path}"
     if not config:
         config["$schema"] = "https://opencode.ai/config.json"
     config["plugin"] = [*plugins, _entry()]
-    _save(path, config)
+    _save(path, config, cwd if scope == "project" else None)
     where = f"{PLUGIN.name}, run by {sys.executable}"
     return f"installed filecache's plugin for {DISPLAY_NAME} in {path} ({where})"
 
@@ -372,8 +386,8 @@ def _load(path: Path) -> dict[str, Any]:
     return config
 
 
-def _save(path: Path, config: dict[str, Any]) -> None:
-    write_atomically(path, json.dumps(config, indent=2) + "\n")
+def _save(path: Path, config: dict[str, Any], project: Path | None) -> None:
+    write_atomically(path, json.dumps(config, indent=2) + "\n", within=project)
 
 
 def _main(argv: Iterable[str]) -> int:

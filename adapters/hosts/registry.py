@@ -4,8 +4,10 @@ The hosts are ``host_specs.SPECS``; each spec's module (``claude_code``, ``codex
 ``opencode``) provides ``HOST_NAME``, ``DISPLAY_NAME``, ``install(*, scope, uninstall, cwd)
 -> str`` (the one line to print), ``run_hook(args, payload) -> bytes`` (what to print on
 stdout; ``b""`` leaves the host's own output) and ``installed(cwd) -> list[Installed]``
-(filecache's hooks at each scope). ``run_hook`` here never raises: a hook must never break the
-host's session, so any failure is one line in the hook log and an empty answer.
+(filecache's hooks at each scope), and ``abandon(args, payload)`` (the answer to that call
+never reached the host: nothing may rely on it). ``run_hook`` and ``abandon`` here never raise:
+a hook must never break the host's session, so any failure is one line in the hook log and an
+empty answer.
 
 One installation per host: ``install`` removes filecache's hooks of that host at every other
 scope (Codex at the user's and a project's level would run both, and the model would get every
@@ -26,6 +28,7 @@ from filecache.adapters.hosts.host_specs import HOST_NAMES, spec
 __all__ = [
     "HOSTS",
     "HostModule",
+    "abandon",
     "host_module",
     "install",
     "installed",
@@ -46,6 +49,8 @@ class HostModule(Protocol):
     def installed(self, cwd: Path) -> list[Installed]: ...
 
     def run_hook(self, args: list[str], payload: bytes) -> bytes: ...
+
+    def abandon(self, args: list[str], payload: bytes) -> None: ...
 
 
 def host_module(name: str) -> HostModule:
@@ -146,3 +151,15 @@ def uninstall(cwd: Path, names: Iterable[str] = HOSTS, scope: str | None = None)
             module = host_module(found.host)
             lines.append(module.install(scope=found.scope, uninstall=True, cwd=cwd))
     return lines
+
+
+def abandon(name: str, args: list[str], payload: bytes) -> None:
+    """The answer ``run_hook`` gave to ``payload`` never reached host ``name`` (its client
+    gave up, or was killed at the host's timeout): forget the call, so no later FileRef relies
+    on text the model never got. Never raises (one log line)."""
+    try:
+        host_module(name).abandon(args, payload)
+    except Exception as exc:
+        from filecache.adapters.hosts.base import log_failure
+
+        log_failure(name, f"abandon: {type(exc).__name__}: {exc}")

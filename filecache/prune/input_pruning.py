@@ -17,6 +17,11 @@ Invariants:
   a read that is degraded, cleared, or about to be (``kept``); nor for a failed call, a denied
   file (``secret``: its content is never stored, not even as an archived original), or a call
   whose result is in the protected tail.
+- Never for an input whose file is gone (a change seen outside deleted it: ``rm``, ``git
+  clean``): the reference would send the model to read a file that no longer exists.
+- A heredoc's target is the file the shell wrote: after a ``cd`` in the same command it is that
+  folder's (``cd sub && cat > f.txt <<EOF`` writes ``sub/f.txt``); after a ``cd`` this cannot
+  follow, the heredoc is not taken for a write at all.
 - A read answered without a ledger (an unknown answer, ``""``) never supersedes: it may be a
   tool's truncated view of the file. Only a ledger's ``full`` answer, or a later write, does.
 - The new arguments keep every key, the path as given and every value's JSON type (a replaced
@@ -51,6 +56,8 @@ class ResultLike(Protocol):
     def answer(self) -> str: ...
     @property
     def tier(self) -> str: ...
+    @property
+    def version(self) -> str | None: ...
 
 
 __all__ = [
@@ -88,6 +95,9 @@ def heredoc_writes(command: str) -> list[tuple[str, int, int]]:
     is ``command[start:end]``. Appends (``>>``) and anything else are not writes of a file."""
     out: list[tuple[str, int, int]] = []
     for found in _HEREDOC_LINE.finditer(command):
+        target = _in_shell_folder(command[: found.start()], found["f1"] or found["f2"])
+        if target is None:
+            continue  # written where the shell was after a cd we cannot follow: not known
         delimiter = found["d1"] or found["d2"]
         start = found.end() + 1
         if start > len(command):
@@ -95,8 +105,30 @@ def heredoc_writes(command: str) -> list[tuple[str, int, int]]:
         close = re.compile(rf"^{re.escape(delimiter)}$", re.M).search(command, start)
         if close is None:
             continue
-        out.append((found["f1"] or found["f2"], start, close.start()))
+        out.append((target, start, close.start()))
     return out
+
+
+_CD = re.compile(r"(?:^|[;&|(]|&&|\|\|)[ \t]*(?:cd|pushd|popd)\b(?P<rest>[^\n;&|)]*)", re.M)
+_PLAIN_DIR = re.compile(r"[ \t]+(?P<dir>[\w.][\w./-]*)[ \t]*")
+
+
+def _in_shell_folder(before: str, target: str) -> str | None:
+    """``target`` as a path from the folder the command started in: after ``cd sub`` it is
+    ``sub/target``. None when a ``cd`` before it goes where this cannot follow (a variable,
+    ``cd -``, ``cd`` alone, ``pushd``/``popd``, several), unless the target is absolute."""
+    moves = list(_CD.finditer(before))
+    if not moves or target.startswith("/"):
+        return target
+    folder = ""
+    for move in moves:
+        plain = _PLAIN_DIR.fullmatch(move["rest"])
+        if plain is None or not move[0].lstrip("&|;( \t").startswith("cd"):
+            return None
+        if plain["dir"].startswith("/"):
+            return None  # absolute: not a path from the root the planner knows
+        folder = f"{folder}/{plain['dir']}" if folder else plain["dir"]
+    return f"{folder}/{target}"
 
 
 def superseded_inputs(
@@ -139,6 +171,8 @@ def superseded_inputs(
                     break
                 if later.path is None or not same_path(later.path, path):
                     continue
+                if later.kind == Tool.CHANGE and later.version is None:
+                    break  # the file is gone: the input is the model's only copy; it stays
                 if later.kind in (Tool.WRITE, Tool.CHANGE):  # the file is no longer this
                     verb = "write" if later.kind == Tool.WRITE else "a change seen outside"
                     gone[path] = (f"superseded by {verb} {later.call_id}", None)

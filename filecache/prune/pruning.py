@@ -281,6 +281,19 @@ def _same_path(a: str, b: str) -> bool:
     return a == b or a.endswith("/" + b) or b.endswith("/" + a)
 
 
+def _same_written(a: str, b: str) -> bool:
+    """``_same_path`` for what supersedes an input (clearing is the harmful direction): two
+    relative paths are one file only when equal (``sub/f.py`` is not ``f.py``); an absolute
+    path is the relative one it ends with (the root is not known here)."""
+    x, y = a.removeprefix("./"), b.removeprefix("./")
+    if x == y:
+        return True
+    if x.startswith("/") == y.startswith("/"):
+        return False
+    rel, full = (y, x) if x.startswith("/") else (x, y)
+    return full.endswith("/" + rel)
+
+
 def collect(
     transcript: Transcript,
     ledger: Ledger | None,
@@ -757,7 +770,7 @@ def _superseded_inputs(
         relied=relied | _relied_on(infos, set(actions)),
         protected=protected,
         secret=secret,
-        same_path=_same_path,
+        same_path=_same_written,
         done=done,
         commands={
             cid: command

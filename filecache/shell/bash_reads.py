@@ -65,6 +65,10 @@ class ShellAnswer:
     end: int
     version: str
     call_id: str
+    output: str | None = None
+    """What the command prints for the lines answered, of ``version`` (None: not known): a
+    host compares it with the output its shell produced before a FileRef or diff stands for
+    that output."""
 
 
 def serve_bash(
@@ -113,11 +117,16 @@ def answer_shell_read(session: Session, read: ShellRead, call_id: str | None) ->
             call_id=cid,
         )  # fmt: skip
         if result.kind in (Kind.UNCHANGED, Kind.DIFF):
+            try:
+                prints: str | None = _render(session, read, [result.version], picked,
+                                             [(start, end)])  # fmt: skip
+            except NotServable:
+                prints = None
             return ShellAnswer(result.text, result.kind, result.path, start, end,
-                               result.version, cid)  # fmt: skip
+                               result.version, cid, prints)  # fmt: skip
         text = _render(session, read, [result.version], picked, [(result.start, result.end)])
         return ShellAnswer(text, result.kind, result.path, result.start, result.end,
-                           result.version, cid)  # fmt: skip
+                           result.version, cid, text)  # fmt: skip
     # Several files or runs: content (fresh), every run recorded as held under this call id.
     versions, bounds = [], []
     for f, rel in enumerate(rels):
@@ -138,7 +147,8 @@ def answer_shell_read(session: Session, read: ShellRead, call_id: str | None) ->
     except NotServable:
         session.forget([cid])  # the shell answers: the model sees its output, not these facts
         raise
-    return ShellAnswer(text, "partial", rels[0], bounds[0][0], bounds[0][1], versions[0], cid)
+    return ShellAnswer(text, "partial", rels[0], bounds[0][0], bounds[0][1], versions[0], cid,
+                       text)  # fmt: skip
 
 
 def _check_the_shell_names(path: str, loc: Located) -> None:

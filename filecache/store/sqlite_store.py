@@ -23,6 +23,7 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -38,7 +39,7 @@ from filecache.store.dialect import SQLITE
 from filecache.store.locks import lock_file
 from filecache.store.migrations import Connection
 from filecache.store.sql_store import SqlStore, check_sequence, statements
-from filecache.store.store import LAST_USED_SLACK, Event
+from filecache.store.store import LAST_USED_SLACK, Event, make_private
 
 __all__ = ["SqliteStore"]
 
@@ -135,7 +136,8 @@ class SqliteStore(SqlStore):
     def _open(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._private()
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA busy_timeout = 5000")
             # ``PRAGMA user_version`` holds how many migrations a store has once all of them
@@ -159,6 +161,19 @@ class SqliteStore(SqlStore):
             if conn is not None:
                 conn.close()
             raise
+
+    def _private(self) -> None:
+        """The database is created 0600 (SQLite gives its journals the database's mode), and
+        an existing store file others may read is tightened (``make_private``)."""
+        try:
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                             0o600))  # fmt: skip
+        except FileExistsError:
+            pass
+        except OSError:
+            return  # sqlite3 says what is wrong
+        for suffix in ("", "-wal", "-shm", "-journal", ".lock"):
+            make_private(self.path.with_name(self.path.name + suffix), 0o600)
 
     @property
     def lock_path(self) -> Path:

@@ -58,6 +58,8 @@ __all__ = [
     "Event",
     "EventStore",
     "GcReport",
+    "make_private",
+    "say_once",
     "Intent",
     "KvStore",
     "LockStore",
@@ -308,6 +310,39 @@ def refuse_links(folder: Path) -> None:
             )
 
 
+_SAID: set[str] = set()
+_SAID_LOCK = threading.Lock()
+
+
+def say_once(message: str) -> None:
+    """One warning line (logger ``filecache``), once per process for the same message."""
+    with _SAID_LOCK:
+        if message in _SAID:
+            return
+        _SAID.add(message)
+    import logging  # on first use
+
+    logging.getLogger("filecache").warning("filecache: %s", message)
+
+
+def make_private(path: Path, mode: int) -> None:
+    """Tighten ``path`` (a store file or folder of this user; never through a link) to
+    ``mode`` when others may read or enter it, saying so once: the store keeps copies of what
+    the model read, and must not be readable by anyone who can reach the project."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    if os.path.islink(path) or st.st_uid != os.getuid() or not st.st_mode & 0o077:
+        return
+    try:
+        os.chmod(path, mode, follow_symlinks=False)
+    except OSError as exc:
+        say_once(f"{path} is mode {st.st_mode & 0o777:o} and cannot be made {mode:o} ({exc})")
+        return
+    say_once(f"{path} was mode {st.st_mode & 0o777:o}, readable by others; made it {mode:o}")
+
+
 def _create(path: Path, data: bytes) -> None:
     """Create ``path`` holding ``data``; never through a link, never over an existing file."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
@@ -350,8 +385,9 @@ def default_store_path(root: Path) -> Path:
     folder = root / STORE_DIR
     refuse_links(folder)
     try:
-        folder.mkdir(exist_ok=True)
+        folder.mkdir(mode=0o700, exist_ok=True)
         refuse_links(folder)  # made by someone else in between
+        make_private(folder, 0o700)
         with contextlib.suppress(FileExistsError):
             _create(folder / ".gitignore", b"*\n")
         # A name of our own: processes probing the same folder must not unlink each other's.
@@ -363,7 +399,8 @@ def default_store_path(root: Path) -> Path:
         local_error = exc
     fallback = fallback_store_folder(root)
     try:
-        fallback.mkdir(parents=True, exist_ok=True)
+        fallback.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private(fallback, 0o700)
     except OSError as exc:
         raise StoreError(
             f"cannot create a store in {folder} ({local_error}) nor in {fallback} ({exc}); "

@@ -470,3 +470,38 @@ def test_a_heredoc_rewritten_later_loses_its_body_and_keeps_its_shape(tmp_path: 
     assert head == "cat <<'EOF' > repro.py" and rest.startswith(INPUT_MARKER)
     assert rest.endswith("]\nEOF\npython repro.py")  # the delimiter and what follows stay
     assert arguments(result.messages)["b2"]["command"] == append
+
+
+def test_an_input_whose_file_was_deleted_is_kept(tmp_path: Path) -> None:
+    """``rm`` after a write: the model's own input is its only copy of that work; a reference
+    telling it to read a file that is gone would lose it (issue 31, 9)."""
+    with FileCache(tmp_path) as cache:
+        session, chat = cache.session("s"), Chat()
+        chat.write("gen.py", FIRST, call_id="w1")
+        session.write("gen.py", FIRST, call_id="w1")
+        chat.bash("python gen.py", filler(200, "first"), call_id="b1")
+        (tmp_path / "gen.py").unlink()
+        chat.bash("rm gen.py", "", call_id="b2")
+        session.rehash("b2")
+        chat.bash("ls", filler(200, "listing"), call_id="b3")
+        result = prune_messages(chat.messages, session=session, policy=policy(), count=words)
+        assert "w1" not in result.plan.inputs
+        assert arguments(result.messages)["w1"]["content"] == FIRST
+
+
+def test_a_heredoc_after_cd_is_that_folders_file(tmp_path: Path) -> None:
+    """``cd sub`` then a heredoc write of ``f.py``: it wrote ``sub/f.py``, so a later write
+    of the root's ``f.py`` does not supersede it (issue 31, 9)."""
+    body = "".join(f"print('check {i}')\n" for i in range(30))
+    chat = Chat()
+    chat.bash(f"cd sub\ncat > f.py <<'EOF'\n{body}EOF\npython f.py", filler(300, "a"), "b1")
+    chat.bash(f"cat > f.py <<'EOF'\n{body.replace('check', 'root')}EOF", "", call_id="b2")
+    chat.bash("python f.py", filler(300, "out"), call_id="b3")
+    with FileCache(tmp_path, store=":memory:") as cache:
+        result = prune_messages(chat.messages, policy=policy(), count=words, store=cache.store)
+    assert "b1" not in result.plan.inputs
+    chat.bash(f"cat > sub/f.py <<'EOF'\n{body.replace('check', 'again')}EOF", "", "b4")
+    chat.bash("python sub/f.py", filler(300, "out"), call_id="b5")
+    with FileCache(tmp_path, store=":memory:") as cache:
+        later = prune_messages(chat.messages, policy=policy(), count=words, store=cache.store)
+    assert "b1" in later.plan.inputs  # sub/f.py written again: now it is superseded

@@ -138,13 +138,13 @@ def test_every_command_finds_the_store_the_roots_pyproject_names(
     ``read`` writes where ``stats`` and ``sessions`` then look."""
     project = tmp_path / "proj"
     project.mkdir()
-    (project / "pyproject.toml").write_text('[tool.filecache]\nstore = "../elsewhere.db"\n')
+    (project / "pyproject.toml").write_text('[tool.filecache]\nstore = "state/elsewhere.db"\n')
     (project / "a.txt").write_text("".join(f"line {i}\n" for i in range(40)))
     monkeypatch.chdir(project)
     runner = CliRunner()
     for call in (["read", "a.txt", "--session", "s1"], ["read", "a.txt", "--session", "s1"]):
         assert runner.invoke(main, call).exit_code == 0
-    assert (tmp_path / "elsewhere.db").exists() and not (project / ".filecache").exists()
+    assert (project / "state" / "elsewhere.db").exists() and not (project / ".filecache").exists()
     stats = runner.invoke(main, ["stats", "--json"])
     assert stats.exit_code == 0, stats.output
     listed = runner.invoke(main, ["sessions", "list", "--json"])

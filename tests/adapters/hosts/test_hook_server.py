@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -261,7 +262,7 @@ def _gone_pid(world: World, pid: int) -> None:
     raise AssertionError(f"server {pid} is still answering")
 
 
-def _paused_server(world: World, call: str) -> subprocess.Popen[bytes]:
+def _paused_server(world: World, call: str, *more: str) -> subprocess.Popen[bytes]:
     """The real server on the socket the client will use, stopped after committing ``call``."""
     where = subprocess.run(
         [sys.executable, "-I", "-c", "from filecache.adapters.hosts import hook_client as c; "
@@ -271,7 +272,8 @@ def _paused_server(world: World, call: str) -> subprocess.Popen[bytes]:
     ident, folder = where
     server = subprocess.Popen(
         [sys.executable, "-I", str(TESTS / "hook_server_paused.py"), "--socket",
-         os.path.join(folder, f"{ident}.sock"), "--identity", ident, "--pause-on", call],
+         os.path.join(folder, f"{ident}.sock"), "--identity", ident, "--pause-on", call,
+         *more],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=world.env, cwd="/",
     )  # fmt: skip
     assert server.stdout is not None
@@ -317,6 +319,44 @@ def test_server_killed_after_commit_before_reply(world: World, first: bool) -> N
     (world.project / "a.py").write_text(TEXT.replace("line 7:", "line seven:"))
     changed = shown_text(world.read("a.py", "toolu_z"))
     assert "changed since your result" in changed and "+line seven:" in changed
+
+
+@pytest.mark.parametrize("short", [True, False], ids=["fileref", "diff"])
+def test_an_answer_the_client_never_took_leaves_no_fact(world: World, short: bool) -> None:
+    """The host killed the hook (its timeout) while the server was still at work: the host's
+    own output stood, so the FileRef or diff the server then answered, and the instructions it
+    carried, are forgotten (issue 31, 2)."""
+    from filecache.core.render import host_instructions
+
+    hint = host_instructions("Claude Code")
+    (world.project / "a.py").write_text(TEXT)
+    world.read("a.py", "toolu_1", FILECACHE_HOOK_SERVER="0")
+    if not short:
+        (world.project / "a.py").write_text(TEXT.replace("line 7:", "line seven:"))
+    server = _paused_server(world, "toolu_x")
+    client = subprocess.Popen(HOOK, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=world.env, cwd=world.project)  # fmt: skip
+    try:
+        assert client.stdin is not None and server.stdout is not None
+        client.stdin.write(world.read_payload("a.py", "toolu_x"))
+        client.stdin.close()
+        assert server.stdout.readline() == b"committed toolu_x\n"
+        client.kill()  # the host gave up on the hook: its own output stands
+        client.wait()
+        assert server.stdin is not None
+        server.stdin.close()  # the server goes on, and answers no one
+        assert server.stdout.readline() == b"abandoned toolu_x\n"
+    finally:
+        server.kill()
+        server.wait()
+        client.kill()
+        for pipe in (server.stdout, client.stdout, client.stderr):
+            if pipe is not None:
+                pipe.close()
+    world.result("toolu_x", (world.project / "a.py").read_text())  # what the model got
+    again = shown_text(world.read("a.py", "toolu_y", FILECACHE_HOOK_SERVER="0"))
+    assert "unchanged since your result" in again
+    assert hint in again  # toolu_x never carried them to the model
 
 
 def test_a_socket_folder_others_may_enter_is_refused(world: World) -> None:
@@ -599,3 +639,97 @@ def test_libpq_variables_are_part_of_the_identity() -> None:
     assert identity({**base, "PGHOST": "/run/a"}) != identity({**base, "PGHOST": "/run/b"})
     assert identity({**base, "PGDATABASE": "one"}) != identity(base)
     assert identity({**base, "PATH": "/elsewhere"}) == identity(base)
+
+
+needs_unshare = pytest.mark.skipif(
+    subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0
+    if shutil.which("unshare")
+    else True,
+    reason="needs unshare -m (root, or user namespaces)",
+)
+
+
+@needs_unshare
+def test_a_peer_in_another_mount_namespace_is_not_answered_by_this_server(world: World) -> None:
+    """A sandbox sharing HOME, the venv and the socket folder sees other files under the same
+    paths: it gets a server of its own identity, and this server tells it to answer itself
+    even when it forges this server's identity (issue 31, 3)."""
+    (world.project / "a.py").write_text(TEXT)
+    world.read("a.py", "toolu_1")
+    (ours,) = servers(world.env)
+    sandboxed = subprocess.run(
+        ["unshare", "-m", sys.executable, "-I", "-c",
+         "from filecache.adapters.hosts import hook_client as c; print(c.identity())"],
+        env=world.env, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert sandboxed != ours["identity"]
+    probe = (
+        "import sys; from filecache.adapters.hosts import hook_client as c\n"
+        "sock = c._connect(sys.argv[1])\n"
+        "req = c.encode_request('call', sys.argv[2], 'claude-code', sys.argv[3], {}, [],"
+        " sys.stdin.buffer.read())\n"
+        "print(repr(c._exchange(sock, req, 30.0)))\n"
+    )
+    payload = world.read_payload("a.py", "toolu_2")
+    done = subprocess.run(
+        ["unshare", "-m", sys.executable, "-I", "-c", probe, ours["socket"], ours["identity"],
+         str(world.project)],
+        input=payload, env=world.env, capture_output=True, check=True,
+    )  # fmt: skip
+    assert done.stdout.strip() == b"None"  # "F": run it in your own process
+    assert servers(world.env)[0]["calls"] == ours["calls"]
+
+
+def test_a_busy_server_still_answers_status_and_stop(world: World) -> None:
+    """Every call thread busy: ``ping`` and ``stop`` are still answered, so ``hook --status``
+    lists the server and ``--stop`` stops it (issue 31, 10)."""
+    from filecache.adapters.hosts.hook_client import stop_servers
+
+    (world.project / "a.py").write_text(TEXT)
+    server = _paused_server(world, "toolu_x", "--max-calls", "1")
+    client = subprocess.Popen(HOOK, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=world.env, cwd=world.project)  # fmt: skip
+    try:
+        assert client.stdin is not None and server.stdout is not None
+        client.stdin.write(world.read_payload("a.py", "toolu_x"))
+        client.stdin.close()
+        assert server.stdout.readline() == b"committed toolu_x\n"  # its one call thread: busy
+        (listed,) = servers(world.env)
+        assert listed["pid"] == server.pid
+        assert stop_servers(world.env) == [server.pid]
+        assert server.stdin is not None
+        server.stdin.close()  # the call in flight ends; then the server does
+        assert server.wait(timeout=120) == 0
+        client.wait(timeout=120)
+    finally:
+        server.kill()
+        client.kill()
+        for pipe in (server.stdout, client.stdout, client.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_a_transcript_that_is_no_regular_file_is_refused_at_once(
+    world: World, tmp_path: Path, kind: str
+) -> None:
+    """A FIFO ``transcript_path`` would block a thread forever and ``/dev/zero`` never ends:
+    refused at once, the call answered as with no transcript (issue 31, 10)."""
+    (world.project / "a.py").write_text(TEXT)
+    if kind == "fifo":
+        where = tmp_path / "transcript.fifo"
+        os.mkfifo(where)
+    else:
+        where = Path("/dev/zero") if kind == "device" else tmp_path
+    payload = json.loads(world.read_payload("a.py", "toolu_1"))
+    payload["transcript_path"] = str(where)
+    for env in ({"FILECACHE_HOOK_SERVER": "0"}, {}):
+        assert world.hook(json.dumps(payload).encode(), **env) == b""  # content: its own
+    assert world.log == ""
+
+
+def test_client_and_server_see_the_same_view() -> None:
+    from filecache.adapters.hosts import hook_client, hook_server
+
+    assert hook_client.view() == hook_server._view() != ""
+    assert hook_client.view(os.getpid()) == hook_server._view(os.getpid())

@@ -118,11 +118,19 @@ def test_shell_reads_are_served_and_other_commands_rehash(host: HostSession, roo
     assert host.shell("cat notes.txt", "call_1", output=out) is None  # the host's bytes stand
     ref = host.shell("cat notes.txt", "call_2", output=out)
     assert ref is not None and "unchanged" in ref and "call_1" in ref
-    ranged = host.shell("sed -n '5,9p' notes.txt", "call_3")
+
+    def shell(command: str) -> str:
+        return subprocess.run(command, shell=True, cwd=root, capture_output=True,
+                              text=True).stdout  # fmt: skip
+
+    ranged = host.shell(
+        "sed -n '5,9p' notes.txt", "call_3", output=shell("sed -n '5,9p' notes.txt")
+    )
     assert ranged is not None and "call_1" in ranged
+    assert host.shell("sed -n '5,9p' notes.txt", "call_3b") is None  # nothing to check it with
     subprocess.run(["sed", "-i", "s/line 30:/LINE 30:/", "notes.txt"], cwd=root, check=True)
     assert host.shell("sed -i 's/line 30:/LINE 30:/' notes.txt", "call_4") is None
-    diff = host.shell("cat notes.txt", "call_5")
+    diff = host.shell("cat notes.txt", "call_5", output=shell("cat notes.txt"))
     assert diff is not None and "+LINE 30:" in diff
 
 

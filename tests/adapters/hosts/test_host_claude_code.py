@@ -276,3 +276,27 @@ def test_a_crlf_file_gets_filerefs_and_diffs_like_any_other(claude: Claude) -> N
     assert "[filecache] w.txt changed since your result toolu_w1" in diff, diff
     assert "-w.txt line 40:" in diff and "+w.txt LINE FORTY:" in diff and "\r" not in diff
     assert claude.hook_log() == ""
+
+
+def test_a_bash_read_after_cd_is_the_subfolders_file(claude: Claude) -> None:
+    """Claude Code's Bash keeps the folder a ``cd`` left it in: ``cat f.txt`` there prints
+    ``sub/f.txt``, never a FileRef to the root's ``f.txt`` (issue 31, 1)."""
+    (claude.project / "sub").mkdir()
+    (claude.project / "f.txt").write_text(lines("root"))
+    (claude.project / "sub" / "f.txt").write_text(lines("sub"))
+    script = Script([
+        [tool_use("Bash", {"command": "cat f.txt", "description": "Show"}, "toolu_c1")],
+        [tool_use("Bash", {"command": "cd sub", "description": "Go"}, "toolu_cd")],
+        [tool_use("Bash", {"command": "cat f.txt", "description": "Show"}, "toolu_c2")],
+        [tool_use("Bash", {"command": "cat f.txt", "description": "Show"}, "toolu_c3")],
+        [tool_use("Bash", {"command": "cat ../f.txt", "description": "Show"}, "toolu_c4")],
+        [text("done")],
+    ])  # fmt: skip
+    with ScriptedModel(script) as model:
+        claude.run(model, "-p", "read the files", "--allowedTools", TOOLS)
+    seen = results_seen(model)
+    assert "root line 59:" in seen["toolu_c1"]
+    assert "sub line 59:" in seen["toolu_c2"] and "[filecache]" not in seen["toolu_c2"]
+    assert "[filecache] sub/f.txt unchanged since your result toolu_c2" in seen["toolu_c3"]
+    assert "[filecache] f.txt unchanged since your result toolu_c1" in seen["toolu_c4"]
+    assert claude.hook_log() == ""

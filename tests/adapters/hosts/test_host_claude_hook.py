@@ -170,6 +170,61 @@ def test_text_claude_code_showed_differently_backs_no_fileref(base: Path) -> Non
     assert hook(again) is None  # so this is content, not "unchanged since toolu_z1"
 
 
+def bash_event(base: Path, command: str, call: str, stdout: str, cwd: Path) -> dict[str, Any]:
+    event = next(e for e in payloads(base) if e.get("tool_name") == "Bash" and "tool_response"
+                 in e)  # fmt: skip
+    response = {**event["tool_response"], "stdout": stdout.rstrip("\n")}
+    return {**event, "tool_use_id": call, "cwd": str(cwd),
+            "tool_input": {"command": command, "description": "Show"},
+            "tool_response": response}  # fmt: skip
+
+
+def test_a_shell_cat_that_prints_something_else_gets_no_fileref(base: Path) -> None:
+    """A user's shell function ``cat`` printing other text: the model holds that text, so no
+    FileRef or diff stands for it (issue 31, 1)."""
+    project = base / "project"
+    text = (project / "a.py").read_text()
+    assert hook(bash_event(base, "cat a.py", "toolu_k1", text, project)) is None
+    shown = "a.py line 0: something the user's function printed\n"
+    assert hook(bash_event(base, "cat a.py", "toolu_k2", shown, project)) is None
+    answer = hook(bash_event(base, "cat a.py", "toolu_k3", text, project))
+    assert "unchanged since your result toolu_k1" in replaced(answer)["stdout"]
+    (project / "a.py").write_text(text.replace("line 7:", "line seven:"))
+    # the shell printed the old text (a function, a cache): no diff stands for the new one
+    assert hook(bash_event(base, "cat a.py", "toolu_k4", text, project)) is None
+    again = hook(bash_event(base, "cat a.py", "toolu_k5", text.replace("line 7:", "line seven:"),
+                            project))  # fmt: skip
+    assert again is None or "toolu_k4" not in replaced(again)["stdout"]
+
+
+def test_a_bash_read_in_a_subfolder_is_that_folders_file(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = base / "project"
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(project))  # as Claude Code sets it
+    (project / "sub").mkdir()
+    (project / "sub" / "a.py").write_text(lines("sub"))
+    root_text = (project / "a.py").read_text()
+    assert hook(bash_event(base, "cat a.py", "toolu_d1", root_text, project)) is None
+    sub = project / "sub"
+    assert hook(bash_event(base, "cat a.py", "toolu_d2", lines("sub"), sub)) is None
+    answer = replaced(hook(bash_event(base, "cat a.py", "toolu_d3", lines("sub"), sub)))
+    assert "sub/a.py unchanged since your result toolu_d2" in answer["stdout"]
+
+
+def test_a_read_whose_content_is_not_disks_gets_no_fileref_or_diff(base: Path) -> None:
+    """Claude Code read the file before it changed; the hook sees the new bytes: a diff to
+    them (or a FileRef) would stand for lines the Read did not return."""
+    project = base / "project"
+    path = project / "a.py"
+    assert hook(read_event(base, path, "toolu_r1")) is None
+    old = read_event(base, path, "toolu_r2")
+    path.write_text(path.read_text().replace("line 7:", "line seven:"))
+    assert hook(old) is None  # it returned the old text, which the model now holds
+    again = hook(read_event(base, path, "toolu_r3"))
+    assert again is None or "toolu_r2" not in replaced(again)["file"]["content"]
+
+
 @pytest.mark.parametrize(
     "payload",
     [b"", b"not json", b"[]", b"{}", b'{"hook_event_name": "PostToolUse"}',
@@ -333,3 +388,18 @@ def test_parallel_short_answers_carry_the_instructions_exactly_once(
         for t in threads:
             t.join()
         assert sorted(text.count(HINT) for text in out.values()) == [0, 1], out
+
+
+def test_a_copy_of_a_denied_file_made_by_bash_is_not_stored_by_a_later_call(base: Path) -> None:
+    """``cp .env copy.txt`` in one hook call, a Read of the copy in the next: each call is a
+    new session object, and the copy is still denied (issue 31, 7)."""
+    project = base / "project"
+    (project / ".env").write_text(SECRET + "\n")
+    assert hook(bash_event(base, "cp .env copy.txt", "toolu_cp", "", project)) is None
+    (project / "copy.txt").write_text(SECRET + "\n")  # what the host's cp did
+    assert hook(read_event(base, project / "copy.txt", "toolu_c1")) is None
+    (project / "copy2.txt").write_text(SECRET + "\n")  # a copy made where no command named it
+    assert hook(read_event(base, project / ".env", "toolu_e1")) is None  # the Read of .env
+    assert hook(read_event(base, project / "copy2.txt", "toolu_c3")) is None
+    db = project / ".filecache" / "cache.db"
+    assert SECRET.encode() not in store_bytes(db) and b"wJalrXUtnFEMI" not in store_bytes(db)

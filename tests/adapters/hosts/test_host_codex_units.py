@@ -567,3 +567,34 @@ def test_the_full_read_command_is_never_served() -> None:
     from filecache.shell.shell_parse import parse_shell_read
 
     assert parse_shell_read(FULL_READ_COMMAND.replace("PATH", "notes.txt")) is None
+
+
+def test_a_call_in_a_subfolder_keeps_the_repositorys_deny_list_and_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Codex runs a call with ``workdir`` app/: the hook's cwd is app/, but the settings (the
+    project's deny-list) and the store are the repository's (issue 31, 8)."""
+    from filecache.adapters.hosts.registry import run_hook
+    from test_secrets import store_bytes
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "pyproject.toml").write_text('[tool.filecache]\ndeny = [".env*", "*.secret"]\n')
+    app = repo / "app"
+    app.mkdir()
+    secret = "TOKEN=the-projects-own-secret-9f8e7d"
+    for i, name in enumerate(["x.secret", "plain.txt"]):
+        patch = f"*** Begin Patch\n*** Add File: {name}\n+{secret if i == 0 else 'hello'}\n"
+        patch += "*** End Patch\n"
+        (app / name).write_text((secret if i == 0 else "hello") + "\n")
+        payload = {
+            "session_id": "s1", "transcript_path": "", "cwd": str(app),
+            "hook_event_name": "PostToolUse", "tool_name": "apply_patch",
+            "tool_use_id": f"call_{i}", "tool_input": {"command": patch},
+            "tool_response": "Exit code: 0\nOutput:\nSuccess.\n",
+        }  # fmt: skip
+        assert run_hook("codex", [], json.dumps(payload).encode()) == b""
+    assert not (app / ".filecache").exists()  # no second store in the subfolder
+    db = repo / ".filecache" / "cache.db"
+    assert db.exists() and secret.encode() not in store_bytes(db)
