@@ -121,6 +121,20 @@ def _relative_paths(root: Path, store: str | None) -> dict[str, str]:
     return out
 
 
+def _is_repository(git: Path) -> bool:
+    """Whether ``git`` is a repository's ``.git``: a folder holding ``HEAD``, or a gitfile
+    (``gitdir: ...``: a worktree, a submodule). An empty ``.git`` folder is not: Codex's
+    sandbox leaves one as a mount point in writable folders such as ``/tmp``, and taking it
+    for a repository made ``/tmp`` the root of every project below it."""
+    try:
+        if git.is_dir():
+            return (git / "HEAD").is_file()
+        with git.open("rb") as f:
+            return f.read(8) == b"gitdir: "
+    except OSError:
+        return False
+
+
 def project_root(folder: str | Path) -> Path:
     """The repository ``folder`` is in: the nearest folder up from it holding ``.git``, else
     the nearest holding a ``pyproject.toml`` with a ``[tool.filecache]`` table, else
@@ -135,7 +149,7 @@ def project_root(folder: str | Path) -> Path:
             break
         chain.append(here)
     for here in chain:
-        if os.path.lexists(here / ".git"):
+        if _is_repository(here / ".git"):
             return here
     for here in chain:
         try:

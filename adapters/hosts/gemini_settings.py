@@ -81,12 +81,12 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
         after = _merged(path, current, uninstall=True)
         if after == current:
             return f"no filecache hooks for Gemini CLI in {path}; nothing changed"
-        write_atomically(path, _dumped(after))
+        write_atomically(path, _dumped(after), within=None if scope == "user" else cwd)
         return f"removed filecache hooks for Gemini CLI from {path}"
     after = _merged(path, current or {}, uninstall=False)
     if current is not None and after == current:
         return f"filecache hooks for Gemini CLI already in {path}"
-    write_atomically(path, _dumped(after))
+    write_atomically(path, _dumped(after), within=None if scope == "user" else cwd)
     trust = (
         " (Gemini CLI runs project hooks only in a trusted folder)" if scope == "project" else ""
     )

@@ -124,11 +124,13 @@ def test_store_urls_from_the_environment_and_pyproject(
         assert isinstance(cache.store, PostgresStore)
         cache.session("env").read("notes.txt")
     monkeypatch.delenv("FILECACHE_STORE")
+    with FileCache(root, store=pg_url) as cache:  # the same server, named by the caller
+        assert [s.session_id for s in cache.store.sessions()] == ["env"]
+    # A repository's own pyproject.toml may not send its reads to a server (issue 31, 6): the
+    # URL is ignored with a warning and the local store is used.
     (root / "pyproject.toml").write_text(f'[tool.filecache]\nstore = "{pg_url}"\n')
     with FileCache(root) as cache:
-        assert isinstance(cache.store, PostgresStore)
-        assert [s.session_id for s in cache.store.sessions()] == ["env"]
-    assert not (root / ".filecache").exists()
+        assert not isinstance(cache.store, PostgresStore)
 
 
 def test_an_unreachable_server_is_one_clear_store_error() -> None:

@@ -188,11 +188,11 @@ def test_stats_credit_only_the_answers_the_host_sent(root: Path) -> None:
         assert again is not None and again.kind == "unchanged"
         assert host.short_or_own("toolu_2", again.text, small, note) is None
         assert host.session.held_call_ids() == {"toolu_1"}
-        sent = host.read("notes.txt", "toolu_3")
-        assert sent is not None and sent.kind == "full"
-        short = host.read("notes.txt", "toolu_4")
-        assert short is not None and short.kind == "unchanged"
         own = (root / "notes.txt").read_text()
+        sent = host.read("notes.txt", "toolu_3", host_text=own)
+        assert sent is not None and sent.kind == "full"
+        short = host.read("notes.txt", "toolu_4", host_text=own)  # the proof a FileRef needs
+        assert short is not None and short.kind == "unchanged"
         assert host.short_or_own("toolu_4", short.text, own, note) is not None
         report = collect_stats(host.cache.store, host.session.id)
     (only,) = report.sessions

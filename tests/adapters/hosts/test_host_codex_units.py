@@ -580,6 +580,7 @@ def test_a_call_in_a_subfolder_keeps_the_repositorys_deny_list_and_store(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     (repo / "pyproject.toml").write_text('[tool.filecache]\ndeny = [".env*", "*.secret"]\n')
     app = repo / "app"
     app.mkdir()
@@ -598,3 +599,21 @@ def test_a_call_in_a_subfolder_keeps_the_repositorys_deny_list_and_store(
     assert not (app / ".filecache").exists()  # no second store in the subfolder
     db = repo / ".filecache" / "cache.db"
     assert db.exists() and secret.encode() not in store_bytes(db)
+
+
+def test_an_empty_git_folder_above_is_no_repository(tmp_path: Path) -> None:
+    """Codex's sandbox leaves an empty ``.git`` as a mount point in writable folders (``/tmp``):
+    it made ``/tmp`` the root of every project below it. A repository's ``.git`` holds ``HEAD``
+    or is a gitfile (a worktree, a submodule)."""
+    from filecache.adapters.hosts.base import project_root
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (tmp_path / ".git").mkdir()
+    assert project_root(project) == project
+    (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    assert project_root(project) == tmp_path
+    worktree = tmp_path / "other" / "wt"
+    (worktree / "sub").mkdir(parents=True)
+    (worktree / ".git").write_text("gitdir: /elsewhere/.git/worktrees/wt\n")
+    assert project_root(worktree / "sub") == worktree
