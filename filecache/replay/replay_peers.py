@@ -194,6 +194,7 @@ class PeerRun:
             requests=cost.requests,
             prompt_tokens=cost.tokens,
             billed=cost.billed,
+            cached=cost.cached,
             peak=cost.peak,
             passes=self.passes,
             results=self.shown_changed,
