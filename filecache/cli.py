@@ -19,6 +19,7 @@ from filecache.cli_errors import cli_message
 from filecache.cli_reports import (
     cache_aware_option,
     check_output_file,
+    model_option,
     preset_option,
     write_output,
 )
@@ -509,6 +510,7 @@ def run(window: int | None, host: str, args: tuple[str, ...]) -> None:
     show_default=True,
     help="The session's root (with --session).",
 )
+@model_option
 def prune(
     source: Any,
     output: Path | None,
@@ -520,10 +522,13 @@ def prune(
     store: str | None,
     session: str | None,
     root: Path,
+    model: str | None,
 ) -> None:
     """Prune SOURCE (a message list, or an object with 'messages'/'input'; '-' for stdin)."""
     from filecache.cache import FileCache
     from filecache.core.json_input import load_json
+    from filecache.core.tokens import TokenCounter
+    from filecache.figures import prices_for, prune_headline
     from filecache.prune.pruner import prune_messages
     from filecache.prune.pruning import PrunePolicy
     from filecache.settings import load_settings
@@ -534,9 +539,15 @@ def prune(
     data = load_json(source.read(), name if isinstance(name, str) else "-")  # one-line errors
     aware = {} if cache_aware is None else {"cache_aware": cache_aware}
     policy = PrunePolicy.preset(preset, context_window=window, **aware)
+    prices = prices_for(model)  # an unknown model fails before the work
     if session is not None:  # a filecache session: its ledger guides the plan, and it forgets
         with FileCache(root, store=store) as cache:  # what the plan clears (ref safety)
-            result = prune_messages(data, session=cache.session(session), policy=policy, format=fmt)
+            s = cache.session(session)
+            result = prune_messages(data, session=s, policy=policy, format=fmt)
+            headline = prune_headline(  # this request, counted into the session's figures
+                data, result.messages, result.format, cache.tokens.count, cache.store, s.id,
+                prices,
+            )  # fmt: skip
     else:
         resolved = root.resolve()
         path = store_location(resolved, store)
@@ -545,6 +556,8 @@ def prune(
             result = prune_messages(
                 data, store=opened, policy=policy, format=fmt, deny=deny, root=resolved
             )
+        count = TokenCounter().count
+        headline = prune_headline(data, result.messages, result.format, count, None, None, prices)
     text = json.dumps(result.messages, ensure_ascii=False, indent=1)
     if output is not None:
         write_output(output, text + "\n")
@@ -555,6 +568,7 @@ def prune(
     if as_json:
         plan = result.plan
         report = {
+            "headline": headline.to_json(),
             "format": result.format,
             # against the input as given: this pass's changes and the sticky earlier ones
             **(result.report.to_json() if result.report is not None else {}),

@@ -37,32 +37,35 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import xxhash
 
 from filecache.core.kinds import Kind, Tool
-from filecache.errors import RequestError
-from filecache.store.store import Event, Store
+from filecache.errors import RequestError, TranscriptError
+from filecache.prune.codecs.base import Transcript
+from filecache.prune.transcript import parse_transcript, unwrap
+from filecache.store.store import Store
 
 __all__ = [
-    "ANSWERS_BASELINE", "BILLED_BASIS", "CACHE_READ", "CACHE_WRITE", "DEFAULT_MODEL",
-    "MODEL_ENV", "PRICES", "PRICES_AS_OF", "PRICES_SOURCE", "REQUESTS_BASELINE",
-    "TALLY_NAMESPACE", "Headline", "cached_prefix", "Pair", "Prices", "RequestTally", "RunTally", "answer_pairs",
-    "answers_of", "headline_of", "load_tally", "prices_for", "read_baseline", "record_request",
-    "save_tally", "session_headline", "sum_headlines",
+    "ANSWERS_BASELINE", "BILLED_BASIS", "CACHE_READ", "CACHE_WRITE", "DEFAULT_MODEL", "Headline",
+    "MESSAGE_OVERHEAD", "MODEL_ENV", "PRICES", "PRICES_AS_OF", "PRICES_SOURCE", "Pair", "Prices",
+    "REQUESTS_BASELINE", "RequestTally", "RunTally", "TALLY_NAMESPACE", "answer_pairs",
+    "answers_of", "cached_prefix", "headline_of", "keyed_request", "load_tally", "prices_for",
+    "prune_headline", "read_baseline", "record_request", "save_tally", "session_headline",
+    "sum_headlines",
 ]  # fmt: skip
 
+MESSAGE_OVERHEAD = 3  # tokens a chat message costs beyond its text (role, separators)
 CACHE_READ = 0.1  # price of a cached prompt token, relative to an uncached one
 CACHE_WRITE = 1.25  # price of a token written to the prompt cache
 TALLY_NAMESPACE = "figures-requests"
 MODEL_ENV = "FILECACHE_MODEL"
 
 REQUESTS_BASELINE = (
-    "the same requests with every read answered plain (same range, same format) and nothing "
-    "pruned"
+    "the same requests with every read answered plain (same range, same format) and nothing pruned"
 )
 ANSWERS_BASELINE = "plain reads (same range, same format; an outline counted as what it showed)"
 BILLED_BASIS = (
@@ -155,7 +158,24 @@ def read_baseline(kind: str, tokens: int, tokens_full: int) -> int:
 _SAVING_KINDS = frozenset({Kind.UNCHANGED, Kind.DIFF, Kind.SYMBOL})
 
 
-def answer_pairs(events: Iterable[Event]) -> dict[str, tuple[str, int, int]]:
+class LedgerRow(Protocol):
+    """What ``answer_pairs`` reads of a ledger row: an ``Event`` or a ``ledger.CallRecord``."""
+
+    @property
+    def call_id(self) -> str: ...
+    @property
+    def tool(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def tokens(self) -> int: ...
+    @property
+    def tokens_full(self) -> int: ...
+    @property
+    def deps(self) -> tuple[str, ...]: ...
+
+
+def answer_pairs(events: Iterable[LedgerRow]) -> dict[str, tuple[str, int, int]]:
     """Per read call id: (kind as counted, tokens the model got, baseline tokens).
 
     A read whose answer the caller withdrew (``Session.withdraw``: a host hook left the host's
@@ -206,7 +226,7 @@ class Pair:
         }
 
 
-def answers_of(events: Iterable[Event]) -> Pair:
+def answers_of(events: Iterable[LedgerRow]) -> Pair:
     """The per-answer figure of a session's events (``answer_pairs`` summed)."""
     pairs = answer_pairs(events).values()
     return Pair(sum(b for _, _, b in pairs), sum(t for _, t, _ in pairs))
@@ -264,7 +284,7 @@ class RequestTally:
 
     filecache: RunTally = field(default_factory=RunTally)
     baseline: RunTally = field(default_factory=RunTally)
-    _last: tuple[list[object], list[object]] = field(default_factory=lambda: ([], []))
+    _last: tuple[list[str], list[str]] = field(default_factory=lambda: ([], []))
 
     def add(
         self, filecache: Sequence[tuple[object, int]], baseline: Sequence[tuple[object, int]]
@@ -300,6 +320,28 @@ class RequestTally:
             RunTally(**data["filecache"]), RunTally(**data["baseline"]),
             ([str(k) for k in last[0]], [str(k) for k in last[1]]),
         )  # fmt: skip
+
+
+def keyed_request(
+    transcript: Transcript,
+    count: Callable[[str], int],
+    plain: Mapping[str, tuple[str, int, int]] | None = None,
+) -> list[tuple[object, int]]:
+    """A request as ``RequestTally.add`` takes it: per message, a key and its tokens (its text,
+    tool calls and results, plus ``MESSAGE_OVERHEAD``).
+
+    ``plain`` (``answer_pairs`` of the session): count each result it names at its baseline
+    instead (the baseline's form of the request; such a message gets a key of its own)."""
+    out: list[tuple[object, int]] = []
+    for m in transcript.messages:
+        parts = [m.text, *(f"{c.name}\n{c.raw_arguments}" for c in m.tool_calls)]
+        parts += [r.text for r in m.results]
+        text = "\n".join(p for p in parts if p)
+        tokens = count(text) + MESSAGE_OVERHEAD
+        swapped = [plain[r.call_id] for r in m.results if plain and r.call_id in plain]
+        extra = sum(base - sent for _, sent, base in swapped)
+        out.append(((m.role, text, "plain") if extra else (m.role, text), tokens + extra))
+    return out
 
 
 def load_tally(store: Store, session_id: str) -> RequestTally | None:
@@ -430,7 +472,7 @@ def _money(usd: float) -> str:
 
 def headline_of(
     session_id: str,
-    events: Iterable[Event],
+    events: Iterable[LedgerRow],
     tally: RequestTally | None,
     prices: Prices | None = None,
 ) -> Headline:
@@ -464,3 +506,35 @@ def sum_headlines(
         session_id, prices, answers, sum(h.reads for h in parts), tally,
         sum(h.sessions for h in parts),
     )  # fmt: skip
+
+
+def prune_headline(
+    given: Any,
+    pruned: Any,
+    format: str,
+    count: Callable[[str], int],
+    store: Store | None,
+    session_id: str | None,
+    prices: Prices,
+) -> Headline:
+    """The headline of a prune: the request ``given`` (as the caller holds it) sent as
+    ``pruned``. With a session (``store``, ``session_id``): the request is added to the
+    session's tally (``record_request``; the session's reads counted plain in the baseline) and
+    the session's figures returned; without one, this request's figures alone."""
+    plain = answer_pairs(store.events(session_id)) if store and session_id else {}
+    before: Transcript | None = None
+    after: Transcript | None = None
+    try:
+        before = parse_transcript(unwrap(given).messages, format)
+        after = parse_transcript(unwrap(pruned).messages, format)
+    except TranscriptError:  # SDK objects (a library call): no request to count here
+        before = after = None
+    if store is not None and session_id is not None:
+        if before is not None and after is not None:
+            base = keyed_request(before, count, plain)
+            record_request(store, session_id, keyed_request(after, count), base)
+        return session_headline(store, session_id, prices.model)
+    tally = RequestTally()
+    if before is not None and after is not None:
+        tally.add(keyed_request(after, count), keyed_request(before, count))
+    return Headline("-", prices, Pair(0, 0), 0, tally)

@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("store",),
     ("ledger", "turns", "secrecy", "locations"),
     ("prune", "sources"),
-    ("tool_shape",),
+    ("tool_shape", "figures"),
     ("conversations",),
     ("outside", "decorators"),
     ("session",),

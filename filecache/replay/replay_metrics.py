@@ -27,7 +27,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from filecache.figures import CACHE_READ, CACHE_WRITE, Headline, cached_prefix, sum_headlines
+from filecache.figures import (
+    CACHE_READ,
+    CACHE_WRITE,
+    MESSAGE_OVERHEAD,
+    Headline,
+    cached_prefix,
+    sum_headlines,
+)
 from filecache.replay.policy_runs import Grounding, PolicyRun, combine_runs
 
 __all__ = [
@@ -36,7 +43,6 @@ __all__ = [
     "prompt_cost",
 ]  # fmt: skip
 
-MESSAGE_OVERHEAD = 3  # tokens a chat message costs beyond its text (role, separators)
 READ_KINDS = ("full", "partial", "unchanged", "diff", "outline", "error")
 RUNS = ("recorded", "plain", "filecache")
 

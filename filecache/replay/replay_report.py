@@ -165,8 +165,9 @@ def format_replay(replays: Sequence[SessionReplay], totals: SessionReplay) -> st
         f"lines, of {file:,} in those files)."
     )
     verdict += "\n" + grounding_line(totals)
+    lead = "" if totals.headline is None else totals.headline.sentence() + "\n\n"
     return (
-        format_table(replays, totals) + "\n" + TABLE_LEGEND + "\n" + format_totals(totals) + "\n"
+        lead + format_table(replays, totals) + "\n" + TABLE_LEGEND + "\n" + format_totals(totals) + "\n"
         + verdict + "\n"
         + ledger_line(totals) + "\n" + worse_line(replays, totals) + "\n"
     )  # fmt: skip
