@@ -45,7 +45,7 @@ from filecache.figures import (
     sum_headlines,
 )
 from filecache.figures import load_tally as load_request_tally
-from filecache.report_html import html_page, html_table, line_chart
+from filecache.report_html import html_page, line_chart, sortable_table
 from filecache.store.store import Event, Projection, Store
 
 __all__ = [
@@ -421,17 +421,25 @@ def format_stats(report: StatsReport) -> str:
 
 
 def stats_html(report: StatsReport) -> str:
-    """One page: the tables of ``format_stats`` (overall first) and, per session, its
-    cumulative read tokens."""
+    """One page: the saving in one sentence, the table of ``format_stats`` (overall first, then
+    the sessions, those that cost more first and marked, sortable by any column), and per
+    session its cumulative read tokens."""
     o = report.overall
-    rows = [[session_label(s.session_id), *_cells(s)] for s in _ordered(report)]
+    ordered = _ordered(report)
+    rows = [[session_label(s.session_id), *_cells(s)] for s in ordered]
+    pinned, sessions = (rows[:1], rows[1:]) if len(rows) > 1 else ([], rows)
+    worse = [_regressed(s) for s in (ordered[1:] if len(rows) > 1 else ordered)]
+    legend = "" if o.headline is None else stats_legend(o.headline.prices.describe())
     body = [
-        html_table(_STATS_HEAD, rows),
+        sortable_table(_STATS_HEAD, sessions, pinned=pinned, worse=worse),
+        f'<p class="note">{escape(legend.strip())}</p>',
         f'<p class="note">Baseline: {escape(BASELINE)}. {escape(_outlines_note(o).strip())}</p>',
         "<h2>Saved by kind</h2>",
-        html_table(["kind", "tokens saved"], [[k, f"{v:,}"] for k, v in o.saved_by_kind.items()]),
+        sortable_table(
+            ["kind", "tokens saved"], [[k, f"{v:,}"] for k, v in o.saved_by_kind.items()]
+        ),
         "<h2>Top files by saving</h2>",
-        html_table(
+        sortable_table(
             ["path", "reads", "served", "plain", "saved"],
             [
                 [f.path, f.reads, f"{f.tokens:,}", f"{f.tokens_full:,}", f"{f.saved:,}"]
@@ -449,7 +457,10 @@ def stats_html(report: StatsReport) -> str:
                 y_label="tokens",
             )
         )  # fmt: skip
-    return html_page("filecache stats", body)
+    lead = "No session in the store yet." if o.headline is None or not report.sessions else (
+        o.headline.sentence()
+    )  # fmt: skip
+    return html_page("filecache stats", body, lead=lead)
 
 
 def session_rows(store: Store) -> list[dict[str, Any]]:

@@ -112,6 +112,7 @@ class PolicyRun:
     recall_all_pairs: int = 0
     grounding: Grounding = field(default_factory=Grounding)
     cached: int = 0  # of ``prompt_tokens``, those read from the prompt cache
+    billed_series: tuple[float, ...] = field(default=(), repr=False)  # per request
 
     def cost(self, prices: Prices) -> float:
         """USD of the prompt tokens at ``prices`` (``figures.RunTally.cost``)."""

@@ -784,6 +784,7 @@ class _Run:
             files_identical=not self.mismatches,
             mismatches=tuple(self.mismatches),
             series={run: cost.sizes for run, cost in costs.items()},
+            billed_series={run: cost.bills for run, cost in costs.items()},
             calls=tuple(self.records),
             plain_messages=tuple(self.plain_history),
             filecache_messages=tuple(self.history),

@@ -107,6 +107,7 @@ class PromptCost:
     billed: float
     sizes: tuple[int, ...] = ()
     cached: int = 0  # of ``tokens``, those read from the prompt cache (the rest: written)
+    bills: tuple[float, ...] = ()  # each request's billed equivalents
 
 
 class CostMeter:
@@ -118,6 +119,7 @@ class CostMeter:
         self.billed = 0.0
         self.cached = 0
         self.sizes: list[int] = []
+        self.bills: list[float] = []
         self._previous: Sequence[tuple[object, int]] = ()
 
     def add(self, request: Sequence[tuple[object, int]]) -> int:
@@ -125,7 +127,9 @@ class CostMeter:
         size = sum(tokens for _, tokens in request)
         cached = cached_prefix(request, [key for key, _ in self._previous])
         self.cached += cached
-        self.billed += cached * self.cache_read + (size - cached) * self.cache_write
+        bill = cached * self.cache_read + (size - cached) * self.cache_write
+        self.billed += bill
+        self.bills.append(bill)
         self.sizes.append(size)
         self._previous = request
         return size
@@ -134,7 +138,7 @@ class CostMeter:
         sizes = self.sizes
         return PromptCost(
             len(sizes), sum(sizes), max(sizes, default=0), sizes[-1] if sizes else 0,
-            self.billed, tuple(sizes), self.cached,
+            self.billed, tuple(sizes), self.cached, tuple(self.bills),
         )  # fmt: skip
 
 
@@ -291,6 +295,7 @@ class SessionReplay:
     grounding: Mapping[str, Grounding] = field(default_factory=dict)
     headline: Headline | None = field(default=None, compare=False)
     cached: Mapping[str, int] = field(default_factory=dict)
+    billed_series: Mapping[str, tuple[float, ...]] = field(default_factory=dict, repr=False)
 
     @property
     def net_prompt_tokens(self) -> Measure:

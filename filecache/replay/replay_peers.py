@@ -204,6 +204,7 @@ class PeerRun:
             recall_pairs=pairs,
             problems=tuple(f"{self.name}: {p}" for p in problems),
             series=cost.sizes,
+            billed_series=cost.bills,
             recall_all=checker.all_sum / checker.all_pairs if checker.all_pairs else 1.0,
             recall_all_pairs=checker.all_pairs,
         )
