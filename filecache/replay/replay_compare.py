@@ -230,7 +230,8 @@ def _lead(c: Comparison, prices: Prices) -> str:
         return f"saved {pct:.1f}% of {what}" if pct >= 0 else f"added {-pct:.1f}% to {what}"
 
     return (
-        f"{best} {saved(prompt, 'the prompt tokens')} and {saved(billed, 'the billed cost')} "
+        f"{best} {saved(prompt, 'the prompt tokens')} and "
+        f"{saved(billed, 'the billed cost').removeprefix('saved ')} "
         f"against the recorded transcripts: ${run.cost(prices):,.4f} instead of "
         f"${rec.cost(prices):,.4f} at {prices.model}'s prices, over {len(c.sessions)} "
         f"session{'s' if len(c.sessions) != 1 else ''} ({_window(c)})."
@@ -270,17 +271,24 @@ def comparison_html(c: Comparison, prices: Prices | None = None) -> str:
     row per session and policy, regressions first and marked; both sortable), then per
     session a chart of every policy's prompt tokens and one of its billed equivalents."""
     prices = prices or prices_for()
-    totals = [[*row, f"${c.totals[name].cost(prices):,.4f}"]
-              for name, row in zip(c.names, _rows(c), strict=True)]  # fmt: skip
     rec = c.totals.get("none")
+    policies = sorted(
+        (
+            (
+                rec is not None and name != "none" and _worse(c.totals[name], rec),
+                [*row, f"${c.totals[name].cost(prices):,.4f}"],
+            )
+            for name, row in zip(c.names, _rows(c), strict=True)
+        ),
+        key=lambda p: not p[0],
+    )
     rows, worse = _session_rows(c, prices)
     body = [
-        f'<p class="note">{escape(_note(c))} Cost: {escape(prices.describe())}.</p>',
+        f'<p class="note">{escape(_note(c))} Cost: {escape(prices.describe())}. Policies that '
+        "cost more than the recording come first, marked; click a header to sort.</p>",
         sortable_table(
-            [*HEAD, "cost (USD)"],
-            totals,
-            worse=[rec is not None and n != "none" and _worse(c.totals[n], rec) for n in c.names],
-        ),  # fmt: skip
+            [*HEAD, "cost (USD)"], [row for _, row in policies], worse=[w for w, _ in policies]
+        ),
         "<h2>Sessions</h2>",
         '<p class="note">One row per session and policy; those that cost more than the '
         "recording (prompt or billed) come first, marked. Click a header to sort.</p>",
