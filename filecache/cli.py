@@ -16,6 +16,7 @@ import click
 
 from filecache.adapters.hosts.host_specs import HOST_NAMES, SPECS
 from filecache.cli_errors import cli_message
+from filecache.cli_read import CLI_SESSION
 from filecache.cli_reports import (
     cache_aware_option,
     check_output_file,
@@ -34,8 +35,6 @@ if TYPE_CHECKING:  # imported by the commands that use them: --help and others s
 F = TypeVar("F", bound=Callable[..., Any])
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
-CLI_SESSION = "cli"
-"""The session of CLI calls without ``--session``, per root (``FileCache.session`` keys it)."""
 
 
 class _Group(click.Group):
@@ -132,21 +131,14 @@ def read(
     session: str | None,
 ) -> None:
     """Read PATH as the session's model should see it: content, FileRef or diff."""
-    from filecache.cache import FileCache
+    from filecache.cli_read import run_read  # also run without click (filecache.entry)
 
-    with FileCache(root, store=store) as cache:
-        s = _cli_session(cache, session)
-        result = s.read(
-            path,
-            offset=offset,
-            limit=limit,
-            mode=mode,
-            symbol=symbol,
-            fresh=fresh or raw,  # the file's bytes, never a FileRef or diff (read --raw > copy)
-            numbered=not raw,
-            call_id=call_id,
-        )
-        _emit(result, as_json, s)
+    text = run_read(
+        path, offset=offset, limit=limit, mode=mode, symbol=symbol, fresh=fresh, raw=raw,
+        call_id=call_id, as_json=as_json, root=root, store=store, session=session,
+    )  # fmt: skip
+    # color=True: click would strip ANSI escapes when piped, changing the file's content.
+    click.echo(text, nl=as_json, color=True)
 
 
 @main.command(context_settings=CONTEXT)

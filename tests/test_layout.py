@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gateway",),
     ("replay",),
     ("importers",),
-    ("filecache", "cli_reports", "cli_errors"),  # "filecache": the package's __init__
+    ("filecache", "cli_reports", "cli_errors", "cli_read"),  # "filecache": the package's __init__
     ("adapters",),  # adapters/, installed as filecache.adapters (hosts/ included)
     ("cli",),
     ("entry",),  # the console script: --version/--help without click, the rest to cli
