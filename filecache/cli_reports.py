@@ -476,10 +476,13 @@ def sessions_show(session_id: str, as_json: bool, store: str | None) -> None:
 @store_option
 def sessions_delete(session_id: str, as_json: bool, store: str | None) -> None:
     """Delete SESSION_ID: its ledger, views, archive and projections (blobs stay until gc)."""
+    from filecache.figures import save_tally
+
     with open_existing(store) as opened:
         if session_id not in {s.session_id for s in opened.sessions()}:
             raise RequestError(f"no session {session_id!r}; 'filecache sessions list' shows them")
         opened.delete_session(session_id)
+        save_tally(opened, session_id, None)  # its requests, counted for the headline
     _json_or(as_json, {"deleted": session_id}, f"deleted session {session_id}\n")
 
 

@@ -418,6 +418,8 @@ class Headline:
         answers = (
             f"per read answer it {_saved(self.answers.saved_pct)} "
             f"({self.answers.filecache:,.0f} tokens sent instead of {self.answers.baseline:,.0f})"
+            if self.reads
+            else "no read was answered through it"
         )
         if prompt is None or billed is None or cost is None:
             return (
@@ -428,7 +430,8 @@ class Headline:
         return (
             f"filecache {_saved(prompt.saved_pct)} of the prompt tokens "
             f"({prompt.filecache:,.0f} instead of {prompt.baseline:,.0f} over {self.requests:,} "
-            f"requests, pruning included) and {_share(billed.saved_pct)} the billed cost "
+            f"request{'s' if self.requests != 1 else ''}, pruning included) and "
+            f"{_share(billed.saved_pct)} the billed cost "
             f"with prompt caching: {_money(cost.filecache)} instead of {_money(cost.baseline)} "
             f"at {self.prices.model}'s prices; {answers}. Baseline: the same requests with "
             "plain reads and no pruning."

@@ -172,3 +172,54 @@ async def test_mcp_prune_and_stats_report_one_headline(tmp_path: Path, anyio_bac
         {k: v for k, v in p.items() if k in ("triggered", "gate", "actions")} for p in pruned[-1:]
     ]
     assert last["billed"]["saved_pct"] != 0 and last["cost_usd"]["baseline"] > 0
+
+
+def test_threads_recording_one_session_count_every_request_once(tmp_path: Path) -> None:
+    """``record_request`` under the store's lock: eight threads, each recording its own
+    request into one session, lose none; a damaged row gives no figure, not an error."""
+    import threading
+
+    from filecache.figures import load_tally, record_request, save_tally
+    from filecache.store.sqlite_store import SqliteStore
+
+    with SqliteStore(tmp_path / "cache.db") as store:
+        requests = [[("sys", 10), (f"user {n}", n + 1)] for n in range(8)]
+        added: list[bool] = []
+
+        def record(request: list[tuple[object, int]]) -> None:
+            added.append(record_request(store, "s", request, request))
+
+        threads = [threading.Thread(target=record, args=(r,)) for r in requests]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        tally = load_tally(store, "s")
+        assert tally is not None and all(added)
+        assert tally.filecache.requests == 8
+        assert tally.filecache.tokens == sum(10 + n + 1 for n in range(8))
+        assert tally.filecache.cached == 7 * 10  # every request after the first shares "sys"
+        store.cache_put("figures-requests", "s", "{not json")  # a damaged row: no figure
+        assert load_tally(store, "s") is None
+        save_tally(store, "s", None)
+        assert load_tally(store, "s") is None
+
+
+def test_a_session_without_requests_says_so(tmp_path: Path) -> None:
+    from filecache import FileCache
+
+    (tmp_path / "a.txt").write_text(_text(50, "a"))
+    store = tmp_path / "s.db"
+    with FileCache(tmp_path, store=store) as cache:
+        s = cache.session("live")
+        s.read("a.txt")
+        s.read("a.txt")  # a FileRef
+    data = json.loads(cli("stats", "--store", store, "--json").stdout)
+    headline = data["sessions"][0]["headline"]
+    assert headline["prompt_tokens"] is None and headline["cost_usd"] is None
+    assert headline["per_answer"]["reads"] == 2 and headline["per_answer"]["saved"] > 0
+    assert "no request was seen" in headline["sentence"]
+    text = cli("stats", "--store", store).stdout
+    assert text.startswith("filecache: Per read answer it saved ") and "| n/a |" in text
+    deleted = cli("sessions", "delete", "live", "--store", store)
+    assert "deleted" in deleted.stdout

@@ -69,6 +69,7 @@ def _run(code: str, args: list[str], cwd: Path) -> tuple[int, str, str]:
         [sys.executable, "-c", f"import sys; sys.argv[1:] = {args!r}; {code.split('; ', 1)[1]}"],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
+
     def same(text: str) -> str:  # what differs between the two copies: ids made, the root
         return re.sub(r"\bfc-[0-9a-f]+", "fc-ID", text).replace(str(cwd), "ROOT")
 
