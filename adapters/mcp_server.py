@@ -61,7 +61,7 @@ from filecache import FileCache, ReadResult, Session, WriteResult
 from filecache.core.kinds import Tool
 from filecache.core.render import mcp_instructions
 from filecache.errors import ConfigError, FileCacheError, OutsideRootError, PathError
-from filecache.figures import answers_of, session_headline
+from filecache.figures import answers_of, headline_of, session_headline
 from filecache.session import check_session_id, new_call_id
 from filecache.tools import call_session, check_arguments, schemas, tool_spec
 
@@ -470,7 +470,10 @@ class FileCacheServer:
 
     def _stats(self, conn: _Connection) -> dict[str, Any]:
         """This connection's answers: those of its session since its view began (a session
-        taken over from another connection counts from the takeover)."""
+        taken over from another connection counts from the takeover), and the headline
+        (``filecache.figures``): its session's, when the session is the connection's own from
+        its start; else of this connection's answers only, with no request figures (a client
+        sending another's session header learns nothing of its reads or requests)."""
         kinds: dict[str, int] = {}
         with self._leased(conn):
             rows = [
@@ -480,7 +483,10 @@ class FileCacheServer:
                 if call.seq > conn.since.get(session.id, 0)
             ]
             first = conn.sessions[0]
-            headline = session_headline(first.cache.store, first.id)
+            if len(conn.sessions) == 1 and not conn.since.get(first.id, 0):
+                headline = session_headline(first.cache.store, first.id)  # all its own
+            else:  # a session taken over (or several roots): this connection's answers only,
+                headline = headline_of(first.id, rows, None)  # nothing of another's requests
         calls = [call for call in rows if call.tool != Tool.FORGET]
         for call in calls:
             kinds[call.kind] = kinds.get(call.kind, 0) + 1
