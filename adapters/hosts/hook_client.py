@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 try:
     import _socket
 except ImportError:  # pragma: no cover - every CPython on a POSIX system has it
-    import socket as _socket  # type: ignore[no-redef]
+    import socket as _socket  # type: ignore[no-redef]  # the same names, one module up
 
 __all__ = [
     "ANSWER_TIMEOUT",
@@ -145,7 +145,7 @@ def view(pid: int | str = "self") -> str:
 
 def _sha256_hex(data: bytes) -> str:
     try:  # the built-in sha256 of 3.11 (hashlib loads OpenSSL: a millisecond more per hook)
-        from _sha256 import sha256  # type: ignore[import-not-found]
+        from _sha256 import sha256  # type: ignore[import-not-found]  # CPython's, no stubs
     except ImportError:
         from hashlib import sha256
     return str(sha256(data).hexdigest())
