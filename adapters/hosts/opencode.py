@@ -19,6 +19,11 @@ time (``filecache hook opencode`` with a request on stdin). Requests (``op``):
   compaction of any result a FileRef in it names); every other fact is forgotten.
 - ``forget`` {call}: the plugin gave up waiting; nothing may rely on that call. ``changed``:
   a tool changed files (``apply_patch``): re-hash.
+- ``expand`` {call, tool, output}: a FileRef or diff that the request carries names a result
+  the request lacks (opencode summarised it away and kept the answer: a compaction's kept
+  tail, in this process or one before it): the text to send instead, the lines the answer
+  stood for in read's shape (a placeholder saying how to get them back when they cannot be
+  rebuilt, or for a bash answer); the call then backs nothing and carries no instructions.
 
 Every answer is ``{"id", "output"}``; ``output`` null leaves opencode's result alone. Invariants:
 opencode's output is the fallback for anything not served exactly (a denied file is never read
@@ -185,6 +190,8 @@ class Hook:
         if op == "changed":
             host.changed(call)
             return None
+        if op == "expand":
+            return _expand(host, call, str(request.get("tool")), str(request["output"]))
         raise ValueError(f"unknown request {op!r}")
 
     def _session(self, session_id: str, root: str) -> HostSession:
@@ -211,7 +218,7 @@ class Hook:
         if answer is None or answer.is_content:
             return None
         own = shown.text[shown.body[0] : shown.body[1]]
-        short = host.short_or_own(call, answer.text.rstrip("\n"), own, _told())
+        short = host.short_or_own(call, _for_host(answer.text), own, _told())
         return None if short is None else shown.with_body(short)
 
     def _bash(self, host: HostSession, call: str, request: dict[str, Any]) -> str | None:
@@ -225,7 +232,39 @@ class Hook:
             str(request["command"]), call, output=output,
             cwd=None if workdir is None else str(workdir),
         )  # fmt: skip
-        return None if answer is None else host.short_or_own(call, answer, output, _told())
+        if answer is None:
+            return None
+        short: str | None = host.short_or_own(call, _for_host(answer), output, _told())
+        return short
+
+
+def _for_host(text: str) -> str:
+    """filecache's answer in the words of opencode's tools (its read has no ``fresh``)."""
+    from filecache.core.render import for_host_tools
+
+    return for_host_tools(text).rstrip("\n")
+
+
+def _expand(host: HostSession, call: str, tool: str, output: str) -> str:
+    """What the model gets instead of ``output``, the short answer to ``call`` whose base is
+    gone from the request (``expand``): the same bytes on every request while the version's
+    lines are kept (opencode rebuilds each request from its own record)."""
+    from filecache.core.render import render_cleared_ref
+
+    host.expired(call)
+    head = _HEAD.match(output) if tool == "read" else None
+    footer = _FOOTER.search(output, head.end()) if head is not None else None
+    answered = host.lines_answered(call) if footer is not None else None
+    if head is not None and footer is not None and answered is not None:
+        _, start, raw = answered
+        numbered = "\n".join(f"{start + i}: {line}" for i, line in enumerate(opencode_lines(raw)))
+        if numbered:
+            return output[: head.end()] + numbered + output[footer.start() :]
+    path = head[1] if head is not None else "the file"
+    return render_cleared_ref(
+        f"this answer relied on an earlier result that is no longer in your context; read "
+        f"{path} again for its text"
+    )
 
 
 def _told() -> str | None:
