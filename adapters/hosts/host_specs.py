@@ -147,6 +147,7 @@ SPECS: tuple[HostSpec, ...] = (
         transcript="the rollout JSONL at the hook's transcript_path",
         told=_for_shell_reads,
         module="codex",
+        notice="systemMessage",  # printed by Codex as a warning, never sent to the model
     ),
     HostSpec(
         name="opencode",

@@ -25,7 +25,9 @@ time (``filecache hook opencode`` with a request on stdin). Requests (``op``):
   stood for in read's shape (a placeholder saying how to get them back when they cannot be
   rebuilt, or for a bash answer); the call then backs nothing and carries no instructions.
 
-Every answer is ``{"id", "output"}``; ``output`` null leaves opencode's result alone. Invariants:
+Every answer is ``{"id", "output"}``; ``output`` null leaves opencode's result alone. A store
+that cannot be used or a bad setting adds ``notice``, once per opencode session: the line the
+plugin shows the user (on stderr, and as a toast in the TUI). Invariants:
 opencode's output is the fallback for anything not served exactly (a denied file is never read
 through filecache, so nothing of it is stored); an internal error is one line in the hook log
 and a null answer. Owned state: the open ``HostSession`` per (opencode session, root), in the
@@ -282,14 +284,25 @@ def _same_dir(path: str, root: Path) -> bool:
 def _respond(hook: Hook, line: bytes) -> bytes:
     """One request line → one answer line (never raises)."""
     ident: Any = None
+    session: Any = None
     try:
         request = json.loads(line)
-        ident = request.get("id")
+        ident, session = request.get("id"), request.get("session")
         output = hook.answer(request)
         return json.dumps({"id": ident, "output": output}).encode() + b"\n"
     except Exception as exc:  # the plugin then keeps opencode's output
-        log_failure(HOST_NAME, f"{type(exc).__name__}: {exc}")
-        return json.dumps({"id": ident, "output": None, "error": True}).encode() + b"\n"
+        from filecache.adapters.hosts.registry import notice_text
+
+        from filecache.errors import ConfigError, StoreError
+
+        reason = f"{type(exc).__name__}: {exc}"
+        log_failure(HOST_NAME, reason)
+        answer = {"id": ident, "output": None, "error": True}
+        if isinstance(exc, StoreError | ConfigError) and isinstance(session, str):
+            said = notice_text(HOST_NAME, session, reason)  # every call of it fails alike
+            if said is not None:
+                answer["notice"] = said  # the plugin shows it to the user, once
+        return json.dumps(answer).encode() + b"\n"
 
 
 def run_hook(args: list[str], payload: bytes) -> bytes:

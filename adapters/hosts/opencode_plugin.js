@@ -46,7 +46,7 @@ const REFERENCE =
 export const FilecachePlugin = async (input, options) => {
   const python = (options && options.python) || "python3"
   const root = input.directory
-  const bridge = new Bridge(python)
+  const bridge = new Bridge(python, (text) => tellUser(input, text))
   bridge.start()
   // opencode session id -> the call ids filecache may rely on: those of the last `keep` and
   // those answered since. A session first seen in this process has none: it is synced at once.
@@ -95,6 +95,20 @@ export const FilecachePlugin = async (input, options) => {
     },
     dispose: async () => bridge.stop(),
   }
+}
+
+// A line for the user (filecache serves nothing in a session, and why; the resident says it once
+// per session): on stderr (`opencode run` shows it) and as a toast in the TUI. Never to the model.
+function tellUser(input, text) {
+  try {
+    process.stderr.write(text + "\n")
+  } catch {}
+  try {
+    const shown = input.client && input.client.tui && input.client.tui.showToast({
+      body: { title: "filecache", message: text, variant: "warning" },
+    })
+    if (shown && shown.catch) shown.catch(() => {})
+  } catch {}
 }
 
 // The request for one finished tool call, or null when filecache has nothing to do with it.
@@ -187,8 +201,9 @@ function namedResults(text) {
 // received). A timeout is not a death: a slow child is never doubled. A request that still got
 // no answer is forgotten by the resident (`orphan`) and opencode's output stands.
 class Bridge {
-  constructor(python) {
+  constructor(python, say = () => {}) {
     this.python = python
+    this.say = say // shows the user a resident's `notice`
     this.child = null
     this.starts = 0
     this.next = 1
@@ -249,6 +264,7 @@ class Bridge {
     } catch {
       return
     }
+    if (answer && typeof answer.notice === "string") this.say(answer.notice)
     const settle = this.pending.get(answer && answer.id)
     if (settle) settle("answered", answer)
   }

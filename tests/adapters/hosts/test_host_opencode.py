@@ -359,3 +359,19 @@ def test_a_continued_session_that_compacts_never_names_a_summarised_result(
     assert not any(m.get("tool_call_id") == "r1" for m in last["messages"])
     assert content_of(again.result("r4")).startswith("1: line 1: ")  # content: a new base
     assert "unchanged since your result r4" in content_of(again.result("r5"))
+
+
+def test_a_store_that_cannot_be_written_is_said_once(home: OpencodeHome) -> None:
+    home.install()
+    (home.home / "a-file").write_text("not a folder")
+    home.env["FILECACHE_STORE"] = str(home.home / "a-file" / "cache.db")
+    notes = home.project / "notes.txt"
+    chat = home.run([Step(calls=(read("r1", notes),)), Step(calls=(read("r2", notes),))])
+    assert chat.result("r2") == chat.result("r1")  # opencode's own output, both times
+    said = [line for line in home.last_stderr.splitlines() if "filecache serves" in line]
+    assert len(said) == 1, home.last_stderr[-3000:]  # once, though every call failed
+    assert said[0].startswith("filecache serves nothing in this session (StoreError: ")
+    assert said[0].endswith("opencode's own results stand. `filecache doctor` says more.")
+    again = home.run([Step(calls=(read("r3", notes),))], "go on", "--continue")
+    assert "filecache serves" not in home.last_stderr  # the same session: said already
+    assert again.result("r3") == chat.result("r1")
