@@ -36,6 +36,16 @@ const MAX_STARTS = 3 // a child that keeps dying is given up on: opencode's outp
 // nothing the second time. Not `edit`/`write`: adopted against the version the model holds, a
 // second one is not the first; they go again only to replace a write that failed.
 const REPEATABLE = new Set(["read", "bash", "changed", "keep"])
+// opencode's code mode (OPENCODE_EXPERIMENTAL_CODE_MODE, read as opencode reads it): the model's
+// scripts call tools, and nothing in `tool.execute.after` tells a script's call from the
+// model's. A FileRef or diff handed to a script that expects the file's text would break it, so
+// while the mode is on filecache answers no call (what the model holds is still followed).
+const CODE_MODE = "OPENCODE_EXPERIMENTAL_CODE_MODE"
+const CODE_MODE_ON = new Set(["1", "true"])
+const CODE_MODE_NOTICE =
+  "filecache serves nothing in this session (OPENCODE_EXPERIMENTAL_CODE_MODE is on: a tool " +
+  "result may go to the model's script, not to the model); opencode's own results stand."
+
 // What a dangling answer becomes when filecache cannot say (its process is gone): no reference.
 const GONE =
   "[cleared tool result: this answer relied on an earlier result that is no longer in your " +
@@ -46,6 +56,8 @@ const REFERENCE =
 export const FilecachePlugin = async (input, options) => {
   const python = (options && options.python) || "python3"
   const root = input.directory
+  const codeMode = CODE_MODE_ON.has(String(process.env[CODE_MODE] || "").trim().toLowerCase())
+  const toldCodeMode = new Set() // sessions told that filecache stands aside
   const bridge = new Bridge(python, (text) => tellUser(input, text))
   bridge.start()
   // opencode session id -> the call ids filecache may rely on: those of the last `keep` and
@@ -77,6 +89,14 @@ export const FilecachePlugin = async (input, options) => {
       if (!result || typeof result.output !== "string") return
       const request = toolRequest(call, result, root)
       if (!request) return
+      if (codeMode) {
+        // A script's call looks like the model's own here: opencode's output stands.
+        if (!toldCodeMode.has(call.sessionID)) {
+          toldCodeMode.add(call.sessionID)
+          tellUser(input, CODE_MODE_NOTICE)
+        }
+        return
+      }
       note(call.sessionID, call.callID)
       const answer = await bridge.ask(request)
       if (answer && typeof answer.output === "string") result.output = answer.output

@@ -375,3 +375,18 @@ def test_a_store_that_cannot_be_written_is_said_once(home: OpencodeHome) -> None
     again = home.run([Step(calls=(read("r3", notes),))], "go on", "--continue")
     assert "filecache serves" not in home.last_stderr  # the same session: said already
     assert again.result("r3") == chat.result("r1")
+
+
+def test_code_mode_turns_filecache_off_for_the_session(home: OpencodeHome) -> None:
+    """opencode's code mode (``OPENCODE_EXPERIMENTAL_CODE_MODE``): nothing in the plugin's
+    ``tool.execute.after`` tells a script's call from the model's, so filecache answers none
+    while it is on, and says so once. (1.18.33 offers its code tool only beside MCP servers:
+    a scripted call itself is not run here.)"""
+    home.install()
+    home.env["OPENCODE_EXPERIMENTAL_CODE_MODE"] = "true"
+    notes = home.project / "notes.txt"
+    chat = home.run([Step(calls=(read("r1", notes),)), Step(calls=(read("r2", notes),)),
+                     Step(calls=(bash("b1", "cat notes.txt"),))])  # fmt: skip
+    assert chat.result("r2") == chat.result("r1") and chat.result("b1") == NOTES
+    said = [line for line in home.last_stderr.splitlines() if "filecache serves" in line]
+    assert len(said) == 1 and "OPENCODE_EXPERIMENTAL_CODE_MODE is on" in said[0]
