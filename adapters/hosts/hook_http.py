@@ -67,6 +67,15 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
         pass
 
+    def _peer_is_this_user(self, port: int) -> bool:
+        """Checked once per connection (this handler serves one connection; reading
+        ``/proc/net/tcp`` costs milliseconds): a socket's owner does not change."""
+        known: bool | None = getattr(self, "_peer_ok", None)
+        if known is None:
+            known = peer_uid(self.client_address[:2], ("127.0.0.1", port)) == os.getuid()
+            self._peer_ok = known
+        return known
+
     def _refuse(self, status: int) -> None:
         self.send_response(status)
         self.send_header("Content-Length", "0")
@@ -82,7 +91,7 @@ class _Handler(BaseHTTPRequestHandler):
             and self.headers.get(HEADER) == host
             and self.headers.get("Origin") is None
             and self.headers.get("Host") == f"127.0.0.1:{port}"
-            and peer_uid(self.client_address[:2], ("127.0.0.1", port)) == os.getuid()
+            and self._peer_is_this_user(port)
         )
         length = int(self.headers.get("Content-Length") or 0)
         if not allowed or not 0 < length <= MAX_BODY:
