@@ -176,6 +176,22 @@ SPECS: tuple[HostSpec, ...] = (
         module="gemini_cli",
         notice="systemMessage",  # shown in the terminal (coreEvents), never sent to the model
     ),
+    HostSpec(  # an opencode fork: opencode's plugin and Python side, so opencode's events and
+        name="kilo",  # wording (tests/adapters/hosts/test_host_kilo_unit.py holds them equal)
+        display="Kilo CLI",
+        scopes=("user", "project"),
+        events={
+            "tool.execute.after": "read|bash|edit|write|apply_patch|multiedit",
+            "experimental.chat.messages.transform": None,
+        },  # fmt: skip
+        hook_timeout=None,
+        answer_timeout=25.0,
+        answers="opencode's plugin replaces the numbered lines of a read result (or a bash "
+        "output)",
+        transcript="the messages of each request, handed over by the plugin",
+        told=None,
+        module="kilo",
+    ),
 )
 
 HOST_NAMES: tuple[str, ...] = tuple(s.name for s in SPECS)

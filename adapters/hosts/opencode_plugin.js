@@ -5,7 +5,9 @@
 // Installed by `filecache install opencode` as `["file://<this file>", {"python": "<abs>"}]` in
 // opencode.json's "plugin" list. It starts one resident Python process per opencode process
 // (`python -m filecache.adapters.hosts.opencode serve`, JSON lines on its stdin/stdout; it
-// exits when opencode does), so a read costs one round trip, not a Python start.
+// exits when opencode does), so a read costs one round trip, not a Python start. Kilo CLI (an
+// opencode fork) runs this same plugin, installed with {"host": "kilo"}: the resident is then
+// `filecache.adapters.hosts.kilo`, which keeps Kilo's sessions apart from opencode's.
 //
 // Invariants:
 // - opencode's own output is the fallback: on any error, a timeout, a dead process that a new one
@@ -36,8 +38,10 @@ const REFERENCE =
 
 export const FilecachePlugin = async (input, options) => {
   const python = (options && options.python) || "python3"
+  const named = options && typeof options.host === "string" ? options.host : ""
+  const host = /^[a-z][a-z0-9_]*$/.test(named) ? named : "opencode" // a module name, nothing else
   const root = input.directory
-  const bridge = new Bridge(python)
+  const bridge = new Bridge(python, `filecache.adapters.hosts.${host}`)
   bridge.start()
   const answered = new Map() // opencode session id -> Set of call ids sent to filecache
   const synced = new Set() // sessions whose held results were reported in this process
@@ -154,8 +158,9 @@ function namedResults(text) {
 // received). A timeout is not a death: a slow child is never doubled. A request that still got
 // no answer is forgotten by the resident (`orphan`) and opencode's output stands.
 class Bridge {
-  constructor(python) {
+  constructor(python, module) {
     this.python = python
+    this.module = module
     this.child = null
     this.starts = 0
     this.next = 1
@@ -168,7 +173,7 @@ class Bridge {
     this.starts += 1
     let child
     try {
-      child = spawn(this.python, ["-I", "-m", "filecache.adapters.hosts.opencode", "serve"], {
+      child = spawn(this.python, ["-I", "-m", this.module, "serve"], {
         stdio: ["pipe", "pipe", "ignore"],
         env: process.env,
       })
