@@ -137,6 +137,40 @@ def test_sessions_are_kilos_and_a_project_install_replaces_the_users(home: KiloH
     assert "Kilo CLI session ses_" in done.stdout and "opencode session" not in done.stdout
 
 
+def resolved_plugins(home: KiloHome) -> list[Any]:
+    """The "plugin" list Kilo itself resolves from every config file (``kilo debug config``)."""
+    done = subprocess.run(
+        [need_kilo(), "debug", "config"], cwd=home.project, env=home.env,
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    return list(json.loads(done.stdout[done.stdout.index("{") :]).get("plugin", []))
+
+
+def ours(plugins: list[Any]) -> list[Any]:
+    return [p for p in plugins if "opencode_plugin.js" in json.dumps(p)]
+
+
+def test_kilo_loads_the_entry_from_the_file_install_picks(home: KiloHome) -> None:
+    """Kilo merges its user files in a fixed order and a later "plugin" list replaces an
+    earlier one: asked after each install, Kilo resolves filecache's entry exactly once."""
+    assert ours(resolved_plugins(home)) == []  # Kilo's first start writes its own kilo.jsonc
+    assert (home.config / "kilo.jsonc").exists() and not (home.config / "kilo.json").exists()
+    assert str(home.config / "kilo.jsonc") in home.install()
+    (entry,) = ours(resolved_plugins(home))
+    assert entry[1]["host"] == "kilo"
+
+    # a later file's list (opencode.json, by hand) replaces kilo.jsonc's: the entry is lost
+    (home.config / "opencode.json").write_text(json.dumps({"plugin": ["file:///x/other.js"]}))
+    assert ours(resolved_plugins(home)) == []
+    assert str(home.config / "opencode.json") in home.install()  # moved there
+    assert len(ours(resolved_plugins(home))) == 1
+
+    home.seed(home.project / ".kilo")
+    home.install("--project")  # the user's removed: loaded once, from the project
+    assert len(ours(resolved_plugins(home))) == 1
+    assert "opencode_plugin.js" not in (home.config / "opencode.json").read_text()
+
+
 _TIME = re.compile(r"Message time: \S+")
 
 
@@ -153,22 +187,22 @@ def requests_seen(home: KiloHome, base: Path) -> list[Any]:
     return list(json.loads(_TIME.sub("Message time: X", text.replace(str(base), "WORLD"))))
 
 
-@pytest.mark.parametrize("removed", ["package", "interpreter"])
-def test_a_plugin_left_by_a_removed_filecache_leaves_kilo_as_plain(
-    tmp_path: Path, removed: str
-) -> None:
+def test_a_plugin_left_by_a_removed_filecache_leaves_kilo_as_plain(tmp_path: Path) -> None:
+    """The entry stays in kilo.json; its interpreter is removed (the plugin file of an
+    editable install's clone stays), then the package too (``pip uninstall``: the plugin file
+    is gone). Kilo's requests each time equal those of a HOME that never had filecache."""
     need_kilo()
     python, package = throwaway_install(tmp_path / "install")
     left = KiloHome(tmp_path / "left")
     (left.project / "notes.txt").write_text(NOTES)
     assert "installed" in left.install(python=str(python))
-    if removed == "package":  # what pip uninstall leaves: the interpreter, not the plugin file
-        shutil.rmtree(package)
-    else:  # the plugin file stays (an editable install's clone), its interpreter is gone
-        python.unlink()
+    assert str(python) in (left.config / "kilo.json").read_text()
     plain = KiloHome(tmp_path / "plain")
     (plain.project / "notes.txt").write_text(NOTES)
-    got = requests_seen(left, tmp_path / "left")
     want = requests_seen(plain, tmp_path / "plain")
-    assert got == want
+    assert "unchanged since" not in json.dumps(want)
+    python.unlink()  # the plugin's spawn fails: Kilo's own output stands
+    assert requests_seen(left, tmp_path / "left") == want
+    shutil.rmtree(package)  # the plugin file is gone: Kilo skips the entry
+    assert requests_seen(left, tmp_path / "left") == want
     assert not (left.project / ".filecache").exists()  # nothing of filecache ran
