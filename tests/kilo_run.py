@@ -3,12 +3,13 @@
 Kilo CLI (``@kilocode/cli``) is an opencode fork: ``KiloHome`` is ``OpencodeHome`` with Kilo's
 names (``opencode_run.Flavour``). ``FILECACHE_TEST_KILO`` names the binary (``.ci/run`` installs
 the pinned ``@kilocode/cli`` from npm and exports it); ``FILECACHE_TEST_KILO_DEPS`` a folder where
-``@kilocode/plugin`` was installed with npm. With any plugin configured, Kilo first installs
-``@kilocode/plugin@<its own version>`` into each config folder it reads (``~/.config/kilo``, a
-project's ``.kilo``) unless the folder already has ``node_modules`` and a ``package-lock.json``
-listing that name (the version is not compared); the seed is copied there, so no test reaches the
-network. Kilo 7.7.7 asks for ``@kilocode/plugin@7.7.7``, which npm does not have (7.3.1 is the
-newest): without the seed it would log a failed background install and load the plugin anyway.
+``@kilocode/plugin`` was installed with npm, copied into each config folder the tests use
+(``~/.config/kilo``, a project's ``.kilo``) as opencode's tests do. Kilo 7.7.7 installs
+``@kilocode/plugin@<its own version>`` (which npm does not have: 7.3.1 is the newest) only into a
+config folder with plugin files in its ``plugins/`` folder, unless ``node_modules`` and a
+``package-lock.json`` listing that name are there (the version is not compared); for an entry in
+kilo.json's "plugin" list it installs nothing (seen: with the network open and no seed, no
+``package.json`` appears). The seed keeps a version that does install off the network.
 
 Kilo also calls home unless told not to: telemetry (``us.i.posthog.com``) is off with
 ``KILO_TELEMETRY_LEVEL=off``, and its own API (``api.kilo.ai``) is sent to a closed port on

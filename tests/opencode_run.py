@@ -158,7 +158,8 @@ class OpencodeHome:
         self.last_stderr = done.stderr
         if done.returncode != 0 or not chat.finished():
             raise AssertionError(
-                f"{self.flavour.host} run exited {done.returncode} after {len(chat.requests)} requests "
+                f"{self.flavour.host} run exited {done.returncode} after {len(chat.requests)} "
+                "requests "
                 f"(script finished: {chat.finished()}):\n{done.stdout[-2000:]}\n"
                 f"{done.stderr[-4000:]}"
             )

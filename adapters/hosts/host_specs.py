@@ -186,8 +186,7 @@ SPECS: tuple[HostSpec, ...] = (
         },  # fmt: skip
         hook_timeout=None,
         answer_timeout=25.0,
-        answers="opencode's plugin replaces the numbered lines of a read result (or a bash "
-        "output)",
+        answers="opencode's plugin replaces the numbered lines of a read result (or a bash output)",
         transcript="the messages of each request, handed over by the plugin",
         told=None,
         module="kilo",

@@ -35,9 +35,12 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import unquote
 
-from filecache.adapters.hosts import opencode
 from filecache.adapters.hosts.config_files import Installed, load_json_object, write_atomically
 from filecache.adapters.hosts.host_specs import spec
+from filecache.adapters.hosts.opencode import PLUGIN, _ours
+from filecache.adapters.hosts.opencode import abandon as opencode_abandon
+from filecache.adapters.hosts.opencode import run_hook as opencode_hook
+from filecache.adapters.hosts.opencode import serve as opencode_serve
 
 from filecache.errors import ConfigError
 
@@ -73,25 +76,27 @@ PROJECT_FILES = tuple(
 _SETS_PLUGIN = re.compile(r'"plugin"\s*:')
 
 
-# -- the plugin's Python side: opencode's, named kilo ---------------------------------------------
+# -- the plugin's Python side: opencode's, named kilo ----------------------------------------
 
 
 def run_hook(args: list[str], payload: bytes) -> bytes:
     """One request of the plugin (``filecache hook kilo``): ``opencode.run_hook`` as Kilo."""
-    return opencode.run_hook(args, payload, HOST_NAME)
+    answer: bytes = opencode_hook(args, payload, HOST_NAME)
+    return answer
 
 
 def abandon(args: list[str], payload: bytes) -> None:
     """The answer to this request never reached the plugin: ``forget`` its call."""
-    opencode.abandon(args, payload, HOST_NAME)
+    opencode_abandon(args, payload, HOST_NAME)
 
 
 def serve(stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None) -> int:
     """The resident process the plugin starts (``opencode.serve`` as Kilo)."""
-    return opencode.serve(stdin, stdout, HOST_NAME)
+    status: int = opencode_serve(stdin, stdout, HOST_NAME)
+    return status
 
 
-# -- where Kilo reads its configuration -------------------------------------------------------------
+# -- where Kilo reads its configuration ------------------------------------------------------
 
 
 def config_files(scope: str, cwd: Path) -> list[Path]:
@@ -152,10 +157,10 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
             _remove_ours(other, within)  # one entry per scope, or Kilo would load it twice
     if not config:
         config["$schema"] = SCHEMA
-    config["plugin"] = [p for p in config.get("plugin", []) if not opencode._ours(p)]
+    config["plugin"] = [p for p in config.get("plugin", []) if not _ours(p)]
     config["plugin"].append(_entry())
     write_atomically(target, json.dumps(config, indent=2) + "\n", within=within)
-    where = f"{opencode.PLUGIN.name}, run by {sys.executable}"
+    where = f"{PLUGIN.name}, run by {sys.executable}"
     return f"installed filecache's plugin for {DISPLAY_NAME} in {target} ({where})"
 
 
@@ -168,20 +173,22 @@ def installed(cwd: Path) -> list[Installed]:
             (path, entry)
             for path in config_files(scope, cwd)
             for entry in _plugins(path)
-            if opencode._ours(entry)
+            if _ours(entry)
         ]
         if ours:
             path, entry = ours[0]
             options = entry[1] if isinstance(entry, list) and len(entry) > 1 else {}
             python = options.get("python") if isinstance(options, dict) else None
-            script = unquote((entry[0] if isinstance(entry, list) else entry).removeprefix("file://"))
+            script = unquote(
+                (entry[0] if isinstance(entry, list) else entry).removeprefix("file://")
+            )
             found.append(Installed(HOST_NAME, scope, path, python if isinstance(python, str)
                                    else None, script, True, len(ours)))  # fmt: skip
     return found
 
 
 def _entry() -> list[Any]:
-    return [opencode.PLUGIN.as_uri(), {"python": sys.executable, "host": HOST_NAME}]
+    return [PLUGIN.as_uri(), {"python": sys.executable, "host": HOST_NAME}]
 
 
 def _remove_ours(path: Path, within: Path | None) -> bool:
@@ -191,7 +198,7 @@ def _remove_ours(path: Path, within: Path | None) -> bool:
     plugins = config.get("plugin") if config else None
     if config is None or not isinstance(plugins, list):
         return False
-    kept = [p for p in plugins if not opencode._ours(p)]
+    kept = [p for p in plugins if not _ours(p)]
     if len(kept) == len(plugins):
         return False
     config["plugin"] = kept

@@ -128,7 +128,10 @@ def test_one_installation_across_scopes_and_every_file_of_a_scope(
     assert json.loads((folder / "kilo.json").read_text())["plugin"] == []
     (found,) = registry.installed(project, ["kilo"])
     assert (found.scope, found.path, found.interpreter, found.runs) == (
-        "project", project / ".kilo" / "kilo.json", sys.executable, True
+        "project",
+        project / ".kilo" / "kilo.json",
+        sys.executable,
+        True,
     )
     assert registry.uninstall(project, ["kilo"]) == [
         f"removed filecache's plugin for Kilo CLI from {project / '.kilo' / 'kilo.json'}"
@@ -170,7 +173,8 @@ def test_the_resident_named_kilo_keeps_kilos_sessions(root: Path, notes: str) ->
     )  # fmt: skip
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     assert answers[0]["output"] is None and "unchanged since your result c1" in answers[1]["output"]
-    assert b"kilo:ses_1@" in stored_sessions(root) and b"opencode:ses_1" not in stored_sessions(root)
+    stored = stored_sessions(root)
+    assert b"kilo:ses_1@" in stored and b"opencode:ses_1" not in stored
     one = json.loads(kilo.run_hook([], request(root, "read", call="c3", path=str(path),
                                                 output=shown)))  # fmt: skip
     assert "unchanged since your result c1" in one["output"]  # the same session, one shot
