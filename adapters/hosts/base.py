@@ -223,6 +223,28 @@ class HostSession(ClosesOnExit):
             if self._carrier():
                 self._set_carrier("")
 
+    def lines_answered(self, call_id: str) -> tuple[str, int, str] | None:
+        """The lines a read answer of ``call_id`` stood for (a FileRef or diff as much as
+        content): (path, first line number, the raw lines of the version it reflects), or None
+        when the ledger has no such read or the version's lines are not kept."""
+        record = self.session.ledger().calls.get(call_id)
+        if record is None or record.version is None or record.start is None:
+            return None
+        lines = self.cache.lines_of(record.version)
+        if lines is None:
+            return None
+        end = record.end if record.end is not None else len(lines)
+        return (
+            record.path,
+            record.start,
+            render_lines(record.path, lines, record.start, end, numbered=False),
+        )
+
+    def expired(self, call_id: str) -> None:
+        """The host sends the model another text in place of ``call_id``'s short answer (its
+        base left the context): nothing relies on it, and it carries no instructions."""
+        self.abandon(call_id)
+
     def abandon(self, call_id: str) -> None:
         """The answer to ``call_id`` never reached the host (its client gave up or was
         killed): forget every fact relying on it, and it carries no instructions."""

@@ -96,6 +96,18 @@ def _for_gemini_reads() -> str:
     )  # fmt: skip
 
 
+def _for_opencode() -> str:
+    from filecache.core.render import host_instructions
+
+    return host_instructions("opencode", read="read", shell="bash", numbered=False)
+
+
+def _for_kilo() -> str:
+    from filecache.core.render import host_instructions
+
+    return host_instructions("Kilo CLI", read="read", shell="bash", numbered=False)
+
+
 def _for_shell_reads() -> str:
     from filecache.core.render import shell_instructions
 
@@ -141,6 +153,7 @@ SPECS: tuple[HostSpec, ...] = (
         transcript="the rollout JSONL at the hook's transcript_path",
         told=_for_shell_reads,
         module="codex",
+        notice="systemMessage",  # printed by Codex as a warning, never sent to the model
     ),
     HostSpec(
         name="opencode",
@@ -154,7 +167,7 @@ SPECS: tuple[HostSpec, ...] = (
         answer_timeout=25.0,
         answers="the plugin replaces the numbered lines of a read result (or a bash output)",
         transcript="the messages of each request, handed over by the plugin",
-        told=None,
+        told=_for_opencode,
         module="opencode",
     ),
     HostSpec(
@@ -188,7 +201,7 @@ SPECS: tuple[HostSpec, ...] = (
         answer_timeout=25.0,
         answers="opencode's plugin replaces the numbered lines of a read result (or a bash output)",
         transcript="the messages of each request, handed over by the plugin",
-        told=None,
+        told=_for_kilo,
         module="kilo",
     ),
 )

@@ -185,6 +185,29 @@ def test_one_shot_hook_answers_a_re_read_and_keeps_nothing_of_a_lost_result(
     assert third["output"] is None
 
 
+def test_a_short_answer_whose_base_is_gone_is_expanded_to_its_lines(root: Path, notes: str) -> None:
+    """``expand``: the lines a FileRef or diff stood for, in read's shape (the same text each
+    time it is asked); the call then backs nothing; a bash answer gets a placeholder."""
+    path = root / "notes.txt"
+    shown = opencode_read(path, notes)
+    run_hook([], request(root, "read", call="c1", path=str(path), output=shown))
+    ref = json.loads(run_hook([], request(root, "read", call="c2", path=str(path), output=shown)))
+    assert "unchanged since your result c1" in ref["output"]
+    for _ in range(2):
+        expanded = json.loads(run_hook([], request(root, "expand", call="c2", tool="read",
+                                                   output=ref["output"])))  # fmt: skip
+        assert expanded["output"] == shown
+    bash = "[filecache] notes.txt unchanged since your result c1 (60 lines, 0123abcd)"
+    placeholder = json.loads(run_hook([], request(root, "expand", call="b9", tool="bash",
+                                                  output=bash)))["output"]  # fmt: skip
+    assert (
+        placeholder.startswith("[cleared tool result: ") and "since your result" not in placeholder
+    )
+    run_hook([], request(root, "keep", present=["c2"]))  # c1 left the request; c2 is content now
+    third = json.loads(run_hook([], request(root, "read", call="c3", path=str(path), output=shown)))
+    assert third["output"] is None  # nothing of c1 or c2 is relied on: content
+
+
 def test_text_opencode_showed_differently_backs_nothing(root: Path, notes: str) -> None:
     path = root / "notes.txt"
     stale = opencode_read(path, notes.replace("line 3:", "line 3 (old):"))  # changed in between
