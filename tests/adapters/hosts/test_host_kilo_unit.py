@@ -220,3 +220,36 @@ def test_the_plugins_host_option_names_the_resident(
     assert done.returncode == 0, done.stderr
     assert "unchanged since your result c1" in json.loads(done.stdout.strip().splitlines()[-1])
     assert stored in stored_sessions(root)
+
+
+@pytest.mark.parametrize(
+    ("env", "served"),
+    [({}, True), ({"KILO_EXPERIMENTAL_CODE_MODE": "1"}, False),
+     ({"KILO_EXPERIMENTAL": "true"}, False),
+     ({"KILO_EXPERIMENTAL": "1", "KILO_EXPERIMENTAL_CODE_MODE": "0"}, True),
+     ({"OPENCODE_EXPERIMENTAL_CODE_MODE": "1"}, True)],
+)  # fmt: skip
+def test_in_kilos_code_mode_kilos_output_stands(
+    tmp_path: Path, root: Path, notes: str, env: dict[str, str], served: bool
+) -> None:
+    """Kilo's code mode is KILO_EXPERIMENTAL_CODE_MODE, or KILO_EXPERIMENTAL when that is unset
+    (as Kilo 7.7.7 reads them): a script's call looks like the model's, so no call is answered."""
+    import os
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    path = root / "notes.txt"
+    script = tmp_path / "check.mjs"
+    script.write_text(PLUGIN_HOST.format(
+        plugin=json.dumps(PLUGIN.as_uri()), root=json.dumps(str(root)),
+        python=json.dumps(sys.executable), host=json.dumps("kilo"), path=json.dumps(str(path)),
+        shown=json.dumps(opencode_read(path, notes)),
+    ))  # fmt: skip
+    clean = {k: v for k, v in os.environ.items() if "EXPERIMENTAL" not in k}
+    done = subprocess.run([node, str(script)], capture_output=True, text=True, timeout=120,
+                          env={**clean, **env})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    second = json.loads(done.stdout.strip().splitlines()[-1])
+    assert ("unchanged since your result c1" in second) == served
+    assert ("KILO_EXPERIMENTAL_CODE_MODE is on" in done.stderr) == (not served)
