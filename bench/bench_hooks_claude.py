@@ -117,7 +117,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
-SETUPS = ("no hook", "command hook", "http hook")
+SETUPS = ("no hook", "command hook", "http hook", "http, empty answer")
 
 
 def _free_port() -> int:
@@ -126,6 +126,29 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _empty_server() -> Any:
+    """An http hook server in this process that answers every call with nothing."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Empty(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Empty)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
 
 
 def _http_settings(port: int) -> dict[str, Any]:
@@ -155,7 +178,7 @@ def _one_run(claude: str, setup: str, base: Path, port: int, reads: int) -> tupl
     if setup == "command hook":
         subprocess.run([sys.executable, "-m", "filecache", "install", "claude-code"],
                        cwd=project, env=env, check=True, capture_output=True)  # fmt: skip
-    elif setup == "http hook":
+    elif setup.startswith("http"):
         (home / ".claude" / "settings.json").write_text(json.dumps(_http_settings(port)))
     turns: list[Any] = [[tool_use("Read", {"file_path": str(target)}, f"toolu_{i:03d}")]
                         for i in range(reads + 1)]  # fmt: skip
@@ -183,6 +206,8 @@ def real_binary(claude: str, runs: int, reads: int) -> None:
 
     load_before = os.getloadavg()
     port = _free_port()
+    empty = _empty_server()  # Claude Code's own cost of an http hook: an answer of nothing
+    empty_port = empty.server_address[1]
     gaps: dict[str, list[list[float]]] = {s: [] for s in SETUPS}
     short = dict.fromkeys(SETUPS, 0)
     with tempfile.TemporaryDirectory(prefix="bench-hooks-real-") as tmp:
@@ -204,7 +229,8 @@ def real_binary(claude: str, runs: int, reads: int) -> None:
                 for setup in SETUPS:
                     base = Path(tmp) / f"{run}-{setup.split()[0]}"
                     try:
-                        got, sent = _one_run(claude, setup, base, port, reads)
+                        to = empty_port if setup == "http, empty answer" else port
+                        got, sent = _one_run(claude, setup, base, to, reads)
                     finally:
                         stop_servers({"XDG_RUNTIME_DIR": str(base / "run"),
                                       "XDG_CACHE_HOME": str(base / "home" / ".cache")})  # fmt: skip
@@ -213,9 +239,10 @@ def real_binary(claude: str, runs: int, reads: int) -> None:
         finally:
             server.kill()  # the process this bench started
             server.wait()
+            empty.shutdown()
     load_after = os.getloadavg()
     print(f"Claude Code {_version(claude)}, {runs} runs x {reads} re-reads of a 10 KB file per "
-          f"setup, interleaved; FileRefs in the last request: "
+          f"setup, interleaved; 'unchanged since your result' in the last requests: "
           + ", ".join(f"{s} {short[s]}" for s in SETUPS)
           + f"; load average {load_before[0]:.1f} -> {load_after[0]:.1f} on "
           f"{os.cpu_count()} cores")  # fmt: skip

@@ -144,6 +144,9 @@ def serve(port: int) -> int:
         print("hook_http: needs Linux's /proc/net/tcp to check who calls", file=sys.stderr)
         return 2
     import filecache.adapters.hosts.claude_code  # noqa: F401  (warm before the first call)
+    from filecache.adapters.hosts.base import pool
+
+    pool()  # each root's store stays open between calls
 
     with HookHTTPServer(("127.0.0.1", port), _Handler) as server:
         server.serve_forever()
