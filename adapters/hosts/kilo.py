@@ -12,8 +12,9 @@ where Kilo keeps its configuration (read from the binary, and seen with strace):
 - the user's: ``$XDG_CONFIG_HOME/kilo`` (``~/.config/kilo``) holds ``config.json``,
   ``kilo.json``, ``kilo.jsonc``, ``opencode.json`` and ``opencode.jsonc``, merged in that order,
   and a later file's ``"plugin"`` list *replaces* an earlier one's. On its first start, when none
-  of them exists, Kilo writes ``kilo.jsonc`` (``{"$schema": …}``, plain JSON) and edits that file
-  from then on. ``USER_FILES``; ``config_path`` picks the file whose list Kilo uses.
+  of them exists, Kilo writes ``kilo.jsonc`` (``{"$schema": …}``, plain JSON): the first of
+  ``_KILO_OWN`` that exists is its user config file. ``USER_FILES``; ``config_path`` picks the
+  file whose list Kilo uses.
 - a project's: ``.kilo/`` and ``.kilocode/`` (``kilo.jsonc``, ``kilo.json``, ``opencode.jsonc``,
   ``opencode.json``); their ``"plugin"`` lists are *added* to the user's. Kilo reads neither
   ``~/.config/opencode`` nor ``.opencode/``: opencode's installation never reaches Kilo.

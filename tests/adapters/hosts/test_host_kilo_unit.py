@@ -87,7 +87,7 @@ def test_the_file_whose_plugin_list_kilo_uses_gets_the_entry(
 
 
 def test_a_later_plugin_list_moves_the_entry_there(folder: Path, tmp_path: Path) -> None:
-    """The user (or `kilo plugin -g`) gave kilo.jsonc a "plugin" list after filecache wrote
+    """The user gave kilo.jsonc a "plugin" list (by hand) after filecache wrote
     kilo.json: Kilo now ignores kilo.json's, so install moves the entry (one per scope)."""
     kilo.install(scope=None, uninstall=False, cwd=tmp_path)
     write(folder / "kilo.jsonc", {"plugin": [OTHER]})
