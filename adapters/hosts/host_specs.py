@@ -102,6 +102,12 @@ def _for_opencode() -> str:
     return host_instructions("opencode", read="read", shell="bash", numbered=False)
 
 
+def _for_kilo() -> str:
+    from filecache.core.render import host_instructions
+
+    return host_instructions("Kilo CLI", read="read", shell="bash", numbered=False)
+
+
 def _for_shell_reads() -> str:
     from filecache.core.render import shell_instructions
 
@@ -182,6 +188,21 @@ SPECS: tuple[HostSpec, ...] = (
         told=_for_gemini_reads,
         module="gemini_cli",
         notice="systemMessage",  # shown in the terminal (coreEvents), never sent to the model
+    ),
+    HostSpec(  # an opencode fork: opencode's plugin and Python side, so opencode's events and
+        name="kilo",  # wording (tests/adapters/hosts/test_host_kilo_unit.py holds them equal)
+        display="Kilo CLI",
+        scopes=("user", "project"),
+        events={
+            "tool.execute.after": "read|bash|edit|write|apply_patch|multiedit",
+            "experimental.chat.messages.transform": None,
+        },  # fmt: skip
+        hook_timeout=None,
+        answer_timeout=25.0,
+        answers="opencode's plugin replaces the numbered lines of a read result (or a bash output)",
+        transcript="the messages of each request, handed over by the plugin",
+        told=_for_kilo,
+        module="kilo",
     ),
 )
 

@@ -153,9 +153,11 @@ def opencode_lines(raw: str) -> list[str]:
 
 
 class Hook:
-    """Answers the plugin's requests; one ``HostSession`` per (opencode session, root)."""
+    """Answers the plugin's requests; one ``HostSession`` per (opencode session, root).
+    ``host``: the host whose plugin this is (``kilo`` runs the same plugin)."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = HOST_NAME) -> None:
+        self.host = host
         self._sessions: dict[tuple[str, str], HostSession] = {}
 
     def close(self) -> None:
@@ -200,7 +202,7 @@ class Hook:
         key = (session_id, root)
         host = self._sessions.get(key)
         if host is None:
-            host = HostSession.open(HOST_NAME, session_id, root)
+            host = HostSession.open(self.host, session_id, root)
             self._sessions[key] = host
         return host
 
@@ -220,7 +222,7 @@ class Hook:
         if answer is None or answer.is_content:
             return None
         own = shown.text[shown.body[0] : shown.body[1]]
-        short = host.short_or_own(call, _for_host(answer.text), own, _told())
+        short = host.short_or_own(call, _for_host(answer.text), own, _told(self.host))
         return None if short is None else shown.with_body(short)
 
     def _bash(self, host: HostSession, call: str, request: dict[str, Any]) -> str | None:
@@ -236,7 +238,7 @@ class Hook:
         )  # fmt: skip
         if answer is None:
             return None
-        short: str | None = host.short_or_own(call, _for_host(answer), output, _told())
+        short: str | None = host.short_or_own(call, _for_host(answer), output, _told(self.host))
         return short
 
 
@@ -269,8 +271,8 @@ def _expand(host: HostSession, call: str, tool: str, output: str) -> str:
     )
 
 
-def _told() -> str | None:
-    told = spec(HOST_NAME).told
+def _told(host: str) -> str | None:
+    told = spec(host).told
     return None if told is None else told()
 
 
@@ -296,44 +298,46 @@ def _respond(hook: Hook, line: bytes) -> bytes:
         from filecache.errors import ConfigError, StoreError
 
         reason = f"{type(exc).__name__}: {exc}"
-        log_failure(HOST_NAME, reason)
+        log_failure(hook.host, reason)
         answer = {"id": ident, "output": None, "error": True}
         if isinstance(exc, StoreError | ConfigError) and isinstance(session, str):
-            said = notice_text(HOST_NAME, session, reason)  # every call of it fails alike
+            said = notice_text(hook.host, session, reason)  # every call of it fails alike
             if said is not None:
                 answer["notice"] = said  # the plugin shows it to the user, once
         return json.dumps(answer).encode() + b"\n"
 
 
-def run_hook(args: list[str], payload: bytes) -> bytes:
+def run_hook(args: list[str], payload: bytes, host: str = HOST_NAME) -> bytes:
     """One request (the JSON the plugin sends) → its answer line; ``b""`` for no request."""
     if not payload.strip():
         return b""
-    hook = Hook()
+    hook = Hook(host)
     try:
         return _respond(hook, payload)
     finally:
         hook.close()
 
 
-def abandon(args: list[str], payload: bytes) -> None:
+def abandon(args: list[str], payload: bytes, host: str = HOST_NAME) -> None:
     """The answer to this request never reached the plugin: ``forget`` its call."""
     request = json.loads(payload)
     if isinstance(request, dict) and request.get("op") in ("read", "bash"):
-        hook = Hook()
+        hook = Hook(host)
         try:
             hook.answer({**request, "op": "forget"})
         finally:
             hook.close()
 
 
-def serve(stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None) -> int:
+def serve(
+    stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None, host: str = HOST_NAME
+) -> int:
     """The resident process: answer request lines until stdin closes (opencode exited)."""
     import filecache.shell.bash_reads  # noqa: F401  (imported now, not on the first read)
 
     source = stdin if stdin is not None else sys.stdin.buffer
     sink = stdout if stdout is not None else sys.stdout.buffer
-    hook = Hook()
+    hook = Hook(host)
     try:
         for line in source:
             if line.strip():

@@ -5,7 +5,9 @@
 // Installed by `filecache install opencode` as `["file://<this file>", {"python": "<abs>"}]` in
 // opencode.json's "plugin" list. It starts one resident Python process per opencode process
 // (`python -m filecache.adapters.hosts.opencode serve`, JSON lines on its stdin/stdout; it
-// exits when opencode does), so a read costs one round trip, not a Python start.
+// exits when opencode does), so a read costs one round trip, not a Python start. Kilo CLI (an
+// opencode fork) runs this same plugin, installed with {"host": "kilo"}: the resident is then
+// `filecache.adapters.hosts.kilo`, which keeps Kilo's sessions apart from opencode's.
 //
 // Invariants:
 // - opencode's own output is the fallback: on any error, a timeout, a dead process that a new one
@@ -36,7 +38,9 @@ const MAX_STARTS = 3 // a child that keeps dying is given up on: opencode's outp
 // nothing the second time. Not `edit`/`write`: adopted against the version the model holds, a
 // second one is not the first; they go again only to replace a write that failed.
 const REPEATABLE = new Set(["read", "bash", "changed", "keep"])
-// opencode's code mode (OPENCODE_EXPERIMENTAL_CODE_MODE, read as opencode reads it): the model's
+// opencode's code mode (OPENCODE_EXPERIMENTAL_CODE_MODE, read as opencode reads it; Kilo's:
+// KILO_EXPERIMENTAL_CODE_MODE, or KILO_EXPERIMENTAL when that is unset, as Kilo 7.7.7 reads them,
+// codeModeOn): the model's
 // scripts call tools, and nothing in `tool.execute.after` tells a script's call from the
 // model's. A FileRef or diff handed to a script that expects the file's text would break it, so
 // while the mode is on filecache answers no call (what the model holds is still followed).
@@ -45,6 +49,17 @@ const CODE_MODE_ON = new Set(["1", "true"])
 const CODE_MODE_NOTICE =
   "filecache serves nothing in this session (OPENCODE_EXPERIMENTAL_CODE_MODE is on: a tool " +
   "result may go to the model's script, not to the model); opencode's own results stand."
+const KILO_CODE_MODE_NOTICE = CODE_MODE_NOTICE.replace("OPENCODE_", "KILO_").replace(
+  "opencode's own",
+  "Kilo's own",
+)
+
+function codeModeOn(host) {
+  const on = (name) => CODE_MODE_ON.has(String(process.env[name] || "").trim().toLowerCase())
+  if (host !== "kilo") return on(CODE_MODE)
+  const own = process.env.KILO_EXPERIMENTAL_CODE_MODE
+  return own === undefined ? on("KILO_EXPERIMENTAL") : on("KILO_EXPERIMENTAL_CODE_MODE")
+}
 
 // What a dangling answer becomes when filecache cannot say (its process is gone): no reference.
 const GONE =
@@ -55,10 +70,14 @@ const REFERENCE =
 
 export const FilecachePlugin = async (input, options) => {
   const python = (options && options.python) || "python3"
+  const named = options && typeof options.host === "string" ? options.host : ""
+  const host = /^[a-z][a-z0-9_]*$/.test(named) ? named : "opencode" // a module name, nothing else
   const root = input.directory
-  const codeMode = CODE_MODE_ON.has(String(process.env[CODE_MODE] || "").trim().toLowerCase())
+  const codeMode = codeModeOn(host)
   const toldCodeMode = new Set() // sessions told that filecache stands aside
-  const bridge = new Bridge(python, (text) => tellUser(input, text))
+  const bridge = new Bridge(python, `filecache.adapters.hosts.${host}`, (text) =>
+    tellUser(input, text),
+  )
   bridge.start()
   // opencode session id -> the call ids filecache may rely on: those of the last `keep` and
   // those answered since. A session first seen in this process has none: it is synced at once.
@@ -93,7 +112,7 @@ export const FilecachePlugin = async (input, options) => {
         // A script's call looks like the model's own here: opencode's output stands.
         if (!toldCodeMode.has(call.sessionID)) {
           toldCodeMode.add(call.sessionID)
-          tellUser(input, CODE_MODE_NOTICE)
+          tellUser(input, host === "kilo" ? KILO_CODE_MODE_NOTICE : CODE_MODE_NOTICE)
         }
         return
       }
@@ -221,8 +240,9 @@ function namedResults(text) {
 // received). A timeout is not a death: a slow child is never doubled. A request that still got
 // no answer is forgotten by the resident (`orphan`) and opencode's output stands.
 class Bridge {
-  constructor(python, say = () => {}) {
+  constructor(python, module, say = () => {}) {
     this.python = python
+    this.module = module // the resident: filecache.adapters.hosts.<host>
     this.say = say // shows the user a resident's `notice`
     this.child = null
     this.starts = 0
@@ -236,7 +256,7 @@ class Bridge {
     this.starts += 1
     let child
     try {
-      child = spawn(this.python, ["-I", "-m", "filecache.adapters.hosts.opencode", "serve"], {
+      child = spawn(this.python, ["-I", "-m", this.module, "serve"], {
         stdio: ["pipe", "pipe", "ignore"],
         env: process.env,
       })
