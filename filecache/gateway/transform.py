@@ -15,30 +15,28 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from filecache.core.json_input import json_strings
 from filecache.core.kinds import Format
 from filecache.core.render import gateway_file_ref
 from filecache.core.tokens import fast_estimate_text
 from filecache.errors import TranscriptError
+from filecache.gateway import wire
 from filecache.gateway.delta import Delta, plan_delta
 from filecache.gateway.memory import GatewayMemory, open_memory
+from filecache.gateway.prefix import parse_messages
 from filecache.gateway.request_shape import (
     MESSAGES_KEY,
     conversation_key,
-    has_thinking,
-    untouched_blocks,
+    untouched_outside,
 )
 from filecache.gateway.shown import request_texts, working_folder
-from filecache.prune.codecs.base import Transcript, codec_for, render_inputs, renders_inputs
+from filecache.prune.codecs.base import Transcript, render_inputs, renders_inputs
 from filecache.prune.message_blocks import replaced_body
 from filecache.prune.pruning import PrunePlan, PrunePolicy, plan_prune
 from filecache.prune.transcript import parse_transcript as _register_codecs  # noqa: F401
-from filecache.settings import DEFAULT_DENY, deny_pattern
 
 __all__ = [
     "API_PATHS",
@@ -174,14 +172,14 @@ def rewrite_request(
 ) -> Rewrite:
     """The request to send upstream for ``body`` (see the module docstring)."""
     try:
-        payload = json.loads(body)
+        payload, fast = wire.loads(body)
     except (ValueError, TypeError, RecursionError):
         return Rewrite(body, False, None, "not a JSON body")
     new, rewrite = rewrite_payload(api, payload, headers=headers, memory=memory, policy=policy)
     if not rewrite.changed:
         return Rewrite(body, False, rewrite.conversation, rewrite.passthrough, rewrite.counts)
     try:
-        out = json.dumps(new, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        out = wire.dumps(new, fast)
     except (ValueError, TypeError, RecursionError):
         return Rewrite(body, False, rewrite.conversation, "cannot serialize", rewrite.counts)
     return Rewrite(out, True, rewrite.conversation, "", rewrite.counts)
@@ -221,12 +219,13 @@ def _rewrite(
     messages = payload.get(key)
     if not isinstance(messages, list) or not messages:
         raise _Passthrough(f"no {key} list")
+    conversation = conversation_key(fmt, payload, messages, headers)
     try:  # deep nesting or a lone surrogate: the generic guard passes the request through
-        transcript = codec_for(fmt).parse(messages)
+        parsed = parse_messages(fmt, conversation, messages)
     except TranscriptError as exc:
         raise _Passthrough(f"cannot parse: {exc}") from None
-    conversation = conversation_key(fmt, payload, messages, headers)
-    untouched = untouched_blocks(payload, messages)
+    transcript = parsed.transcript
+    untouched = untouched_outside(payload) + parsed.untouched
     if not transcript.results():
         raise _Passthrough("no tool results")
     held = memory.conversation(conversation) if memory is not None else None
@@ -235,7 +234,7 @@ def _rewrite(
     prior_inputs = held.inputs() if held is not None and remembered else {}
     cwd = working_folder(request_texts(payload, messages))
     results = transcript.results_by_id()
-    secret = _denied(transcript)
+    secret = parsed.denied
     delta = Delta()
     if policy.delta:
         delta = plan_delta(
@@ -264,7 +263,9 @@ def _rewrite(
         pruned = sum(1 for c in prior if c in results)
     if plan and held is not None:
         held.planned_at = size
-        found = _prune(api, transcript, planned, prior, prior_inputs, secret, messages, policy)
+        found = _prune(
+            api, transcript, planned, prior, prior_inputs, secret, parsed.thinking, policy
+        )
         fresh = {
             a.call_id: (a.tier, a.text, a.tokens_before, a.tokens_after)
             for a in found.actions
@@ -305,7 +306,7 @@ def _prune(
     prior: Mapping[str, tuple[str, str]],
     prior_inputs: Mapping[str, tuple[str, str]],
     secret: frozenset[str],
-    messages: list[Any],
+    thinking: bool,
     policy: GatewayPolicy,
 ) -> PrunePlan:
     """The pruning planner over the request as the delta step left it."""
@@ -324,7 +325,7 @@ def _prune(
         turns = max(policy.horizon, int(policy.horizon_share * _turns(transcript)))
         rules = dataclasses.replace(rules, prune_at=0.0, min_turns_left=turns, max_turns_left=turns)
     seen = _with_texts(transcript, planned)
-    inputs_ok = renders_inputs(transcript.format) and not has_thinking(messages)
+    inputs_ok = renders_inputs(transcript.format) and not thinking
     return plan_prune(
         seen, None, rules, _count, prior=prior, prior_inputs=prior_inputs, secret=secret,
         inputs=inputs_ok,
@@ -394,17 +395,3 @@ def _keep_references_whole(
     for stub, base in delta.pins.items():
         if stub not in replacements and base in replacements:
             del replacements[base]
-
-
-def _denied(transcript: Transcript) -> frozenset[str]:
-    """Results of denied files (``settings.DEFAULT_DENY``): never referred to, diffed, or
-    stored in any form (pruning clears them instead of outlining)."""
-    pattern = deny_pattern(DEFAULT_DENY)
-    out = set()
-    for call in transcript.calls():
-        for text in json_strings(call.arguments):
-            for word in text.replace("\t", " ").split(" "):
-                word = word.strip("'\"`;|&<>()")
-                if word and pattern.match(word.lower()):
-                    out.add(call.id)
-    return frozenset(out)
