@@ -180,6 +180,16 @@ def rewrite_request(
         return Rewrite(body, False, rewrite.conversation, rewrite.passthrough, rewrite.counts)
     try:
         out = wire.dumps(new, fast)
+        if fast and wire.lost_integers(out, body):  # a number beyond 64 bits: as json reads it
+            payload, fast = wire.loads(body, exact=True)
+            new, rewrite = rewrite_payload(
+                api, payload, headers=headers, memory=memory, policy=policy
+            )
+            if not rewrite.changed:
+                return Rewrite(
+                    body, False, rewrite.conversation, rewrite.passthrough, rewrite.counts
+                )
+            out = wire.dumps(new, fast)
     except (ValueError, TypeError, RecursionError):
         return Rewrite(body, False, rewrite.conversation, "cannot serialize", rewrite.counts)
     return Rewrite(out, True, rewrite.conversation, "", rewrite.counts)

@@ -13,9 +13,10 @@ Invariants:
   stand (``_may_differ``) is serialized again by the standard library. NaN and infinities:
   orjson cannot read them, so such a body is parsed by the standard library, and ``fast`` is
   False (orjson would write them as ``null``).
-- ``loads`` accepts what ``json.loads`` accepts and gives equal values: orjson refuses NaN and
-  lone surrogates, and reads an integer beyond 64 bits as a float, so the standard library
-  reads a body that orjson refuses or that holds 19 digits in a row (``_long_digits``).
+- ``loads`` accepts what ``json.loads`` accepts and gives equal values, but one: orjson
+  refuses NaN and lone surrogates (the standard library reads those bodies), and reads an
+  integer beyond 64 bits as a float; ``lost_integers`` tells when that may have happened, and
+  the caller parses the body again with ``exact``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import re
 from types import ModuleType
 from typing import Any
 
-__all__ = ["FAST", "dumps", "loads"]
+__all__ = ["FAST", "dumps", "loads", "lost_integers"]
 
 _orjson: ModuleType | None
 try:
@@ -61,14 +62,28 @@ def _long_digits(body: bytes | str) -> bool:
     return _RUN in data.translate(_ZEROS)
 
 
-def loads(body: bytes | str) -> tuple[Any, bool]:
-    """The parsed body and whether ``dumps`` may use orjson for it.
+def lost_integers(out: bytes, body: bytes | str) -> bool:
+    """Whether orjson may have read an integer of ``body`` beyond 64 bits as a float, which
+    ``out`` (``dumps`` of what came of it) then shows as ``…e+NN``: parse ``body`` again with
+    ``loads(body, exact=True)``. Cheap when ``out`` holds no ``e+`` after a digit (the usual
+    case: the slower check of ``body`` runs only then)."""
+    at = out.find(b"e+")
+    while at > 0:
+        if out[at - 1] in _DIGITS:
+            return _long_digits(body)
+        at = out.find(b"e+", at + 2)
+    return False
+
+
+def loads(body: bytes | str, exact: bool = False) -> tuple[Any, bool]:
+    """The parsed body and whether ``dumps`` may use orjson for it; ``exact``: the standard
+    library's parse (``lost_integers``).
 
     Raises:
         ValueError, TypeError, RecursionError: as ``json.loads`` does for a body that is not
             JSON.
     """
-    if _orjson is not None and not _long_digits(body):
+    if _orjson is not None and not exact:
         try:
             return _orjson.loads(body), True
         except (_orjson.JSONDecodeError, TypeError):
