@@ -397,10 +397,10 @@ def _keep_references_whole(
 ) -> None:
     """Drop every FileRef/diff whose base is not in the request as content (pruned, or gone),
     and every prune of a result a live host stub relies on: content goes instead."""
-    for cid, base in delta.bases.items():
+    for cid, bases in delta.bases.items():
         if replacements.get(cid) != delta.sent.get(cid):
             continue  # pruned itself: no longer a reference
-        if base not in results or base in replacements:
+        if any(base not in results or base in replacements for base in bases):
             del replacements[cid]
     for stub, base in delta.pins.items():
         if stub not in replacements and base in replacements:
