@@ -8,8 +8,9 @@ only by a process that has not seen the conversation yet.
 What is stored per conversation (session id ``gateway:<key>``): each pruned result's
 projection (tier, text) through ``Store.projection_put`` (as the library's pruning stores its
 own), each pruned call input under ``gateway-input:<key>``, and each delta decision (call id,
-digest of the original text -> the text sent, "" for content) in the store's key-value cache.
-Nothing else: no header, no original text. A denied file's content never reaches it: its
+digest of the original text -> the text sent, "" for content) in the store's key-value cache,
+and the time of its latest request (``gateway-seen``, for the cache's time to live). Nothing
+else: no header, no original text. A denied file's content never reaches it: its
 results get no FileRef or diff, and pruning clears them (placeholders name no content).
 
 Concurrency: the store serialises its writes; two replicas that decide the same thing write the
@@ -30,6 +31,7 @@ from filecache.store.store import Store
 __all__ = ["Conversation", "GatewayMemory", "default_gateway_store", "open_memory"]
 
 _DECISIONS = "gateway-delta"
+_SEEN = "gateway-seen"  # conversation -> the time of its latest request (seconds since epoch)
 _KEEP = 256  # conversations cached in this process
 _SEP = "\x1f"  # between the parts of a decision's key and value: PostgreSQL text refuses NUL
 
@@ -52,6 +54,7 @@ class Conversation:
         self.key = key
         self.decisions: dict[str, tuple[str, str]] = {}  # call id -> (digest, text)
         self.planned_at: int | None = None  # tool-result tokens when pruning last planned
+        self.last_seen: float | None = None  # time of the latest request (store: ``_SEEN``)
 
     def get(self, call_id: str, key: str) -> str | None:
         found = self.decisions.get(call_id)
@@ -70,6 +73,20 @@ class Conversation:
             self.memory.store.cache_put(
                 _DECISIONS, f"{self.key}{_SEP}{call_id}", f"{key}{_SEP}{text}"
             )
+
+    def seen(self, now: float) -> float | None:
+        """Record a request at ``now``; the time of the request before it (None: the first
+        one any replica sharing the store has seen). The store keeps it, so a replica that
+        meets the conversation for the first time knows how long it has been idle."""
+        before = self.last_seen
+        store = self.memory.store
+        if before is None and store is not None:
+            value = store.cache_get(_SEEN, self.key)
+            before = float(value) if value is not None else None
+        self.last_seen = now
+        if store is not None:
+            store.cache_put(_SEEN, self.key, repr(now))
+        return before
 
     def projections(self) -> dict[str, tuple[str, str]]:
         """call id -> (tier, text) of every result pruned so far."""

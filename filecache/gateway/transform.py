@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,6 +110,12 @@ class GatewayPolicy:
     cache_prices: tuple[float, float] | None = None
     """(cache read, cache write) per uncached input token for the cost gate; None: the API's
     provider's (Anthropic 0.1/1.25, OpenAI 0.1/1.0)."""
+    cache_ttl: float | None = None
+    """Seconds the provider keeps a prompt cached after its last use; None: the request's own
+    (``cache_ttl``: Anthropic 5 minutes, 1 hour when a ``cache_control`` asks ``"ttl": "1h"``;
+    OpenAI 10 minutes, 24 hours with ``prompt_cache_retention: "24h"``). When the
+    conversation's previous request is older than that, the cache has expired and this request
+    writes the whole prompt anyway: the gate weighs a cut with no invalidation cost."""
 
 
 @dataclass(frozen=True)
@@ -169,13 +176,19 @@ def rewrite_request(
     headers: Mapping[str, str] | None = None,
     memory: GatewayMemory | None = None,
     policy: GatewayPolicy | None = None,
+    now: float | None = None,
 ) -> Rewrite:
-    """The request to send upstream for ``body`` (see the module docstring)."""
+    """The request to send upstream for ``body`` (see the module docstring); ``now``: the
+    request's time (seconds since the epoch; None: the clock's)."""
     try:
         payload, fast = wire.loads(body)
     except (ValueError, TypeError, RecursionError):
         return Rewrite(body, False, None, "not a JSON body")
-    new, rewrite = rewrite_payload(api, payload, headers=headers, memory=memory, policy=policy)
+    if now is None:
+        now = time.time()
+    new, rewrite = rewrite_payload(
+        api, payload, headers=headers, memory=memory, policy=policy, now=now
+    )
     if not rewrite.changed:
         return Rewrite(body, False, rewrite.conversation, rewrite.passthrough, rewrite.counts)
     try:
@@ -183,7 +196,7 @@ def rewrite_request(
         if fast and wire.lost_integers(out, body):  # a number beyond 64 bits: as json reads it
             payload, fast = wire.loads(body, exact=True)
             new, rewrite = rewrite_payload(
-                api, payload, headers=headers, memory=memory, policy=policy
+                api, payload, headers=headers, memory=memory, policy=policy, now=now
             )
             if not rewrite.changed:
                 return Rewrite(
@@ -202,13 +215,15 @@ def rewrite_payload(
     headers: Mapping[str, str] | None = None,
     memory: GatewayMemory | None = None,
     policy: GatewayPolicy | None = None,
+    now: float | None = None,
 ) -> tuple[Any, Rewrite]:
     """``rewrite_request`` for a request already parsed (LiteLLM's callback has a dict): the
     payload to send (the input object itself when nothing changed; else a new dict with the
     same keys in the same order, sharing every value it did not change) and the ``Rewrite``,
     whose ``body`` is ``b""`` (serialize the payload yourself). Never raises."""
     try:
-        return _rewrite(Api(api), payload, headers, memory, policy or GatewayPolicy())
+        when = time.time() if now is None else now
+        return _rewrite(Api(api), payload, headers, memory, policy or GatewayPolicy(), when)
     except _Passthrough as why:
         return payload, Rewrite(b"", False, None, str(why))
     except Exception as exc:  # the invariant: never raise, pass the request through
@@ -221,6 +236,7 @@ def _rewrite(
     headers: Mapping[str, str] | None,
     memory: GatewayMemory | None,
     policy: GatewayPolicy,
+    now: float,
 ) -> tuple[Any, Rewrite]:
     if not isinstance(payload, dict):
         raise _Passthrough("not a JSON object")
@@ -240,6 +256,9 @@ def _rewrite(
         raise _Passthrough("no tool results")
     held = memory.conversation(conversation) if memory is not None else None
     remembered = held is not None and held.memory.store is not None
+    previous = held.seen(now) if held is not None and remembered else None
+    ttl = policy.cache_ttl if policy.cache_ttl is not None else cache_ttl(api, payload)
+    expired = previous is not None and now - previous > ttl
     prior = held.projections() if held is not None and remembered else {}
     prior_inputs = held.inputs() if held is not None and remembered else {}
     cwd = working_folder(request_texts(payload, messages))
@@ -274,7 +293,7 @@ def _rewrite(
     if plan and held is not None:
         held.planned_at = size
         found = _prune(
-            api, transcript, planned, prior, prior_inputs, secret, parsed.thinking, policy
+            api, transcript, planned, prior, prior_inputs, secret, parsed.thinking, policy, expired
         )
         fresh = {
             a.call_id: (a.tier, a.text, a.tokens_before, a.tokens_after)
@@ -318,9 +337,15 @@ def _prune(
     secret: frozenset[str],
     thinking: bool,
     policy: GatewayPolicy,
+    expired: bool = False,
 ) -> PrunePlan:
-    """The pruning planner over the request as the delta step left it."""
+    """The pruning planner over the request as the delta step left it; ``expired``: the
+    provider's cache of the conversation has expired, so this request writes the whole prompt
+    whether it cuts or not (the gate sees no invalidation cost: the write price is the read
+    price; every later request reads the cut prompt from the cache as usual)."""
     read, write = policy.cache_prices or _PRICES[api]
+    if expired:
+        write = read
     overrides: dict[str, object] = {}
     if policy.min_turns_left is not None:
         overrides["min_turns_left"] = policy.min_turns_left
@@ -340,6 +365,43 @@ def _prune(
         seen, None, rules, _count, prior=prior, prior_inputs=prior_inputs, secret=secret,
         inputs=inputs_ok,
     )  # fmt: skip
+
+
+_TTL = {Api.ANTHROPIC_MESSAGES: 300.0, Api.OPENAI_CHAT: 600.0, Api.OPENAI_RESPONSES: 600.0}
+
+
+def cache_ttl(api: Api, payload: Mapping[str, Any]) -> float:
+    """Seconds the provider keeps this request's prompt cached after its last use: Anthropic 5
+    minutes, or 1 hour when any ``cache_control`` asks ``"ttl": "1h"``; OpenAI 10 minutes of
+    inactivity (its documented 5 to 10: the longer, so an expired cache is never assumed too
+    early), or 24 hours with ``prompt_cache_retention: "24h"``."""
+    if api != Api.ANTHROPIC_MESSAGES:
+        return 86_400.0 if payload.get("prompt_cache_retention") == "24h" else _TTL[api]
+    for value in _cache_controls(payload):
+        if value.get("ttl") == "1h":
+            return 3_600.0
+    return _TTL[api]
+
+
+def _cache_controls(payload: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every ``cache_control`` of the system blocks, tools and the last messages' blocks (a
+    host marks its breakpoints there)."""
+    found: list[Mapping[str, Any]] = []
+    holders: list[Any] = [payload]  # the request's own (automatic caching)
+    for key in ("system", "tools"):
+        value = payload.get(key)
+        if isinstance(value, list):
+            holders += value
+    messages = payload.get("messages")
+    for message in messages[-4:] if isinstance(messages, list) else []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            holders += content
+    for holder in holders:
+        control = holder.get("cache_control") if isinstance(holder, dict) else None
+        if isinstance(control, dict):
+            found.append(control)
+    return found
 
 
 def _turns(transcript: Transcript) -> int:

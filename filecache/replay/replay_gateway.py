@@ -129,6 +129,7 @@ class GatewayRun:
             prune_preset="context" if name == "gateway+context" else "cost",
             prune=name != "gateway-delta",
             cache_prices=(CACHE_READ, CACHE_WRITE),  # the prices the replay bills at
+            cache_ttl=float("inf"),  # the replay bills every request's prefix as cached
         )
         self.bases: dict[str, tuple[str, ...]] = {}  # call id -> what its FileRef/diff names
         self.checked: dict[tuple[str, str], str | None] = {}  # (id, text) -> problem
