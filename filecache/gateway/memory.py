@@ -20,18 +20,36 @@ state is written by whichever request thread decides first (the same value by an
 
 from __future__ import annotations
 
+import math
 import os
 import threading
+import time
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 
 from filecache.store.opening import open_store
 from filecache.store.store import Store
 
-__all__ = ["Conversation", "GatewayMemory", "default_gateway_store", "open_memory"]
+__all__ = [
+    "KEEP_DAYS",
+    "MAX_ROWS",
+    "Conversation",
+    "GatewayMemory",
+    "GatewayReport",
+    "default_gateway_store",
+    "open_memory",
+]
 
-_DECISIONS = "gateway-delta"
-_SEEN = "gateway-seen"  # conversation -> the time of its latest request (seconds since epoch)
+_DECISIONS = "gateway-delta"  # session of the delta decisions and the latest request's time
+_SEEN_ID = "\x1fseen"  # the "call id" of the latest request's time (no call has it)
+_TOUCH_EVERY = 60.0  # seconds between two touches of a conversation's session row (for gc)
+MAX_ROWS = 20_000
+"""Rows one conversation may hold in the store (decisions and cuts); beyond, what it decides
+is remembered in the process only (the same bytes while the process lives)."""
+KEEP_DAYS = 30.0
+"""Conversations idle longer than this many days are deleted by ``GatewayMemory.gc`` (the
+gateway runs it when it starts; ``FILECACHE_GATEWAY_KEEP_DAYS`` overrides)."""
 _KEEP = 256  # conversations cached in this process
 _SEP = "\x1f"  # between the parts of a decision's key and value: PostgreSQL text refuses NUL
 
@@ -54,38 +72,68 @@ class Conversation:
         self.key = key
         self.decisions: dict[str, tuple[str, str]] = {}  # call id -> (digest, text)
         self.planned_at: int | None = None  # tool-result tokens when pruning last planned
-        self.last_seen: float | None = None  # time of the latest request (store: ``_SEEN``)
+        self.last_seen: float | None = None  # time of the latest request
+        self._loaded = False  # the stored decisions and time read (once per process)
+        self._touched = -math.inf  # when this process last touched the session row
+        self._rows = 0  # rows this conversation holds in the store (decisions, projections)
+
+    def _load(self) -> None:
+        """The stored decisions and latest request time, in one read."""
+        self._loaded = True
+        store = self.memory.store
+        if store is None:
+            return
+        stored = store.projections(f"{_DECISIONS}:{self.key}")
+        for call_id, (_, value) in stored.items():
+            digest, _, text = value.partition(_SEP)
+            if call_id == _SEEN_ID:
+                try:
+                    self.last_seen = float(digest)
+                except ValueError:
+                    pass
+            else:
+                self.decisions.setdefault(call_id, (digest, text))
+        self._rows = len(stored)
 
     def get(self, call_id: str, key: str) -> str | None:
+        if not self._loaded:
+            self._load()
         found = self.decisions.get(call_id)
-        if found is None and self.memory.store is not None:
-            value = self.memory.store.cache_get(_DECISIONS, f"{self.key}{_SEP}{call_id}")
-            if value is not None:
-                digest, _, text = value.partition(_SEP)
-                found = self.decisions[call_id] = (digest, text)
         if found is None or found[0] != key:
             return None
         return found[1]
 
     def put(self, call_id: str, key: str, text: str) -> None:
+        if not self._loaded:
+            self._load()
+        new = call_id not in self.decisions
         self.decisions[call_id] = (key, text)
-        if self.memory.store is not None:
-            self.memory.store.cache_put(
-                _DECISIONS, f"{self.key}{_SEP}{call_id}", f"{key}{_SEP}{text}"
-            )
+        store = self.memory.store
+        if store is not None and (not new or self._room()):
+            store.projection_put(f"{_DECISIONS}:{self.key}", call_id, "delta", f"{key}{_SEP}{text}")
+
+    def _room(self) -> bool:
+        """Whether one more row may be stored (``GatewayMemory.max_rows``); beyond it the
+        conversation's new decisions and cuts are remembered in this process only."""
+        if self._rows >= self.memory.max_rows:
+            return False
+        self._rows += 1
+        return True
 
     def seen(self, now: float) -> float | None:
         """Record a request at ``now``; the time of the request before it (None: the first
         one any replica sharing the store has seen). The store keeps it, so a replica that
         meets the conversation for the first time knows how long it has been idle."""
+        if not self._loaded:
+            self._load()
         before = self.last_seen
-        store = self.memory.store
-        if before is None and store is not None:
-            value = store.cache_get(_SEEN, self.key)
-            before = float(value) if value is not None else None
         self.last_seen = now
+        store = self.memory.store
         if store is not None:
-            store.cache_put(_SEEN, self.key, repr(now))
+            store.projection_put(f"{_DECISIONS}:{self.key}", _SEEN_ID, "seen", repr(now))
+            if now - self._touched >= _TOUCH_EVERY:  # the row ``gc`` reads
+                self._touched = now
+                store.touch_session(f"gateway:{self.key}", now)
         return before
 
     def projections(self) -> dict[str, tuple[str, str]]:
@@ -106,16 +154,35 @@ class Conversation:
         if store is None:
             return
         for cid, (tier, text, before, after) in results.items():
-            store.projection_put(f"gateway:{self.key}", cid, tier, text, before, after)
+            if self._room():
+                store.projection_put(f"gateway:{self.key}", cid, tier, text, before, after)
         for cid, (tier, text) in inputs.items():
-            store.projection_put(f"gateway-input:{self.key}", cid, tier, text)
+            if self._room():
+                store.projection_put(f"gateway-input:{self.key}", cid, tier, text)
+
+
+@dataclass(frozen=True)
+class GatewayReport:
+    """The gateway's memory in its store (``GatewayMemory.report``)."""
+
+    conversations: int
+    rows: int
+    store_bytes: int | None
+
+
+def _store_bytes(store: Store) -> int | None:
+    path = getattr(store, "path", None)
+    if not isinstance(path, Path) or not path.exists():
+        return None
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*") if p.is_file())
 
 
 class GatewayMemory:
     """Per-conversation memory behind a store (None: nothing remembered, so no pruning)."""
 
-    def __init__(self, store: Store | None = None) -> None:
+    def __init__(self, store: Store | None = None, max_rows: int = MAX_ROWS) -> None:
         self.store = store
+        self.max_rows = max_rows
         self._lock = threading.Lock()
         self._conversations: OrderedDict[str, Conversation] = OrderedDict()
 
@@ -130,6 +197,39 @@ class GatewayMemory:
             else:
                 self._conversations.move_to_end(key)
             return found
+
+    def report(self) -> GatewayReport:
+        """What the store holds for the gateway: conversations, rows, and the store's bytes
+        on disk (SQLite; None for PostgreSQL or in memory)."""
+        store = self.store
+        if store is None:
+            return GatewayReport(0, 0, None)
+        keys = [s.session_id[len("gateway:") :] for s in store.sessions()
+                if s.session_id.startswith("gateway:")]  # fmt: skip
+        rows = sum(
+            len(store.projections(f"{prefix}:{key}"))
+            for key in keys
+            for prefix in ("gateway", "gateway-input", _DECISIONS)
+        )
+        return GatewayReport(len(keys), rows, _store_bytes(store))
+
+    def gc(self, keep_days: float = KEEP_DAYS, now: float | None = None) -> int:
+        """Delete the conversations whose latest request is older than ``keep_days`` days
+        (their decisions, cuts and times); the number deleted. A conversation that comes back
+        afterwards starts afresh (its requests are rewritten from the request alone: nothing
+        can name what was deleted)."""
+        store = self.store
+        if store is None:
+            return 0
+        cutoff = (time.time() if now is None else now) - keep_days * 86_400
+        old = [s.session_id[len("gateway:") :] for s in store.sessions()
+               if s.session_id.startswith("gateway:") and s.last_used < cutoff]  # fmt: skip
+        for key in old:
+            for prefix in ("gateway", "gateway-input", _DECISIONS):
+                store.delete_session(f"{prefix}:{key}")
+            with self._lock:
+                self._conversations.pop(key, None)
+        return len(old)
 
     def close(self) -> None:
         """Release the store."""
