@@ -14,6 +14,9 @@ Invariants:
   changed. ``==`` is Python's: ``1``, ``1.0`` and ``true`` compare equal, so a message that
   differs from the previous one only there reuses its parse (the same text and ids).
 - Linking (results after their calls, ids used once) is checked on the whole list every time.
+- Only ``rewrite_request``'s own parse of a body is kept (nobody else holds it, so nothing
+  changes it afterwards); a payload handed in by a caller (``rewrite_payload``: LiteLLM's
+  dict, which it may change in place after the hook) is parsed from scratch.
 - This is a cache in this process only (a few conversations, ``_KEEP``), shared by the threads
   of a server under one lock; its entries are never changed after they are made.
 """
@@ -83,16 +86,21 @@ def denied_calls(message: Message) -> frozenset[str]:
     return frozenset(out)
 
 
-def parse_messages(fmt: str, conversation: str, messages: list[Any]) -> Parsed:
-    """``messages`` parsed (module docstring).
+def parse_messages(
+    fmt: str, conversation: str, messages: list[Any], *, reuse: bool = True
+) -> Parsed:
+    """``messages`` parsed (module docstring); ``reuse`` False: from scratch, and not kept
+    (a caller that may change ``messages`` in place after the call).
 
     Raises:
         TranscriptError: as the codec's ``parse`` does.
     """
     parse = _PARSE[fmt]
     key = (fmt, conversation)
-    with _lock:
-        before = _last.get(key)
+    before = None
+    if reuse:
+        with _lock:
+            before = _last.get(key)
     same = 0
     if before is not None:
         limit = min(len(before.raw), len(messages))
@@ -109,6 +117,8 @@ def parse_messages(fmt: str, conversation: str, messages: list[Any]) -> Parsed:
         denied.append(denied_calls(message))
         thinking.append(message_thinking(messages[index]))
     transcript = link(parsed, fmt, messages)
+    if not reuse:
+        return Parsed(transcript, sum(untouched), frozenset().union(*denied), any(thinking), 0)
     entry = _Entry(messages, tuple(parsed), tuple(untouched), tuple(denied), tuple(thinking))
     with _lock:
         _last[key] = entry

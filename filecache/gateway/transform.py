@@ -186,18 +186,14 @@ def rewrite_request(
         return Rewrite(body, False, None, "not a JSON body")
     if now is None:
         now = time.time()
-    new, rewrite = rewrite_payload(
-        api, payload, headers=headers, memory=memory, policy=policy, now=now
-    )
+    new, rewrite = _rewrite_payload(api, payload, headers, memory, policy, now, owned=True)
     if not rewrite.changed:
         return Rewrite(body, False, rewrite.conversation, rewrite.passthrough, rewrite.counts)
     try:
         out = wire.dumps(new, fast)
         if fast and wire.lost_integers(out, body):  # a number beyond 64 bits: as json reads it
             payload, fast = wire.loads(body, exact=True)
-            new, rewrite = rewrite_payload(
-                api, payload, headers=headers, memory=memory, policy=policy, now=now
-            )
+            new, rewrite = _rewrite_payload(api, payload, headers, memory, policy, now, owned=True)
             if not rewrite.changed:
                 return Rewrite(
                     body, False, rewrite.conversation, rewrite.passthrough, rewrite.counts
@@ -221,9 +217,25 @@ def rewrite_payload(
     payload to send (the input object itself when nothing changed; else a new dict with the
     same keys in the same order, sharing every value it did not change) and the ``Rewrite``,
     whose ``body`` is ``b""`` (serialize the payload yourself). Never raises."""
+    return _rewrite_payload(api, payload, headers, memory, policy, now, owned=False)
+
+
+def _rewrite_payload(
+    api: Api | str,
+    payload: Any,
+    headers: Mapping[str, str] | None,
+    memory: GatewayMemory | None,
+    policy: GatewayPolicy | None,
+    now: float | None,
+    owned: bool,
+) -> tuple[Any, Rewrite]:
+    """``rewrite_payload``; ``owned``: nobody else holds ``payload`` (``rewrite_request``
+    parsed it), so its messages may be kept for the next request's prefix reuse (a caller's
+    payload may be changed in place after the call: its parse is not reused)."""
     try:
         when = time.time() if now is None else now
-        return _rewrite(Api(api), payload, headers, memory, policy or GatewayPolicy(), when)
+        chosen = policy or GatewayPolicy()
+        return _rewrite(Api(api), payload, headers, memory, chosen, when, owned)
     except _Passthrough as why:
         return payload, Rewrite(b"", False, None, str(why))
     except Exception as exc:  # the invariant: never raise, pass the request through
@@ -237,6 +249,7 @@ def _rewrite(
     memory: GatewayMemory | None,
     policy: GatewayPolicy,
     now: float,
+    owned: bool = False,
 ) -> tuple[Any, Rewrite]:
     if not isinstance(payload, dict):
         raise _Passthrough("not a JSON object")
@@ -247,7 +260,7 @@ def _rewrite(
         raise _Passthrough(f"no {key} list")
     conversation = conversation_key(fmt, payload, messages, headers)
     try:  # deep nesting or a lone surrogate: the generic guard passes the request through
-        parsed = parse_messages(fmt, conversation, messages)
+        parsed = parse_messages(fmt, conversation, messages, reuse=owned)
     except TranscriptError as exc:
         raise _Passthrough(f"cannot parse: {exc}") from None
     transcript = parsed.transcript

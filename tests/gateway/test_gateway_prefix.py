@@ -145,3 +145,15 @@ def test_nan_and_big_integers_are_read_and_written_as_the_standard_library_does(
     del value["d"]
     assert wire.dumps(value, fast) == json.dumps(value, separators=(",", ":")).encode()
     assert wire.dumps({"c": 1e-07}) == b'{"c":1e-07}'
+
+
+def test_a_callers_payload_is_parsed_afresh_and_not_kept() -> None:
+    """LiteLLM hands its own dict and may change it in place after the hook: its parse is
+    neither reused nor kept for the next request."""
+    first = [{"role": "user", "content": "work"}, *_turn(1, "a.py", "one")]
+    assert parse_messages(Format.ANTHROPIC, "caller", first, reuse=False).reused == 0
+    first[2]["content"][0]["content"] = "changed in place afterwards"
+    grown = json.loads(json.dumps([*first, *_turn(2, "b.py", "two")]))
+    again = parse_messages(Format.ANTHROPIC, "caller", grown)
+    assert again.reused == 0
+    assert again.transcript.results()[0].text == "changed in place afterwards"
