@@ -1,7 +1,7 @@
 """A request's message list parsed, reusing what the conversation's previous request parsed.
 
 A host resends its whole history every turn: request n+1 is request n plus a turn or two. The
-codec's parse of a message (``parse_message``), the blocks it leaves untouched, whether it
+codec's parse of a message (its ``_message``), the blocks it leaves untouched, whether it
 holds thinking, and the calls of denied files it makes are functions of that message alone, so
 for every message equal to the one at the same index in the conversation's previous request
 they are taken from there, and only the new messages are parsed.
@@ -32,17 +32,19 @@ from typing import Any
 from filecache.core.json_input import json_strings
 from filecache.core.kinds import Format
 from filecache.gateway.request_shape import message_thinking, message_untouched
-from filecache.prune.codecs import anthropic_messages, openai_chat, openai_responses
+from filecache.prune.codecs.anthropic_messages import _message as _anthropic_message
 from filecache.prune.codecs.base import Message, Transcript, link
+from filecache.prune.codecs.openai_chat import _message as _openai_message
+from filecache.prune.codecs.openai_responses import _message as _responses_item
 from filecache.settings import DEFAULT_DENY, deny_pattern
 
 __all__ = ["Parsed", "denied_calls", "parse_messages"]
 
 _KEEP = 16  # conversations whose last parse is kept (each holds its request's parsed JSON)
-_PARSE: dict[str, Callable[[int, object], Message]] = {
-    Format.ANTHROPIC: anthropic_messages.parse_message,
-    Format.OPENAI: openai_chat.parse_message,
-    Format.RESPONSES: openai_responses.parse_message,
+_PARSE: dict[str, Callable[[int, object], Message]] = {  # each codec's parse of one message
+    Format.ANTHROPIC: _anthropic_message,
+    Format.OPENAI: _openai_message,
+    Format.RESPONSES: _responses_item,
 }
 _DENY = deny_pattern(DEFAULT_DENY)
 

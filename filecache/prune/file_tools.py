@@ -191,28 +191,9 @@ def _range(row: FileTool, args: Mapping[str, Any]) -> tuple[int, int | None]:
     return start, None
 
 
-_ACCESSES: dict[object, FileAccess | None] = {}  # a call (hashable, frozen) -> its access
-
-
 def file_access(call: Call) -> FileAccess | None:
     """What ``call`` does to a file per ``FILE_TOOLS`` (also under an MCP host's name for the
-    tool, ``tool_name``), or ``None`` if it is no file access. Memoised for hashable calls
-    (the transcripts' frozen ``ToolCall``: the gateway meets the same calls in every request)."""
-    try:
-        return _ACCESSES[call]
-    except (KeyError, TypeError):
-        pass
-    found = _file_access(call)
-    try:
-        if len(_ACCESSES) >= 16_384:
-            _ACCESSES.clear()
-        _ACCESSES[call] = found
-    except TypeError:  # an unhashable call object
-        pass
-    return found
-
-
-def _file_access(call: Call) -> FileAccess | None:
+    tool, ``tool_name``), or ``None`` if it is no file access."""
     found = _row(call)
     if found is None:
         return None

@@ -44,7 +44,6 @@ caching). ``PrunePolicy()`` is the seeds' defaults (65% trigger, degrade before 
 
 from __future__ import annotations
 
-import functools
 import json
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -273,7 +272,6 @@ def _norm(path: str) -> str:
     return path.removeprefix("./").lstrip("/")
 
 
-@functools.lru_cache(maxsize=8192)
 def _file_name(path: str) -> str:
     return _norm(path).rsplit("/", 1)[-1]
 

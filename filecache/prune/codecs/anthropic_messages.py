@@ -30,7 +30,7 @@ from filecache.prune.codecs.base import (
 )
 from filecache.prune.message_blocks import body_text, expect_string, type_name
 
-__all__ = ["CODEC", "FORMAT", "parse", "parse_message", "render", "set_input"]
+__all__ = ["CODEC", "FORMAT", "parse", "render", "set_input"]
 
 FORMAT = Format.ANTHROPIC
 
@@ -96,11 +96,6 @@ def _message(index: int, raw: object) -> Message:
         elif not isinstance(kind, str):
             raise TranscriptError(f"{where}: block {j} has no type")
     return Message(index, role, "\n".join(texts), tuple(calls), tuple(results))
-
-
-parse_message = _message
-"""One message (or item) of the list at its index; ``parse`` links them (the gateway reuses
-those of a request's unchanged prefix)."""
 
 
 def parse(messages: object) -> Transcript:

@@ -28,7 +28,7 @@ from filecache.prune.codecs.base import (
 )
 from filecache.prune.message_blocks import body_text, expect_string, json_object, type_name
 
-__all__ = ["CODEC", "FORMAT", "parse", "parse_message", "render", "set_input"]
+__all__ = ["CODEC", "FORMAT", "parse", "render", "set_input"]
 
 FORMAT = Format.OPENAI
 
@@ -98,11 +98,6 @@ def _message(index: int, raw: object) -> Message:
         raise TranscriptError(f"{where}: tool_calls must be a list, got {type_name(entries)}")
     calls = tuple(_call(index, j, entry) for j, entry in enumerate(entries))
     return Message(index, role, text, tool_calls=calls)
-
-
-parse_message = _message
-"""One message (or item) of the list at its index; ``parse`` links them (the gateway reuses
-those of a request's unchanged prefix)."""
 
 
 def parse(messages: object) -> Transcript:

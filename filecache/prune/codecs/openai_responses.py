@@ -31,7 +31,7 @@ from filecache.prune.codecs.base import (
 )
 from filecache.prune.message_blocks import body_text, expect_string, json_object, type_name
 
-__all__ = ["CODEC", "FORMAT", "parse", "parse_message", "render", "set_input"]
+__all__ = ["CODEC", "FORMAT", "parse", "render", "set_input"]
 
 FORMAT = Format.RESPONSES
 _CALLS = ("function_call", "custom_tool_call")
@@ -87,11 +87,6 @@ def _message(index: int, item: object) -> Message:
     if isinstance(role, str):
         return Message(index, role, "")
     return Message(index, "tool" if kind.endswith("_output") else "assistant", "")
-
-
-parse_message = _message
-"""One message (or item) of the list at its index; ``parse`` links them (the gateway reuses
-those of a request's unchanged prefix)."""
 
 
 def parse(messages: object) -> Transcript:
