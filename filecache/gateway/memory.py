@@ -2,16 +2,18 @@
 
 The store (``filecache.store``: SQLite by default, PostgreSQL by URL for a fleet) is the source
 of truth; this process keeps a bounded cache of it (``Conversation`` objects in an LRU), so a
-request costs one read of the conversation's projections, and decisions are read from the store
-only by a process that has not seen the conversation yet.
+request costs a read of the conversation's projections and of its latest request's time, and
+decisions are read from the store only by a process that has not seen the conversation yet.
 
 What is stored per conversation (session id ``gateway:<key>``): each pruned result's
 projection (tier, text) through ``Store.projection_put`` (as the library's pruning stores its
-own), each pruned call input under ``gateway-input:<key>``, and each delta decision (call id,
-digest of the original text -> the text sent, "" for content) in the store's key-value cache,
-and the time of its latest request (``gateway-seen``, for the cache's time to live). Nothing
-else: no header, no original text. A denied file's content never reaches it: its
-results get no FileRef or diff, and pruning clears them (placeholders name no content).
+own), each pruned call input under ``gateway-input:<key>``, each delta decision (call id ->
+digest of the original text and the text sent, "" for content) under ``gateway-delta:<key>``,
+the time of its latest request under ``gateway-seen:<key>`` (for the cache's time to live,
+written at most every 30 s), and a session row ``gateway:<key>`` touched at most once a minute
+(``gc`` deletes the conversations idle too long). Nothing else: no header, no original text. A
+denied file's content never reaches it: its results get no FileRef or diff, and pruning clears
+them (placeholders name no content).
 
 Concurrency: the store serialises its writes; two replicas that decide the same thing write the
 same rows. The in-process LRU of conversations is guarded by one lock; a conversation's own
@@ -41,8 +43,11 @@ __all__ = [
     "open_memory",
 ]
 
-_DECISIONS = "gateway-delta"  # session of the delta decisions and the latest request's time
-_SEEN_ID = "\x1fseen"  # the "call id" of the latest request's time (no call has it)
+_DECISIONS = "gateway-delta"  # session of the delta decisions
+_SEEN = "gateway-seen"  # session of one row: the time of the latest request
+_SEEN_ID = "\x1fseen"  # that row's "call id" (no call has it)
+_SEEN_EVERY = 30.0  # seconds between two writes of that time
+_PREFIXES = ("gateway", "gateway-input", _DECISIONS, _SEEN)  # a conversation's sessions
 _TOUCH_EVERY = 60.0  # seconds between two touches of a conversation's session row (for gc)
 MAX_ROWS = 20_000
 """Rows one conversation may hold in the store (decisions and cuts); beyond, what it decides
@@ -73,12 +78,13 @@ class Conversation:
         self.decisions: dict[str, tuple[str, str]] = {}  # call id -> (digest, text)
         self.planned_at: int | None = None  # tool-result tokens when pruning last planned
         self.last_seen: float | None = None  # time of the latest request
-        self._loaded = False  # the stored decisions and time read (once per process)
+        self._loaded = False  # the stored decisions read (once per process)
+        self._written: float | None = None  # the time this process last stored
         self._touched = -math.inf  # when this process last touched the session row
         self._rows = 0  # rows this conversation holds in the store (decisions, projections)
 
     def _load(self) -> None:
-        """The stored decisions and latest request time, in one read."""
+        """The stored decisions, in one read."""
         self._loaded = True
         store = self.memory.store
         if store is None:
@@ -86,13 +92,7 @@ class Conversation:
         stored = store.projections(f"{_DECISIONS}:{self.key}")
         for call_id, (_, value) in stored.items():
             digest, _, text = value.partition(_SEP)
-            if call_id == _SEEN_ID:
-                try:
-                    self.last_seen = float(digest)
-                except ValueError:
-                    pass
-            else:
-                self.decisions.setdefault(call_id, (digest, text))
+            self.decisions.setdefault(call_id, (digest, text))
         self._rows = len(stored)
 
     def get(self, call_id: str, key: str) -> str | None:
@@ -122,16 +122,31 @@ class Conversation:
 
     def seen(self, now: float) -> float | None:
         """Record a request at ``now``; the time of the request before it (None: the first
-        one any replica sharing the store has seen). The store keeps it, so a replica that
-        meets the conversation for the first time knows how long it has been idle."""
-        if not self._loaded:
-            self._load()
-        before = self.last_seen
-        self.last_seen = now
+        one any replica sharing the store has seen).
+
+        The store keeps the time (one row, ``gateway-seen:KEY``), read on every request (a
+        replica of a fleet meets the requests another one served) but written at most every
+        ``_SEEN_EVERY`` seconds (a write per request cost the gateway milliseconds). So a time
+        another replica wrote may be up to that much older than its latest request: it counts
+        as that much later, and an expired cache is never assumed too early."""
         store = self.memory.store
+        stored = None
         if store is not None:
-            store.projection_put(f"{_DECISIONS}:{self.key}", _SEEN_ID, "seen", repr(now))
-            if now - self._touched >= _TOUCH_EVERY:  # the row ``gc`` reads
+            found = store.projections(f"{_SEEN}:{self.key}").get(_SEEN_ID)
+            try:
+                stored = float(found[1]) if found is not None else None
+            except ValueError:
+                stored = None
+        if stored is None or stored == self._written:  # nobody else wrote since: ours is exact
+            before = self.last_seen if self.last_seen is not None else stored
+        else:
+            before = max(self.last_seen or -math.inf, stored + _SEEN_EVERY)
+        self.last_seen = now
+        if store is not None:
+            if stored is None or now - stored >= _SEEN_EVERY:
+                store.projection_put(f"{_SEEN}:{self.key}", _SEEN_ID, "seen", repr(now))
+                self._written = now
+            if now - self._touched >= _TOUCH_EVERY:  # the session row ``gc`` reads
                 self._touched = now
                 store.touch_session(f"gateway:{self.key}", now)
         return before
@@ -207,9 +222,7 @@ class GatewayMemory:
         keys = [s.session_id[len("gateway:") :] for s in store.sessions()
                 if s.session_id.startswith("gateway:")]  # fmt: skip
         rows = sum(
-            len(store.projections(f"{prefix}:{key}"))
-            for key in keys
-            for prefix in ("gateway", "gateway-input", _DECISIONS)
+            len(store.projections(f"{prefix}:{key}")) for key in keys for prefix in _PREFIXES
         )
         return GatewayReport(len(keys), rows, _store_bytes(store))
 
@@ -225,7 +238,7 @@ class GatewayMemory:
         old = [s.session_id[len("gateway:") :] for s in store.sessions()
                if s.session_id.startswith("gateway:") and s.last_used < cutoff]  # fmt: skip
         for key in old:
-            for prefix in ("gateway", "gateway-input", _DECISIONS):
+            for prefix in _PREFIXES:
                 store.delete_session(f"{prefix}:{key}")
             with self._lock:
                 self._conversations.pop(key, None)
