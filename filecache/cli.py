@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from filecache.adapters.hosts.host_specs import HOST_NAMES, SPECS
+from filecache.adapters.hosts.host_specs import HOST_NAMES, RUN_NAMES, SPECS
 from filecache.cli_errors import cli_message
 from filecache.cli_read import CLI_SESSION
 from filecache.cli_reports import (
@@ -503,7 +503,7 @@ def _background_gateway(
     type=click.IntRange(min=1000),
     help="The model's context window in tokens (pruning pressure). Default: 200000.",
 )
-@click.argument("host", type=click.Choice(["claude", "codex", "opencode"]))
+@click.argument("host", type=click.Choice(RUN_NAMES))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def run(window: int | None, host: str, args: tuple[str, ...]) -> None:
     """Run HOST (claude, codex or opencode) with ARGS through this user's gateway (started when

@@ -19,7 +19,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy kno
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-__all__ = ["HOST_NAMES", "SPECS", "HostSpec", "spec"]
+__all__ = ["HOST_NAMES", "RUN_NAMES", "SPECS", "HostSpec", "spec"]
 
 
 class HostSpec:
@@ -42,11 +42,13 @@ class HostSpec:
             session (``registry.run_hook``; None: the hook log only).
         module: the host's module in this package (``registry.host_module`` imports it: a host
             module imports this table, so the table names its module rather than importing it).
+        run: the program ``filecache run`` starts through the gateway (None: the gateway cannot
+            point this host at itself yet); ``adapters/gateway/hosts.py`` has its plan.
     """
 
     __slots__ = (
         "answer_timeout", "answers", "display", "events", "hook_timeout", "module", "name",
-        "notice", "scopes", "told", "transcript",
+        "notice", "run", "scopes", "told", "transcript",
     )  # fmt: skip
 
     def __init__(
@@ -63,6 +65,7 @@ class HostSpec:
         told: Callable[[], str] | None,
         module: str,
         notice: str | None = None,
+        run: str | None = None,
     ) -> None:
         self.name = name
         self.display = display
@@ -75,6 +78,7 @@ class HostSpec:
         self.told = told
         self.module = module
         self.notice = notice
+        self.run = run
 
     def __repr__(self) -> str:
         return f"HostSpec({self.name!r})"
@@ -135,6 +139,7 @@ SPECS: tuple[HostSpec, ...] = (
         told=_for_host_tools,
         module="claude_code",
         notice="systemMessage",
+        run="claude",
     ),
     HostSpec(
         name="codex",
@@ -153,6 +158,7 @@ SPECS: tuple[HostSpec, ...] = (
         transcript="the rollout JSONL at the hook's transcript_path",
         told=_for_shell_reads,
         module="codex",
+        run="codex",
         notice="systemMessage",  # printed by Codex as a warning, never sent to the model
     ),
     HostSpec(
@@ -169,6 +175,7 @@ SPECS: tuple[HostSpec, ...] = (
         transcript="the messages of each request, handed over by the plugin",
         told=_for_opencode,
         module="opencode",
+        run="opencode",
     ),
     HostSpec(
         name="gemini-cli",
@@ -207,6 +214,8 @@ SPECS: tuple[HostSpec, ...] = (
 )
 
 HOST_NAMES: tuple[str, ...] = tuple(s.name for s in SPECS)
+RUN_NAMES: tuple[str, ...] = tuple(s.run for s in SPECS if s.run)
+"""The programs ``filecache run`` takes, in the table's order."""
 
 
 def spec(name: str) -> HostSpec:
