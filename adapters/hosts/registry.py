@@ -127,12 +127,26 @@ def notice_text(name: str, session: str, reason: str) -> str | None:
     )
 
 
-def install(name: str, *, scope: str | None, cwd: Path) -> str:
+def install(name: str, *, scope: str | None, cwd: Path, http_port: int | None = None) -> str:
     """Install host ``name``'s hooks at ``scope`` (None: the host's default) and remove its
-    hooks at every other scope (one installation per host); the line to print."""
+    hooks at every other scope (one installation per host); the line to print.
+    ``http_port``: Claude Code's per-call events by http hooks (``claude_settings``).
+
+    Raises:
+        ConfigError: ``http_port`` for a host other than Claude Code.
+    """
     module = host_module(name)
     scope = scope or spec(name).scopes[0]
-    line = module.install(scope=scope, uninstall=False, cwd=cwd)
+    if http_port is None:
+        line = module.install(scope=scope, uninstall=False, cwd=cwd)
+    elif name == "claude-code":
+        from filecache.adapters.hosts.claude_code import install as install_claude
+
+        line = install_claude(scope=scope, uninstall=False, cwd=cwd, http_port=http_port)
+    else:
+        from filecache.errors import ConfigError
+
+        raise ConfigError(f"--http is for Claude Code only, not {spec(name).display}")
     found = module.installed(cwd)
     here = {os.path.realpath(f.path) for f in found if f.scope == scope}
     others = [f for f in found if f.scope != scope and os.path.realpath(f.path) not in here]
