@@ -163,11 +163,16 @@ class _Handler(BaseHTTPRequestHandler):
         per_call = {name: value for name in _per_call_names()
                     if (value := self.headers.get(ENV_HEADER + name))}  # fmt: skip
         answer = _answer(host, payload, per_call)
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+            self.wfile.flush()
+        except OSError:  # Claude Code gave up (its timeout): nothing may rely on the answer
+            _abandon(host, payload, per_call)
+            raise
 
 
 def _per_call_names() -> tuple[str, ...]:
@@ -193,6 +198,23 @@ def _answer(host: str, payload: bytes, env: dict[str, str] | None = None) -> byt
     with call_env.calling(cwd, env or {}):
         out: bytes = run_hook(host, [], payload)
     return out
+
+
+def _abandon(host: str, payload: bytes, env: dict[str, str]) -> None:
+    """``registry.abandon`` for an answer that could not be sent (best effort: a peer that
+    closed without a reset is not seen; the unix-socket client's acknowledgement has no
+    equivalent in HTTP)."""
+    from filecache.adapters.hosts import call_env
+    from filecache.adapters.hosts.registry import abandon
+
+    try:
+        event = json.loads(payload)
+        cwd = event.get("cwd") if isinstance(event, dict) else None
+    except ValueError:
+        return
+    if isinstance(cwd, str) and os.path.isabs(cwd):
+        with call_env.calling(cwd, env):
+            abandon(host, [], payload)
 
 
 def http_hook(port: int, host: str = "claude-code", timeout: int = 30) -> dict[str, object]:
