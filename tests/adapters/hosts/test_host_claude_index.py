@@ -1,0 +1,319 @@
+"""The Claude Code transcript index (``claude_index``): per call, what was appended and nothing more.
+
+Issue 31, failure 10: every hook call loaded and rewrote the whole index (14 MB of JSON at 50k
+calls) and walked every entry, and held the transcript's new bytes whole in memory. Here:
+- a call after one appended line reads about that line of the transcript and writes about
+  that much to the index, however long the session (counted in the process's own I/O);
+- a transcript rewritten or truncated (same size or shorter, another prefix) is indexed again;
+- random appends (cut mid-line, as a hook sees a line being written), rewinds, compactions,
+  parallel calls, bridges, rewritten entries: the index equals a parse of the whole text;
+- a line over the cap is skipped like a malformed one, with bounded memory.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+from filecache.adapters.hosts import claude_index
+from filecache.adapters.hosts.claude_index import read_held
+from filecache.adapters.hosts.claude_transcript import held_calls
+from filecache.adapters.hosts.regular_files import complete_lines
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "hosts" / "claude-code"
+
+
+def _io() -> dict[str, int]:
+    with open("/proc/self/io") as fh:
+        return {k: int(v) for k, v in (line.split(": ") for line in fh.read().splitlines())}
+
+
+def _call(n: int, parent: str | None) -> tuple[list[dict[str, Any]], str]:
+    """One Read call as Claude Code writes it: the assistant's tool_use, then its result."""
+    use, result = f"use-{n}", f"result-{n}"
+    text = "".join(f"{i:6}\u2192line {i} of file {n}\n" for i in range(1, 40))
+    return [
+        {"parentUuid": parent, "isSidechain": False, "type": "assistant", "uuid": use,
+         "message": {"id": f"msg_{n}", "role": "assistant", "content": [
+             {"type": "tool_use", "id": f"toolu_{n}", "name": "Read",
+              "input": {"file_path": f"/p/f{n}.py"}}]}},
+        {"parentUuid": use, "isSidechain": False, "type": "user", "uuid": result,
+         "message": {"role": "user", "content": [
+             {"tool_use_id": f"toolu_{n}", "type": "tool_result", "content": text}]},
+         "toolUseResult": {"type": "text", "file": {"filePath": f"/p/f{n}.py", "content": text,
+                                                     "numLines": 39, "startLine": 1,
+                                                     "totalLines": 39}}},
+    ], result  # fmt: skip
+
+
+def _session(calls: int) -> tuple[str, str]:
+    prompt = {"parentUuid": None, "isSidechain": False, "type": "user", "uuid": "prompt",
+              "message": {"role": "user", "content": "read them all"}}  # fmt: skip
+    lines, parent = [json.dumps(prompt)], "prompt"
+    for n in range(calls):
+        entries, parent = _call(n, parent)
+        lines += [json.dumps(e) for e in entries]
+    return "".join(line + "\n" for line in lines), parent
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="counts the process's own I/O")
+def test_a_call_after_one_appended_call_reads_and_writes_about_that_call(tmp_path: Path) -> None:
+    """Failed before: the index was one JSON file read and rewritten whole by every call."""
+    text, parent = _session(2000)
+    transcript, cache = tmp_path / "s.jsonl", tmp_path / "cache"
+    transcript.write_text(text)
+    first = read_held(transcript, cache_dir=cache, among=["toolu_5"])
+    assert first.ids == {"toolu_5"} and first.known == {"toolu_5"}
+    entries, _ = _call(2000, parent)
+    appended = "".join(json.dumps(e) + "\n" for e in entries)
+    with transcript.open("a") as out:
+        out.write(appended)
+    before = _io()
+    second = read_held(transcript, cache_dir=cache, among=["toolu_5", "toolu_2000", "toolu_x"])
+    after = _io()
+    assert second.ids == {"toolu_5", "toolu_2000"} and second.known == {"toolu_5", "toolu_2000"}
+    size = transcript.stat().st_size
+    read, written = after["rchar"] - before["rchar"], after["wchar"] - before["wchar"]
+    index = sum(p.stat().st_size for p in cache.iterdir())
+    assert size > 100 * len(appended) and index > 20 * 4096
+    # The appended bytes, the probes, and a few index pages (not the session, nor the index).
+    assert read < 4 * len(appended) + 64 * 4096, (read, len(appended), size)
+    assert written < 2 * len(appended) + 64 * 4096, (written, index)
+
+
+def test_the_transcript_bytes_read_on_the_second_call_are_the_appended_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text, parent = _session(300)
+    transcript, cache = tmp_path / "s.jsonl", tmp_path / "cache"
+    transcript.write_text(text)
+    read_held(transcript, cache_dir=cache, among=[])
+    counted: list[int] = []
+    opened = claude_index.open_regular
+
+    class Counting(io.BufferedReader):
+        def read(self, size: int | None = -1, /) -> bytes:
+            data = super().read(size)
+            counted.append(len(data))
+            return data
+
+    def counting_open(path: str | Path) -> tuple[Any, int]:
+        file, size = opened(path)
+        return Counting(file.detach()), size
+
+    monkeypatch.setattr(claude_index, "open_regular", counting_open)
+    entries, _ = _call(300, parent)
+    line = json.dumps(entries[0]) + "\n"
+    with transcript.open("a") as out:
+        out.write(line)
+    held = read_held(transcript, cache_dir=cache, among=["toolu_300"])
+    assert held.pending == {"toolu_300"}  # the turn's call, its result not written yet
+    assert sum(counted) <= len(line) + 10 * 4096  # the line, and the probes (twice)
+
+
+def test_a_rewritten_or_truncated_transcript_is_indexed_again(tmp_path: Path) -> None:
+    text, _ = _session(50)
+    transcript, cache = tmp_path / "s.jsonl", tmp_path / "cache"
+    transcript.write_text(text)
+    asked = ["toolu_0", "toolu_Z", "toolu_30", "toolu_99", "toolu_9"]
+
+    def check() -> None:
+        expected = held_calls(transcript.read_text().splitlines())
+        got = read_held(transcript, cache_dir=cache, among=asked)
+        assert (got.ids, got.known) == (expected.ids & set(asked), expected.known & set(asked))
+
+    assert read_held(transcript, cache_dir=cache, among=asked).ids == {"toolu_0", "toolu_30",
+                                                                       "toolu_9"}  # fmt: skip
+    # Same size, same inode, another prefix: the first call's id renamed in place.
+    same = text.replace('"toolu_0"', '"toolu_Z"')
+    assert len(same) == len(text)
+    with transcript.open("r+") as out:
+        out.write(same)
+    check()
+    assert read_held(transcript, cache_dir=cache, among=asked).ids == {"toolu_Z", "toolu_30",
+                                                                       "toolu_9"}  # fmt: skip
+    # Shorter: the first 10 calls only.
+    cut, parent = _session(10)
+    transcript.write_text(cut)
+    check()
+    # Shorter, then longer than the offset again before the next call.
+    text, _ = _session(50)
+    transcript.write_text(text)
+    check()
+    entries, _ = _call(99, parent)
+    with transcript.open("w") as out:
+        out.write(cut + "".join(json.dumps(e) + "\n" for e in entries) * 45)
+    assert transcript.stat().st_size > len(text)
+    check()
+    assert read_held(transcript, cache_dir=cache, among=asked).ids == {"toolu_0", "toolu_99", "toolu_9"}
+
+
+def test_the_index_is_private_and_a_damaged_one_is_built_again(tmp_path: Path) -> None:
+    text, _ = _session(20)
+    transcript, cache = tmp_path / "s.jsonl", tmp_path / "cache"
+    transcript.write_text(text)
+    assert read_held(transcript, cache_dir=cache).ids == held_calls(text.splitlines()).ids
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+    (index,) = cache.glob("*.sqlite")
+    assert stat.S_IMODE(index.stat().st_mode) == 0o600
+    for name in cache.iterdir():
+        name.write_bytes(b"not a database" * 300)
+    assert read_held(transcript, cache_dir=cache).ids == held_calls(text.splitlines()).ids
+
+
+def test_a_line_over_the_cap_is_skipped_like_a_malformed_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text, parent = _session(5)
+    entries, _ = _call(5, parent)
+    entries[1]["message"]["content"][0]["content"] = "x" * 5000  # its result, over the cap
+    transcript = tmp_path / "s.jsonl"
+    transcript.write_text(text + "".join(json.dumps(e) + "\n" for e in entries))
+    monkeypatch.setattr(claude_index, "complete_lines", _capped(4096))
+    got = read_held(transcript, cache_dir=tmp_path / "c", among=["toolu_5", "toolu_4"])
+    without = text + json.dumps(entries[0]) + "\n"  # as if the result's line were malformed
+    expected = held_calls(without.splitlines())
+    assert got.ids == expected.ids & {"toolu_5", "toolu_4"} == {"toolu_4", "toolu_5"}
+    assert got.pending == {"toolu_5"}  # in the turn, result unseen: what a torn line gives
+
+
+def _capped(cap: int) -> Any:
+    def lines(file: Any, start: int, end: int) -> Any:
+        return complete_lines(file, start, end, cap)
+
+    return lines
+
+
+@given(
+    lines=st.lists(st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"")), max_size=12),
+    cut=st.integers(0, 400),
+    chunk=st.sampled_from([1, 3, 7, 1 << 20]),
+    cap=st.integers(0, 40),
+)
+@settings(max_examples=200)
+def test_complete_lines_gives_each_whole_line_once(
+    lines: list[bytes], cut: int, chunk: int, cap: int
+) -> None:
+    from filecache.adapters.hosts import regular_files
+
+    data = b"".join(line + b"\n" for line in lines)
+    end = min(cut, len(data))
+    old, regular_files._CHUNK = regular_files._CHUNK, chunk
+    try:
+        got = list(complete_lines(io.BytesIO(data), 0, end, cap))
+    finally:
+        regular_files._CHUNK = old
+    whole = data[:end].split(b"\n")[:-1]
+    assert [line for line, _ in got] == [line if len(line) <= cap else None for line in whole]
+    assert [after for _, after in got] == [i + 1 for i in range(end) if data[i] == ord("\n")]
+
+
+# -- incremental == whole, on random transcripts ------------------------------------------------
+
+UUIDS = [f"u{i}" for i in range(9)]
+CALLS = [f"c{i}" for i in range(5)]
+MESSAGES = ["m0", "m1", "m2"]
+_parent = st.one_of(st.none(), st.sampled_from(UUIDS))
+_side = st.sampled_from([False, False, False, True])
+
+
+def _result(call: str, how: str) -> dict[str, Any]:
+    content: Any = {
+        "ok": "text", "error": "boom", "cleared": "[Old tool result content cleared]",
+        "stub": "File unchanged since last read.", "list": [{"type": "text", "text": "t"}],
+    }[how]  # fmt: skip
+    return {"type": "tool_result", "tool_use_id": call, "content": content,
+            "is_error": how == "error"}  # fmt: skip
+
+
+_entry = st.one_of(
+    st.builds(
+        lambda u, p, s, c: {"type": "user", "uuid": u, "parentUuid": p, "isSidechain": s,
+                            "message": {"role": "user", "content": c}},  # fmt: skip
+        st.sampled_from(UUIDS), _parent, _side,
+        st.one_of(
+            st.just("a prompt"),
+            st.lists(
+                st.builds(_result, st.sampled_from(CALLS),
+                          st.sampled_from(["ok", "ok", "error", "cleared", "stub", "list"])),
+                min_size=1, max_size=2,
+            ),
+        ),
+    ),  # fmt: skip
+    st.builds(
+        lambda u, p, s, m, calls: {"type": "assistant", "uuid": u, "parentUuid": p,
+                                   "isSidechain": s, "message": {"id": m, "content": [
+                                       {"type": "tool_use", "id": c, "name": "Read"}
+                                       for c in calls]}},  # fmt: skip
+        st.sampled_from(UUIDS), _parent, _side, st.sampled_from(MESSAGES),
+        st.lists(st.sampled_from(CALLS), max_size=2),
+    ),  # fmt: skip
+    st.builds(
+        lambda u, p, s: {"type": "progress", "uuid": u, "parentUuid": p, "isSidechain": s},
+        st.sampled_from([*UUIDS, "b0", "b1", "b2"]), st.one_of(_parent, st.sampled_from(["b0", "b1"])),
+        _side,
+    ),  # fmt: skip
+    st.builds(
+        lambda u: {"type": "system", "subtype": "compact_boundary", "uuid": u,
+                   "parentUuid": None, "isSidechain": False},  # fmt: skip
+        st.sampled_from(UUIDS),
+    ),
+    st.builds(
+        lambda u, p, ids: {"type": "system", "subtype": "microcompact_boundary", "uuid": u,
+                           "parentUuid": p, "isSidechain": False,
+                           "microcompactMetadata": {"compactedToolIds": ids}},  # fmt: skip
+        st.sampled_from(UUIDS), _parent, st.lists(st.sampled_from(CALLS), max_size=2),
+    ),
+    st.builds(
+        lambda clear: {"type": "api-request", "params": {"context_management": {"edits": [
+            {"type": "clear_tool_uses_20250919" if clear else "other"}]}}},  # fmt: skip
+        st.booleans(),
+    ),
+)
+_line = st.one_of(_entry.map(json.dumps), st.just("{not json"), st.just("[1, 2]"))
+
+
+@given(
+    lines=st.lists(_line, min_size=1, max_size=30),
+    cuts=st.lists(st.integers(0, 10**6), max_size=8),
+    sidechain=st.booleans(),
+    among=st.one_of(st.none(), st.lists(st.sampled_from([*CALLS, "cX"]), max_size=4)),
+)
+@settings(max_examples=300)
+def test_incremental_indexing_equals_a_parse_of_the_whole_text(
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[str],
+    cuts: list[int],
+    sidechain: bool,
+    among: list[str] | None,
+) -> None:
+    """The transcript grows in pieces cut anywhere (a hook runs while a line is written):
+    after each piece the index answers as ``held_calls`` over the complete lines so far."""
+    folder = tmp_path_factory.mktemp("idx")
+    transcript, cache = folder / "s.jsonl", folder / "cache"
+    data = "".join(line + "\n" for line in lines).encode()
+    points = sorted({min(c, len(data)) for c in cuts} | {len(data)})
+    transcript.write_bytes(b"")
+    written = 0
+    for point in points:
+        with transcript.open("ab") as out:
+            out.write(data[written:point])
+        written = point
+        whole = data[: data.rfind(b"\n", 0, point) + 1].decode().splitlines()
+        expected = held_calls(whole, sidechain=sidechain)
+        got = read_held(transcript, cache_dir=cache, sidechain=sidechain, among=among)
+        if among is None:
+            assert got == expected
+        else:
+            asked = frozenset(among)
+            assert got.asked == asked
+            assert (got.ids, got.pending, got.known) == (
+                expected.ids & asked, expected.pending & asked, expected.known & asked
+            )
