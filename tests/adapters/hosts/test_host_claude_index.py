@@ -217,11 +217,9 @@ def test_complete_lines_gives_each_whole_line_once(
 
 # -- incremental == whole, on random transcripts ------------------------------------------------
 
-UUIDS = [f"u{i}" for i in range(9)]
-CALLS = [f"c{i}" for i in range(5)]
-MESSAGES = ["m0", "m1", "m2"]
-_parent = st.one_of(st.none(), st.sampled_from(UUIDS))
-_side = st.sampled_from([False, False, False, True])
+KINDS = ["prompt", "call", "call", "call", "parallel", "parallel", "rewind", "compact",
+         "progress", "forward", "rewrite", "micro", "clear", "garbage", "side", "collide"]  # fmt: skip
+RESULTS = ["ok", "ok", "ok", "error", "cleared", "stub", "list"]
 
 
 def _result(call: str, how: str) -> dict[str, Any]:
@@ -233,73 +231,125 @@ def _result(call: str, how: str) -> dict[str, Any]:
             "is_error": how == "error"}  # fmt: skip
 
 
-_entry = st.one_of(
-    st.builds(
-        lambda u, p, s, c: {"type": "user", "uuid": u, "parentUuid": p, "isSidechain": s,
-                            "message": {"role": "user", "content": c}},  # fmt: skip
-        st.sampled_from(UUIDS), _parent, _side,
-        st.one_of(
-            st.just("a prompt"),
-            st.lists(
-                st.builds(_result, st.sampled_from(CALLS),
-                          st.sampled_from(["ok", "ok", "error", "cleared", "stub", "list"])),
-                min_size=1, max_size=2,
-            ),
-        ),
-    ),  # fmt: skip
-    st.builds(
-        lambda u, p, s, m, calls: {"type": "assistant", "uuid": u, "parentUuid": p,
-                                   "isSidechain": s, "message": {"id": m, "content": [
-                                       {"type": "tool_use", "id": c, "name": "Read"}
-                                       for c in calls]}},  # fmt: skip
-        st.sampled_from(UUIDS), _parent, _side, st.sampled_from(MESSAGES),
-        st.lists(st.sampled_from(CALLS), max_size=2),
-    ),  # fmt: skip
-    st.builds(
-        lambda u, p, s: {"type": "progress", "uuid": u, "parentUuid": p, "isSidechain": s},
-        st.sampled_from([*UUIDS, "b0", "b1", "b2"]), st.one_of(_parent, st.sampled_from(["b0", "b1"])),
-        _side,
-    ),  # fmt: skip
-    st.builds(
-        lambda u: {"type": "system", "subtype": "compact_boundary", "uuid": u,
-                   "parentUuid": None, "isSidechain": False},  # fmt: skip
-        st.sampled_from(UUIDS),
-    ),
-    st.builds(
-        lambda u, p, ids: {"type": "system", "subtype": "microcompact_boundary", "uuid": u,
-                           "parentUuid": p, "isSidechain": False,
-                           "microcompactMetadata": {"compactedToolIds": ids}},  # fmt: skip
-        st.sampled_from(UUIDS), _parent, st.lists(st.sampled_from(CALLS), max_size=2),
-    ),
-    st.builds(
-        lambda clear: {"type": "api-request", "params": {"context_management": {"edits": [
-            {"type": "clear_tool_uses_20250919" if clear else "other"}]}}},  # fmt: skip
-        st.booleans(),
-    ),
-)
-_line = st.one_of(_entry.map(json.dumps), st.just("{not json"), st.just("[1, 2]"))
+def _transcript(ops: list[tuple[str, int, int]]) -> list[str]:
+    """Claude Code's shapes, mostly in the order it writes them, with rewinds, compactions,
+    progress entries, forward references, rewritten entries and collisions mixed in."""
+    lines: list[str] = []
+    made: list[str] = []
+    leaf: str | None = None
+    count = 0
+
+    def fresh() -> str:
+        nonlocal count
+        count += 1
+        return f"e{count}"
+
+    def add(entry: dict[str, Any]) -> None:
+        entry.setdefault("isSidechain", False)
+        lines.append(json.dumps(entry))
+        if "uuid" in entry:
+            made.append(entry["uuid"])
+
+    def user(uuid: str, parent: str | None, content: Any) -> None:
+        add({"type": "user", "uuid": uuid, "parentUuid": parent,
+             "message": {"role": "user", "content": content}})  # fmt: skip
+
+    def assistant(uuid: str, parent: str | None, message: str, calls: list[str]) -> None:
+        add({"type": "assistant", "uuid": uuid, "parentUuid": parent,
+             "message": {"id": message, "content": [
+                 {"type": "tool_use", "id": c, "name": "Read"} for c in calls]}})  # fmt: skip
+
+    for kind, a, b in ops:
+        pick = made[a % len(made)] if made else None
+        call = f"c{a % 4}" if b % 7 == 0 else f"c{count + 1}"  # now and then an id again
+        if kind == "prompt":
+            prev, leaf = leaf, fresh()
+            user(leaf, pick if b % 9 == 0 else prev, "a prompt")
+        elif kind == "call":
+            use = fresh()
+            assistant(use, leaf, f"m{use}", [call] if b % 5 else [])
+            leaf = use
+            if b % 3:
+                leaf = fresh()
+                user(leaf, use, [_result(call, RESULTS[b % len(RESULTS)])])
+        elif kind == "parallel":
+            message, uses = f"m{count}", []
+            for i in range(2 + a % 3):
+                use = fresh()
+                assistant(use, leaf, message, [f"{call}p{i}"])
+                uses.append((use, f"{call}p{i}"))
+                leaf = use
+            for use, parallel in uses[b % len(uses) :] + uses[: b % len(uses)]:
+                if (a + b) % 5:
+                    leaf = fresh()
+                    user(leaf, use, [_result(parallel, RESULTS[(a * b) % len(RESULTS)])])
+        elif kind == "rewind":
+            leaf = fresh()
+            user(leaf, pick, "another way")
+        elif kind == "compact":
+            leaf = fresh()
+            add({"type": "system", "subtype": "compact_boundary", "uuid": leaf,
+                 "parentUuid": None, "logicalParentUuid": pick})  # fmt: skip
+        elif kind == "progress":
+            bridge = fresh()
+            add({"type": "progress", "uuid": bridge, "parentUuid": leaf})
+            leaf = bridge
+        elif kind == "forward":  # names an entry written later (or never)
+            leaf = fresh()
+            user(leaf, f"e{count + 1 + a % 4}", "ahead")
+        elif kind == "rewrite" and lines:
+            again = json.loads(lines[a % len(lines)])
+            if "uuid" in again:
+                if b % 2:
+                    again["parentUuid"] = pick
+                lines.append(json.dumps(again))
+        elif kind == "micro":
+            add({"type": "system", "subtype": "microcompact_boundary", "uuid": fresh(),
+                 "parentUuid": leaf, "microcompactMetadata": {"compactedToolIds": [
+                     f"c{i}" for i in range(a % 3, count, 1 + b % 5)]}})  # fmt: skip
+            leaf = made[-1]
+        elif kind == "clear":
+            lines.append(json.dumps({"type": "api-request", "params": {"context_management": {
+                "edits": [{"type": "clear_tool_uses_20250919" if b % 2 else "other"}]}}}))
+        elif kind == "garbage":
+            lines.append(["{not json", "[1, 2]", "", '{"type": "user"}'][a % 4])
+        elif kind == "side":
+            add({"type": "assistant", "uuid": fresh(), "parentUuid": pick, "isSidechain": True,
+                 "message": {"id": "ms", "content": [
+                     {"type": "tool_use", "id": call, "name": "Read"}]}})  # fmt: skip
+        elif kind == "collide" and pick is not None:  # a bridge and a message of one uuid
+            add({"type": "progress", "uuid": pick, "parentUuid": made[b % len(made)]})
+    return lines
+
+
+_ops = st.lists(st.tuples(st.sampled_from(KINDS), st.integers(0, 60), st.integers(0, 60)),
+                min_size=1, max_size=40)  # fmt: skip
 
 
 @given(
-    lines=st.lists(_line, min_size=1, max_size=30),
-    cuts=st.lists(st.integers(0, 10**6), max_size=8),
-    sidechain=st.booleans(),
-    among=st.one_of(st.none(), st.lists(st.sampled_from([*CALLS, "cX"]), max_size=4)),
+    ops=_ops,
+    cuts=st.lists(st.integers(0, 10**5), max_size=6),
+    sidechain=st.sampled_from([False, False, False, True]),
+    among=st.one_of(st.none(), st.none(), st.lists(st.integers(0, 60), max_size=6)),
 )
-@settings(max_examples=300)
+@settings(max_examples=400)
 def test_incremental_indexing_equals_a_parse_of_the_whole_text(
     tmp_path_factory: pytest.TempPathFactory,
-    lines: list[str],
+    ops: list[tuple[str, int, int]],
     cuts: list[int],
     sidechain: bool,
-    among: list[str] | None,
+    among: list[int] | None,
 ) -> None:
     """The transcript grows in pieces cut anywhere (a hook runs while a line is written):
     after each piece the index answers as ``held_calls`` over the complete lines so far."""
     folder = tmp_path_factory.mktemp("idx")
     transcript, cache = folder / "s.jsonl", folder / "cache"
+    lines = _transcript(ops)
+    if sidechain:
+        lines = [line.replace('"isSidechain": false', '"isSidechain": true') for line in lines]
     data = "".join(line + "\n" for line in lines).encode()
     points = sorted({min(c, len(data)) for c in cuts} | {len(data)})
+    asked = None if among is None else [f"c{n}" for n in among]
     transcript.write_bytes(b"")
     written = 0
     for point in points:
@@ -308,12 +358,21 @@ def test_incremental_indexing_equals_a_parse_of_the_whole_text(
         written = point
         whole = data[: data.rfind(b"\n", 0, point) + 1].decode().splitlines()
         expected = held_calls(whole, sidechain=sidechain)
-        got = read_held(transcript, cache_dir=cache, sidechain=sidechain, among=among)
-        if among is None:
+        got = read_held(transcript, cache_dir=cache, sidechain=sidechain, among=asked)
+        if asked is None:
             assert got == expected
         else:
-            asked = frozenset(among)
-            assert got.asked == asked
+            mine = frozenset(asked)
+            assert got.asked == mine
             assert (got.ids, got.pending, got.known) == (
-                expected.ids & asked, expected.pending & asked, expected.known & asked
+                expected.ids & mine, expected.pending & mine, expected.known & mine
             )
+
+
+def test_the_random_transcripts_reach_every_case() -> None:
+    """The generator above is not vacuous: its transcripts hold calls, pending calls, parallel
+    siblings off the walked chain, and cut chains."""
+    ops = [("prompt", 0, 1), ("call", 1, 1), ("parallel", 1, 1), ("call", 2, 3),
+           ("progress", 0, 0), ("call", 3, 2), ("call", 4, 0)]  # fmt: skip
+    got = held_calls(_transcript(ops))
+    assert len(got.ids) >= 4 and got.pending
