@@ -93,7 +93,8 @@ class Transcript:
         block = {"tool_use_id": call, "type": "tool_result", "content": content}
         self.add({"promptId": self.prompt, "type": "user",
                   "message": {"role": "user", "content": [block]},
-                  "toolUseResult": tool_result, "sourceToolAssistantUUID": self.parent})  # fmt: skip
+                  "toolUseResult": tool_result,
+                  "sourceToolAssistantUUID": self.parent})  # fmt: skip
 
     def bash(self, call: str, command: str, stdout: str) -> None:
         self.use(call, "Bash", {"command": command, "description": "Run it"})
@@ -221,8 +222,9 @@ def main() -> None:
             for t in (short, long):  # the first reads, through the hook (content)
                 for i, path in enumerate(files):
                     read_call(t, path, f"toolu_first_{i:04d}", env)
-            rows: dict[str, list[float]] = {k: [] for k in
-                                            ("floor", "short", "long", "short-i", "long-i")}
+            rows: dict[str, list[float]] = {
+                k: [] for k in ("floor", "short", "long", "short-i", "long-i")
+            }
             answered = 0
             for n in range(args.calls):
                 path = files[n % len(files)]

@@ -40,13 +40,17 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from filecache.adapters.hosts.claude_transcript import Held, parse_line
-from filecache.adapters.hosts.regular_files import MAX_LINE, complete_lines, open_regular
+from filecache.adapters.hosts.regular_files import (
+    MAX_LINE,
+    complete_lines,
+    open_regular,
+    probe,
+)
 
 from filecache.core.hashing import version_of
 
 __all__ = ["MAX_LINE", "read_held"]
 
-_PROBE = 4096  # bytes hashed at each probe point
 _SCHEMA = 5  # 5: a SQLite index (4 and before: one JSON file rewritten whole by every hook)
 _BUSY_SECONDS = 15.0  # a parallel hook building the index of a long transcript: wait for it
 _TABLES = ("meta", "entry", "bridge", "use", "result", "compacted")
@@ -186,7 +190,7 @@ class _Index:
             self._put(
                 offset=end,
                 inode=[st.st_dev, st.st_ino],
-                probe=_probe(transcript, end),
+                probe=probe(transcript, end),
                 sidechain=self.sidechain,
             )
         return self
@@ -198,7 +202,7 @@ class _Index:
             and 0 <= offset <= size
             and self.meta.get("inode") == [st.st_dev, st.st_ino]
             and self.meta.get("sidechain") == self.sidechain
-            and self.meta.get("probe") == _probe(transcript, offset)
+            and self.meta.get("probe") == probe(transcript, offset)
         )
 
     def _clear(self) -> None:
@@ -233,7 +237,9 @@ class _Index:
             old = db.execute("SELECT p FROM bridge WHERE uuid = ?", (uuid,)).fetchone()
             if old is not None and old[0] == parsed.parent:
                 return
-            db.execute("INSERT OR REPLACE INTO bridge (uuid, p) VALUES (?, ?)", (uuid, parsed.parent))
+            db.execute(
+                "INSERT OR REPLACE INTO bridge (uuid, p) VALUES (?, ?)", (uuid, parsed.parent)
+            )
             if old is not None or self._entry(uuid) is not None:
                 self._put(dirty=True)  # another path through it: the chain is walked again
             return
@@ -269,9 +275,7 @@ class _Index:
         """(seq, type, position on the chain, message id) of a message entry."""
         if uuid is None:
             return None
-        row = self.db.execute(
-            "SELECT seq, t, pos, m FROM entry WHERE uuid = ?", (uuid,)
-        ).fetchone()
+        row = self.db.execute("SELECT seq, t, pos, m FROM entry WHERE uuid = ?", (uuid,)).fetchone()
         return None if row is None else (row[0], row[1], row[2], row[3])
 
     def _parent(self, uuid: str) -> str | None:
@@ -388,9 +392,7 @@ class _Index:
     def _position(self, uses: list[tuple[str, int, int | None, str | None]]) -> int | None:
         """Where a call's tool_use is on the chain (``held_of``'s ``uses``): the newest
         parallel sibling naming it, else the newest chain entry naming it."""
-        siblings = [
-            (seq, m) for uuid, seq, pos, m in uses if pos is None and self._sibling(uuid)
-        ]
+        siblings = [(seq, m) for uuid, seq, pos, m in uses if pos is None and self._sibling(uuid)]
         if siblings:
             return self._response(max(siblings)[1])
         on = [pos for _, _, pos, _ in uses if pos is not None]
@@ -428,12 +430,3 @@ class _Index:
                 )
         self._on[uuid] = yes
         return yes
-
-
-def _probe(transcript: BinaryIO, offset: int) -> list[str]:
-    """Hashes of the bytes at the start, at three points inside and just before ``offset``."""
-    out = []
-    for at in (0, offset // 4, offset // 2, 3 * offset // 4, max(0, offset - _PROBE)):
-        transcript.seek(at)
-        out.append(version_of(transcript.read(min(_PROBE, offset - at))))
-    return out

@@ -17,14 +17,15 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["MAX_LINE", "complete_lines", "open_regular"]
+__all__ = ["MAX_LINE", "complete_lines", "open_regular", "probe"]
 
 MAX_LINE = 8 << 20  # bytes: a longer line is skipped (a transcript line holds one entry)
 _CHUNK = 1 << 20
+_PROBE = 4096  # bytes hashed at each probe point
 
 
 def open_regular(path: str | Path) -> tuple[BinaryIO, int]:
@@ -76,3 +77,18 @@ def complete_lines(
                 yield (b"".join([*parts, chunk[i:j]]) if parts else chunk[i:j]), base + j + 1
             parts, size, over = [], 0, False
             i = j + 1
+
+
+def probe(file: BinaryIO, offset: int) -> list[str]:
+    """Hashes of the bytes of ``file`` at its start, at three points inside and just before
+    ``offset``: what a reader that read up to ``offset`` compares to know that the file still
+    starts with what it read (a rewrite in place, a truncation, a replacement that kept the
+    inode). A rewrite that keeps every probed byte goes unseen: the probes are the price of
+    not reading the whole prefix again."""
+    from filecache.core.hashing import version_of
+
+    out = []
+    for at in (0, offset // 4, offset // 2, 3 * offset // 4, max(0, offset - _PROBE)):
+        file.seek(at)
+        out.append(version_of(file.read(min(_PROBE, offset - at))))
+    return out

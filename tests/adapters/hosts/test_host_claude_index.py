@@ -1,4 +1,4 @@
-"""The Claude Code transcript index (``claude_index``): per call, what was appended and nothing more.
+"""The Claude Code transcript index (``claude_index``): per call, what was appended, no more.
 
 Issue 31, failure 10: every hook call loaded and rewrote the whole index (14 MB of JSON at 50k
 calls) and walked every entry, and held the transcript's new bytes whole in memory. Here:
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import stat
 from pathlib import Path
 from typing import Any
@@ -152,7 +151,11 @@ def test_a_rewritten_or_truncated_transcript_is_indexed_again(tmp_path: Path) ->
         out.write(cut + "".join(json.dumps(e) + "\n" for e in entries) * 45)
     assert transcript.stat().st_size > len(text)
     check()
-    assert read_held(transcript, cache_dir=cache, among=asked).ids == {"toolu_0", "toolu_99", "toolu_9"}
+    assert read_held(transcript, cache_dir=cache, among=asked).ids == {
+        "toolu_0",
+        "toolu_99",
+        "toolu_9",
+    }
 
 
 def test_the_index_is_private_and_a_damaged_one_is_built_again(tmp_path: Path) -> None:
@@ -218,7 +221,8 @@ def test_complete_lines_gives_each_whole_line_once(
 # -- incremental == whole, on random transcripts ------------------------------------------------
 
 KINDS = ["prompt", "call", "call", "call", "parallel", "parallel", "rewind", "compact",
-         "progress", "forward", "rewrite", "micro", "clear", "garbage", "side", "collide"]  # fmt: skip
+         "progress", "forward", "rewrite", "micro", "clear", "garbage", "side",
+         "collide"]  # fmt: skip
 RESULTS = ["ok", "ok", "ok", "error", "cleared", "stub", "list"]
 
 
@@ -309,8 +313,20 @@ def _transcript(ops: list[tuple[str, int, int]]) -> list[str]:
                      f"c{i}" for i in range(a % 3, count, 1 + b % 5)]}})  # fmt: skip
             leaf = made[-1]
         elif kind == "clear":
-            lines.append(json.dumps({"type": "api-request", "params": {"context_management": {
-                "edits": [{"type": "clear_tool_uses_20250919" if b % 2 else "other"}]}}}))
+            lines.append(
+                json.dumps(
+                    {
+                        "type": "api-request",
+                        "params": {
+                            "context_management": {
+                                "edits": [
+                                    {"type": "clear_tool_uses_20250919" if b % 2 else "other"}
+                                ]
+                            }
+                        },
+                    }
+                )
+            )
         elif kind == "garbage":
             lines.append(["{not json", "[1, 2]", "", '{"type": "user"}'][a % 4])
         elif kind == "side":
@@ -365,7 +381,9 @@ def test_incremental_indexing_equals_a_parse_of_the_whole_text(
             mine = frozenset(asked)
             assert got.asked == mine
             assert (got.ids, got.pending, got.known) == (
-                expected.ids & mine, expected.pending & mine, expected.known & mine
+                expected.ids & mine,
+                expected.pending & mine,
+                expected.known & mine,
             )
 
 
