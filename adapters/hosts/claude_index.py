@@ -171,6 +171,8 @@ class _Index:
         }
         self._parents: dict[str, str | None] = {}
         self._on: dict[str, bool] = {}
+        self._uses: list[tuple[str, int]] = []  # rows not written yet (``_flush``)
+        self._results: list[tuple[str, int, int]] = []
 
     # -- reading what was appended ---------------------------------------------------------
 
@@ -181,11 +183,15 @@ class _Index:
             self._clear()
             offset = 0
         end = offset
+        marks = self._marks()
         for line, after in complete_lines(transcript, offset, size):
             if line is not None:
                 self._add(line)
             end = after
+        self._flush()
         if end != offset or "offset" not in self.meta:
+            if self._collided(marks):
+                self._put(dirty=True)  # a message named like a bridge: it ends that path now
             self._chain()
             self._put(
                 offset=end,
@@ -217,6 +223,35 @@ class _Index:
             [(k, json.dumps(v)) for k, v in values.items()],
         )
 
+    def _marks(self) -> tuple[int, int]:
+        """The newest entry's and bridge's row ids before this update."""
+        entry = self.db.execute("SELECT coalesce(max(seq), 0) FROM entry").fetchone()[0]
+        bridge = self.db.execute("SELECT coalesce(max(rowid), 0) FROM bridge").fetchone()[0]
+        return int(entry), int(bridge)
+
+    def _collided(self, marks: tuple[int, int]) -> bool:
+        """An entry and a bridge of one uuid, one of them new (a damaged transcript)."""
+        return bool(
+            self.db.execute(
+                "SELECT 1 FROM entry e JOIN bridge b ON b.uuid = e.uuid WHERE e.seq > ? LIMIT 1",
+                (marks[0],),
+            ).fetchone()
+            or self.db.execute(
+                "SELECT 1 FROM bridge b JOIN entry e ON e.uuid = b.uuid WHERE b.rowid > ? LIMIT 1",
+                (marks[1],),
+            ).fetchone()
+        )
+
+    def _flush(self) -> None:
+        if self._uses:
+            self.db.executemany("INSERT INTO use (call, seq) VALUES (?, ?)", self._uses)
+            self._uses = []
+        if self._results:
+            self.db.executemany(
+                "INSERT INTO result (call, seq, holds) VALUES (?, ?, ?)", self._results
+            )
+            self._results = []
+
     def _add(self, line: bytes) -> None:
         parsed = parse_line(line, sidechain=self.sidechain)
         if parsed is None:
@@ -234,40 +269,39 @@ class _Index:
             return
         summary = parsed.summary
         if summary is None:  # an entry between messages: the chain runs through it
-            old = db.execute("SELECT p FROM bridge WHERE uuid = ?", (uuid,)).fetchone()
-            if old is not None and old[0] == parsed.parent:
-                return
-            db.execute(
-                "INSERT OR REPLACE INTO bridge (uuid, p) VALUES (?, ?)", (uuid, parsed.parent)
+            added = db.execute(
+                "INSERT OR IGNORE INTO bridge (uuid, p) VALUES (?, ?)", (uuid, parsed.parent)
             )
-            if old is not None or self._entry(uuid) is not None:
-                self._put(dirty=True)  # another path through it: the chain is walked again
+            if added.rowcount == 0:
+                old = db.execute("SELECT p FROM bridge WHERE uuid = ?", (uuid,)).fetchone()
+                if old[0] != parsed.parent:
+                    db.execute(
+                        "INSERT OR REPLACE INTO bridge (uuid, p) VALUES (?, ?)",
+                        (uuid, parsed.parent),
+                    )
+                    self._put(dirty=True)  # another path through it: walked again
             return
-        kind, parent = summary["t"], summary["p"]
-        row = (kind, parent, summary.get("m"), int(bool(summary.get("q"))))
-        old_row = db.execute("SELECT seq, p FROM entry WHERE uuid = ?", (uuid,)).fetchone()
-        if old_row is None:
-            seq = db.execute(
-                "INSERT INTO entry (uuid, t, p, m, q) VALUES (?, ?, ?, ?, ?)", (uuid, *row)
-            ).lastrowid
-            if db.execute("SELECT 1 FROM bridge WHERE uuid = ?", (uuid,)).fetchone():
-                self._put(dirty=True)  # a message named like a bridge: it now ends that path
+        parent = summary["p"]
+        row = (summary["t"], parent, summary.get("m"), int(bool(summary.get("q"))))
+        added = db.execute(
+            "INSERT OR IGNORE INTO entry (uuid, t, p, m, q) VALUES (?, ?, ?, ?, ?)", (uuid, *row)
+        )
+        if added.rowcount == 1:
+            seq = added.lastrowid
         else:  # rewritten: it keeps its place and takes the new content
-            seq = old_row[0]
+            seq, old_parent = db.execute(
+                "SELECT seq, p FROM entry WHERE uuid = ?", (uuid,)
+            ).fetchone()
+            self._flush()
             db.execute("UPDATE entry SET t = ?, p = ?, m = ?, q = ? WHERE seq = ?", (*row, seq))
             db.execute("DELETE FROM use WHERE seq = ?", (seq,))
             db.execute("DELETE FROM result WHERE seq = ?", (seq,))
-            if old_row[1] != parent:
+            if old_parent != parent:
                 self._put(dirty=True)
-        if summary.get("u"):
-            db.executemany(
-                "INSERT INTO use (call, seq) VALUES (?, ?)", [(c, seq) for c in summary["u"]]
-            )
-        if summary.get("r"):
-            db.executemany(
-                "INSERT INTO result (call, seq, holds) VALUES (?, ?, ?)",
-                [(c, seq, int(bool(h))) for c, h in summary["r"]],
-            )
+        self._uses.extend((c, seq) for c in summary.get("u", ()))
+        self._results.extend((c, seq, int(bool(h))) for c, h in summary.get("r", ()))
+        if len(self._uses) + len(self._results) > 10_000:
+            self._flush()
 
     # -- the live chain ---------------------------------------------------------------------
 
@@ -303,8 +337,7 @@ class _Index:
         leaf = db.execute("SELECT uuid FROM entry ORDER BY seq DESC LIMIT 1").fetchone()
         if leaf is None:
             return
-        if self.meta.get("dirty") or not self._walk(leaf[0], meet=True):
-            self._walk(leaf[0], meet=False)
+        self._walk(leaf[0], meet=not self.meta.get("dirty"))
         root = db.execute("SELECT uuid FROM entry WHERE pos = 0").fetchone()
         above = self._entry(self._parent(root[0])) if root is not None else None
         if above is not None and above[2] is None:  # the root's parent came later: walk it all
@@ -312,36 +345,43 @@ class _Index:
         if self.meta.get("dirty"):
             self._put(dirty=False)
 
-    def _walk(self, leaf: str, *, meet: bool) -> bool:
-        """Walk from ``leaf`` up; with ``meet``, only until an entry already on the chain
-        (False when it did not meet the chain: the caller walks it all)."""
+    def _walk(self, leaf: str, *, meet: bool) -> None:
+        """Walk from ``leaf`` up to the root (``held_of``'s walk, one lookup an entry); with
+        ``meet``, only until an entry already on the chain, which is cut above it."""
+        db = self.db
         walked: list[str] = []
         seen: set[str] = set()
+        bridges: set[str] = set()  # passed since the last message (a loop: the walk ends)
         cursor: str | None = leaf
         below: int | None = None
-        while cursor is not None and cursor not in seen:
-            found = self._entry(cursor)
-            if found is None:
+        while cursor is not None:
+            row = db.execute("SELECT pos, p FROM entry WHERE uuid = ?", (cursor,)).fetchone()
+            if row is None:
+                bridge = db.execute("SELECT p FROM bridge WHERE uuid = ?", (cursor,)).fetchone()
+                if bridge is None or cursor in bridges:
+                    break
+                bridges.add(cursor)
+                cursor = bridge[0]
+                continue
+            if cursor in seen:
                 break
-            if found[2] is not None and meet:
-                below = found[2]
+            if meet and row[0] is not None:
+                below = row[0]
                 break
             walked.append(cursor)
             seen.add(cursor)
-            cursor = self._parent(cursor)
-        if meet and below is None:
-            return False
-        start = 0 if below is None else below + 1
+            bridges.clear()
+            cursor = row[1]
         if below is None:
-            self.db.execute("UPDATE entry SET pos = NULL WHERE pos IS NOT NULL")
+            db.execute("UPDATE entry SET pos = NULL WHERE pos IS NOT NULL")
         else:
-            self.db.execute("UPDATE entry SET pos = NULL WHERE pos > ?", (below,))
-        self.db.executemany(
+            db.execute("UPDATE entry SET pos = NULL WHERE pos > ?", (below,))
+        start = 0 if below is None else below + 1
+        db.executemany(
             "UPDATE entry SET pos = ? WHERE uuid = ?",
             [(start + n, uuid) for n, uuid in enumerate(reversed(walked))],
         )
         self._on.clear()
-        return True
 
     # -- what is held -----------------------------------------------------------------------
 
