@@ -222,7 +222,7 @@ def test_complete_lines_gives_each_whole_line_once(
 
 KINDS = ["prompt", "call", "call", "call", "parallel", "parallel", "rewind", "compact",
          "progress", "forward", "rewrite", "micro", "clear", "garbage", "side",
-         "collide"]  # fmt: skip
+         "collide", "shadow"]  # fmt: skip
 RESULTS = ["ok", "ok", "ok", "error", "cleared", "stub", "list"]
 
 
@@ -240,6 +240,7 @@ def _transcript(ops: list[tuple[str, int, int]]) -> list[str]:
     progress entries, forward references, rewritten entries and collisions mixed in."""
     lines: list[str] = []
     made: list[str] = []
+    bridges: list[str] = []
     leaf: str | None = None
     count = 0
 
@@ -294,9 +295,10 @@ def _transcript(ops: list[tuple[str, int, int]]) -> list[str]:
             leaf = fresh()
             add({"type": "system", "subtype": "compact_boundary", "uuid": leaf,
                  "parentUuid": None, "logicalParentUuid": pick})  # fmt: skip
-        elif kind == "progress":
+        elif kind == "progress":  # mostly between a message and the next; now and then not
             bridge = fresh()
-            add({"type": "progress", "uuid": bridge, "parentUuid": leaf})
+            add({"type": "progress", "uuid": bridge, "parentUuid": pick if b % 4 == 0 else leaf})
+            bridges.append(bridge)
             leaf = bridge
         elif kind == "forward":  # names an entry written later (or never)
             leaf = fresh()
@@ -335,6 +337,8 @@ def _transcript(ops: list[tuple[str, int, int]]) -> list[str]:
                      {"type": "tool_use", "id": call, "name": "Read"}]}})  # fmt: skip
         elif kind == "collide" and pick is not None:  # a bridge and a message of one uuid
             add({"type": "progress", "uuid": pick, "parentUuid": made[b % len(made)]})
+        elif kind == "shadow" and bridges:  # a message and a bridge of one uuid
+            user(bridges[a % len(bridges)], made[b % len(made)], "shadow")
     return lines
 
 
@@ -391,6 +395,65 @@ def test_the_random_transcripts_reach_every_case() -> None:
     """The generator above is not vacuous: its transcripts hold calls, pending calls, parallel
     siblings off the walked chain, and cut chains."""
     ops = [("prompt", 0, 1), ("call", 1, 1), ("parallel", 1, 1), ("call", 2, 3),
-           ("progress", 0, 0), ("call", 3, 2), ("call", 4, 0)]  # fmt: skip
+           ("progress", 0, 1), ("call", 3, 2), ("call", 4, 0)]  # fmt: skip
     got = held_calls(_transcript(ops))
     assert len(got.ids) >= 4 and got.pending
+
+
+def _use(uuid: str, parent: str | None, call: str) -> dict[str, Any]:
+    return {"type": "assistant", "uuid": uuid, "parentUuid": parent, "isSidechain": False,
+            "message": {"id": f"m-{uuid}", "content": [
+                {"type": "tool_use", "id": call, "name": "Read"}]}}  # fmt: skip
+
+
+def _done(uuid: str, parent: str | None, call: str) -> dict[str, Any]:
+    return {"type": "user", "uuid": uuid, "parentUuid": parent, "isSidechain": False,
+            "message": {"role": "user", "content": [_result(call, "ok")]}}  # fmt: skip
+
+
+def _bridge(uuid: str, parent: str | None) -> dict[str, Any]:
+    return {"type": "progress", "uuid": uuid, "parentUuid": parent, "isSidechain": False}
+
+
+def _prompt(uuid: str, parent: str | None) -> dict[str, Any]:
+    return {"type": "user", "uuid": uuid, "parentUuid": parent, "isSidechain": False,
+            "message": {"role": "user", "content": "go on"}}  # fmt: skip
+
+
+# A call c0 (D, E) then a call c1 (B, R) chained to it through the bridge X, then one more line.
+_BEFORE = [_use("D", None, "c0"), _done("E", "D", "c0"), _bridge("X", "E"), _use("B", "X", "c1"),
+           _done("R", "B", "c1")]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("entries", "held_at_end"),
+    [
+        pytest.param(  # the root's parent, named before it was written, comes as a bridge
+            [_use("D", None, "c0"), _done("E", "D", "c0"), _prompt("A", "X"),
+             _use("B", "A", "c1"), _done("R", "B", "c1"), _bridge("X", "E")],
+            {"c0", "c1"}, id="late-bridge-above-the-root",
+        ),
+        pytest.param(  # a message written with the bridge's uuid: the path ends at it (a loop)
+            [*_BEFORE, _prompt("X", "R")], {"c1"}, id="message-named-like-a-bridge",
+        ),
+        pytest.param(  # the bridge written again with another parent
+            [*_BEFORE, _bridge("X", None)], {"c1"}, id="bridge-rewritten",
+        ),
+        pytest.param(  # an entry written again with another parent
+            [*_BEFORE, {**_use("B", None, "c1")}], {"c1"}, id="entry-rewritten",
+        ),
+    ],
+)  # fmt: skip
+def test_changes_below_the_newest_entry_are_walked_again(
+    tmp_path: Path, entries: list[dict[str, Any]], held_at_end: set[str]
+) -> None:
+    """Lines that change the chain without a new newest entry on it: the index walks it again
+    (each case failed with that walk left out)."""
+    transcript, cache = tmp_path / "s.jsonl", tmp_path / "cache"
+    transcript.write_text("")
+    for n, entry in enumerate(entries):
+        with transcript.open("a") as out:
+            out.write(json.dumps(entry) + "\n")
+        expected = held_calls(json.dumps(e) for e in entries[: n + 1])
+        assert read_held(transcript, cache_dir=cache) == expected
+    assert expected.ids == held_at_end
