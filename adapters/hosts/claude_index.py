@@ -286,7 +286,7 @@ class _Index:
         added = db.execute(
             "INSERT OR IGNORE INTO entry (uuid, t, p, m, q) VALUES (?, ?, ?, ?, ?)", (uuid, *row)
         )
-        if added.rowcount == 1:
+        if added.rowcount == 1 and added.lastrowid is not None:
             seq = added.lastrowid
         else:  # rewritten: it keeps its place and takes the new content
             seq, old_parent = db.execute(
