@@ -457,3 +457,67 @@ def test_changes_below_the_newest_entry_are_walked_again(
         expected = held_calls(json.dumps(e) for e in entries[: n + 1])
         assert read_held(transcript, cache_dir=cache) == expected
     assert expected.ids == held_at_end
+
+
+def test_a_hook_killed_while_indexing_leaves_an_index_the_next_one_trusts(tmp_path: Path) -> None:
+    """SIGKILL at whatever moment the build has reached: the next call answers as a full parse
+    (the transaction rolled back, or committed whole)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    text, _ = _session(3000)
+    transcript, cache = tmp_path / "s.jsonl", tmp_path / "cache"
+    transcript.write_text(text)
+    code = (
+        "import sys; from pathlib import Path; "
+        "from filecache.adapters.hosts.claude_index import read_held; "
+        "print('go', flush=True); read_held(Path(sys.argv[1]), cache_dir=Path(sys.argv[2]))"
+    )
+    for delay in (0.05, 0.3, 1.0):
+        child = subprocess.Popen(
+            [sys.executable, "-c", code, str(transcript), str(cache)], stdout=subprocess.PIPE
+        )
+        assert child.stdout is not None and child.stdout.readline() == b"go\n"
+        time.sleep(delay)  # somewhere in the build (or after it): any moment will do
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        child.stdout.close()
+        with transcript.open("a") as out:
+            entries, _ = _call(9000 + int(delay * 100), "prompt")
+            out.write("".join(json.dumps(e) + "\n" for e in entries))
+        expected = held_calls(transcript.read_text().splitlines())
+        assert read_held(transcript, cache_dir=cache) == expected
+
+
+def test_parallel_readers_of_a_growing_transcript_agree_with_a_full_parse(tmp_path: Path) -> None:
+    """Threads (the hook server's parallel calls) and a writer at once: every answer is the
+    parse of some prefix, none is incomplete, and the last equals the whole."""
+    import threading
+
+    text, parent = _session(200)
+    transcript, cache = tmp_path / "s.jsonl", tmp_path / "cache"
+    transcript.write_text(text)
+    answers: list[Any] = []
+    done = threading.Event()
+
+    def reader() -> None:
+        while not done.is_set():
+            answers.append(read_held(transcript, cache_dir=cache, current="toolu_now"))
+
+    threads = [threading.Thread(target=reader) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for n in range(200, 260):
+        entries, parent = _call(n, parent)
+        with transcript.open("a") as out:
+            out.write("".join(json.dumps(e) + "\n" for e in entries))
+    done.set()
+    for thread in threads:
+        thread.join()
+    assert answers and all(a.complete for a in answers)
+    assert all({f"toolu_{n}" for n in range(200)} <= a.ids for a in answers)
+    whole = held_calls(transcript.read_text().splitlines())
+    final = read_held(transcript, cache_dir=cache)
+    assert final == whole and len(whole.ids) == 260
