@@ -395,8 +395,10 @@ class _Index:
                 r[0] for r in db.execute("SELECT call FROM use UNION SELECT call FROM result")
             )
         )
-        row = db.execute("SELECT max(pos) FROM entry WHERE q = 1 AND pos IS NOT NULL").fetchone()
-        last_prompt = row[0] if row[0] is not None else -1
+        row = db.execute(  # newest first through the index: not a scan of every prompt
+            "SELECT pos FROM entry WHERE q = 1 AND pos IS NOT NULL ORDER BY pos DESC LIMIT 1"
+        ).fetchone()
+        last_prompt = row[0] if row is not None else -1
         held, pending, known = set(), set(), set()
         for call in ids:
             uses = db.execute(
@@ -443,10 +445,11 @@ class _Index:
         if not message:
             return None
         row = self.db.execute(
-            "SELECT max(pos) FROM entry WHERE m = ? AND t = 'assistant' AND pos IS NOT NULL",
+            "SELECT pos FROM entry WHERE m = ? AND t = 'assistant' AND pos IS NOT NULL "
+            "ORDER BY pos DESC LIMIT 1",
             (message,),
         ).fetchone()
-        return None if row is None else row[0]
+        return None if row is None else int(row[0])
 
     def _on_chain(self, uuid: str | None) -> bool:
         """On the chain, or a parallel sibling of an entry on it."""
