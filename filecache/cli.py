@@ -16,9 +16,11 @@ import click
 
 from filecache.adapters.hosts.host_specs import HOST_NAMES, SPECS
 from filecache.cli_errors import cli_message
+from filecache.cli_read import CLI_SESSION
 from filecache.cli_reports import (
     cache_aware_option,
     check_output_file,
+    model_option,
     preset_option,
     write_output,
 )
@@ -29,12 +31,11 @@ from filecache.tools import READ_FILE, param_help  # option help: the tool table
 
 if TYPE_CHECKING:  # imported by the commands that use them: --help and others stay light
     from filecache.cache import FileCache, Session
+    from filecache.replay.host_registry import HostReplay
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
-CLI_SESSION = "cli"
-"""The session of CLI calls without ``--session``, per root (``FileCache.session`` keys it)."""
 
 
 class _Group(click.Group):
@@ -131,21 +132,14 @@ def read(
     session: str | None,
 ) -> None:
     """Read PATH as the session's model should see it: content, FileRef or diff."""
-    from filecache.cache import FileCache
+    from filecache.cli_read import run_read  # also run without click (filecache.entry)
 
-    with FileCache(root, store=store) as cache:
-        s = _cli_session(cache, session)
-        result = s.read(
-            path,
-            offset=offset,
-            limit=limit,
-            mode=mode,
-            symbol=symbol,
-            fresh=fresh or raw,  # the file's bytes, never a FileRef or diff (read --raw > copy)
-            numbered=not raw,
-            call_id=call_id,
-        )
-        _emit(result, as_json, s)
+    text = run_read(
+        path, offset=offset, limit=limit, mode=mode, symbol=symbol, fresh=fresh, raw=raw,
+        call_id=call_id, as_json=as_json, root=root, store=store, session=session,
+    )  # fmt: skip
+    # color=True: click would strip ANSI escapes when piped, changing the file's content.
+    click.echo(text, nl=as_json, color=True)
 
 
 @main.command(context_settings=CONTEXT)
@@ -315,22 +309,17 @@ def serve(
     run_server(options, transport=transport, host=host, port=port)
 
 
-def _gateway_modules(ctx: click.Context) -> Any:
-    """The gateway's server modules, or exit 2 with the install hint (no aiohttp)."""
+def _require_gateway(ctx: click.Context) -> None:
+    """Exit 2 with the install hint when the gateway extra (aiohttp) is missing."""
     try:
         # proxy first: it turns a missing aiohttp into the install hint (server.py's own
         # ``from aiohttp import web`` would say only "No module named 'aiohttp'")
-        from filecache.adapters.gateway import (
-            proxy,  # noqa: F401
-            server,
-            user_gateway,
-        )
+        from filecache.adapters.gateway import proxy  # noqa: F401
     except ModuleNotFoundError as exc:
         if exc.name != "aiohttp":  # proxy.py names the extra's modules "aiohttp"
             raise
         click.echo(f"filecache: {exc}", err=True)
         ctx.exit(2)
-    return server, user_gateway
 
 
 @main.command(context_settings=CONTEXT)
@@ -401,11 +390,13 @@ def gateway(
 
     from filecache.adapters.gateway.routes import parse_specs
 
-    server, user_gateway = _gateway_modules(ctx)
+    _require_gateway(ctx)
+    from filecache.adapters.gateway import server, user_gateway
+
     env = dict(os.environ)
     try:
         if status or stop or background:
-            _background_gateway(user_gateway, env, store, status, stop, as_json)
+            _background_gateway(env, store, status, stop, as_json)
             return
     except (user_gateway.Refused, OSError, RuntimeError) as exc:
         click.echo(f"filecache: {exc}", err=True)
@@ -433,7 +424,6 @@ def gateway(
 
 
 def _background_gateway(
-    user_gateway: Any,
     env: dict[str, str],
     store: str | None,
     status: bool,
@@ -441,6 +431,8 @@ def _background_gateway(
     as_json: bool,
 ) -> None:
     """``filecache gateway --status``, ``--stop`` or ``--background``."""  # fmt: skip
+    from filecache.adapters.gateway import user_gateway
+
     if stop:
         pids = user_gateway.stop_gateways(env)
         out: Any = {"stopped": pids}
@@ -509,6 +501,7 @@ def run(window: int | None, host: str, args: tuple[str, ...]) -> None:
     show_default=True,
     help="The session's root (with --session).",
 )
+@model_option
 def prune(
     source: Any,
     output: Path | None,
@@ -520,10 +513,13 @@ def prune(
     store: str | None,
     session: str | None,
     root: Path,
+    model: str | None,
 ) -> None:
     """Prune SOURCE (a message list, or an object with 'messages'/'input'; '-' for stdin)."""
     from filecache.cache import FileCache
     from filecache.core.json_input import load_json
+    from filecache.core.tokens import TokenCounter
+    from filecache.figures import prices_for, prune_headline
     from filecache.prune.pruner import prune_messages
     from filecache.prune.pruning import PrunePolicy
     from filecache.settings import load_settings
@@ -534,9 +530,15 @@ def prune(
     data = load_json(source.read(), name if isinstance(name, str) else "-")  # one-line errors
     aware = {} if cache_aware is None else {"cache_aware": cache_aware}
     policy = PrunePolicy.preset(preset, context_window=window, **aware)
+    prices = prices_for(model)  # an unknown model fails before the work
     if session is not None:  # a filecache session: its ledger guides the plan, and it forgets
         with FileCache(root, store=store) as cache:  # what the plan clears (ref safety)
-            result = prune_messages(data, session=cache.session(session), policy=policy, format=fmt)
+            s = cache.session(session)
+            result = prune_messages(data, session=s, policy=policy, format=fmt)
+            headline = prune_headline(  # this request, counted into the session's figures
+                data, result.messages, result.format, cache.tokens.count, cache.store, s.id,
+                prices,
+            )  # fmt: skip
     else:
         resolved = root.resolve()
         path = store_location(resolved, store)
@@ -545,6 +547,8 @@ def prune(
             result = prune_messages(
                 data, store=opened, policy=policy, format=fmt, deny=deny, root=resolved
             )
+        count = TokenCounter().count
+        headline = prune_headline(data, result.messages, result.format, count, None, None, prices)
     text = json.dumps(result.messages, ensure_ascii=False, indent=1)
     if output is not None:
         write_output(output, text + "\n")
@@ -555,6 +559,7 @@ def prune(
     if as_json:
         plan = result.plan
         report = {
+            "headline": headline.to_json(),
             "format": result.format,
             # against the input as given: this pass's changes and the sticky earlier ones
             **(result.report.to_json() if result.report is not None else {}),
@@ -824,7 +829,7 @@ def archive_show(call_id: str, session: str | None, store: str | None) -> None:
     click.echo(text, nl=False, color=True)
 
 
-def _claude_code_replay() -> Any:
+def _claude_code_replay() -> HostReplay:
     from filecache.adapters.hosts.claude_replay import replay_claude_code
 
     return replay_claude_code
