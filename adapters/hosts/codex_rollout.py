@@ -214,7 +214,7 @@ class _Reader:
 
 _READERS: dict[str, _Reader] = {}
 _READERS_LOCK = threading.Lock()
-_MAX_READERS = 64
+_MAX_READERS = 16  # a reader holds a long session's call ids (a few MB at 50k calls)
 _MAX_ENDED = 4096
 
 
