@@ -736,7 +736,7 @@ _HOSTS = HOST_NAMES  # host_specs imports nothing: the CLI's start stays as it w
     "--http-port",
     type=int,
     default=None,
-    help="With --http: the server's port (default: fixed per user, 41000 + uid mod 8000).",
+    help="The http server's port (implies --http; default: 41000 + uid mod 8000, per user).",
 )
 def install(
     host: str,
