@@ -390,8 +390,10 @@ def serve(port: int, idle: float | None = None) -> int:
     except OSError as exc:  # another server took the port first
         print(f"hook_http: 127.0.0.1:{port}: {exc.strerror}", file=sys.stderr)
         return 1
-    import filecache.adapters.hosts.claude_code  # noqa: F401  (warm before the first call)
     from filecache.adapters.hosts.base import pool
+    from filecache.adapters.hosts.registry import host_module
+
+    host_module("claude-code")  # warm before the first call
 
     pool()  # each root's store stays open between calls
     folder = _folder()

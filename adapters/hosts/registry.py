@@ -18,7 +18,7 @@ whatever interpreter or release wrote them and whether or not it still exists.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
 
@@ -139,9 +139,8 @@ def install(name: str, *, scope: str | None, cwd: Path, http_port: int | None = 
     scope = scope or spec(name).scopes[0]
     if http_port is None:
         line = module.install(scope=scope, uninstall=False, cwd=cwd)
-    elif name == "claude-code":
-        from filecache.adapters.hosts.claude_code import install as install_claude
-
+    elif name == "claude-code":  # its install takes http_port too (the protocol's does not)
+        install_claude: Callable[..., str] = module.install
         line = install_claude(scope=scope, uninstall=False, cwd=cwd, http_port=http_port)
     else:
         from filecache.errors import ConfigError
