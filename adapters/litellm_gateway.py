@@ -22,9 +22,9 @@ Invariants:
   LiteLLM's ``metadata`` of a chat request, ``litellm_*``, ``secret_fields`` or the caller's key
   in ``user_api_key_dict``) and, of the request's headers, only those that name a conversation
   (``ID_HEADERS``) and the ``User-Agent``, of which only a fixed label is kept
-  (``filecache.gateway.tally.HOST_AGENTS``). It writes only the conversation (``messages``, or ``input`` on
-  ``/responses``), replaced by a new list. So no API key reaches the transform, the store or a
-  log, and nothing of LiteLLM's own bookkeeping changes.
+  (``filecache.gateway.tally.HOST_AGENTS``). It writes only the conversation (``messages``, or
+  ``input`` on ``/responses``), replaced by a new list. So no API key reaches the transform,
+  the store or a log, and nothing of LiteLLM's own bookkeeping changes.
 - Figures: each request whose messages the transform parsed is counted for its conversation
   (``filecache.gateway.tally``: the request as sent against the request as it came, so
   ``filecache stats --store URL`` shows what the proxy saved) in the transform thread after the

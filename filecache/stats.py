@@ -52,8 +52,8 @@ from filecache.report_html import html_page, line_chart, sortable_table
 from filecache.store.store import Event, Projection, Store
 
 __all__ = [
-    "BASELINE", "FileSaving", "GATEWAY_PREFIX", "HOST_LABELS", "SessionStats", "StatsReport", "collect_stats",
-    "format_events", "format_sessions", "format_stats", "host_of", "read_baseline",
+    "BASELINE", "FileSaving", "GATEWAY_PREFIX", "HOST_LABELS", "SessionStats", "StatsReport",
+    "collect_stats", "format_events", "format_sessions", "format_stats", "host_of", "read_baseline",
     "register_host", "session_label", "session_rows", "stats_html",
 ]  # fmt: skip
 
@@ -170,18 +170,16 @@ class SessionStats:
 
     def to_json(self) -> dict[str, Any]:
         host = host_of(self.session_id)
-        gateway = self.session_id.startswith(GATEWAY_PREFIX)
+        gateway = None
+        if self.session_id.startswith(GATEWAY_PREFIX):
+            conversation = self.session_id[len(GATEWAY_PREFIX) :]
+            gateway = {"conversation": conversation, **(self.meta or SessionMeta()).to_json()}
         return {
             "session_id": self.session_id,
             "label": self.label,
             "host": None if host is None else host[0],
             "host_session_id": None if host is None else host[1],
-            "gateway": (
-                None if not gateway else {
-                    "conversation": self.session_id[len(GATEWAY_PREFIX):],
-                    **(self.meta or SessionMeta()).to_json(),
-                }
-            ),  # fmt: skip
+            "gateway": gateway,
             "sessions": self.sessions,
             "created": _iso(self.created),
             "last_used": _iso(self.last_used),

@@ -7,6 +7,7 @@ LiteLLM callback in ``filecache.adapters.litellm_gateway``. Both call only ``rew
 gateway").
 """
 
+from filecache.gateway.tally import host_label, record_rewrite
 from filecache.gateway.transform import (
     API_PATHS,
     Api,
@@ -19,7 +20,6 @@ from filecache.gateway.transform import (
     rewrite_payload,
     rewrite_request,
 )
-from filecache.gateway.tally import host_label, record_rewrite
 
 __all__ = [
     "API_PATHS",

@@ -56,8 +56,12 @@ def requests() -> list[bytes]:
     for k in range(12):
         path = f"/p/m{k % 4}.py"
         if k % 3 == 2:
-            step = turn(f"toolu_{k}", "Bash", {"command": "pytest -q"},
-                        "\n".join(f"FAILED test_{k}_{i} - AssertionError" for i in range(150)))
+            step = turn(
+                f"toolu_{k}",
+                "Bash",
+                {"command": "pytest -q"},
+                "\n".join(f"FAILED test_{k}_{i} - AssertionError" for i in range(150)),
+            )
         else:
             step = turn(f"toolu_{k}", "Read", {"file_path": path}, arrows(LINES))
         messages = [*messages, *step]
