@@ -134,6 +134,7 @@ def test_stats_shows_each_conversation_with_the_figures_of_its_requests(tmp_path
     folder = tmp_path / "elsewhere"
     folder.mkdir()
     report = stats_json(folder, env)  # no project store there: the gateway's conversations
+    assert list(folder.iterdir()) == []  # and it made none
     (session,) = report["sessions"]
     assert session["session_id"].startswith("gateway:session:5e6f7a8b-9c0d:")
     assert session["label"].startswith("gateway (Claude Code) conversation 5e6f7a8b-9c0d")
