@@ -35,6 +35,7 @@ Owned state: the client session and the worker thread (the event loop's); the ro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import logging
@@ -80,6 +81,7 @@ TOKEN_HEADER = "x-filecache-token"
 CONTROL_HEADER = "x-filecache-control"
 TOKEN_PREFIX = "/t/"
 WEBSOCKET_REFUSED = "filecache gateway: WebSocket is not relayed; use HTTP streaming"
+SHUTDOWN_WAIT = 30.0  # seconds the exit waits for the worker's queue (the figures' counts)
 MAX_BODY = 256 << 20  # a request body the gateway reads whole (model requests run to ~10 MB)
 HOP_BY_HOP = frozenset(
     {
@@ -170,8 +172,12 @@ def make_app(gateway: Gateway) -> web.Application:
     async def close_session(app: web.Application) -> None:
         if gateway.session is not None:
             await gateway.session.close()
-        # The requests' figures still queued are counted before the memory closes.
-        await asyncio.get_running_loop().run_in_executor(None, gateway.worker.shutdown, True)
+        # The requests' figures still queued are counted before the memory closes (waiting
+        # SHUTDOWN_WAIT seconds at most: a hung store must not hang the exit).
+        with contextlib.suppress(TimeoutError, RuntimeError):
+            drained = asyncio.wrap_future(gateway.worker.submit(lambda: None))
+            await asyncio.wait_for(drained, SHUTDOWN_WAIT)
+        gateway.worker.shutdown(wait=False)
 
     app.on_startup.append(open_session)
     app.on_cleanup.append(close_session)

@@ -90,12 +90,15 @@ class RequestForms:
 
     def keyed(self) -> tuple[Keyed, Keyed]:
         """(the request as sent, as given) in ``RequestTally.add``'s form."""
-        given: Keyed = [self._keyed(m) for m in self.transcript.messages]
+        messages = self.transcript.messages
+        given: Keyed = [self._keyed(m) for m in messages]
         if self.sent is None or not self.changed:
             return given, given
         sent = list(given)
-        for index in self.changed:
-            sent[index] = self._keyed(self.parse(index, self.sent[index]))
+        for position, message in enumerate(messages):
+            if message.index in self.changed:
+                parsed = self.parse(message.index, self.sent[message.index])
+                sent[position] = self._keyed(parsed)
         return sent, given
 
     def _keyed(self, message: Message) -> tuple[object, int]:

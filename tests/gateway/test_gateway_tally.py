@@ -173,3 +173,56 @@ def test_session_labels() -> None:
         "gateway conversation d1g3st "
     )
     assert host_label("opencode/1.18.33 ai-sdk/5") == "opencode" and host_label(None) == ""
+
+
+def _chat_body() -> tuple[bytes, str]:
+    view = "Here's the result of running `cat -n` on /testbed/a.py:\n" + "\n".join(
+        f"{n:6d}\t{t}" for n, t in enumerate(LINES, 1)
+    )
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "be brief"},
+                                      {"role": "user", "content": "fix"}]  # fmt: skip
+    for cid in ("call_1", "call_2"):
+        call = {
+            "id": cid,
+            "type": "function",
+            "function": {"name": "read_file", "arguments": json.dumps({"path": "a.py"})},
+        }
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": cid, "content": view})
+    payload = {"model": "gpt-5.6-terra", "messages": messages, "prompt_cache_key": "conv-1"}
+    return json.dumps(payload).encode(), "openai"  # fmt: skip
+
+
+def _responses_body() -> tuple[bytes, str]:
+    output = "".join(f"{t}\n" for t in LINES)
+    framed = ("Chunk ID: 9f\nWall time: 0.0010 seconds\nProcess exited with code 0\n"
+              f"Original token count: 900\nOutput:\n{output}")  # fmt: skip
+    items: list[dict[str, Any]] = [{"type": "message", "role": "user", "content": [
+        {"type": "input_text", "text": "<environment_context><cwd>/w</cwd></environment_context>"}
+    ]}]  # fmt: skip
+    for cid, cmd in (("call_a", "cat notes.txt"), ("call_b", "cat /w/notes.txt")):
+        items.append({"type": "function_call", "call_id": cid, "name": "exec_command",
+                      "arguments": json.dumps({"cmd": cmd})})  # fmt: skip
+        items.append({"type": "function_call_output", "call_id": cid, "output": framed})
+    return json.dumps({"model": "gpt-5", "input": items, "prompt_cache_key": "c"}).encode(), (
+        "responses"
+    )
+
+
+@pytest.mark.parametrize(
+    ("api", "make"), [("openai-chat", _chat_body), ("openai-responses", _responses_body)]
+)
+def test_the_forms_of_the_openai_shapes(api: str, make: Any) -> None:
+    payload, fmt = make()
+    rewrite = rewrite_request(api, payload)
+    assert rewrite.changed and rewrite.forms is not None
+    sent, given = rewrite.forms.keyed()
+    key = "messages" if fmt == "openai" else "input"
+    want_sent, want_given = (
+        keyed_request(parse_transcript(json.loads(b)[key], fmt), fast_estimate_text)
+        for b in (rewrite.body, payload)
+    )
+    assert [t for _, t in sent] == [t for _, t in want_sent]
+    assert [t for _, t in given] == [t for _, t in want_given]
+    assert pattern(sent, given) == pattern(want_sent, want_given)
+    assert sum(t for _, t in sent) < sum(t for _, t in given)
