@@ -29,7 +29,6 @@ import sys
 import tempfile
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -66,13 +65,13 @@ def module_of(filename: str, cache: dict[str, str | None]) -> str | None:
     return found
 
 
-@dataclass
 class Trace:
     """What one operation ran: calls per module of ours, and its re-entries, as
     (module re-entered, module that called back into it) -> calls."""
 
-    calls: Counter[str] = field(default_factory=Counter)
-    reentries: Counter[tuple[str, str]] = field(default_factory=Counter)
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.reentries: Counter[tuple[str, str]] = Counter()
 
 
 def trace(operation: Callable[[], Any]) -> Trace:

@@ -82,7 +82,7 @@ def cache_options(fn: F) -> F:
 
 def _cli_session(cache: FileCache, session: str | None) -> Session:
     """``--session``, else the root's settings' session, else ``CLI_SESSION``."""
-    return cache.session(session or cache.settings.session or CLI_SESSION)
+    return cache.session(session or cache.engine.settings.session or CLI_SESSION)
 
 
 def _emit(result: Any, as_json: bool, session: Session) -> None:
@@ -172,7 +172,7 @@ def outline(path: str, symbol: str | None, as_json: bool, root: Path) -> None:
         if not as_json:
             click.echo(result.text, nl=False)
             return
-        found = cache.outline_of(result.version, result.path)
+        found = cache.engine.outlines.outline_of(result.version, result.path)
         payload = {
             "path": result.path,
             "version": result.version,

@@ -21,10 +21,10 @@ Invariants:
 
 from __future__ import annotations
 
-from filecache.conversations import CacheHost
-from filecache.core.planner import ReadRequest, plan_lines
+from filecache.core.planner import ReadRequest, base_lines, plan_lines
 from filecache.core.render import render_outside_change
 from filecache.core.results import Kind
+from filecache.engine import Engine
 from filecache.errors import ContentError, FileCacheError, MissingFileError
 from filecache.fsio import read_bytes
 from filecache.turns import SessionState, Turn
@@ -35,8 +35,8 @@ __all__ = ["OutsideChanges"]
 class OutsideChanges:
     """The files a watcher saw change that the session's model holds, until they are noticed."""
 
-    def __init__(self, cache: CacheHost) -> None:
-        self.cache = cache
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
         self.marked: set[str] = set()
 
     def mark(self, path: str) -> None:
@@ -55,7 +55,7 @@ class OutsideChanges:
         return notices
 
     def _notice(self, state: SessionState, turn: Turn, path: str, call_id: str) -> str:
-        cache = self.cache
+        cache = self.engine
         view = turn.view(path)
         if view is None or not view.versions:
             return ""
@@ -83,7 +83,7 @@ class OutsideChanges:
             src=src, start=1, end=total, call_id=call_id, seq=turn.next_seq(), plain=plain
         )
         decision = plan_lines(
-            request, view, bases=cache.versions.diff_base_lines(view, version),
+            request, view, bases=base_lines(view, version, cache.versions.lines_of),
             call_seq=state.call_seq, count=cache.counts.count,
             diff_max_ratio=cache.settings.diff_max_ratio,
             max_versions=cache.settings.versions_per_path, margin=cache.counts.margin,

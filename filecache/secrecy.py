@@ -331,22 +331,29 @@ class Secrets:
         self._ref_seal: str | None = None
 
     def denied(self, path: str | Located, version: str | None = None) -> bool:
-        """Whether ``path`` matches the deny-list: its content is hashed but never stored.
+        """Whether ``path`` matches the deny-list (its content is hashed but never stored), or
+        ``version`` is secret already. Asks only: ``mark_if_denied`` also remembers.
 
         Matched case-insensitively on the name and the relative path, of the resolved file and
         of every alias of a ``Located`` (the path as asked, the links on the way); a ``Located``
         is also denied by its file's identity (device and inode: a hard link to a denied file,
-        ``SecretIndex.denied_identity``). A denied ``version`` is remembered as secret: no
-        blob, outline, token count, archive or projection of it is stored, whatever path it is
-        read by later (``settings.is_denied``, compiled once: ``deny_pattern``).
+        ``SecretIndex.denied_identity``). The names are checked by ``settings.is_denied``'s
+        pattern, compiled once (``deny_pattern``).
         """
-        names = [path] if isinstance(path, str) else [path.rel, *path.aliases]
-        matched = any(map(self._denied_name, map(str.lower, names)))
-        if not matched and not self._denied_identity(path):
-            return version is not None and self.secret(version)
-        if version is not None:
-            self.mark(version)
+        return self._path_denied(path) or (version is not None and self.secret(version))
+
+    def mark_if_denied(self, path: str | Located, version: str) -> bool:
+        """``denied(path, version)``, and a ``version`` read from a denied ``path`` is
+        remembered as secret: no blob, outline, token count, archive or projection of it is
+        stored, whatever path it is read by later."""
+        if not self._path_denied(path):
+            return self.secret(version)
+        self.mark(version)
         return True
+
+    def _path_denied(self, path: str | Located) -> bool:
+        names = [path] if isinstance(path, str) else [path.rel, *path.aliases]
+        return any(map(self._denied_name, map(str.lower, names))) or self._denied_identity(path)
 
     def _denied_identity(self, path: str | Located) -> bool:
         if isinstance(path, str):
