@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -95,7 +96,7 @@ class FileCacheMiddleware:
         tools: Mapping[str, ToolSpec | Sequence[ToolSpec]],
         *,
         root: str | Path = ".",
-        store: Any = ":memory:",
+        store: str | os.PathLike[str] = ":memory:",
         session: str | None = None,
         max_calls: int | None = None,
         max_minutes: float | None = None,

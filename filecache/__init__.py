@@ -130,13 +130,15 @@ _MODULES = {
 }
 
 
-def __getattr__(name: str) -> "Any":
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'filecache' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+if not _TYPE_CHECKING:  # mypy sees the imports above, not a __getattr__ that would type any name
+
+    def __getattr__(name: str) -> "Any":
+        module = _MODULES.get(name)
+        if module is None:
+            raise AttributeError(f"module 'filecache' has no attribute {name!r}")
+        value = getattr(_importlib.import_module(f".{module}", __name__), name)
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:

@@ -29,6 +29,7 @@ from filecache.tools import READ_FILE, param_help  # option help: the tool table
 
 if TYPE_CHECKING:  # imported by the commands that use them: --help and others stay light
     from filecache.cache import FileCache, Session
+    from filecache.replay.host_registry import HostReplay
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -315,22 +316,17 @@ def serve(
     run_server(options, transport=transport, host=host, port=port)
 
 
-def _gateway_modules(ctx: click.Context) -> Any:
-    """The gateway's server modules, or exit 2 with the install hint (no aiohttp)."""
+def _require_gateway(ctx: click.Context) -> None:
+    """Exit 2 with the install hint when the gateway extra (aiohttp) is missing."""
     try:
         # proxy first: it turns a missing aiohttp into the install hint (server.py's own
         # ``from aiohttp import web`` would say only "No module named 'aiohttp'")
-        from filecache.adapters.gateway import (
-            proxy,  # noqa: F401
-            server,
-            user_gateway,
-        )
+        from filecache.adapters.gateway import proxy  # noqa: F401
     except ModuleNotFoundError as exc:
         if exc.name != "aiohttp":  # proxy.py names the extra's modules "aiohttp"
             raise
         click.echo(f"filecache: {exc}", err=True)
         ctx.exit(2)
-    return server, user_gateway
 
 
 @main.command(context_settings=CONTEXT)
@@ -401,11 +397,13 @@ def gateway(
 
     from filecache.adapters.gateway.routes import parse_specs
 
-    server, user_gateway = _gateway_modules(ctx)
+    _require_gateway(ctx)
+    from filecache.adapters.gateway import server, user_gateway
+
     env = dict(os.environ)
     try:
         if status or stop or background:
-            _background_gateway(user_gateway, env, store, status, stop, as_json)
+            _background_gateway(env, store, status, stop, as_json)
             return
     except (user_gateway.Refused, OSError, RuntimeError) as exc:
         click.echo(f"filecache: {exc}", err=True)
@@ -433,7 +431,6 @@ def gateway(
 
 
 def _background_gateway(
-    user_gateway: Any,
     env: dict[str, str],
     store: str | None,
     status: bool,
@@ -441,6 +438,8 @@ def _background_gateway(
     as_json: bool,
 ) -> None:
     """``filecache gateway --status``, ``--stop`` or ``--background``."""  # fmt: skip
+    from filecache.adapters.gateway import user_gateway
+
     if stop:
         pids = user_gateway.stop_gateways(env)
         out: Any = {"stopped": pids}
@@ -824,7 +823,7 @@ def archive_show(call_id: str, session: str | None, store: str | None) -> None:
     click.echo(text, nl=False, color=True)
 
 
-def _claude_code_replay() -> Any:
+def _claude_code_replay() -> HostReplay:
     from filecache.adapters.hosts.claude_replay import replay_claude_code
 
     return replay_claude_code

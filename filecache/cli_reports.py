@@ -14,11 +14,14 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from filecache.errors import PathError, RequestError
+
+if TYPE_CHECKING:  # opened by the commands that use it: --help stays light
+    from filecache.store.store import Store
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -233,7 +236,7 @@ def replay(
     from filecache.prune.pruning import PrunePolicy
     from filecache.replay.replay import replay_session
     from filecache.replay.replay_host import host_replay, trace_host
-    from filecache.replay.replay_metrics import combine
+    from filecache.replay.replay_metrics import SessionReplay, combine
     from filecache.replay.replay_report import format_replay, replay_html, worse_than_recorded
 
     check_output_file(html_out)
@@ -249,7 +252,7 @@ def replay(
     if host not in ("auto", "none"):
         hosts = dict.fromkeys(dirs, host)
 
-    def one(d: Path) -> Any:
+    def one(d: Path) -> SessionReplay:
         if hosts[d] is not None:
             return host_replay(str(hosts[d]))(d, tokenizer=tokenizer, store=store)
         return replay_session(
@@ -344,7 +347,7 @@ def _store_path(store: str | None) -> str:
     return store_location(Path(".").resolve(), store, create=False)  # read-only: make nothing
 
 
-def open_existing(store: str | None) -> Any:
+def open_existing(store: str | None) -> Store:
     from filecache.store.opening import open_store
     from filecache.store.store_url import is_store_url
 

@@ -22,8 +22,9 @@ import json
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
+
+from loopback import LoopbackServer, Reply
 
 Block = dict[str, Any]
 Responder = Callable[[dict[str, Any]], list[Block]]
@@ -93,88 +94,35 @@ class Script:
         return turn(body) if callable(turn) else turn
 
 
-class ScriptedModel:
+class ScriptedModel(LoopbackServer):
     """The server; a context manager. ``base_url`` goes into ``ANTHROPIC_BASE_URL``."""
 
+    not_found: ClassVar[Any] = {"type": "error", "error": {"type": "not_found_error"}}
+    bad_json: ClassVar[Any] = {"type": "error", "error": {"type": "invalid_request_error"}}
+
     def __init__(self, responder: Responder) -> None:
+        super().__init__()
         self.responder = responder
-        self.requests: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        model = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
-
-            def do_HEAD(self) -> None:  # noqa: N802
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def do_GET(self) -> None:  # noqa: N802
-                self._json(404, {"type": "error", "error": {"type": "not_found_error"}})
-
-            def do_POST(self) -> None:  # noqa: N802
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length)
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    self._json(400, {"type": "error", "error": {"type": "invalid_request_error"}})
-                    return
-                path = self.path.split("?", 1)[0]
-                if path.endswith("/count_tokens"):
-                    self._json(200, {"input_tokens": len(raw) // 4})
-                    return
-                if not path.endswith("/v1/messages"):
-                    self._json(404, {"type": "error", "error": {"type": "not_found_error"}})
-                    return
-                with model._lock:
-                    model.requests.append(body)
-                blocks = model.responder(body)
-                if body.get("stream"):
-                    self._stream(body, blocks)
-                else:
-                    self._json(200, _message(body, blocks))
-
-            def _json(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _stream(self, body: dict[str, Any], blocks: list[Block]) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                for event in _events(body, blocks):
-                    line = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
-                    self.wfile.write(line.encode())
-                self.wfile.flush()
-                self.close_connection = True
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+    def post(self, reply: Reply, path: str, raw: bytes, body: dict[str, Any]) -> None:
+        if path.endswith("/count_tokens"):
+            reply.json(200, {"input_tokens": len(raw) // 4})
+            return
+        if not path.endswith("/v1/messages"):
+            reply.json(404, self.not_found)
+            return
+        self.record(body)
+        blocks = self.responder(body)
+        if not body.get("stream"):
+            reply.json(200, _message(body, blocks))
+            return
+        events = _events(body, blocks)
+        reply.stream((f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events),
+                     no_cache=True)  # fmt: skip
 
     def __enter__(self) -> ScriptedModel:
-        self._thread.start()
+        super().__enter__()
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
     def main_requests(self) -> list[dict[str, Any]]:
         with self._lock:

@@ -23,8 +23,9 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
+
+from loopback import LoopbackServer, Reply
 
 Part = dict[str, Any]
 Turn = list[Part] | Callable[[dict[str, Any]], list[Part]]
@@ -98,82 +99,37 @@ class Script:
         return turn(body) if callable(turn) else turn
 
 
-class ScriptedGemini:
-    """The server; a context manager. ``base_url`` goes into ``GOOGLE_GEMINI_BASE_URL``."""
+class ScriptedGemini(LoopbackServer):
+    """The server; a context manager. ``base_url`` goes into ``GOOGLE_GEMINI_BASE_URL``.
+    ``paths``: every POST's path, its query included."""
+
+    not_found: ClassVar[Any] = {"error": {"code": 404, "message": "not found"}}
+    bad_json: ClassVar[Any] = {"error": {"code": 400, "message": "bad json"}}
 
     def __init__(self, responder: Responder) -> None:
+        super().__init__()
         self.responder = responder
-        self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
-        self._lock = threading.Lock()
-        model = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
-
-            def do_GET(self) -> None:  # noqa: N802
-                self._json(404, {"error": {"code": 404, "message": "not found"}})
-
-            def do_POST(self) -> None:  # noqa: N802
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    self._json(400, {"error": {"code": 400, "message": "bad json"}})
-                    return
-                path = self.path.split("?", 1)[0]
-                with model._lock:
-                    model.paths.append(self.path)
-                if path.endswith(":countTokens"):
-                    self._json(200, {"totalTokens": len(raw) // 4})
-                    return
-                if not path.endswith((":streamGenerateContent", ":generateContent")):
-                    self._json(404, {"error": {"code": 404, "message": "not found"}})
-                    return
-                with model._lock:
-                    model.requests.append(body)
-                parts = model.responder(body)
-                if path.endswith(":streamGenerateContent"):
-                    self._stream(parts)
-                else:
-                    self._json(200, _response(parts))
-
-            def _json(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _stream(self, parts: list[Part]) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                self.wfile.write(f"data: {json.dumps(_response(parts))}\r\n\r\n".encode())
-                self.wfile.flush()
-                self.close_connection = True
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+    def post(self, reply: Reply, path: str, raw: bytes, body: dict[str, Any]) -> None:
+        with self._lock:
+            self.paths.append(reply.path)
+        if path.endswith(":countTokens"):
+            reply.json(200, {"totalTokens": len(raw) // 4})
+            return
+        if not path.endswith((":streamGenerateContent", ":generateContent")):
+            reply.json(404, self.not_found)
+            return
+        self.record(body)
+        parts = self.responder(body)
+        if path.endswith(":streamGenerateContent"):
+            reply.stream([f"data: {json.dumps(_response(parts))}\r\n\r\n"])
+        else:
+            reply.json(200, _response(parts))
 
     def __enter__(self) -> ScriptedGemini:
-        self._thread.start()
+        super().__enter__()
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
     def main_requests(self) -> list[dict[str, Any]]:
         with self._lock:

@@ -56,6 +56,7 @@ from filecache.adapters.hosts.claude_transcript import Held, is_stub
 from filecache.adapters.hosts.host_specs import spec
 
 if TYPE_CHECKING:
+    from filecache.adapters.hosts.base import HostSession
     from filecache.adapters.hosts.config_files import Installed
 
 __all__ = [
@@ -356,7 +357,7 @@ class _Opened:
             if gone:
                 session.forget(gone)
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> HostSession:
         return self.host
 
     def __exit__(self, *exc: object) -> None:

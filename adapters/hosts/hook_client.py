@@ -45,12 +45,13 @@ import time
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Any
+
+    from filecache.adapters.hosts.host_specs import HostSpec
 
 try:
     import _socket
 except ImportError:  # pragma: no cover - every CPython on a POSIX system has it
-    import socket as _socket  # type: ignore[no-redef]
+    import socket as _socket  # type: ignore[no-redef]  # the same names, one module up
 
 __all__ = [
     "ANSWER_TIMEOUT",
@@ -75,22 +76,26 @@ READY_TIMEOUT = 3.0  # from the request to the server's "R"
 START_TIMEOUT = 10.0  # a server importing filecache on a loaded machine
 
 
-def _specs() -> Any:
+def _specs() -> tuple[HostSpec, ...]:
     """``host_specs.SPECS`` (the module imports nothing): from the package, or in a bare
     ``python -I -S .../hook_client.py`` start (no package on ``sys.path``) from this file's
     folder; ``()`` when it is not there (the client outlived its package: any host's call then
     finds no filecache, and says so in the log)."""
     if __package__:
-        from filecache.adapters.hosts import host_specs
+        from filecache.adapters.hosts.host_specs import SPECS
+
+        return SPECS
     else:  # pragma: no cover - the installed hook command's start
         sys.path.insert(0, _HERE)
         try:
-            import host_specs  # type: ignore[import-not-found]
+            # The same file as a top-level module: mypy knows it only by its package's name.
+            from host_specs import SPECS as bare  # type: ignore[import-not-found]
         except ImportError:
             return ()
         finally:
             del sys.path[0]
-    return host_specs.SPECS
+        specs: tuple[HostSpec, ...] = bare
+        return specs
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -140,7 +145,7 @@ def view(pid: int | str = "self") -> str:
 
 def _sha256_hex(data: bytes) -> str:
     try:  # the built-in sha256 of 3.11 (hashlib loads OpenSSL: a millisecond more per hook)
-        from _sha256 import sha256  # type: ignore[import-not-found]
+        from _sha256 import sha256  # type: ignore[import-not-found]  # CPython's, no stubs
     except ImportError:
         from hashlib import sha256
     return str(sha256(data).hexdigest())

@@ -74,6 +74,7 @@ def fileref_like(line: str) -> bool:
         since = line.find("since your result", at)
         if since >= 0 and line.find("changed", at, since) >= 0:
             return True
+    # \W* matches every string (possibly empty): never None, which mypy cannot know.
     return line.startswith("cleared tool result", _NOT_WORD.match(line).end())  # type: ignore[union-attr]
 
 

@@ -431,6 +431,7 @@ def _ranges(numbers: list[int]) -> list[object]:
 def _decoded(ranges: list[object], ids: list[str]) -> Deps:
     """The call ids ``ranges`` (as ``_ranges`` writes them) number in ``ids``."""
     try:  # no ranges: one pass in C
+        # ints here; a [lo, hi] list among them raises the TypeError handled below
         return frozenset(map(ids.__getitem__, ranges))  # type: ignore[arg-type]
     except TypeError:  # a [lo, hi] range among them
         pass

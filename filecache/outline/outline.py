@@ -28,6 +28,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
 from filecache.errors import RequestError
 from filecache.outline.outline_model import Definition, Outline
@@ -104,10 +105,12 @@ def outline_version() -> str:
 OUTLINE_VERSION: str  # no value here: ``__getattr__`` computes it on first access
 
 
-def __getattr__(name: str) -> str:
-    if name == "OUTLINE_VERSION":
-        return outline_version()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if not TYPE_CHECKING:  # mypy sees the declaration above, not a __getattr__ typing any name str
+
+    def __getattr__(name: str) -> str:
+        if name == "OUTLINE_VERSION":
+            return outline_version()
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def supported_languages() -> tuple[str, ...]:

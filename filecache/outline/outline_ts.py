@@ -126,6 +126,7 @@ def queries_digest() -> str:
 def _language(grammar: str) -> Language:
     from tree_sitter_language_pack import get_language
 
+    # get_language takes a Literal of the pack's names; ours are SPECS' runtime strings.
     return get_language(grammar)  # type: ignore[arg-type]
 
 

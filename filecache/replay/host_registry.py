@@ -9,14 +9,25 @@ replay runs.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from filecache.errors import RequestError
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from filecache.replay.replay_metrics import SessionReplay
+
 __all__ = ["HOST_REPLAYS", "HostReplay", "host_replay", "register_host_replay"]
 
-HostReplay = Callable[..., Any]
-"""``(trace_dir, *, tokenizer, store) -> SessionReplay``."""
+
+class HostReplay(Protocol):
+    """A host integration's replay of one imported trace through its hook."""
+
+    def __call__(
+        self, trace_dir: Path, *, tokenizer: str = ..., store: str | None = ...
+    ) -> SessionReplay: ...
+
 
 HOST_REPLAYS: dict[str, Callable[[], HostReplay]] = {}
 """Host name -> a loader of its replay function (imported on first use)."""

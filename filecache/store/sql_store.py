@@ -105,6 +105,7 @@ def event_of_row(row: Sequence[object]) -> Event:
     """A row of the ``events`` table (``sql_store.EVENT_COLUMNS``) as an ``Event``."""
     deps, args = str(row[-2]), str(row[-1])
     values = dict(zip(_EVENT_FIELDS, row[:-2], strict=True))
+    # The row's columns by Event's field names: mypy cannot match a dict's values to fields.
     return Event(**values, deps=tuple(deps.split()), args=tuple(args.split()))  # type: ignore[arg-type]
 
 
