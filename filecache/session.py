@@ -170,7 +170,7 @@ class Session:
             raise
 
     def _at(self, path: str | Path, call: Callable[[Located], _T]) -> _T:
-        """``call`` at ``path``'s location (``Root.remembered``); refused on a remembered one
+        """``call`` at ``path``'s location (``Paths.remembered``); refused on a remembered one
         (a link appeared on its way), it runs once more on a fresh resolution."""
         loc = self._paths.remembered(path)
         try:

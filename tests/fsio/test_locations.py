@@ -1,4 +1,4 @@
-"""Remembered path resolutions (``fsio.locate``'s ``remember``, ``locations.Root``): a link that
+"""Remembered path resolutions (``fsio.locate``'s ``remember``, ``fsio.Paths``): a link that
 appears on a remembered path, or a path through a link that changes, gives the answer an
 unremembered call gives."""
 

@@ -1,4 +1,4 @@
-"""Attacks on path resolutions remembered per root (``locations.Root.remembered``, shared by every
+"""Attacks on path resolutions remembered per root (``fsio.Paths.remembered``, shared by every
 session of a cache): a remembered path whose folder or file became a link, a store file reached
 through a swapped folder, another root's cache, a rename: nothing outside the root (nor the
 store's own files) is read or written, and a vanished file says so."""
