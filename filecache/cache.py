@@ -103,8 +103,7 @@ class FileCache:
         options = load_settings(root_path, settings)
         opened = open_store(root_path, store if store is not None else options.store)
         seal = default_seal()  # what the store holds is used only when it verifies
-        # a version that becomes secret is never stored (``versions`` is bound below)
-        secrets = Secrets(root_path, options, lambda v: versions.forget_pending(v), opened)
+        secrets = Secrets(root_path, options, opened)
         versions = Versions(
             opened, seal, secrets, max_file_bytes=options.max_file_bytes,
             budget=int(options.memory_mb * 1024 * 1024), needed=self._needed,

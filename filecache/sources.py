@@ -124,17 +124,13 @@ class Versions:
                     self._lines_size -= size
                     if old_version in self._pending:  # its blob is written off the read path
                         self._pending.discard(old_version)
-                        self._stored.add(old_version)
-                        evicted.append((old_version, old, size))
+                        if not self.secrets.marked(old_version):  # secret since: never stored
+                            self._stored.add(old_version)
+                            evicted.append((old_version, old, size))
             else:
                 self._lines.move_to_end(version)
         for old_version, old, size in evicted:
             self._writer.put(old_version, old, size)
-
-    def forget_pending(self, version: str) -> None:
-        """Never store ``version``'s blob (it became secret: ``Secrets.on_secret``)."""
-        with self._lock:
-            self._pending.discard(version)
 
     def _still_needed(self, version: str) -> bool:
         """Whether a version that left memory is worth its blob (the writer's thread asks,
@@ -150,7 +146,8 @@ class Versions:
     def flush(self) -> None:
         """Write the blobs of versions seen so far to the store (and wait for queued ones)."""
         with self._lock:
-            pending = [(v, self._lines[v]) for v in self._pending]
+            marked = self.secrets.marked  # a version that became secret since is never stored
+            pending = [(v, self._lines[v]) for v in self._pending if not marked(v)]
             self._pending.clear()
             self._stored.update(v for v, _ in pending)
         for version, lines in pending:

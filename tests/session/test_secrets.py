@@ -268,3 +268,32 @@ def test_a_link_to_a_denied_file_and_a_denied_link_are_both_denied(tree: Path) -
         assert not cache.engine.secrets.denied(
             cache.engine.paths.locate("plain.txt")
         )  # by its own name, before any read
+
+
+def test_a_version_that_becomes_secret_while_its_blob_waits_is_never_stored(
+    tmp_path: Path,
+) -> None:
+    """A version read under a plain name waits for its blob (written on flush, or when it
+    leaves memory); once it is marked secret (a tool's output showed a denied file's lines with
+    it) neither path stores it. ``Versions`` asks ``Secrets`` before it writes: nothing calls
+    back into it when a version is marked."""
+    body = "".join(f"line {i}: {'x' * 60}\n" for i in range(500))  # ~35 KB: a few fill 256 KiB
+    (tmp_path / "a.txt").write_text(body)
+    (tmp_path / "kept.txt").write_text("plain\n")
+    with FileCache(tmp_path, store=tmp_path / "s.db", memory_mb=0.25) as cache:
+        engine = cache.engine
+        holder = cache.session("holder")
+        first = holder.read("a.txt", mode="full").version
+        kept = holder.read("kept.txt").version
+        engine.secrets.mark(first)
+        churn = cache.session("churn")
+        for i in range(12):  # far over memory_mb: ``first`` leaves memory while held
+            (tmp_path / "a.txt").write_text(body.replace("line 5:", f"line 5 v{i}:"))
+            churn.read("a.txt", mode="full", fresh=True)
+        assert engine.versions.held_lines(first) is None
+        (tmp_path / "b.txt").write_text(body.replace("line 7:", "line 7!"))
+        later = holder.read("b.txt", mode="full").version
+        engine.secrets.mark(later)  # still in memory: pending until the flush
+        engine.versions.flush()
+        assert not engine.store.has_blob(first) and not engine.store.has_blob(later)
+        assert engine.store.has_blob(kept)  # a plain one pending beside them is stored
