@@ -10,15 +10,15 @@ handed the record (``Session(engine, id)``); whoever needs a part reaches it by 
 its sessions: ``session``, ``conversation`` and the three tool decorators, ``watch``,
 ``recover`` and ``close``.
 
-Invariants: nothing here decides an answer. A version read from a denied path (``denied``: the
-deny-list, case-insensitive, on the path, its aliases and a link's target; or the file's identity,
-device and inode, is a denied file's, as a hard link's is) is secret for this object's life: no
-blob, outline or token count of it is written to the store, and its version is keyed
-(``version_for``: ``keyed:``, a BLAKE2b keyed with ``secrecy.secret_key``), so no stored hash gives
-its content back. Bytes equal to a secret version's are secret under any name; ``reveals`` finds a
-denied file's lines in a tool's output (``secrecy.SecretIndex``, in memory only). Opening sweeps
-temporary files a killed write left in the root (``fsio.sweep_temp_files``, at most once a minute
-per store).
+Invariants: nothing here decides an answer. A version read from a denied path
+(``engine.secrets.denied``: the deny-list, case-insensitive, on the path, its aliases and a
+link's target; or the file's identity, device and inode, is a denied file's, as a hard link's
+is) is secret for this object's life: no blob, outline or token count of it is written to the
+store, and its version is keyed (``Secrets.version_for``: ``keyed:``, a BLAKE2b keyed with
+``secrecy.secret_key``), so no stored hash gives its content back. Bytes equal to a secret
+version's are secret under any name; ``Secrets.reveals`` finds a denied file's lines in a
+tool's output (``secrecy.SecretIndex``, in memory only). Opening sweeps temporary files a
+killed write left in the root (``fsio.sweep_temp_files``, at most once a minute per store).
 
 Counts on the read path are ``tokens.fast_estimate``-s unless ``Settings.exact_counts``: then
 the BPE vocabulary is loaded on the first count and exact counts are cached in the store.

@@ -14,8 +14,10 @@ here, by name: ``engine.store``, ``engine.secrets.denied(path)``, ``engine.paths
 - ``versions``, ``counts``, ``outlines``: decoded versions and their blobs, token counts,
   outlines (``sources``).
 
-Invariants: the record never changes once built (each part owns its own state and lock); it
-holds no session, so a part never calls back into the cache that built it.
+Invariants: the record never changes once built (each part owns its own state and lock), and
+it holds no session. The one question a part asks the ``FileCache`` that built it is
+``Versions``' ``needed``: from the blob writer's thread, off the read path, whether a live
+session still holds a version that left memory (only the cache knows its sessions).
 """
 
 from __future__ import annotations
