@@ -61,6 +61,7 @@ from filecache import FileCache, ReadResult, Session, WriteResult
 from filecache.core.kinds import Tool
 from filecache.core.render import mcp_instructions
 from filecache.errors import ConfigError, FileCacheError, OutsideRootError, PathError
+from filecache.figures import answers_of, headline_of, session_headline
 from filecache.session import check_session_id, new_call_id
 from filecache.tools import call_session, check_arguments, schemas, tool_spec
 
@@ -471,28 +472,36 @@ class FileCacheServer:
 
     def _stats(self, conn: _Connection) -> dict[str, Any]:
         """This connection's answers: those of its session since its view began (a session
-        taken over from another connection counts from the takeover)."""
+        taken over from another connection counts from the takeover), and the headline
+        (``filecache.figures``): its session's, when the session is the connection's own from
+        its start; else of this connection's answers only, with no request figures (a client
+        sending another's session header learns nothing of its reads or requests)."""
         kinds: dict[str, int] = {}
-        sent = plain = 0
         with self._leased(conn):
-            calls = [
+            rows = [
                 call
                 for session in conn.sessions
                 for call in session.ledger().calls.values()
-                if call.seq > conn.since.get(session.id, 0) and call.tool != "forget"
+                if call.seq > conn.since.get(session.id, 0)
             ]
+            first = conn.sessions[0]
+            if len(conn.sessions) == 1 and not conn.since.get(first.id, 0):
+                headline = session_headline(first.engine.store, first.id)  # all its own
+            else:  # a session taken over (or several roots): this connection's answers only,
+                headline = headline_of(first.id, rows, None)  # nothing of another's requests
+        calls = [call for call in rows if call.tool != Tool.FORGET]
         for call in calls:
             kinds[call.kind] = kinds.get(call.kind, 0) + 1
-            if call.tool == Tool.READ:
-                sent += call.tokens
-                plain += call.tokens_full
+        answers = answers_of(rows)  # counted as every report counts them (filecache.figures)
+        sent, plain = int(answers.filecache), int(answers.baseline)
         return {
+            "headline": headline.to_json(),
             "session": conn.sessions[0].id,
             "roots": [str(r) for r in self.roots],
             "answers": dict(sorted(kinds.items())),
             "read_tokens_sent": sent,
             "read_tokens_plain": plain,
-            "read_tokens_saved_pct": round(100 * (plain - sent) / plain, 1) if plain else 0.0,
+            "read_tokens_saved_pct": round(answers.saved_pct, 1),
             "refs_expire_after": {
                 "calls": conn.window.max_calls,
                 "minutes": conn.window.max_minutes,

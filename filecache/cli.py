@@ -16,9 +16,11 @@ import click
 
 from filecache.adapters.hosts.host_specs import HOST_NAMES, SPECS
 from filecache.cli_errors import cli_message
+from filecache.cli_read import CLI_SESSION
 from filecache.cli_reports import (
     cache_aware_option,
     check_output_file,
+    model_option,
     preset_option,
     write_output,
 )
@@ -34,8 +36,6 @@ if TYPE_CHECKING:  # imported by the commands that use them: --help and others s
 F = TypeVar("F", bound=Callable[..., Any])
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
-CLI_SESSION = "cli"
-"""The session of CLI calls without ``--session``, per root (``FileCache.session`` keys it)."""
 
 
 class _Group(click.Group):
@@ -132,21 +132,14 @@ def read(
     session: str | None,
 ) -> None:
     """Read PATH as the session's model should see it: content, FileRef or diff."""
-    from filecache.cache import FileCache
+    from filecache.cli_read import run_read  # also run without click (filecache.entry)
 
-    with FileCache(root, store=store) as cache:
-        s = _cli_session(cache, session)
-        result = s.read(
-            path,
-            offset=offset,
-            limit=limit,
-            mode=mode,
-            symbol=symbol,
-            fresh=fresh or raw,  # the file's bytes, never a FileRef or diff (read --raw > copy)
-            numbered=not raw,
-            call_id=call_id,
-        )
-        _emit(result, as_json, s)
+    text = run_read(
+        path, offset=offset, limit=limit, mode=mode, symbol=symbol, fresh=fresh, raw=raw,
+        call_id=call_id, as_json=as_json, root=root, store=store, session=session,
+    )  # fmt: skip
+    # color=True: click would strip ANSI escapes when piped, changing the file's content.
+    click.echo(text, nl=as_json, color=True)
 
 
 @main.command(context_settings=CONTEXT)
@@ -508,6 +501,7 @@ def run(window: int | None, host: str, args: tuple[str, ...]) -> None:
     show_default=True,
     help="The session's root (with --session).",
 )
+@model_option
 def prune(
     source: Any,
     output: Path | None,
@@ -519,10 +513,13 @@ def prune(
     store: str | None,
     session: str | None,
     root: Path,
+    model: str | None,
 ) -> None:
     """Prune SOURCE (a message list, or an object with 'messages'/'input'; '-' for stdin)."""
     from filecache.cache import FileCache
     from filecache.core.json_input import load_json
+    from filecache.core.tokens import TokenCounter
+    from filecache.figures import prices_for, prune_headline
     from filecache.prune.pruner import prune_messages
     from filecache.prune.pruning import PrunePolicy
     from filecache.settings import load_settings
@@ -533,9 +530,15 @@ def prune(
     data = load_json(source.read(), name if isinstance(name, str) else "-")  # one-line errors
     aware = {} if cache_aware is None else {"cache_aware": cache_aware}
     policy = PrunePolicy.preset(preset, context_window=window, **aware)
+    prices = prices_for(model)  # an unknown model fails before the work
     if session is not None:  # a filecache session: its ledger guides the plan, and it forgets
         with FileCache(root, store=store) as cache:  # what the plan clears (ref safety)
-            result = prune_messages(data, session=cache.session(session), policy=policy, format=fmt)
+            s = cache.session(session)
+            result = prune_messages(data, session=s, policy=policy, format=fmt)
+            headline = prune_headline(  # this request, counted into the session's figures
+                data, result.messages, result.format, cache.engine.counts.tokens.count,
+                cache.engine.store, s.id, prices,
+            )  # fmt: skip
     else:
         resolved = root.resolve()
         path = store_location(resolved, store)
@@ -544,6 +547,8 @@ def prune(
             result = prune_messages(
                 data, store=opened, policy=policy, format=fmt, deny=deny, root=resolved
             )
+        count = TokenCounter().count
+        headline = prune_headline(data, result.messages, result.format, count, None, None, prices)
     text = json.dumps(result.messages, ensure_ascii=False, indent=1)
     if output is not None:
         write_output(output, text + "\n")
@@ -554,6 +559,7 @@ def prune(
     if as_json:
         plan = result.plan
         report = {
+            "headline": headline.to_json(),
             "format": result.format,
             # against the input as given: this pass's changes and the sticky earlier ones
             **(result.report.to_json() if result.report is not None else {}),

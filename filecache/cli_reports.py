@@ -45,6 +45,16 @@ def cache_aware_option(lead: str) -> Callable[[_F], _F]:
     )  # fmt: skip
 
 
+def model_option(fn: _F) -> _F:
+    """``--model``: whose published prices a cost is in (``filecache.figures.PRICES``)."""
+    return click.option(
+        "--model", envvar="FILECACHE_MODEL",
+        help="Price the cost at this model's published prices (cache writes and reads "
+        "included; default: env FILECACHE_MODEL, else claude-sonnet-5-5). The report names "
+        "the prices it used; an unknown name lists the known ones.",
+    )(fn)  # fmt: skip
+
+
 @contextlib.contextmanager
 def _progress(dirs: Sequence[Path], quiet: bool) -> Iterator[Iterable[Path]]:
     """The sessions to replay, with progress on stderr: a bar on a terminal, one line per
@@ -212,6 +222,7 @@ def _write_html(path: Path, page: str) -> None:
     "--store",
     help="Keep the filecache runs' sessions in this SQLite store (for 'filecache stats').",
 )
+@model_option
 def replay(
     dirs: tuple[Path, ...],
     window: int | None,
@@ -227,12 +238,14 @@ def replay(
     as_json: bool,
     html_out: Path | None,
     store: str | None,
+    model: str | None = None,
     gateway: bool = False,
 ) -> None:
     """Replay recorded sessions (DIR/files + DIR/transcript.json): recorded, plain, filecache.
 
     A trace imported from Claude Code's logs is replayed through the hook's own logic (what
     `filecache install claude-code` would have sent the model); see --host."""
+    from filecache.figures import prices_for
     from filecache.prune.pruning import PrunePolicy
     from filecache.replay.replay import replay_session
     from filecache.replay.replay_host import host_replay, trace_host
@@ -257,11 +270,13 @@ def replay(
             return host_replay(str(hosts[d]))(d, tokenizer=tokenizer, store=store)
         return replay_session(
             d, tokenizer=tokenizer, policy=rules, read_mode=read_mode, store=store, cap=cap,
+            model=model,
         )  # fmt: skip
 
+    prices = prices_for(model)  # an unknown model fails before the work
     if compare or policy != "filecache":
         _compare(dirs, window, cache_aware, policy, compare, trigger, read_mode, tokenizer,
-                 as_json, html_out, store, cap)  # fmt: skip
+                 as_json, html_out, store, cap, prices)  # fmt: skip
         return
     aware = {} if cache_aware is None else {"cache_aware": cache_aware}
     rules = PrunePolicy.preset(preset, context_window=window, **aware) if window else None
@@ -304,6 +319,7 @@ def _compare(
     html_out: Path | None,
     store: str | None,
     cap: bool,
+    prices: Any,
 ) -> None:
     from filecache.prune.peer_policies import PEER_POLICIES, parse_policy
     from filecache.replay.replay import replay_session
@@ -331,7 +347,7 @@ def _compare(
             store=store, cap=cap,
         )  # fmt: skip
     if html_out is not None:
-        _write_html(html_out, comparison_html(result))
+        _write_html(html_out, comparison_html(result, prices))
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
@@ -384,15 +400,23 @@ def _json_or(as_json: bool, payload: Any, text: str) -> None:
     help="Also write a self-contained HTML page with a chart per session.",
 )
 @store_option
+@model_option
 def stats(
-    session_id: str | None, top: int, as_json: bool, html_out: Path | None, store: str | None
+    session_id: str | None,
+    top: int,
+    as_json: bool,
+    html_out: Path | None,
+    store: str | None,
+    model: str | None,
 ) -> None:
-    """What filecache saved, per session and overall: reads by kind, tokens, pruning."""
+    """What filecache saved, per session and overall: prompt, billed, cost and per answer."""
+    from filecache.figures import prices_for
     from filecache.stats import collect_stats, format_stats, stats_html
 
     check_output_file(html_out)
+    prices_for(model)  # an unknown model fails before the store is opened
     with open_existing(store) as opened:
-        report = collect_stats(opened, session_id, top=top)
+        report = collect_stats(opened, session_id, top=top, model=model)
     if html_out is not None:
         _write_html(html_out, stats_html(report))
     _json_or(as_json, report.to_json(), format_stats(report))
@@ -455,10 +479,13 @@ def sessions_show(session_id: str, as_json: bool, store: str | None) -> None:
 @store_option
 def sessions_delete(session_id: str, as_json: bool, store: str | None) -> None:
     """Delete SESSION_ID: its ledger, views, archive and projections (blobs stay until gc)."""
+    from filecache.figures import save_tally
+
     with open_existing(store) as opened:
         if session_id not in {s.session_id for s in opened.sessions()}:
             raise RequestError(f"no session {session_id!r}; 'filecache sessions list' shows them")
         opened.delete_session(session_id)
+        save_tally(opened, session_id, None)  # its requests, counted for the headline
     _json_or(as_json, {"deleted": session_id}, f"deleted session {session_id}\n")
 
 

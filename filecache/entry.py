@@ -1,6 +1,7 @@
 """The ``filecache`` command's entry point (``[project.scripts]``): ``--version`` and ``--help``
 answered without importing click or the library, so they start within 1.5x of ``python -c
-pass`` (``bench/bench_coldstart.py``); every other command line goes to ``filecache.cli.main``.
+pass`` (``bench/bench_coldstart.py``); ``read`` without click (``filecache.cli_read.fast_read``)
+when it can be; every other command line goes to ``filecache.cli.main``.
 
 ``HELP`` is click's own top-level help at 80 columns (``tests/cli/test_cli_entry.py`` renders
 it and compares; after adding a command, paste what that test prints); on a narrower terminal
@@ -40,7 +41,7 @@ Commands:
   run        Run HOST (claude, codex or opencode) with ARGS through this...
   serve      Run an MCP server with...
   sessions   The sessions in the store: list, show, delete, gc.
-  stats      What filecache saved, per session and overall: reads by kind,...
+  stats      What filecache saved, per session and overall: prompt, billed,...
   uninstall  Remove filecache's hooks of HOSTS (default: every host) at...
   watch      Print files changed under ROOT (debounced; the store's folder...
   write      Create or replace PATH (atomically) and record it in the session."""
@@ -69,6 +70,12 @@ def main() -> None:
     if args in (["-h"], ["--help"]) and _columns() >= 80:
         sys.stdout.write(HELP + "\n")
         return
+    if args[:1] == ["read"]:  # the most frequent call: answered without click when it can be
+        from filecache.cli_read import fast_read
+
+        code = fast_read(args)
+        if code is not None:
+            sys.exit(code)
     from filecache.cli import main as cli
 
     cli(prog_name="filecache")

@@ -55,38 +55,38 @@ class OutsideChanges:
         return notices
 
     def _notice(self, state: SessionState, turn: Turn, path: str, call_id: str) -> str:
-        cache = self.engine
+        engine = self.engine
         view = turn.view(path)
         if view is None or not view.versions:
             return ""
         held = turn.seen.get(path, state.last_seen(path, view))
         try:
-            loc = cache.paths.locate(path)
-            data: bytes | None = read_bytes(loc, cache.settings.max_file_bytes)
+            loc = engine.paths.locate(path)
+            data: bytes | None = read_bytes(loc, engine.settings.max_file_bytes)
         except MissingFileError:
             data = None
         except FileCacheError:
             return ""  # unreadable now (too large, gone outside the root): the next read says why
-        version = None if data is None else cache.secrets.version_for(loc, data)
+        version = None if data is None else engine.secrets.version_for(loc, data)
         if version == held:
             return ""  # the session's own write, or changed back
         turn.record_change(call_id, path, version, held)
         if data is None or version is None:
             return render_outside_change(path, held, None, None)
         try:
-            src = cache.versions.source_of(loc, data, True)
+            src = engine.versions.source_of(loc, data, True)
         except ContentError:
             return render_outside_change(path, held, version, None)
         total = len(src.lines)
-        plain = cache.counts.plain_tokens(src, 1, total)
+        plain = engine.counts.plain_tokens(src, 1, total)
         request = ReadRequest(
             src=src, start=1, end=total, call_id=call_id, seq=turn.next_seq(), plain=plain
         )
         decision = plan_lines(
-            request, view, bases=base_lines(view, version, cache.versions.lines_of),
-            call_seq=state.call_seq, count=cache.counts.count,
-            diff_max_ratio=cache.settings.diff_max_ratio,
-            max_versions=cache.settings.versions_per_path, margin=cache.counts.margin,
+            request, view, bases=base_lines(view, version, engine.versions.lines_of),
+            call_seq=state.call_seq, count=engine.counts.count,
+            diff_max_ratio=engine.settings.diff_max_ratio,
+            max_versions=engine.settings.versions_per_path, margin=engine.counts.margin,
         )  # fmt: skip
         if decision.kind == Kind.DIFF:
             turn.views[path] = decision.view

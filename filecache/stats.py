@@ -34,7 +34,18 @@ from typing import Any
 from filecache.core.host_labels import HOST_LABELS, register_host
 from filecache.core.kinds import CHANGES, Kind, Tool
 from filecache.errors import RequestError
-from filecache.report_html import html_page, html_table, line_chart
+from filecache.figures import (
+    ANSWERS_BASELINE,
+    BILLED_BASIS,
+    REQUESTS_BASELINE,
+    Headline,
+    headline_of,
+    prices_for,
+    read_baseline,
+    sum_headlines,
+)
+from filecache.figures import load_tally as load_request_tally
+from filecache.report_html import html_page, line_chart, sortable_table
 from filecache.store.store import Event, Projection, Store
 
 __all__ = [
@@ -44,12 +55,7 @@ __all__ = [
 ]  # fmt: skip
 
 KIND_NAMES = {"unchanged": "FileRef", "diff": "diff", "symbol": "symbol"}
-BASELINE = "plain reads (same range, same format; an outline counted as what it showed)"
-
-
-def read_baseline(kind: str, tokens: int, tokens_full: int) -> int:
-    """What a read answer is counted against (see the module docstring)."""
-    return tokens if kind == Kind.OUTLINE else tokens_full
+BASELINE = ANSWERS_BASELINE
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,8 @@ class SessionStats:
             ``pruning`` (reclaimed).
         outlines / outline_tokens / outlined_whole: outline answers, the tokens they showed,
             and the whole files' plain tokens they stood in for (not credited as saved).
+        headline: the figures every report leads with (``filecache.figures``): prompt, billed
+            and cost against the same requests plain and unpruned, and per answer.
         pruned: pruned results by tier.
         pruned_before / pruned_after: tokens of the pruned results originally and now.
         top_files: the paths whose reads saved most.
@@ -122,6 +130,7 @@ class SessionStats:
     outlines: int = 0
     outline_tokens: int = 0
     outlined_whole: int = 0
+    headline: Headline | None = field(default=None, compare=False)
 
     @property
     def saved(self) -> int:
@@ -174,6 +183,7 @@ class SessionStats:
                 }
                 for f in self.top_files
             ],  # fmt: skip
+            "headline": None if self.headline is None else self.headline.to_json(),
         }
 
 
@@ -204,6 +214,7 @@ def _fold(
     times: tuple[float, float],
     sessions: int,
     top: int,
+    headline: Headline | None = None,
 ) -> SessionStats:
     withdrawn = {
         call for e in events if e.tool == Tool.FORGET and e.kind == Kind.WITHDRAWN
@@ -252,6 +263,7 @@ def _fold(
         outlines=len(outlines),
         outline_tokens=sum(e.tokens for e in outlines),
         outlined_whole=sum(e.tokens_full for e in outlines),
+        headline=headline,
     )
 
 
@@ -264,12 +276,16 @@ def _as_sent(read: Event) -> Event:
     return dataclasses.replace(read, kind=Kind.WITHDRAWN, tokens=read.tokens_full)
 
 
-def collect_stats(store: Store, session_id: str | None = None, *, top: int = 10) -> StatsReport:
-    """Statistics of every session in ``store`` (or of ``session_id`` only).
+def collect_stats(
+    store: Store, session_id: str | None = None, *, top: int = 10, model: str | None = None
+) -> StatsReport:
+    """Statistics of every session in ``store`` (or of ``session_id`` only), each with its
+    headline (``filecache.figures``; cost at ``model``'s prices).
 
     Raises:
-        RequestError: ``session_id`` is not in the store.
+        RequestError: ``session_id`` is not in the store, or ``model`` has no prices.
     """
+    prices = prices_for(model)
     infos = store.sessions()
     if session_id is not None:
         infos = [s for s in infos if s.session_id == session_id]
@@ -283,14 +299,18 @@ def collect_stats(store: Store, session_id: str | None = None, *, top: int = 10)
         projections = store.projection_records(info.session_id)
         all_events += events
         all_projections += projections
-        per.append(
-            _fold(info.session_id, events, projections, (info.created, info.last_used), 1, top)
-        )
+        tally = load_request_tally(store, info.session_id)
+        headline = headline_of(info.session_id, events, tally, prices)
+        times = (info.created, info.last_used)
+        per.append(_fold(info.session_id, events, projections, times, 1, top, headline))
     times = (
         min((s.created for s in infos), default=0.0),
         max((s.last_used for s in infos), default=0.0),
     )
-    overall = _fold("overall", all_events, all_projections, times, len(infos), top)
+    overall = _fold(
+        "overall", all_events, all_projections, times, len(infos), top,
+        sum_headlines([s.headline for s in per if s.headline is not None], prices=prices),
+    )  # fmt: skip
     return StatsReport(tuple(per), overall)
 
 
@@ -314,22 +334,50 @@ def _reads(reads: Mapping[str, int]) -> str:
     return ", ".join(f"{k} {reads[k]}" for k in sorted(reads, key=lambda k: (k not in order, k)))
 
 
-_STATS_HEAD = ("session", "reads", "tokens served", "plain reads", "saved", "saved %", "pruned",
-               "reclaimed")  # fmt: skip
+_STATS_HEAD = ("session", "reads", "tokens served", "plain reads", "saved", "saved %",
+               "prompt saved", "billed saved", "cost saved", "pruned", "reclaimed")  # fmt: skip
 
 
 def _ordered(report: StatsReport) -> list[SessionStats]:
-    """The overall row first, then the sessions (one session: its row only)."""
+    """The overall row first, then the sessions, those that cost more than their baseline
+    first (one session: its row only)."""
     if len(report.sessions) == 1:
-        return [dataclasses.replace(report.overall, session_id=report.sessions[0].session_id)]
-    return [report.overall, *report.sessions]
+        one = report.sessions[0]
+        return [dataclasses.replace(report.overall, session_id=one.session_id)]
+    return [report.overall, *sorted(report.sessions, key=lambda s: not _regressed(s))]
 
 
 def _cells(s: SessionStats) -> list[str]:
+    h = s.headline
+    prompt, billed, cost = (None, None, None) if h is None else (h.prompt, h.billed, h.cost)
     return [
         f"{sum(s.reads.values()):,}", f"{s.tokens:,}", f"{s.tokens_full:,}", f"{s.saved:,}",
-        f"{s.saved_pct:.1f}%", f"{sum(s.pruned.values()):,}", f"{s.reclaimed:,}",
+        f"{s.saved_pct:.1f}%",
+        "n/a" if prompt is None else f"{prompt.saved_pct:.1f}%",
+        "n/a" if billed is None else f"{billed.saved_pct:.1f}%",
+        "n/a" if cost is None else f"${cost.saved:,.4f}",
+        f"{sum(s.pruned.values()):,}", f"{s.reclaimed:,}",
     ]  # fmt: skip
+
+
+def _regressed(s: SessionStats) -> bool:
+    """Costs more than its baseline: in prompt tokens, billed, or per answer."""
+    h = s.headline
+    if s.saved < 0:
+        return True
+    return h is not None and any(p is not None and p.saved < 0 for p in (h.prompt, h.billed))
+
+
+def stats_legend(prices_line: str) -> str:
+    """What the columns of ``format_stats`` mean."""
+    return (
+        f"columns: saved, saved %: read answers against {BASELINE} (per answer). prompt saved, "
+        f"billed saved, cost saved: the session's requests against {REQUESTS_BASELINE} "
+        "(pruning included; billed: "
+        f"{BILLED_BASIS}; cost: {prices_line}); n/a: no request of the session was seen "
+        "(filecache sees requests where it prunes them: 'filecache prune --session', replay). "
+        "pruned, reclaimed: results pruning changed, and the tokens they no longer take.\n"
+    )
 
 
 def _outlines_note(o: SessionStats) -> str:
@@ -346,9 +394,13 @@ def format_stats(report: StatsReport) -> str:
     lines = [_row(_STATS_HEAD), _row(["---", *("---:" for _ in _STATS_HEAD[1:])])]
     for s in _ordered(report):
         label = f"**{s.session_id}**" if s.session_id == "overall" else session_label(s.session_id)
-        lines.append(_row([label, *_cells(s)]))
+        mark = " (costs more)" if _regressed(s) else ""
+        lines.append(_row([label + mark, *_cells(s)]))
     o = report.overall
-    out = "\n".join(lines) + "\n\n"
+    out = "" if o.headline is None else o.headline.sentence() + "\n\n"
+    out += "\n".join(lines) + "\n\n"
+    if o.headline is not None:
+        out += stats_legend(o.headline.prices.describe())
     out += f"baseline: {BASELINE}\n"
     out += f"reads by kind: {_reads(o.reads) or 'none'}\n"
     out += "saved by kind: " + ", ".join(f"{k} {v:,}" for k, v in o.saved_by_kind.items()) + "\n"
@@ -369,17 +421,25 @@ def format_stats(report: StatsReport) -> str:
 
 
 def stats_html(report: StatsReport) -> str:
-    """One page: the tables of ``format_stats`` (overall first) and, per session, its
-    cumulative read tokens."""
+    """One page: the saving in one sentence, the table of ``format_stats`` (overall first, then
+    the sessions, those that cost more first and marked, sortable by any column), and per
+    session its cumulative read tokens."""
     o = report.overall
-    rows = [[session_label(s.session_id), *_cells(s)] for s in _ordered(report)]
+    ordered = _ordered(report)
+    rows = [[session_label(s.session_id), *_cells(s)] for s in ordered]
+    pinned, sessions = (rows[:1], rows[1:]) if len(rows) > 1 else ([], rows)
+    worse = [_regressed(s) for s in (ordered[1:] if len(rows) > 1 else ordered)]
+    legend = "" if o.headline is None else stats_legend(o.headline.prices.describe())
     body = [
-        html_table(_STATS_HEAD, rows),
+        sortable_table(_STATS_HEAD, sessions, pinned=pinned, worse=worse),
+        f'<p class="note">{escape(legend.strip())}</p>',
         f'<p class="note">Baseline: {escape(BASELINE)}. {escape(_outlines_note(o).strip())}</p>',
         "<h2>Saved by kind</h2>",
-        html_table(["kind", "tokens saved"], [[k, f"{v:,}"] for k, v in o.saved_by_kind.items()]),
+        sortable_table(
+            ["kind", "tokens saved"], [[k, f"{v:,}"] for k, v in o.saved_by_kind.items()]
+        ),
         "<h2>Top files by saving</h2>",
-        html_table(
+        sortable_table(
             ["path", "reads", "served", "plain", "saved"],
             [
                 [f.path, f.reads, f"{f.tokens:,}", f"{f.tokens_full:,}", f"{f.saved:,}"]
@@ -397,7 +457,10 @@ def stats_html(report: StatsReport) -> str:
                 y_label="tokens",
             )
         )  # fmt: skip
-    return html_page("filecache stats", body)
+    lead = "No session in the store yet." if o.headline is None or not report.sessions else (
+        o.headline.sentence()
+    )  # fmt: skip
+    return html_page("filecache stats", body, lead=lead)
 
 
 def session_rows(store: Store) -> list[dict[str, Any]]:

@@ -36,15 +36,16 @@ class _Balance(HTMLParser):
 
 
 def check_page(page: str, tmp_path: Path) -> list[ET.Element]:
-    """Assert ``page`` is a balanced, script-free HTML document; return its parsed SVGs."""
+    """Assert ``page`` is a balanced, self-contained HTML document; return its parsed SVGs."""
     assert page.startswith("<!DOCTYPE html>")
     parser = _Balance()
     parser.feed(page)
     parser.close()
     assert parser.errors == [] and parser.stack == [], (parser.errors, parser.stack)
-    assert "<script" not in page.lower() and "http://" not in page.replace(
-        'xmlns="http://www.w3.org/2000/svg"', ""
-    )
+    # self-contained: inline scripts only (no src), nothing fetched
+    assert not re.search(r"<script[^>]*\bsrc=", page, flags=re.I)
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "https://" not in page and "<link" not in page.lower()
     svgs = [ET.fromstring(m) for m in re.findall(r"<svg\b.*?</svg>", page, flags=re.S)]
     for svg in svgs:
         assert svg.tag == "{http://www.w3.org/2000/svg}svg"

@@ -35,3 +35,16 @@ def need(module: str, install: str = INSTALL, *, mcp_major: int | None = None) -
         if os.environ.get("CI"):
             pytest.fail(f"under CI every framework must be installed: {message}", pytrace=False)
         pytest.skip(message, allow_module_level=True)
+
+
+def need_program(path: str, install: str) -> str:
+    """The program at ``path`` (a host binary such as ``/usr/bin/chromium``), or skip the test
+    when it is not there; under CI (``CI`` set) a missing one fails instead: CI installs it."""
+    import shutil
+
+    if shutil.which(path):
+        return path
+    message = f"{path} is not installed; install it: {install}"
+    if os.environ.get("CI"):
+        pytest.fail(f"under CI {path} must be installed: {message}", pytrace=False)
+    pytest.skip(message)

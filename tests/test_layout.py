@@ -25,14 +25,14 @@ SOURCES = {"filecache": REPO / "filecache", "filecache.adapters": REPO / "adapte
 # top-level module on its own) and of any lower layer, never of its own layer or a higher one.
 # docs/design.md's Layers section draws the same list (tests/test_readme.py checks it).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "extras"),
+    ("errors", "extras", "cli_errors"),
     ("core", "settings", "report_html"),
     ("fsio", "outline"),
     ("watch",),
     ("store",),
     ("ledger", "turns", "secrecy"),
     ("prune", "sources"),
-    ("tool_shape", "engine"),
+    ("tool_shape", "figures", "engine"),
     ("conversations",),
     ("outside", "decorators"),
     ("session",),
@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gateway",),
     ("replay",),
     ("importers",),
-    ("filecache", "cli_reports", "cli_errors"),  # "filecache": the package's __init__
+    ("filecache", "cli_reports", "cli_read"),  # "filecache": the package's __init__
     ("adapters",),  # adapters/, installed as filecache.adapters (hosts/ included)
     ("cli",),
     ("entry",),  # the console script: --version/--help without click, the rest to cli

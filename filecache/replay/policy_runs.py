@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from filecache.figures import Prices, RunTally
+
 __all__ = ["Grounding", "PolicyRun", "combine_runs"]
 
 
@@ -109,6 +111,12 @@ class PolicyRun:
     recall_all: float = 1.0
     recall_all_pairs: int = 0
     grounding: Grounding = field(default_factory=Grounding)
+    cached: int = 0  # of ``prompt_tokens``, those read from the prompt cache
+    billed_series: tuple[float, ...] = field(default=(), repr=False)  # per request
+
+    def cost(self, prices: Prices) -> float:
+        """USD of the prompt tokens at ``prices`` (``figures.RunTally.cost``)."""
+        return RunTally(self.requests, self.prompt_tokens, self.cached).cost(prices)
 
     @property
     def net_prompt_tokens(self) -> int:
@@ -166,5 +174,6 @@ def combine_runs(runs: Sequence[Mapping[str, PolicyRun]]) -> dict[str, PolicyRun
             recall_all=every / all_pairs if all_pairs else 1.0,
             recall_all_pairs=all_pairs,
             grounding=sum((p.grounding for p in parts), Grounding()),
+            cached=sum(p.cached for p in parts),
         )
     return out

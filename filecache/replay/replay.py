@@ -49,6 +49,7 @@ from filecache.cache import FileCache, ReadResult, Session, WriteResult
 from filecache.core.kinds import Tool
 from filecache.core.results import Kind
 from filecache.errors import FileCacheError, RequestError
+from filecache.figures import RequestTally, RunTally, prices_for, save_tally, session_headline
 from filecache.fsio import STORE_DIR, locate
 from filecache.prune.pruner import TokenMemo, prune_messages
 from filecache.prune.pruning import PrunePolicy
@@ -388,6 +389,7 @@ def replay_session(
     peers: Sequence[str] = (),
     trigger: int | None = None,
     cap: bool = True,
+    model: str | None = None,
 ) -> SessionReplay:
     """Replay the trace in ``trace_dir``; see the module docstring.
 
@@ -411,10 +413,12 @@ def replay_session(
             tool's recorded answer is replaced by that answer, and the session forgets it (as
             a host integration falls back to the host's output): never worse than the
             recording, answer by answer. False: filecache's answers as they are.
+        model: whose published prices the headline's cost is in (``figures.PRICES``).
 
     Raises:
         TranscriptError: the directory is not a readable ``filecache-trace/1`` session.
     """
+    prices_for(model)  # an unknown model fails before the work
     if read_mode not in READ_MODES:
         raise RequestError(f"read_mode must be one of {', '.join(READ_MODES)}, not {read_mode!r}")
     trace_dir = Path(trace_dir).resolve()  # the same figures however the path is written
@@ -461,7 +465,10 @@ def replay_session(
             for message in messages:
                 run.step(message, fc_root, plain_root)
             tokenizer_used = cache.engine.counts.tokens.encoding
-            reads = [e for e in cache.engine.store.events(session.id) if e.tool == Tool.READ]
+            store = cache.engine.store
+            save_tally(store, session.id, run.tally())  # what 'filecache stats' reads
+            headline = session_headline(store, session.id, model)
+            reads = [e for e in store.events(session.id) if e.tool == Tool.READ]
             ledger = (
                 sum(e.tokens for e in reads),
                 sum(read_baseline(e.kind, e.tokens, e.tokens_full) for e in reads),
@@ -472,7 +479,7 @@ def replay_session(
             run.mismatches.append(f"end: {rel} differs between the runs")
     result = run.result(name, str(trace.get("source", "")), tokenizer_used, len(messages))
     skipped |= run.shell_kept
-    return dataclasses.replace(result, skipped=skipped, ledger_reads=ledger)
+    return dataclasses.replace(result, skipped=skipped, ledger_reads=ledger, headline=headline)
 
 
 HEADER_SLACK = 32  # tokens a content answer may exceed the agent's own view by (its header)
@@ -780,6 +787,7 @@ class _Run:
             files_identical=not self.mismatches,
             mismatches=tuple(self.mismatches),
             series={run: cost.sizes for run, cost in costs.items()},
+            billed_series={run: cost.bills for run, cost in costs.items()},
             calls=tuple(self.records),
             plain_messages=tuple(self.plain_history),
             filecache_messages=tuple(self.history),
@@ -791,4 +799,13 @@ class _Run:
             },
             capped=len(self.capped),
             grounding={run: meter.result() for run, meter in self.grounding.items()},
+            cached={run: cost.cached for run, cost in costs.items()},
+        )
+
+    def tally(self) -> RequestTally:
+        """The filecache run's requests against the plain run's (``figures.RequestTally``)."""
+        fc, plain = self.meters["filecache"].cost(), self.meters["plain"].cost()
+        return RequestTally(
+            RunTally(fc.requests, fc.tokens, fc.cached),
+            RunTally(plain.requests, plain.tokens, plain.cached),
         )

@@ -17,10 +17,11 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from filecache.figures import Prices, prices_for
 from filecache.prune.pruning import PrunePolicy
 from filecache.replay.policy_runs import Grounding, PolicyRun, combine_runs
 from filecache.replay.replay_metrics import SessionReplay, grounding_cell
-from filecache.report_html import html_page, html_table, line_chart
+from filecache.report_html import html_page, line_chart, sortable_table
 
 __all__ = ["Comparison", "compare", "comparison_html", "format_comparison"]
 
@@ -64,6 +65,7 @@ def _filecache_run(name: str, r: SessionReplay) -> PolicyRun:
         requests=r.requests,
         prompt_tokens=int(r.prompt_tokens.filecache),
         billed=r.billed.filecache,
+        cached=r.cached.get("filecache", 0),
         peak=int(r.peak_request.filecache),
         passes=r.pruning.passes,
         results=sum(r.pruning.results.values()),
@@ -73,6 +75,7 @@ def _filecache_run(name: str, r: SessionReplay) -> PolicyRun:
         recall_pairs=r.recall_pairs,
         problems=tuple(f"{name}: {p}" for p in r.problems),
         series=tuple(r.series.get("filecache", ())),
+        billed_series=tuple(r.billed_series.get("filecache", ())),
         recall_all=r.recall_all,
         recall_all_pairs=r.recall_all_pairs,
         grounding=r.grounding.get("filecache", Grounding()),
@@ -85,6 +88,7 @@ def _recorded_run(r: SessionReplay) -> PolicyRun:
         requests=r.requests,
         prompt_tokens=int(r.prompt_tokens.recorded),
         billed=r.billed.recorded,
+        cached=r.cached.get("recorded", 0),
         peak=int(r.peak_request.recorded),
         passes=0,
         results=0,
@@ -93,6 +97,7 @@ def _recorded_run(r: SessionReplay) -> PolicyRun:
         recall=1.0,
         recall_pairs=0,
         series=tuple(r.series.get("recorded", ())),
+        billed_series=tuple(r.billed_series.get("recorded", ())),
         recall_all=1.0,  # the recording holds all it showed
         recall_all_pairs=r.recall_all_pairs,
         grounding=r.grounding.get("recorded", Grounding()),
@@ -206,14 +211,101 @@ _LABELS = {  # short enough for the chart's legend (report_html.COLORS has their
 }
 
 
-def comparison_html(c: Comparison) -> str:
-    """One page: the table, then per session a chart of every policy's requests."""
+def _worse(run: PolicyRun, recorded: PolicyRun) -> bool:
+    return run.prompt_tokens > recorded.prompt_tokens or run.billed > recorded.billed
+
+
+def _lead(c: Comparison, prices: Prices) -> str:
+    """The page's first sentence: the saving of filecache's cheapest preset (or the policy
+    asked for) against the recorded transcripts, in prompt tokens, billed and money."""
+    ours = [n for n in c.names if n.startswith("filecache")] or [n for n in c.names if n != "none"]
+    if not ours or "none" not in c.totals:
+        return "No policy but the recording was replayed."
+    best = min(ours, key=lambda n: c.totals[n].billed)
+    run, rec = c.totals[best], c.totals["none"]
+    prompt = 100 * (rec.prompt_tokens - run.prompt_tokens) / rec.prompt_tokens
+    billed = 100 * (rec.billed - run.billed) / rec.billed if rec.billed else 0.0
+
+    def saved(pct: float, what: str) -> str:
+        return f"saved {pct:.1f}% of {what}" if pct >= 0 else f"added {-pct:.1f}% to {what}"
+
+    return (
+        f"{best} {saved(prompt, 'the prompt tokens')} and "
+        f"{saved(billed, 'the billed cost').removeprefix('saved ')} "
+        f"against the recorded transcripts: ${run.cost(prices):,.4f} instead of "
+        f"${rec.cost(prices):,.4f} at {prices.model}'s prices, over {len(c.sessions)} "
+        f"session{'s' if len(c.sessions) != 1 else ''} ({_window(c)})."
+    )
+
+
+def _window(c: Comparison) -> str:
+    return f"a {c.window:,}-token window" if c.window else "each policy's default window"
+
+
+_SESSION_HEAD = (
+    "session", "policy", "prompt tokens", "prompt vs recorded", "billed", "billed vs recorded",
+    "cost (USD)", "stale", "dangling", "recall",
+)  # fmt: skip
+
+
+def _session_rows(c: Comparison, prices: Prices) -> tuple[list[list[object]], list[bool]]:
+    """One row per session and policy: regressions (costs more than recorded) first."""
+    rows: list[tuple[bool, list[object]]] = []
+    for session, runs in c.sessions:
+        rec = runs.get("none")
+        for name in c.names:
+            run = runs[name]
+            worse = rec is not None and name != "none" and _worse(run, rec)
+            rp, rb = (rec.prompt_tokens, rec.billed) if rec is not None else (0, 0.0)
+            rows.append((worse, [
+                session, name, f"{run.prompt_tokens:,}", _change(rp, run.prompt_tokens),
+                f"{run.billed:,.0f}", _change(rb, run.billed), f"${run.cost(prices):,.4f}",
+                f"{run.stale:,}", f"{run.dangling:,}", f"{100 * run.recall:.1f}%",
+            ]))  # fmt: skip
+    rows.sort(key=lambda r: not r[0])  # stable: regressions first, else in order
+    return [r for _, r in rows], [w for w, _ in rows]
+
+
+def comparison_html(c: Comparison, prices: Prices | None = None) -> str:
+    """One page: the saving in one sentence, the policies' table, the sessions' table (one
+    row per session and policy, regressions first and marked; both sortable), then per
+    session a chart of every policy's prompt tokens and one of its billed equivalents."""
+    prices = prices or prices_for()
+    rec = c.totals.get("none")
+    policies = sorted(
+        (
+            (
+                rec is not None and name != "none" and _worse(c.totals[name], rec),
+                [*row, f"${c.totals[name].cost(prices):,.4f}"],
+            )
+            for name, row in zip(c.names, _rows(c), strict=True)
+        ),
+        key=lambda p: not p[0],
+    )
+    rows, worse = _session_rows(c, prices)
     body = [
-        f"<p>{escape(_note(c))}</p>",
-        html_table(HEAD, _rows(c)),
+        f'<p class="note">{escape(_note(c))} Cost: {escape(prices.describe())}. Policies that '
+        "cost more than the recording come first, marked; click a header to sort.</p>",
+        sortable_table(
+            [*HEAD, "cost (USD)"], [row for _, row in policies], worse=[w for w, _ in policies]
+        ),
+        "<h2>Sessions</h2>",
+        '<p class="note">One row per session and policy; those that cost more than the '
+        "recording (prompt or billed) come first, marked. Click a header to sort.</p>",
+        sortable_table(_SESSION_HEAD, rows, worse=worse),
     ]
     for name, runs in c.sessions:
         body.append(f"<h2>{escape(name)}</h2>")
         series = {_LABELS.get(n, n): runs[n].series for n in c.names if runs[n].series}
         body.append(line_chart(series, title=f"prompt tokens per request: {name}"))
-    return html_page("filecache replay --compare", body)
+        billed = {
+            _LABELS.get(n, n): runs[n].billed_series for n in c.names if runs[n].billed_series
+        }
+        if billed:
+            body.append(
+                line_chart(
+                    billed, title=f"billed equivalents per request: {name}",
+                    y_label="billed (uncached-token equivalents)",
+                )
+            )  # fmt: skip
+    return html_page("filecache replay --compare", body, lead=_lead(c, prices))

@@ -27,6 +27,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from filecache.figures import (
+    CACHE_READ,
+    CACHE_WRITE,
+    MESSAGE_OVERHEAD,
+    Headline,
+    cached_prefix,
+    sum_headlines,
+)
 from filecache.replay.policy_runs import Grounding, PolicyRun, combine_runs
 
 __all__ = [
@@ -35,9 +43,6 @@ __all__ = [
     "prompt_cost",
 ]  # fmt: skip
 
-CACHE_READ = 0.1  # price of a cached prompt token, relative to an uncached one
-CACHE_WRITE = 1.25  # price of a token written to the prompt cache
-MESSAGE_OVERHEAD = 3  # tokens a chat message costs beyond its text (role, separators)
 READ_KINDS = ("full", "partial", "unchanged", "diff", "outline", "error")
 RUNS = ("recorded", "plain", "filecache")
 
@@ -101,6 +106,8 @@ class PromptCost:
     final: int
     billed: float
     sizes: tuple[int, ...] = ()
+    cached: int = 0  # of ``tokens``, those read from the prompt cache (the rest: written)
+    bills: tuple[float, ...] = ()  # each request's billed equivalents
 
 
 class CostMeter:
@@ -110,18 +117,19 @@ class CostMeter:
         self.cache_read = cache_read
         self.cache_write = cache_write
         self.billed = 0.0
+        self.cached = 0
         self.sizes: list[int] = []
+        self.bills: list[float] = []
         self._previous: Sequence[tuple[object, int]] = ()
 
     def add(self, request: Sequence[tuple[object, int]]) -> int:
         """Bill one request, a list of ``(message key, tokens)``; returns its size."""
         size = sum(tokens for _, tokens in request)
-        cached = 0
-        for (key, tokens), (prev_key, _) in zip(request, self._previous, strict=False):
-            if key != prev_key:
-                break
-            cached += tokens
-        self.billed += cached * self.cache_read + (size - cached) * self.cache_write
+        cached = cached_prefix(request, [key for key, _ in self._previous])
+        self.cached += cached
+        bill = cached * self.cache_read + (size - cached) * self.cache_write
+        self.billed += bill
+        self.bills.append(bill)
         self.sizes.append(size)
         self._previous = request
         return size
@@ -130,7 +138,7 @@ class CostMeter:
         sizes = self.sizes
         return PromptCost(
             len(sizes), sum(sizes), max(sizes, default=0), sizes[-1] if sizes else 0,
-            self.billed, tuple(sizes),
+            self.billed, tuple(sizes), self.cached, tuple(self.bills),
         )  # fmt: skip
 
 
@@ -242,6 +250,10 @@ class SessionReplay:
             (``stats.read_baseline``): what ``stats`` reports on a store this replay wrote.
         capped: read answers larger than the recorded ones, sent as recorded instead
             (``replay_session(cap=True)``).
+        cached: per run, the prompt tokens read from the prompt cache (the rest were written).
+        headline: the figures every report leads with (``filecache.figures``), computed
+            from the filecache run's store as ``filecache stats`` computes them: its requests
+            against the plain run's, and its read answers.
         grounding: per run (``recorded``, ``filecache``), its edits' grounding
             (``replay_grounding``): the share of edits whose old text the request the model
             answered showed, and the re-reads the edits lost against the recording would need.
@@ -281,6 +293,9 @@ class SessionReplay:
     ledger_reads: tuple[int, int] = (0, 0)
     capped: int = 0
     grounding: Mapping[str, Grounding] = field(default_factory=dict)
+    headline: Headline | None = field(default=None, compare=False)
+    cached: Mapping[str, int] = field(default_factory=dict)
+    billed_series: Mapping[str, tuple[float, ...]] = field(default_factory=dict, repr=False)
 
     @property
     def net_prompt_tokens(self) -> Measure:
@@ -311,6 +326,7 @@ class SessionReplay:
     def to_json(self, *, detail: bool = True) -> dict[str, Any]:
         """Every measure as JSON; ``detail`` adds ``series`` and ``calls``."""
         out: dict[str, Any] = {
+            "headline": None if self.headline is None else self.headline.to_json(),
             "name": self.name,
             "source": self.source,
             "tokenizer": self.tokenizer,
@@ -436,6 +452,12 @@ def combine(replays: Sequence[SessionReplay], name: str = "total") -> SessionRep
             sum(r.ledger_reads[1] for r in replays),
         ),
         capped=sum(r.capped for r in replays),
+        cached={run: sum(r.cached.get(run, 0) for r in replays) for run in RUNS},
+        headline=(
+            sum_headlines([r.headline for r in replays if r.headline is not None], name)
+            if any(r.headline is not None for r in replays)
+            else None
+        ),
         grounding={
             run: sum(
                 (r.grounding[run].named(r.name) for r in replays if run in r.grounding), Grounding()

@@ -194,6 +194,7 @@ class PeerRun:
             requests=cost.requests,
             prompt_tokens=cost.tokens,
             billed=cost.billed,
+            cached=cost.cached,
             peak=cost.peak,
             passes=self.passes,
             results=self.shown_changed,
@@ -203,6 +204,7 @@ class PeerRun:
             recall_pairs=pairs,
             problems=tuple(f"{self.name}: {p}" for p in problems),
             series=cost.sizes,
+            billed_series=cost.bills,
             recall_all=checker.all_sum / checker.all_pairs if checker.all_pairs else 1.0,
             recall_all_pairs=checker.all_pairs,
         )

@@ -6,17 +6,17 @@ Pure: ``SessionReplay`` records in, text out.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from html import escape
 
 from filecache.replay.policy_runs import Grounding
 from filecache.replay.replay_metrics import READ_KINDS, Measure, SessionReplay, grounding_cell
-from filecache.report_html import html_page, html_table, line_chart
+from filecache.report_html import Cell, html_page, html_table, line_chart, sortable_table
 from filecache.stats import BASELINE
 
 __all__ = [
     "format_replay", "format_table", "format_totals", "grounding_line", "ledger_line",
-    "replay_html", "session_anchor", "worse_line", "worse_than_recorded",
+    "replay_html", "replay_lead", "session_anchor", "worse_line", "worse_than_recorded",
 ]  # fmt: skip
 
 
@@ -165,8 +165,10 @@ def format_replay(replays: Sequence[SessionReplay], totals: SessionReplay) -> st
         f"lines, of {file:,} in those files)."
     )
     verdict += "\n" + grounding_line(totals)
+    lead = "" if totals.headline is None else totals.headline.sentence() + "\n\n"
     return (
-        format_table(replays, totals) + "\n" + TABLE_LEGEND + "\n" + format_totals(totals) + "\n"
+        lead + format_table(replays, totals) + "\n" + TABLE_LEGEND + "\n"
+        + format_totals(totals) + "\n"
         + verdict + "\n"
         + ledger_line(totals) + "\n" + worse_line(replays, totals) + "\n"
     )  # fmt: skip
@@ -229,27 +231,10 @@ def _by_regression(r: SessionReplay) -> tuple[bool, float, str]:
     return not _worse(r), r.prompt_tokens.saved_vs_recorded_pct, r.name
 
 
-def _by_billed(r: SessionReplay) -> tuple[bool, float, str]:
-    return False, r.billed.saved_vs_recorded_pct, r.name
-
-
-def _by_recall(r: SessionReplay) -> tuple[bool, float, str]:
-    return False, r.recall, r.name
-
-
-def _by_name(r: SessionReplay) -> tuple[bool, float, str]:
-    return False, 0.0, r.name
-
-
-_SORTS: tuple[tuple[str, str, Callable[[SessionReplay], tuple[bool, float, str]]], ...] = (
-    ("regressions", "regressions first", _by_regression),  # every order the sessions table has
-    ("billed", "billed, worst first", _by_billed),
-    ("recall", "recall, lowest first", _by_recall),
-    ("session", "by name", _by_name),
-)
 _SESSION_HEAD = (
     "session", "requests", "prompt recorded", "prompt filecache", "prompt vs recorded",
-    "billed vs recorded", "recall", "recall all", "edits grounded", "stale", "dangling",
+    "billed vs recorded", "prompt vs plain", "billed vs plain", "recall", "recall all",
+    "edits grounded", "stale", "dangling",
 )  # fmt: skip
 
 
@@ -262,55 +247,48 @@ def _session_cells(r: SessionReplay) -> list[str]:
     return [
         f"{r.requests:,}", f"{r.prompt_tokens.recorded:,.0f}", f"{r.prompt_tokens.filecache:,.0f}",
         _pct(r.prompt_tokens.saved_vs_recorded_pct), _pct(r.billed.saved_vs_recorded_pct),
+        _pct(r.prompt_tokens.saved_vs_plain_pct), _pct(r.billed.saved_vs_plain_pct),
         f"{100 * r.recall:.1f}%", f"{100 * r.recall_all:.1f}%", _grounded(r), f"{r.stale_views:,}",
         f"{r.dangling_refs:,}",
     ]  # fmt: skip
 
 
-def _sessions_tables(replays: Sequence[SessionReplay], totals: SessionReplay) -> list[str]:
-    """The per-session table once per order in ``_SORTS``; the first is shown, a link in
-    the header shows another (CSS ``:target``, no script). The totals row stays first."""
+def _sessions_table(replays: Sequence[SessionReplay], totals: SessionReplay) -> str:
+    """The per-session table: the totals first, then the sessions, those that cost more than
+    recorded first and marked; a click on a header sorts by that column."""
     anchors = {id(r): session_anchor(n, r.name) for n, r in enumerate(replays, 1)}
-    out = []
-    for sort_id, _, key in _SORTS:
-        links = " · ".join(
-            f"<strong>{escape(text)}</strong>" if other == sort_id
-            else f'<a href="#by-{other}">{escape(text)}</a>'
-            for other, text, _ in _SORTS
-        )  # fmt: skip
-        rows = [
-            "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in _SESSION_HEAD) + "</tr>",
-            '<tr class="total"><td>total</td>'
-            + "".join(f"<td>{escape(c)}</td>" for c in _session_cells(totals))
-            + "</tr>",
-        ]
-        for r in sorted(replays, key=key):
-            cls = ' class="worse"' if _worse(r) else ""
-            name = f'<a href="#{anchors[id(r)]}">{escape(r.name)}</a>'
-            rows.append(
-                f"<tr{cls}><td>{name}</td>"
-                + "".join(f"<td>{escape(c)}</td>" for c in _session_cells(r)) + "</tr>"
-            )  # fmt: skip
-        out.append(
-            f'<div class="sort" id="by-{sort_id}"><p class="note">Sessions, {links}. '
-            "Highlighted: costs more than recorded (prompt or billed).</p>\n<table>\n"
-            + "\n".join(rows) + "\n</table></div>"
-        )  # fmt: skip
-    return out
+    ordered = sorted(replays, key=_by_regression)
+    rows: list[list[object]] = [
+        [Cell(f'<a href="#{anchors[id(r)]}">{escape(r.name)}</a>', r.name), *_session_cells(r)]
+        for r in ordered
+    ]
+    return (
+        '<p class="note">Sessions: those that cost more than recorded (prompt or billed) come '
+        "first, marked; click a header to sort by it. Changes are against the recorded "
+        "transcript and against the plain run; negative is a saving.</p>\n"
+        + sortable_table(
+            _SESSION_HEAD, rows, pinned=[["total", *_session_cells(totals)]],
+            worse=[_worse(r) for r in ordered],
+        )
+    )  # fmt: skip
 
 
-_SORT_CSS = (
-    ".sort { display: none; } .sort:target { display: block; } "
-    "body:not(:has(.sort:target)) #by-regressions { display: block; } "
-    "tr.total td { font-weight: bold; } tr.worse td { background: #fde8e4; }"
-)
+def replay_lead(totals: SessionReplay) -> str:
+    """The page's first sentence: the saving in prompt tokens, billed and money."""
+    if totals.headline is not None:
+        return totals.headline.sentence()
+    return (  # a replay through a host's hook: no store session of its own
+        f"filecache changed the prompt tokens by {_pct(totals.saved_pct)} and the billed "
+        f"cost by {_pct(totals.billed_saved_pct)} (against the recorded or the plain run, "
+        "whichever saved less); no cost in money (this replay kept no session)."
+    )
 
 
 def replay_html(replays: Sequence[SessionReplay], totals: SessionReplay) -> str:
-    """One page: what was replayed and the totals, then the per-session table (the totals
-    first, regressions first, sortable by prompt, billed, recall or name; each name links to
-    its session), then per session its measures and a chart of every request's prompt tokens
-    (recorded, plain, filecache)."""
+    """One page: the saving in one sentence, what was replayed, the per-session table (the
+    totals first, regressions first and marked, sortable by any column; each name links to its
+    session), the totals' measures, then per session its measures and a chart of every
+    request's prompt tokens (recorded, plain, filecache)."""
     counters = (
         f"Stale views {totals.stale_views}, dangling refs {totals.dangling_refs}, "
         f"recall {100 * totals.recall:.1f}% over {totals.recall_pairs:,} (request, file) pairs."
@@ -323,17 +301,18 @@ def replay_html(replays: Sequence[SessionReplay], totals: SessionReplay) -> str:
         else "Pruning off: delta reads (FileRef, diff, outline) only."
     )
     body = [
-        f"<style>{_SORT_CSS}</style>",
         f"<p>{totals.sessions} replayed session{'s' if totals.sessions != 1 else ''}, "
         f"{totals.requests:,} requests. {pruning} {counters}</p>",
         f"<p>{escape(grounding_line(totals))}</p>",
-        *_sessions_tables(replays, totals),
+        _sessions_table(replays, totals),
         html_table(_MEASURE_HEAD, _measure_rows(totals)),
         '<p class="note">Billed: the prefix a request shares with the previous one at 0.1x, '
         "the rest at 1.25x. Changes are against each baseline; negative is a saving.</p>",
         f'<p class="note">{escape(ledger_line(totals))}</p>',
         f'<p class="note">{escape(worse_line(replays, totals))}</p>',
     ]
+    if totals.headline is not None:
+        body.append(f'<p class="note">Prices: {escape(totals.headline.prices.describe())}.</p>')
     for n, r in enumerate(replays, 1):
         body.append(f'<h2 id="{session_anchor(n, r.name)}">{escape(r.name)}</h2>')
         if r.source:
@@ -342,4 +321,4 @@ def replay_html(replays: Sequence[SessionReplay], totals: SessionReplay) -> str:
         order = ("plain", "filecache", "recorded")  # the dashed recorded line on top
         series = {run: r.series[run] for run in order if r.series.get(run)}
         body.append(line_chart(series, title=f"prompt tokens per request: {r.name}"))
-    return html_page("filecache replay", body)
+    return html_page("filecache replay", body, lead=replay_lead(totals))

@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 
 from filecache.errors import StoreError
-from filecache.store.memory_store import MemoryStore
 from filecache.store.store import Store, default_store_path, existing_store_path, is_store
 from filecache.store.store_url import is_store_url, open_url_store, refuse_url_path
 
@@ -26,6 +25,8 @@ def open_store(root: Path, store: str | os.PathLike[str] | Store | None) -> Stor
 
         return SqliteStore(default_store_path(root))
     if isinstance(store, str) and store == ":memory:":
+        from filecache.store.memory_store import MemoryStore  # not on a read's start
+
         return MemoryStore()
     if isinstance(store, str) and is_store_url(store):
         return open_url_store(store)  # a URL is never a file name; unknown schemes are refused

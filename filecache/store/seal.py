@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import secrets
 import threading
 from pathlib import Path
 
@@ -55,7 +54,9 @@ def _load_key() -> bytes:
     except FileNotFoundError:
         pass
     except OSError:
-        return secrets.token_bytes(32)  # unreadable: a key of this process only
+        return _random(32)  # unreadable: a key of this process only
+    import secrets  # here: only the first run on a machine makes a key (a read's start)
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         temp = path.with_name(f".key-{os.getpid()}-{secrets.token_hex(4)}")
@@ -73,7 +74,11 @@ def _load_key() -> bytes:
             os.unlink(temp)
         return _read_key(path)
     except OSError:
-        return secrets.token_bytes(32)
+        return _random(32)
+
+
+def _random(n: int) -> bytes:
+    return os.urandom(n)  # what secrets.token_bytes returns
 
 
 def _read_key(path: Path) -> bytes:

@@ -321,9 +321,17 @@ def test_replay_compare_and_policy_on_the_command_line(tmp_path: Path) -> None:
     ]  # fmt: skip
     assert report["policies"]["none"]["prompt_tokens"] == report["recorded"]["prompt_tokens"]
     svgs = check_page(page.read_text(), tmp_path)
-    assert len(svgs) == 1 and "filecache (context)" in page.read_text()
-    legend = {t.text for t in svgs[0].iter() if t.tag.endswith("text")}
-    assert {"none", "anthropic", "openclaw", "cc dedup+anthr.", "filecache context"} <= legend
+    assert len(svgs) == 2 and "filecache (context)" in page.read_text()  # prompt and billed
+    for svg in svgs:
+        legend = {t.text for t in svg.iter() if t.tag.endswith("text")}
+        assert {"none", "anthropic", "openclaw", "cc dedup+anthr.", "filecache context"} <= legend
+        colours = [line.get("stroke") for line in svg.iter() if line.tag.endswith("polyline")]
+        assert len(colours) == 8  # every policy; those sharing a colour differ in dash
+        styles = {
+            (line.get("stroke"), line.get("stroke-dasharray"))
+            for line in svg.iter() if line.tag.endswith("polyline")
+        }  # fmt: skip
+        assert len(styles) == 8
     table = runner.invoke(main, ["replay", str(trace), "--policy", "openclaw"])
     assert table.exit_code == 0 and table.stdout.splitlines()[3].startswith("| openclaw |")
     one = ["replay", str(trace), "--policy", "anthropic-clear-tool-uses", "--json"]

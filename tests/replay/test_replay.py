@@ -329,14 +329,15 @@ def test_cli_html_page(tmp_path: Path) -> None:
     assert len(svgs) == 1
     lines = svgs[0].findall("{http://www.w3.org/2000/svg}polyline")
     assert len(lines) == 3  # recorded, plain, filecache
-    assert "<script" not in page.lower()
     assert SCRIPTED.name in page
+    assert page.index('<p class="lead">filecache saved ') < page.index("<table")  # the saving
 
 
 def test_html_opens_with_a_sortable_table_of_the_sessions(tmp_path: Path) -> None:
-    """The page starts with the per-session table: the totals first, regressions first (a
-    session that costs more than recorded leads, highlighted), other orders one link away
-    (CSS :target, no script), each name a link to that session's chart."""
+    """The page starts with its saving, then the per-session table: the totals first (in the
+    head, where sorting leaves it), regressions first and marked in words, every name a link
+    to that session's chart; each number carries its value for the page's sort script
+    (tests/test_report_pages.py clicks it in Chromium)."""
     import re
 
     from html_check import check_page
@@ -348,25 +349,25 @@ def test_html_opens_with_a_sortable_table_of_the_sessions(tmp_path: Path) -> Non
     worse = dataclasses.replace(worse, **cost)  # a regression, whatever the code does
     page = replay_html([good, worse], combine([good, worse]))
     check_page(page, tmp_path)
-    tables = re.findall(r'<div class="sort" id="by-(\w+)">(.*?)</div>', page, flags=re.S)
-    assert [t for t, _ in tables] == ["regressions", "billed", "recall", "session"]
-    assert page.index('id="by-regressions"') < page.index("<svg")  # the table opens the page
-    for order, table in tables:
-        names = re.findall(r'<tr[^>]*><td>(?:<a href="#([^"]+)">)?([^<]+)', table)
-        assert names[0][1] == "total", order  # the totals row stays first
-        for anchor, _ in names[1:]:
-            assert f'<h2 id="{anchor}">' in page  # every name links to its chart
-    first = re.findall(r'<tr class="worse"><td><a href="#[^"]+">([^<]+)', tables[0][1])
-    assert first == [SCRIPTED.name]
-    rows = re.findall(r'<tr(?: class="worse")?><td><a href="#[^"]+">([^<]+)', tables[0][1])
-    assert rows == [SCRIPTED.name, FIXTURE.name]  # regressions first
-    rows = re.findall(r'<tr(?: class="worse")?><td><a href="#[^"]+">([^<]+)', tables[3][1])
-    assert rows == sorted([SCRIPTED.name, FIXTURE.name])
+    table = re.search(r'<table class="sortable">(.*?)</table>', page, flags=re.S)
+    assert table is not None and page.index('class="sortable"') < page.index("<svg")
+    head, body = table.group(1).split("<tbody>")
+    assert re.search(r'<tr class="total"><td>total</td>', head)  # the totals row stays first
+    rows = re.findall(r'<tr( class="worse")?><td><a href="#([^"]+)">([^<]+)</a>(.*?)</td>', body)
+    assert [(w, n) for w, _, n, _ in rows] == [
+        (' class="worse"', SCRIPTED.name),
+        ("", FIXTURE.name),
+    ]
+    assert "costs more" in rows[0][3] and "costs more" not in rows[1][3]
+    for _, anchor, _, _ in rows:
+        assert f'<h2 id="{anchor}">' in page  # every name links to its chart
+    assert re.search(r'<td data-sort="-?[\d.e+]+">−?[\d.,]+%</td>', body)  # sortable numbers
+    assert "<script>" in page and "fcSort" in page
 
 
 def test_a_session_that_bills_more_than_recorded_leads_both_tables() -> None:
     """A regression in billed tokens alone (its prompt saves more than the other session's)
-    comes first in the text table and in the page's default order, highlighted."""
+    comes first in the text table and in the page's default order, marked."""
     import re
 
     from filecache.replay.replay_report import replay_html
@@ -380,9 +381,8 @@ def test_a_session_that_bills_more_than_recorded_leads_both_tables() -> None:
             .splitlines()[2:]]  # fmt: skip
     assert rows == ["total", FIXTURE.name, SCRIPTED.name]
     page = replay_html([fine, worse], totals)
-    table = re.search(r'<div class="sort" id="by-regressions">(.*?)</div>', page, flags=re.S)
-    assert table is not None
-    names = re.findall(r'<tr( class="worse")?><td><a href="#[^"]+">([^<]+)', table.group(1))
+    body = page.split("<tbody>")[1].split("</tbody>")[0]
+    names = re.findall(r'<tr( class="worse")?><td><a href="#[^"]+">([^<]+)', body)
     assert names == [(' class="worse"', FIXTURE.name), ("", SCRIPTED.name)]
 
 

@@ -99,6 +99,9 @@ async def test_a_borrowed_header_learns_nothing_of_the_owners_reads(
                     stats_after = meta_of(await thief.call_tool("cache_stats", {}))
     assert [r["kind"] for r in owned] == ["full", "full", "unchanged"]
     assert stats["answers"] == {} and stats["read_tokens_plain"] == 0
+    # nor in the headline: no read of the owner's, no request figure
+    assert stats["headline"]["per_answer"]["reads"] == 0
+    assert stats["headline"]["prompt_tokens"] is None
     owner_ids = {r["call_id"] for r in owned}
     for answer in stolen:
         assert answer["kind"] == "full" and answer.get("base_call_id") is None
