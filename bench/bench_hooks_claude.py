@@ -25,6 +25,18 @@ re-read of one of the files (a FileRef comes back); ``--first`` measures first r
 
     .venv/bin/python bench/bench_hooks_claude.py [--files 50] [--padding 300] [--calls 60]
         [--cold 8] [--first]
+
+``--claude PATH`` measures instead what the hooks add to each tool call inside the real binary,
+against no hook, in one run: ``claude -p`` against the scripted model of
+``tests/anthropic_server.py`` reads a 10 KB file, then re-reads it ``--reads`` times (each a
+FileRef with filecache), ``--runs`` times per setup, the setups interleaved run by run: no
+hook; the command hooks ``filecache install claude-code`` writes (the thin client of the
+resident server); a ``"type": "http"`` PostToolUse hook to ``hook_http``'s server on
+127.0.0.1. A tool call's time is the gap between two requests of the agent loop at the model
+server (the tool, its hooks and Claude Code's own work between them); "added" is a setup's gap
+minus the no-hook gap of the same call of the same run index.
+
+    .venv/bin/python bench/bench_hooks_claude.py --claude PATH [--runs 5] [--reads 12]
 """
 
 from __future__ import annotations
@@ -104,14 +116,171 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000
 
 
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+SETUPS = ("no hook", "command hook", "http hook", "http, empty answer")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _empty_server() -> Any:
+    """An http hook server in this process that answers every call with nothing."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Empty(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Empty)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _http_settings(port: int) -> dict[str, Any]:
+    from filecache.adapters.hosts.hook_http import http_hook
+
+    hook = http_hook(port)
+    matcher = "Read|Edit|MultiEdit|Write|NotebookEdit|Bash"
+    return {"hooks": {"PostToolUse": [{"matcher": matcher, "hooks": [hook]}]}}
+
+
+def _one_run(claude: str, setup: str, base: Path, port: int, reads: int) -> tuple[list[float], str]:
+    """One ``claude -p``: the gaps between the agent loop's requests (s), and every request."""
+    sys.path.insert(0, str(TESTS))
+    from anthropic_server import Script, ScriptedModel, is_main_loop, text, tool_use
+
+    home, project = base / "home", base / "project"
+    project.mkdir(parents=True)
+    (home / ".claude").mkdir(parents=True)
+    target = project / "handlers.py"
+    line = "def handler(event, context):  # return the event, unchanged\n"
+    target.write_text(line * (FILE_BYTES // len(line)))
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "ANTHROPIC_API_KEY": "sk-test",
+           "XDG_CACHE_HOME": str(home / ".cache"), "XDG_RUNTIME_DIR": str(base / "run"),
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
+           "DISABLE_TELEMETRY": "1"}  # fmt: skip
+    (base / "run").mkdir(mode=0o700)
+    if setup == "command hook":
+        subprocess.run([sys.executable, "-m", "filecache", "install", "claude-code"],
+                       cwd=project, env=env, check=True, capture_output=True)  # fmt: skip
+    elif setup.startswith("http"):
+        (home / ".claude" / "settings.json").write_text(json.dumps(_http_settings(port)))
+    turns: list[Any] = [[tool_use("Read", {"file_path": str(target)}, f"toolu_{i:03d}")]
+                        for i in range(reads + 1)]  # fmt: skip
+    script = Script([*turns, [text("done")]])
+    arrivals: list[float] = []
+
+    def timed_script(body: dict[str, Any]) -> Any:
+        if is_main_loop(body):
+            arrivals.append(time.perf_counter())
+        return script(body)
+
+    with ScriptedModel(timed_script) as model:
+        env["ANTHROPIC_BASE_URL"] = model.base_url
+        subprocess.run([claude, "-p", "read the file", "--allowedTools", "Read",
+                        "--output-format", "json"], cwd=project, env=env, check=True,
+                       capture_output=True, timeout=300)  # fmt: skip
+        sent = json.dumps(model.main_requests()[-1])  # the last request: every answer
+    gaps = [b - a for a, b in zip(arrivals[1:], arrivals[2:], strict=False)]  # the re-reads
+    return gaps[:reads], sent
+
+
+def real_binary(claude: str, runs: int, reads: int) -> None:
+    """``--claude``: no hook vs the command hooks vs an http hook, in the real binary."""
+    from filecache.adapters.hosts.hook_client import stop_servers
+
+    load_before = os.getloadavg()
+    port = _free_port()
+    empty = _empty_server()  # Claude Code's own cost of an http hook: an answer of nothing
+    empty_port = empty.server_address[1]
+    gaps: dict[str, list[list[float]]] = {s: [] for s in SETUPS}
+    short = dict.fromkeys(SETUPS, 0)
+    with tempfile.TemporaryDirectory(prefix="bench-hooks-real-") as tmp:
+        server_env = {**os.environ, "XDG_CACHE_HOME": str(Path(tmp) / "server-cache")}
+        server = subprocess.Popen(
+            [sys.executable, "-I", "-m", "filecache.adapters.hosts.hook_http", "--port",
+             str(port)], env=server_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            for _ in range(100):  # until it listens
+                try:
+                    import socket
+
+                    socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            for run in range(runs):
+                for setup in SETUPS:
+                    base = Path(tmp) / f"{run}-{setup.split()[0]}"
+                    try:
+                        to = empty_port if setup == "http, empty answer" else port
+                        got, sent = _one_run(claude, setup, base, to, reads)
+                    finally:
+                        stop_servers({"XDG_RUNTIME_DIR": str(base / "run"),
+                                      "XDG_CACHE_HOME": str(base / "home" / ".cache")})  # fmt: skip
+                    gaps[setup].append(got)
+                    short[setup] += sent.count("unchanged since your result")
+        finally:
+            server.kill()  # the process this bench started
+            server.wait()
+            empty.shutdown()
+    load_after = os.getloadavg()
+    print(f"Claude Code {_version(claude)}, {runs} runs x {reads} re-reads of a 10 KB file per "
+          f"setup, interleaved; 'unchanged since your result' in the last requests: "
+          + ", ".join(f"{s} {short[s]}" for s in SETUPS)
+          + f"; load average {load_before[0]:.1f} -> {load_after[0]:.1f} on "
+          f"{os.cpu_count()} cores")  # fmt: skip
+    print(f"{'per tool call':34} {'p50 ms':>8} {'p95 ms':>8} {'mean ms':>8}")
+    flat = {s: [g for run in gaps[s] for g in run] for s in SETUPS}
+    for setup in SETUPS:
+        values = flat[setup]
+        print(f"{setup:34} {pct(values, 0.5):8.1f} {pct(values, 0.95):8.1f} "
+              f"{statistics.fmean(values) * 1000:8.1f}")  # fmt: skip
+    base_gaps = gaps["no hook"]
+    for setup in SETUPS[1:]:
+        added = [g - b for run, plain in zip(gaps[setup], base_gaps, strict=True)
+                 for g, b in zip(run, plain, strict=False)]  # fmt: skip
+        print(f"{setup + ' - no hook (paired)':34} {pct(added, 0.5):8.1f} "
+              f"{pct(added, 0.95):8.1f} {statistics.fmean(added) * 1000:8.1f}")  # fmt: skip
+        ratio = pct(flat[setup], 0.5) / pct(flat["no hook"], 0.5)
+        print(f"{setup + ' / no hook (p50 ratio)':34} {ratio:8.2f}")
+
+
+def _version(claude: str) -> str:
+    done = subprocess.run([claude, "--version"], capture_output=True, text=True, timeout=60)
+    return done.stdout.split()[0] if done.stdout else "?"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--claude", help="the real binary: no hook vs command vs http hook")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--reads", type=int, default=12)
     parser.add_argument("--files", type=int, default=50)
     parser.add_argument("--padding", type=int, default=300)
     parser.add_argument("--calls", type=int, default=60)
     parser.add_argument("--cold", type=int, default=8, help="cold starts to time")
     parser.add_argument("--first", action="store_true", help="first reads (content)")
     args = parser.parse_args()
+    if args.claude:
+        real_binary(args.claude, args.runs, args.reads)
+        return
     from filecache.adapters.hosts.hook_client import stop_servers
 
     load_before = os.getloadavg()

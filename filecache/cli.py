@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from filecache.adapters.hosts.host_specs import HOST_NAMES, SPECS
+from filecache.adapters.hosts.host_specs import HOST_NAMES, RUN_NAMES, SPECS
 from filecache.cli_errors import cli_message
 from filecache.cli_read import CLI_SESSION
 from filecache.cli_reports import (
@@ -369,6 +369,20 @@ def _require_gateway(ctx: click.Context) -> None:
 )
 @click.option("--status", is_flag=True, help="List this user's background gateways.")
 @click.option("--stop", is_flag=True, help="Stop this user's background gateways.")
+@click.option(
+    "--memory",
+    "memory_report",
+    is_flag=True,
+    help="Print what the store holds for the gateway (conversations, rows, bytes).",
+)
+@click.option(
+    "--gc",
+    "gc_days",
+    type=click.FloatRange(min=0),
+    metavar="DAYS",
+    help="Delete the conversations idle longer than DAYS days from the store, then print "
+    "--memory (a starting gateway does this with FILECACHE_GATEWAY_KEEP_DAYS, default 30).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def gateway(
@@ -382,11 +396,17 @@ def gateway(
     background: bool,
     status: bool,
     stop: bool,
+    memory_report: bool,
+    gc_days: float | None,
     as_json: bool,
 ) -> None:
     """Serve the model API on 127.0.0.1 with filecache's request transform (needs the gateway
     extra): point a host's base URL at the URL it prints."""  # fmt: skip
     import os
+
+    if memory_report or gc_days is not None:
+        _gateway_memory(store, gc_days, as_json)
+        return
 
     from filecache.adapters.gateway.routes import parse_specs
 
@@ -421,6 +441,27 @@ def gateway(
     except OSError as exc:  # the port is taken, the address is not this machine's
         click.echo(f"filecache: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
         ctx.exit(2)
+
+
+def _gateway_memory(store: str | None, gc_days: float | None, as_json: bool) -> None:
+    """``filecache gateway --memory`` and ``--gc DAYS``."""
+    from filecache.gateway import open_memory
+
+    memory = open_memory(store)
+    try:
+        deleted = memory.gc(gc_days) if gc_days is not None else None
+        report = memory.report()
+    finally:
+        memory.close()
+    out = {"conversations": report.conversations, "rows": report.rows,
+           "store_bytes": report.store_bytes}  # fmt: skip
+    if deleted is not None:
+        out["deleted"] = deleted
+    size = "" if report.store_bytes is None else f", {report.store_bytes / 1024:,.0f} KB on disk"
+    line = f"{report.conversations} conversations, {report.rows} rows{size}"
+    if deleted is not None:
+        line = f"deleted {deleted} idle conversations; now {line}"
+    click.echo(json.dumps(out) if as_json else line)
 
 
 def _background_gateway(
@@ -462,7 +503,7 @@ def _background_gateway(
     type=click.IntRange(min=1000),
     help="The model's context window in tokens (pruning pressure). Default: 200000.",
 )
-@click.argument("host", type=click.Choice(["claude", "codex", "opencode"]))
+@click.argument("host", type=click.Choice(RUN_NAMES))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def run(window: int | None, host: str, args: tuple[str, ...]) -> None:
     """Run HOST (claude, codex or opencode) with ARGS through this user's gateway (started when

@@ -10,7 +10,8 @@ links), so no test reaches the network.
 ``OpencodeHome(tmp)`` makes the HOME (every XDG folder inside it) and a project; ``run(steps)``
 runs ``opencode run`` once with a scripted model and returns the server with its recorded
 requests. The provider is an ``@ai-sdk/openai-compatible`` entry (bundled in the binary: nothing
-is fetched) in the user's opencode.json.
+is fetched) in the user's opencode.json. ``Flavour`` holds what differs in an opencode fork that
+runs the same plugin (Kilo CLI: tests/kilo_run.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -32,29 +34,52 @@ DEPS = os.environ.get("FILECACHE_TEST_OPENCODE_DEPS") or str(DEFAULT / "plugin-d
 MODEL = "scripted/m1"
 
 
-def need_opencode() -> str:
+@dataclass(frozen=True)
+class Flavour:
+    """One host of the opencode family: its binary, its plugin package and config names."""
+
+    host: str  # filecache's name for it (``filecache install HOST``), and its config folder
+    version: str
+    binary: str
+    deps: str  # a folder where ``package`` was installed with npm
+    package: str  # the plugin package the host installs into its config folders
+    env: str  # the prefix of its environment switches
+    config_file: str  # the user's config file the tests write
+    variable: str  # FILECACHE_TEST_<variable> names the binary, _DEPS the package's folder
+    switches: tuple[tuple[str, str], ...] = ()  # more environment, to keep it off the network
+
+
+OPENCODE = Flavour("opencode", VERSION, BINARY, DEPS, "@opencode-ai/plugin", "OPENCODE",
+                   "opencode.json", "OPENCODE")  # fmt: skip
+
+
+def need_opencode(flavour: Flavour = OPENCODE) -> str:
     """The binary's path; skips without it (fails under CI, which installs it)."""
-    ok = os.access(BINARY, os.X_OK) and (Path(DEPS) / "node_modules/@opencode-ai/plugin").is_dir()
+    binary, deps, name = flavour.binary, flavour.deps, flavour.host
+    ok = os.access(binary, os.X_OK) and (Path(deps) / "node_modules" / flavour.package).is_dir()
     if not ok:
         message = (
-            f"opencode {VERSION} is not installed at {BINARY} (with @opencode-ai/plugin in "
-            f"{DEPS}); run: bash .ci/run install, or set FILECACHE_TEST_OPENCODE and "
-            "FILECACHE_TEST_OPENCODE_DEPS"
+            f"{name} {flavour.version} is not installed at {binary} (with {flavour.package} in "
+            f"{deps}); run: bash .ci/run install, or set FILECACHE_TEST_{flavour.variable} and "
+            f"FILECACHE_TEST_{flavour.variable}_DEPS"
         )
         if os.environ.get("CI"):
-            pytest.fail(f"under CI opencode must be installed: {message}", pytrace=False)
+            pytest.fail(f"under CI {name} must be installed: {message}", pytrace=False)
         pytest.skip(message)
-    return BINARY
+    return binary
 
 
 class OpencodeHome:
     """A HOME with opencode's folders, and a project in it (``project``)."""
 
+    flavour = OPENCODE
+
     def __init__(self, base: Path) -> None:
         self.home = base / "home"
         self.project = base / "project"
         self.project.mkdir(parents=True)
-        self.config = self.home / ".config" / "opencode"
+        self.config = self.home / ".config" / self.flavour.host
+        prefix = self.flavour.env
         self.env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(self.home),
@@ -62,27 +87,30 @@ class OpencodeHome:
             "XDG_DATA_HOME": str(self.home / ".local" / "share"),
             "XDG_CACHE_HOME": str(self.home / ".cache"),
             "XDG_STATE_HOME": str(self.home / ".local" / "state"),
-            "OPENCODE_DISABLE_MODELS_FETCH": "1",
-            "OPENCODE_DISABLE_AUTOUPDATE": "1",
-            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
-            "OPENCODE_DISABLE_SHARE": "1",
+            f"{prefix}_DISABLE_MODELS_FETCH": "1",
+            f"{prefix}_DISABLE_AUTOUPDATE": "1",
+            f"{prefix}_DISABLE_LSP_DOWNLOAD": "1",
+            f"{prefix}_DISABLE_SHARE": "1",
             "LANG": "C.UTF-8",
+            **dict(self.flavour.switches),
         }
         self.seed(self.config)
 
     def seed(self, folder: Path) -> None:
-        """Put the pre-installed ``@opencode-ai/plugin`` into a config folder of opencode's."""
+        """Put the pre-installed plugin package (``@opencode-ai/plugin``) into a config folder
+        of the host's."""
+        deps = Path(self.flavour.deps)
         folder.mkdir(parents=True, exist_ok=True)
         for name in ("package.json", "package-lock.json"):
-            shutil.copy(Path(DEPS) / name, folder / name)
+            shutil.copy(deps / name, folder / name)
         if not (folder / "node_modules").exists():
-            shutil.copytree(Path(DEPS) / "node_modules", folder / "node_modules",
+            shutil.copytree(deps / "node_modules", folder / "node_modules",
                             symlinks=True, copy_function=os.link)  # fmt: skip
 
     def configure(self, base_url: str) -> None:
         """The scripted provider and model in the user's opencode.json (kept: every other key,
         such as the plugin entry ``filecache install opencode`` wrote)."""
-        path = self.config / "opencode.json"
+        path = self.config / self.flavour.config_file
         config = json.loads(path.read_text()) if path.exists() else {}
         config["provider"] = {
             "scripted": {
@@ -109,7 +137,7 @@ class OpencodeHome:
         import sys
 
         done = subprocess.run(
-            [python or sys.executable, "-m", "filecache", "install", "opencode", *args],
+            [python or sys.executable, "-m", "filecache", "install", self.flavour.host, *args],
             cwd=self.project, env={**os.environ, **self.env}, capture_output=True, text=True,
             check=True, timeout=120,
         )  # fmt: skip
@@ -123,13 +151,15 @@ class OpencodeHome:
         with chat:
             self.configure(chat.base_url)
             done = subprocess.run(
-                [need_opencode(), "run", *extra, prompt], cwd=self.project, env=self.env,
+                [need_opencode(self.flavour), "run", *extra, prompt], cwd=self.project,
+                env=self.env,
                 capture_output=True, text=True, timeout=300,
             )  # fmt: skip
         self.last_stderr = done.stderr
         if done.returncode != 0 or not chat.finished():
             raise AssertionError(
-                f"opencode run exited {done.returncode} after {len(chat.requests)} requests "
+                f"{self.flavour.host} run exited {done.returncode} after {len(chat.requests)} "
+                "requests "
                 f"(script finished: {chat.finished()}):\n{done.stdout[-2000:]}\n"
                 f"{done.stderr[-4000:]}"
             )

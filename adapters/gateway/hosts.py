@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from filecache.adapters.gateway.routes import ANTHROPIC_DEFAULT, OPENAI_DEFAULT
+from filecache.adapters.hosts.host_specs import RUN_NAMES
 
 __all__ = ["HOSTS", "HostPlan", "plan"]
 
-HOSTS = ("claude", "codex", "opencode")
+HOSTS = RUN_NAMES  # the programs of the host table (HostSpec.run); each has a planner below
 CHATGPT_CODEX = "https://chatgpt.com/backend-api/codex"
 OPENCODE_DEFAULTS = {
     "anthropic": "https://api.anthropic.com/v1",
@@ -56,12 +57,14 @@ class HostPlan:
 
 
 def plan(host: str, args: Sequence[str], env: Mapping[str, str], cwd: Path) -> HostPlan:
-    """The plan for ``host`` (one of ``HOSTS``) run with ``args`` in ``cwd`` under ``env``."""
-    if host == "claude":
-        return _claude(env, cwd)
-    if host == "codex":
-        return _codex(args, env)
-    return _opencode(env, cwd)
+    """The plan for ``host`` (one of ``HOSTS``) run with ``args`` in ``cwd`` under ``env``.
+
+    Raises:
+        ValueError: ``host`` is not one of ``HOSTS``.
+    """
+    if host not in PLANNERS:
+        raise ValueError(f"filecache run has no plan for {host!r}; use one of {', '.join(HOSTS)}")
+    return PLANNERS[host](args, env, cwd)
 
 
 def _nothing(urls: Sequence[str]) -> tuple[list[str], dict[str, str]]:
@@ -79,7 +82,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 # -- Claude Code ---------------------------------------------------------------------------------
 
 
-def _claude(env: Mapping[str, str], cwd: Path) -> HostPlan:
+def _claude(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> HostPlan:
     config = Path(env.get("CLAUDE_CONFIG_DIR") or Path(env.get("HOME") or "~") / ".claude")
     files = [
         config.expanduser() / "settings.json",
@@ -158,7 +161,7 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _codex(args: Sequence[str], env: Mapping[str, str]) -> HostPlan:
+def _codex(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> HostPlan:
     home = Path(env.get("CODEX_HOME") or Path(env.get("HOME") or "~") / ".codex").expanduser()
     try:
         config: dict[str, Any] = tomllib.loads((home / "config.toml").read_text())
@@ -275,7 +278,7 @@ def _opencode_config(env: Mapping[str, str], cwd: Path) -> dict[str, Any]:
     return merged
 
 
-def _opencode(env: Mapping[str, str], cwd: Path) -> HostPlan:
+def _opencode(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> HostPlan:
     config = _opencode_config(env, cwd)
     providers = config.get("provider") if isinstance(config.get("provider"), dict) else {}
     chosen: dict[str, str] = dict(OPENCODE_DEFAULTS)
@@ -302,3 +305,9 @@ def _opencode(env: Mapping[str, str], cwd: Path) -> HostPlan:
         return [], {"OPENCODE_CONFIG_CONTENT": json.dumps(content)}
 
     return HostPlan(tuple(chosen[name] for name in names), apply)
+
+
+Planner = Callable[[Sequence[str], Mapping[str, str], Path], HostPlan]
+PLANNERS: Mapping[str, Planner] = {"claude": _claude, "codex": _codex, "opencode": _opencode}
+"""How each program of ``HOSTS`` is pointed at the gateway (tests/adapters/gateway/
+test_gateway_hosts.py checks the two lists agree)."""

@@ -14,7 +14,7 @@ import ipaddress
 import logging
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -22,6 +22,9 @@ from filecache.adapters.gateway.proxy import Gateway, make_app
 from filecache.adapters.gateway.routes import Route, RouteTable
 
 from filecache.gateway import open_memory
+from filecache.gateway.memory import KEEP_DAYS, GatewayMemory
+
+_LOG = logging.getLogger("filecache.gateway")
 
 __all__ = ["ServeOptions", "check_bind", "is_loopback", "serve"]
 
@@ -81,6 +84,19 @@ def serve(
     asyncio.run(_serve(options, on_ready, reload, clients_alive))
 
 
+def _collect(memory: GatewayMemory, env: Mapping[str, str]) -> None:
+    """Delete the conversations idle longer than ``FILECACHE_GATEWAY_KEEP_DAYS`` (default
+    ``KEEP_DAYS``) when the gateway starts; a store that fails here is used as it is."""
+    try:
+        days = float(env.get("FILECACHE_GATEWAY_KEEP_DAYS") or KEEP_DAYS)
+        deleted = memory.gc(days)
+    except Exception as exc:  # never hurt the host: serve with the store as it is
+        _LOG.info("memory gc skipped (%s)", type(exc).__name__)
+        return
+    if deleted:
+        _LOG.info("memory gc: %d idle conversations deleted", deleted)
+
+
 async def _serve(
     options: ServeOptions,
     on_ready: Callable[[str, int], None],
@@ -89,6 +105,7 @@ async def _serve(
 ) -> None:
     routes = RouteTable(options.upstreams, options.env, options.window)
     memory = open_memory(options.store)
+    _collect(memory, options.env)
     stop = asyncio.Event()
     gateway = Gateway(routes, memory, options.token, options.control, reload, on_stop=stop.set)
     if reload is not None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -53,6 +54,7 @@ __all__ = [
     "host_session_id",
     "log_failure",
     "log_path",
+    "pool",
     "project_root",
 ]
 
@@ -160,13 +162,52 @@ def project_root(folder: str | Path) -> Path:
     return start
 
 
+class _Pool:
+    """The open ``FileCache``s of a resident process (``pool``); off in a process per call."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.lock = threading.Lock()
+        self.caches: dict[tuple[object, ...], FileCache] = {}
+        self.files: dict[int, tuple[int, int] | None] = {}  # id(cache) -> its store file
+
+
+_POOL = _Pool()
+
+
+def pool() -> None:
+    """Keep each root's ``FileCache`` open between calls in this process (the resident hook
+    servers: ``hook_server``, ``hook_http``), as opencode's resident keeps its sessions. A
+    process per call never turns it on."""
+    _POOL.on = True
+
+
+def _store_file(cache: FileCache) -> tuple[int, int] | None:
+    path = getattr(cache.store, "path", None)
+    if path is None:
+        return None  # not a file (PostgreSQL, memory): nothing to replace under it
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (-1, -1)
+    return (st.st_dev, st.st_ino)
+
+
+def _same_store_file(cache: FileCache) -> bool:
+    """The store file ``cache`` opened is still the one at its path (not deleted, replaced)."""
+    return _POOL.files.get(id(cache)) == _store_file(cache)
+
+
 class HostSession(ClosesOnExit):
     """One model context of a host, on one root (see the module docstring)."""
 
-    def __init__(self, host: str, cache: FileCache, session: Session) -> None:
+    def __init__(
+        self, host: str, cache: FileCache, session: Session, *, pooled: bool = False
+    ) -> None:
         self.host = host
         self.cache = cache
         self.session = session
+        self._shared = pooled
 
     @classmethod
     def open(
@@ -187,6 +228,8 @@ class HostSession(ClosesOnExit):
 
         where = Path(call_env.getcwd(), root if root is not None else cwd)  # an absolute one wins
         paths = _relative_paths(where, store)
+        if _POOL.on:
+            return cls._pooled(host, host_session_id_, where, paths, store)
         cache = FileCache(where, store=paths.pop("store", store), **paths)
         try:
             session = cache.session(host_session_id(host, host_session_id_, cache.engine.root))
@@ -195,8 +238,38 @@ class HostSession(ClosesOnExit):
             raise
         return cls(host, cache, session)
 
+    @classmethod
+    def _pooled(
+        cls, host: str, sid: str, where: Path, paths: dict[str, str], store: str | None
+    ) -> HostSession:
+        """``open`` in a resident process: the ``FileCache`` of this root, store and settings
+        stays open between calls (``pool``), so a call pays neither opening the store nor
+        the checkpoint of closing it. A changed setting (the root's pyproject), or a store
+        file removed or replaced since, opens a new one."""
+        from filecache.settings import load_settings
+
+        try:
+            settings = load_settings(where.resolve()) if where.is_dir() else None
+        except FileCacheError:
+            settings = None  # FileCache says why, below
+        key = (str(where), store, tuple(sorted(paths.items())), settings)
+        with _POOL.lock:
+            cache = _POOL.caches.get(key)
+            if cache is not None and not _same_store_file(cache):
+                _POOL.caches.pop(key)  # left to the collector: another call may still use it
+                _POOL.files.pop(id(cache), None)
+                cache = None
+            if cache is None:
+                cache = FileCache(where, store=paths.get("store", store),
+                                  **{k: v for k, v in paths.items() if k != "store"})  # fmt: skip
+                _POOL.caches[key] = cache
+                _POOL.files[id(cache)] = _store_file(cache)
+        session = cache.session(host_session_id(host, sid, cache.root))
+        return cls(host, cache, session, pooled=True)
+
     def close(self) -> None:
-        self.cache.close()
+        if not self._shared:
+            self.cache.close()
 
     # -- what the model still holds ---------------------------------------------------------
 
@@ -222,6 +295,28 @@ class HostSession(ClosesOnExit):
                 self.session.forget(held)
             if self._carrier():
                 self._set_carrier("")
+
+    def lines_answered(self, call_id: str) -> tuple[str, int, str] | None:
+        """The lines a read answer of ``call_id`` stood for (a FileRef or diff as much as
+        content): (path, first line number, the raw lines of the version it reflects), or None
+        when the ledger has no such read or the version's lines are not kept."""
+        record = self.session.ledger().calls.get(call_id)
+        if record is None or record.version is None or record.start is None:
+            return None
+        lines = self.cache.lines_of(record.version)
+        if lines is None:
+            return None
+        end = record.end if record.end is not None else len(lines)
+        return (
+            record.path,
+            record.start,
+            render_lines(record.path, lines, record.start, end, numbered=False),
+        )
+
+    def expired(self, call_id: str) -> None:
+        """The host sends the model another text in place of ``call_id``'s short answer (its
+        base left the context): nothing relies on it, and it carries no instructions."""
+        self.abandon(call_id)
 
     def abandon(self, call_id: str) -> None:
         """The answer to ``call_id`` never reached the host (its client gave up or was

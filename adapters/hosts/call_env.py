@@ -19,8 +19,9 @@ from contextvars import ContextVar
 
 __all__ = ["PER_CALL", "calling", "getcwd", "getenv"]
 
-PER_CALL = ("CLAUDE_PROJECT_DIR",)
-"""Variables a host sets per project (so per call of a per-user server), sent with each call."""
+PER_CALL = ("CLAUDE_PROJECT_DIR", "CLAUDE_CODE_EXPERIMENTAL_CODE_MODE")
+"""Variables a host sets per project or session (so per call of a per-user server), sent with
+each call: the project folder, and whether Claude Code's Code Mode is on (``claude_code``)."""
 
 _CALL: ContextVar[tuple[str, Mapping[str, str]] | None] = ContextVar("filecache_call", default=None)
 

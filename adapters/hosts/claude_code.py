@@ -120,8 +120,39 @@ def run_hook(args: list[str], payload: bytes) -> bytes:
     event = json.loads(payload)
     if not isinstance(event, dict):
         return b""
-    out = answer(event)
+    if event.get("hook_event_name") == "PostToolUse" and code_mode():
+        out = _standing_aside(event)
+    else:
+        out = answer(event)
     return b"" if out is None else json.dumps(out, ensure_ascii=False).encode("utf-8")
+
+
+CODE_MODE = "CLAUDE_CODE_EXPERIMENTAL_CODE_MODE"
+"""Claude Code's Code Mode (2.1.323 and later): the model writes a script whose tool calls run
+PostToolUse hooks like any other, and nothing in the hook's input says that the result goes to
+the script, not to the model. A FileRef or diff handed to a program that expects the file's
+text would break it silently, so while the variable turns the mode on in the hook's
+environment (set in the shell, or in a settings file's ``env``), filecache answers no tool call
+in that session (it still follows compactions and resets)."""
+
+
+def code_mode() -> bool:
+    """Whether ``CODE_MODE`` is on in the calling hook's environment, as Claude Code reads it
+    (``1``, ``true``, ``yes``, ``on``; any case)."""
+    from filecache.adapters.hosts import call_env
+
+    value = call_env.getenv(CODE_MODE)
+    return value is not None and value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _standing_aside(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Code Mode is on: Claude Code's own result stands; the user is told once per session."""
+    from filecache.adapters.hosts.registry import notice_text
+
+    session = event.get("session_id")
+    reason = f"{CODE_MODE} is on: a tool result may go to the model's script, not to the model"
+    said = notice_text(HOST_NAME, session, reason) if isinstance(session, str) else None
+    return None if said is None else {"systemMessage": said}
 
 
 def abandon(args: list[str], payload: bytes) -> None:

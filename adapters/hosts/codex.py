@@ -89,10 +89,16 @@ def installed(cwd: Path) -> list[Installed]:
 
 def run_hook(args: list[str], payload: bytes) -> bytes:
     """Answer one Codex hook call (``payload``: its JSON input). Never raises: on any failure
-    one line goes to the hook log and the answer is empty (Codex's own output stands)."""
+    one line goes to the hook log and the answer is empty (Codex's own output stands); but a
+    store that cannot be used or a bad setting is raised, for ``registry.run_hook`` to tell
+    the user once (``notice``)."""
+    from filecache.errors import ConfigError, StoreError
+
     try:
         data = json.loads(payload)
         return _dispatch(data) if isinstance(data, dict) else b""
+    except (StoreError, ConfigError):
+        raise
     except Exception as exc:  # a hook never breaks the host's session
         from filecache.adapters.hosts.base import log_failure
 

@@ -106,7 +106,8 @@ ANSWER_TIMEOUT: dict[str, float] = {s.name: s.answer_timeout for s in _SPECS}
 (``host_specs.HostSpec.answer_timeout``)."""
 _IDENTITY_PREFIXES = ("FILECACHE_", "XDG_", "LC_", "PG")  # PG*: libpq's, for a store URL
 _IDENTITY_NAMES = ("HOME", "LANG")
-_PER_CALL = ("CLAUDE_PROJECT_DIR",)  # call_env.PER_CALL (not imported: it loads contextvars)
+# call_env.PER_CALL (not imported: it loads contextvars)
+_PER_CALL = ("CLAUDE_PROJECT_DIR", "CLAUDE_CODE_EXPERIMENTAL_CODE_MODE")
 
 
 class Refused(Exception):

@@ -447,6 +447,9 @@ def main(argv: list[str]) -> int:
     ready = int(opts["--ready-fd"]) if "--ready-fd" in opts else None
     for name in call_env.PER_CALL:  # the starting client's: each call brings its own
         os.environ.pop(name, None)
+    from filecache.adapters.hosts.base import pool
+
+    pool()  # each root's store stays open between calls
     try:
         idle = float(os.environ.get("FILECACHE_HOOK_SERVER_IDLE") or IDLE_SECONDS)
         _warm()

@@ -19,7 +19,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy kno
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-__all__ = ["HOST_NAMES", "SPECS", "HostSpec", "spec"]
+__all__ = ["HOST_NAMES", "RUN_NAMES", "SPECS", "HostSpec", "spec"]
 
 
 class HostSpec:
@@ -42,11 +42,13 @@ class HostSpec:
             session (``registry.run_hook``; None: the hook log only).
         module: the host's module in this package (``registry.host_module`` imports it: a host
             module imports this table, so the table names its module rather than importing it).
+        run: the program ``filecache run`` starts through the gateway (None: the gateway cannot
+            point this host at itself yet); ``adapters/gateway/hosts.py`` has its plan.
     """
 
     __slots__ = (
         "answer_timeout", "answers", "display", "events", "hook_timeout", "module", "name",
-        "notice", "scopes", "told", "transcript",
+        "notice", "run", "scopes", "told", "transcript",
     )  # fmt: skip
 
     def __init__(
@@ -63,6 +65,7 @@ class HostSpec:
         told: Callable[[], str] | None,
         module: str,
         notice: str | None = None,
+        run: str | None = None,
     ) -> None:
         self.name = name
         self.display = display
@@ -75,6 +78,7 @@ class HostSpec:
         self.told = told
         self.module = module
         self.notice = notice
+        self.run = run
 
     def __repr__(self) -> str:
         return f"HostSpec({self.name!r})"
@@ -94,6 +98,18 @@ def _for_gemini_reads() -> str:
                           numbered=False, shell_reads=True)
         + " Gemini CLI shows these answers as the call's error: they are not failures."
     )  # fmt: skip
+
+
+def _for_opencode() -> str:
+    from filecache.core.render import host_instructions
+
+    return host_instructions("opencode", read="read", shell="bash", numbered=False)
+
+
+def _for_kilo() -> str:
+    from filecache.core.render import host_instructions
+
+    return host_instructions("Kilo CLI", read="read", shell="bash", numbered=False)
 
 
 def _for_shell_reads() -> str:
@@ -123,6 +139,7 @@ SPECS: tuple[HostSpec, ...] = (
         told=_for_host_tools,
         module="claude_code",
         notice="systemMessage",
+        run="claude",
     ),
     HostSpec(
         name="codex",
@@ -141,6 +158,8 @@ SPECS: tuple[HostSpec, ...] = (
         transcript="the rollout JSONL at the hook's transcript_path",
         told=_for_shell_reads,
         module="codex",
+        run="codex",
+        notice="systemMessage",  # printed by Codex as a warning, never sent to the model
     ),
     HostSpec(
         name="opencode",
@@ -154,8 +173,9 @@ SPECS: tuple[HostSpec, ...] = (
         answer_timeout=25.0,
         answers="the plugin replaces the numbered lines of a read result (or a bash output)",
         transcript="the messages of each request, handed over by the plugin",
-        told=None,
+        told=_for_opencode,
         module="opencode",
+        run="opencode",
     ),
     HostSpec(
         name="gemini-cli",
@@ -176,9 +196,26 @@ SPECS: tuple[HostSpec, ...] = (
         module="gemini_cli",
         notice="systemMessage",  # shown in the terminal (coreEvents), never sent to the model
     ),
+    HostSpec(  # an opencode fork: opencode's plugin and Python side, so opencode's events and
+        name="kilo",  # wording (tests/adapters/hosts/test_host_kilo_unit.py holds them equal)
+        display="Kilo CLI",
+        scopes=("user", "project"),
+        events={
+            "tool.execute.after": "read|bash|edit|write|apply_patch|multiedit",
+            "experimental.chat.messages.transform": None,
+        },  # fmt: skip
+        hook_timeout=None,
+        answer_timeout=25.0,
+        answers="opencode's plugin replaces the numbered lines of a read result (or a bash output)",
+        transcript="the messages of each request, handed over by the plugin",
+        told=_for_kilo,
+        module="kilo",
+    ),
 )
 
 HOST_NAMES: tuple[str, ...] = tuple(s.name for s in SPECS)
+RUN_NAMES: tuple[str, ...] = tuple(s.run for s in SPECS if s.run)
+"""The programs ``filecache run`` takes, in the table's order."""
 
 
 def spec(name: str) -> HostSpec:

@@ -19,8 +19,15 @@ time (``filecache hook opencode`` with a request on stdin). Requests (``op``):
   compaction of any result a FileRef in it names); every other fact is forgotten.
 - ``forget`` {call}: the plugin gave up waiting; nothing may rely on that call. ``changed``:
   a tool changed files (``apply_patch``): re-hash.
+- ``expand`` {call, tool, output}: a FileRef or diff that the request carries names a result
+  the request lacks (opencode summarised it away and kept the answer: a compaction's kept
+  tail, in this process or one before it): the text to send instead, the lines the answer
+  stood for in read's shape (a placeholder saying how to get them back when they cannot be
+  rebuilt, or for a bash answer); the call then backs nothing and carries no instructions.
 
-Every answer is ``{"id", "output"}``; ``output`` null leaves opencode's result alone. Invariants:
+Every answer is ``{"id", "output"}``; ``output`` null leaves opencode's result alone. A store
+that cannot be used or a bad setting adds ``notice``, once per opencode session: the line the
+plugin shows the user (on stderr, and as a toast in the TUI). Invariants:
 opencode's output is the fallback for anything not served exactly (a denied file is never read
 through filecache, so nothing of it is stored); an internal error is one line in the hook log
 and a null answer. Owned state: the open ``HostSession`` per (opencode session, root), in the
@@ -146,9 +153,11 @@ def opencode_lines(raw: str) -> list[str]:
 
 
 class Hook:
-    """Answers the plugin's requests; one ``HostSession`` per (opencode session, root)."""
+    """Answers the plugin's requests; one ``HostSession`` per (opencode session, root).
+    ``host``: the host whose plugin this is (``kilo`` runs the same plugin)."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = HOST_NAME) -> None:
+        self.host = host
         self._sessions: dict[tuple[str, str], HostSession] = {}
 
     def close(self) -> None:
@@ -185,13 +194,15 @@ class Hook:
         if op == "changed":
             host.changed(call)
             return None
+        if op == "expand":
+            return _expand(host, call, str(request.get("tool")), str(request["output"]))
         raise ValueError(f"unknown request {op!r}")
 
     def _session(self, session_id: str, root: str) -> HostSession:
         key = (session_id, root)
         host = self._sessions.get(key)
         if host is None:
-            host = HostSession.open(HOST_NAME, session_id, root)
+            host = HostSession.open(self.host, session_id, root)
             self._sessions[key] = host
         return host
 
@@ -211,7 +222,7 @@ class Hook:
         if answer is None or answer.is_content:
             return None
         own = shown.text[shown.body[0] : shown.body[1]]
-        short = host.short_or_own(call, answer.text.rstrip("\n"), own, _told())
+        short = host.short_or_own(call, _for_host(answer.text), own, _told(self.host))
         return None if short is None else shown.with_body(short)
 
     def _bash(self, host: HostSession, call: str, request: dict[str, Any]) -> str | None:
@@ -225,11 +236,43 @@ class Hook:
             str(request["command"]), call, output=output,
             cwd=None if workdir is None else str(workdir),
         )  # fmt: skip
-        return None if answer is None else host.short_or_own(call, answer, output, _told())
+        if answer is None:
+            return None
+        short: str | None = host.short_or_own(call, _for_host(answer), output, _told(self.host))
+        return short
 
 
-def _told() -> str | None:
-    told = spec(HOST_NAME).told
+def _for_host(text: str) -> str:
+    """filecache's answer in the words of opencode's tools (its read has no ``fresh``)."""
+    from filecache.core.render import for_host_tools
+
+    return for_host_tools(text).rstrip("\n")
+
+
+def _expand(host: HostSession, call: str, tool: str, output: str) -> str:
+    """What the model gets instead of ``output``, the short answer to ``call`` whose base is
+    gone from the request (``expand``): the same bytes on every request while the version's
+    lines are kept (opencode rebuilds each request from its own record)."""
+    from filecache.core.render import render_cleared_ref
+
+    host.expired(call)
+    head = _HEAD.match(output) if tool == "read" else None
+    footer = _FOOTER.search(output, head.end()) if head is not None else None
+    answered = host.lines_answered(call) if footer is not None else None
+    if head is not None and footer is not None and answered is not None:
+        _, start, raw = answered
+        numbered = "\n".join(f"{start + i}: {line}" for i, line in enumerate(opencode_lines(raw)))
+        if numbered:
+            return output[: head.end()] + numbered + output[footer.start() :]
+    path = head[1] if head is not None else "the file"
+    return render_cleared_ref(
+        f"this answer relied on an earlier result that is no longer in your context; read "
+        f"{path} again for its text"
+    )
+
+
+def _told(host: str) -> str | None:
+    told = spec(host).told
     return None if told is None else told()
 
 
@@ -243,45 +286,58 @@ def _same_dir(path: str, root: Path) -> bool:
 def _respond(hook: Hook, line: bytes) -> bytes:
     """One request line → one answer line (never raises)."""
     ident: Any = None
+    session: Any = None
     try:
         request = json.loads(line)
-        ident = request.get("id")
+        ident, session = request.get("id"), request.get("session")
         output = hook.answer(request)
         return json.dumps({"id": ident, "output": output}).encode() + b"\n"
     except Exception as exc:  # the plugin then keeps opencode's output
-        log_failure(HOST_NAME, f"{type(exc).__name__}: {exc}")
-        return json.dumps({"id": ident, "output": None, "error": True}).encode() + b"\n"
+        from filecache.adapters.hosts.registry import notice_text
+
+        from filecache.errors import ConfigError, StoreError
+
+        reason = f"{type(exc).__name__}: {exc}"
+        log_failure(hook.host, reason)
+        answer = {"id": ident, "output": None, "error": True}
+        if isinstance(exc, StoreError | ConfigError) and isinstance(session, str):
+            said = notice_text(hook.host, session, reason)  # every call of it fails alike
+            if said is not None:
+                answer["notice"] = said  # the plugin shows it to the user, once
+        return json.dumps(answer).encode() + b"\n"
 
 
-def run_hook(args: list[str], payload: bytes) -> bytes:
+def run_hook(args: list[str], payload: bytes, host: str = HOST_NAME) -> bytes:
     """One request (the JSON the plugin sends) → its answer line; ``b""`` for no request."""
     if not payload.strip():
         return b""
-    hook = Hook()
+    hook = Hook(host)
     try:
         return _respond(hook, payload)
     finally:
         hook.close()
 
 
-def abandon(args: list[str], payload: bytes) -> None:
+def abandon(args: list[str], payload: bytes, host: str = HOST_NAME) -> None:
     """The answer to this request never reached the plugin: ``forget`` its call."""
     request = json.loads(payload)
     if isinstance(request, dict) and request.get("op") in ("read", "bash"):
-        hook = Hook()
+        hook = Hook(host)
         try:
             hook.answer({**request, "op": "forget"})
         finally:
             hook.close()
 
 
-def serve(stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None) -> int:
+def serve(
+    stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None, host: str = HOST_NAME
+) -> int:
     """The resident process: answer request lines until stdin closes (opencode exited)."""
     import filecache.shell.bash_reads  # noqa: F401  (imported now, not on the first read)
 
     source = stdin if stdin is not None else sys.stdin.buffer
     sink = stdout if stdout is not None else sys.stdout.buffer
-    hook = Hook()
+    hook = Hook(host)
     try:
         for line in source:
             if line.strip():

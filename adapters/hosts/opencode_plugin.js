@@ -5,7 +5,9 @@
 // Installed by `filecache install opencode` as `["file://<this file>", {"python": "<abs>"}]` in
 // opencode.json's "plugin" list. It starts one resident Python process per opencode process
 // (`python -m filecache.adapters.hosts.opencode serve`, JSON lines on its stdin/stdout; it
-// exits when opencode does), so a read costs one round trip, not a Python start.
+// exits when opencode does), so a read costs one round trip, not a Python start. Kilo CLI (an
+// opencode fork) runs this same plugin, installed with {"host": "kilo"}: the resident is then
+// `filecache.adapters.hosts.kilo`, which keeps Kilo's sessions apart from opencode's.
 //
 // Invariants:
 // - opencode's own output is the fallback: on any error, a timeout, a dead process that a new one
@@ -14,12 +16,17 @@
 // - A dead resident is replaced within the call that finds it dead, and a slow one is never
 //   doubled (Bridge).
 // - What the model holds is what `experimental.chat.messages.transform` shows before each
-//   request: the completed tool results that are not compacted. filecache is told when any call
-//   it answered is missing (opencode pruned or compacted it) and forgets what relied on it; a
-//   FileRef or diff still in the context whose named result opencode pruned gets that result
-//   back (it is sent uncompacted in this request), so no reference in the request dangles.
+//   request: the completed tool results that are not compacted. filecache is told the first
+//   time a session is seen in this process (a resumed session: `run --continue`, a reopened
+//   TUI) and whenever a result it was told of or answered is missing (opencode pruned or
+//   compacted it), and forgets what relied on it. A FileRef or diff still in the context whose
+//   named result opencode pruned gets that result back (it is sent uncompacted in this
+//   request); one whose named result the request lacks (a compaction summarised it and kept
+//   the answer) is sent as the lines it stood for (`expand`), so no reference in the request
+//   dangles, whichever process answered it.
 // Owned state: the child process and the pending requests (this module; one per opencode
-// process), and per opencode session the call ids filecache answered in this process.
+// process), and per opencode session the call ids filecache was told of or answered in this
+// process and the expanded answers.
 
 import { spawn } from "node:child_process"
 
@@ -31,20 +38,69 @@ const MAX_STARTS = 3 // a child that keeps dying is given up on: opencode's outp
 // nothing the second time. Not `edit`/`write`: adopted against the version the model holds, a
 // second one is not the first; they go again only to replace a write that failed.
 const REPEATABLE = new Set(["read", "bash", "changed", "keep"])
+// opencode's code mode (OPENCODE_EXPERIMENTAL_CODE_MODE, read as opencode reads it; Kilo's:
+// KILO_EXPERIMENTAL_CODE_MODE, or KILO_EXPERIMENTAL when that is unset, as Kilo 7.7.7 reads them,
+// codeModeOn): the model's
+// scripts call tools, and nothing in `tool.execute.after` tells a script's call from the
+// model's. A FileRef or diff handed to a script that expects the file's text would break it, so
+// while the mode is on filecache answers no call (what the model holds is still followed).
+const CODE_MODE = "OPENCODE_EXPERIMENTAL_CODE_MODE"
+const CODE_MODE_ON = new Set(["1", "true"])
+const CODE_MODE_NOTICE =
+  "filecache serves nothing in this session (OPENCODE_EXPERIMENTAL_CODE_MODE is on: a tool " +
+  "result may go to the model's script, not to the model); opencode's own results stand."
+const KILO_CODE_MODE_NOTICE = CODE_MODE_NOTICE.replace("OPENCODE_", "KILO_").replace(
+  "opencode's own",
+  "Kilo's own",
+)
+
+function codeModeOn(host) {
+  const on = (name) => CODE_MODE_ON.has(String(process.env[name] || "").trim().toLowerCase())
+  if (host !== "kilo") return on(CODE_MODE)
+  const own = process.env.KILO_EXPERIMENTAL_CODE_MODE
+  return own === undefined ? on("KILO_EXPERIMENTAL") : on("KILO_EXPERIMENTAL_CODE_MODE")
+}
+
+// What a dangling answer becomes when filecache cannot say (its process is gone): no reference.
+const GONE =
+  "[cleared tool result: this answer relied on an earlier result that is no longer in your " +
+  "context; read the file again for its text]"
 const REFERENCE =
   /^\[filecache\] .* (?:unchanged|changed|changed outside the agent) since your results? (\S+?(?: and \S+?)*) \(/gm
 
 export const FilecachePlugin = async (input, options) => {
   const python = (options && options.python) || "python3"
+  const named = options && typeof options.host === "string" ? options.host : ""
+  const host = /^[a-z][a-z0-9_]*$/.test(named) ? named : "opencode" // a module name, nothing else
   const root = input.directory
-  const bridge = new Bridge(python)
+  const codeMode = codeModeOn(host)
+  const toldCodeMode = new Set() // sessions told that filecache stands aside
+  const bridge = new Bridge(python, `filecache.adapters.hosts.${host}`, (text) =>
+    tellUser(input, text),
+  )
   bridge.start()
-  const answered = new Map() // opencode session id -> Set of call ids sent to filecache
-  const synced = new Set() // sessions whose held results were reported in this process
+  // opencode session id -> the call ids filecache may rely on: those of the last `keep` and
+  // those answered since. A session first seen in this process has none: it is synced at once.
+  const known = new Map()
+  const expanded = new Map() // session id + call id -> the text sent instead of a dangling answer
 
   const note = (sessionID, callID) => {
-    if (!answered.has(sessionID)) answered.set(sessionID, new Set())
-    answered.get(sessionID).add(callID)
+    if (!known.has(sessionID)) return // not synced yet: the first request syncs it
+    known.get(sessionID).add(callID)
+  }
+
+  // A short answer in the request whose named result the request lacks: its lines instead (the
+  // same text on every request), or, when filecache cannot say, a placeholder.
+  const expand = async (sessionID, part) => {
+    const key = sessionID + "\0" + part.callID
+    if (!expanded.has(key)) {
+      const answer = await bridge.ask({ op: "expand", session: sessionID, root,
+                                        call: part.callID, tool: part.tool,
+                                        output: part.state.output })
+      const text = answer && typeof answer.output === "string" ? answer.output : GONE
+      expanded.set(key, text)
+    }
+    part.state.output = expanded.get(key)
   }
 
   return {
@@ -52,23 +108,46 @@ export const FilecachePlugin = async (input, options) => {
       if (!result || typeof result.output !== "string") return
       const request = toolRequest(call, result, root)
       if (!request) return
+      if (codeMode) {
+        // A script's call looks like the model's own here: opencode's output stands.
+        if (!toldCodeMode.has(call.sessionID)) {
+          toldCodeMode.add(call.sessionID)
+          tellUser(input, host === "kilo" ? KILO_CODE_MODE_NOTICE : CODE_MODE_NOTICE)
+        }
+        return
+      }
       note(call.sessionID, call.callID)
       const answer = await bridge.ask(request)
       if (answer && typeof answer.output === "string") result.output = answer.output
     },
     "experimental.chat.messages.transform": async (_input, output) => {
-      const sessions = heldResults(output && output.messages)
+      const { sessions, dangling } = heldResults(output && output.messages)
+      for (const [sessionID, parts] of dangling) {
+        for (const part of parts) await expand(sessionID, part)
+      }
       for (const [sessionID, present] of sessions) {
-        const mine = answered.get(sessionID) || new Set()
-        const lost = [...mine].some((id) => !present.has(id))
-        if (synced.has(sessionID) && !lost) continue
-        synced.add(sessionID)
+        const mine = known.get(sessionID)
+        if (mine && ![...mine].some((id) => !present.has(id))) continue
         await bridge.ask({ op: "keep", session: sessionID, root, present: [...present] })
-        for (const id of mine) if (!present.has(id)) mine.delete(id)
+        known.set(sessionID, new Set(present))
       }
     },
     dispose: async () => bridge.stop(),
   }
+}
+
+// A line for the user (filecache serves nothing in a session, and why; the resident says it once
+// per session): on stderr (`opencode run` shows it) and as a toast in the TUI. Never to the model.
+function tellUser(input, text) {
+  try {
+    process.stderr.write(text + "\n")
+  } catch {}
+  try {
+    const shown = input.client && input.client.tui && input.client.tui.showToast({
+      body: { title: "filecache", message: text, variant: "warning" },
+    })
+    if (shown && shown.catch) shown.catch(() => {})
+  } catch {}
 }
 
 // The request for one finished tool call, or null when filecache has nothing to do with it.
@@ -100,13 +179,15 @@ function toolRequest(call, result, root) {
   }
 }
 
-// Per session in the request: the call ids whose results the model will see in full. A
-// compacted result that a FileRef or diff still in the request names is sent again (its
-// compacted mark is dropped from this request's copy of the part), repeated until no
+// Per session in the request: the call ids whose results the model will see in full
+// (`sessions`), and the parts whose FileRef or diff names a result the request lacks
+// (`dangling`). A compacted result that a FileRef or diff still in the request names is sent
+// again (its compacted mark is dropped from this request's copy of the part), repeated until no
 // reference in the request names a compacted result.
 function heldResults(messages) {
   const sessions = new Map()
-  if (!Array.isArray(messages)) return sessions
+  const dangling = new Map()
+  if (!Array.isArray(messages)) return { sessions, dangling }
   const parts = []
   for (const message of messages) {
     const sessionID = message && message.info && message.info.sessionID
@@ -134,9 +215,14 @@ function heldResults(messages) {
   }
   for (const part of parts) {
     if (!sessions.has(part.sessionID)) sessions.set(part.sessionID, new Set()) // a session with no result yet
-    if (!(part.state.time && part.state.time.compacted)) sessions.get(part.sessionID).add(part.callID)
+    if (part.state.time && part.state.time.compacted) continue
+    sessions.get(part.sessionID).add(part.callID)
+    if (namedResults(part.state.output).some((id) => !byCall.has(id))) {
+      if (!dangling.has(part.sessionID)) dangling.set(part.sessionID, [])
+      dangling.get(part.sessionID).push(part)
+    }
   }
-  return sessions
+  return { sessions, dangling }
 }
 
 function namedResults(text) {
@@ -154,8 +240,10 @@ function namedResults(text) {
 // received). A timeout is not a death: a slow child is never doubled. A request that still got
 // no answer is forgotten by the resident (`orphan`) and opencode's output stands.
 class Bridge {
-  constructor(python) {
+  constructor(python, module, say = () => {}) {
     this.python = python
+    this.module = module // the resident: filecache.adapters.hosts.<host>
+    this.say = say // shows the user a resident's `notice`
     this.child = null
     this.starts = 0
     this.next = 1
@@ -168,7 +256,7 @@ class Bridge {
     this.starts += 1
     let child
     try {
-      child = spawn(this.python, ["-I", "-m", "filecache.adapters.hosts.opencode", "serve"], {
+      child = spawn(this.python, ["-I", "-m", this.module, "serve"], {
         stdio: ["pipe", "pipe", "ignore"],
         env: process.env,
       })
@@ -216,6 +304,7 @@ class Bridge {
     } catch {
       return
     }
+    if (answer && typeof answer.notice === "string") this.say(answer.notice)
     const settle = this.pending.get(answer && answer.id)
     if (settle) settle("answered", answer)
   }

@@ -33,6 +33,7 @@ __all__ = [
     "install",
     "installed",
     "notice",
+    "notice_text",
     "run_hook",
     "uninstall",
 ]
@@ -87,12 +88,8 @@ def notice(name: str, payload: bytes, reason: str) -> bytes:
     """The hook's answer that tells the user, the first time in a host session, that filecache
     serves nothing there and why (``HostSpec.notice``: Claude Code's ``systemMessage``, shown to
     the user, never to the model); ``b""`` after that, for a host without such a field, or when
-    the session is unknown. Once per session: a marker file beside the hook log (the store may
-    be what failed)."""
-    import hashlib
+    the session is unknown (``notice_text``)."""
     import json
-
-    from filecache.adapters.hosts.base import log_path
 
     field = spec(name).notice
     try:
@@ -100,20 +97,34 @@ def notice(name: str, payload: bytes, reason: str) -> bytes:
         session = event.get("session_id") if isinstance(event, dict) else None
     except ValueError:
         return b""
-    if field is None or not isinstance(session, str) or not session:
+    if field is None or not isinstance(session, str):
         return b""
+    text = notice_text(name, session, reason)
+    return b"" if text is None else json.dumps({field: text}).encode("utf-8")
+
+
+def notice_text(name: str, session: str, reason: str) -> str | None:
+    """The line that tells the user that filecache serves nothing in host ``name``'s session
+    ``session`` and why, the first time it is asked for that session; None after that (or
+    for no session). Once per session: a marker file beside the hook log (the store may be
+    what failed)."""
+    import hashlib
+
+    from filecache.adapters.hosts.base import log_path
+
+    if not session:
+        return None
     key = hashlib.sha256(f"{name}\0{session}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
     folder = log_path().parent / "notices"
     try:
         folder.mkdir(parents=True, exist_ok=True)
         os.close(os.open(folder / key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except OSError:  # said already (or nowhere to remember it: say nothing rather than often)
-        return b""
-    text = (
+        return None
+    return (
         f"filecache serves nothing in this session ({' '.join(reason.split())[:300]}); "
         f"{spec(name).display}'s own results stand. `filecache doctor` says more."
     )
-    return json.dumps({field: text}).encode("utf-8")
 
 
 def install(name: str, *, scope: str | None, cwd: Path) -> str:

@@ -31,8 +31,10 @@ __all__ = [
     "answer_of",
     "fileref_like",
     "for_host_tools",
+    "gateway_bases",
     "gateway_diff",
     "gateway_file_ref",
+    "gateway_file_refs",
     "host_instructions",
     "instructions",
     "mcp_instructions",
@@ -440,6 +442,21 @@ def render_tool_error(message: str) -> str:
 GATEWAY_AGAIN = "read the file again to get its text"
 
 
+_GATEWAY_NAMES = re.compile(
+    rf"^{re.escape(MARKER)} .* (unchanged|changed) since your results? (\S+(?: and \S+)*) \("
+)
+
+
+def gateway_bases(text: str) -> tuple[str, tuple[str, ...]]:
+    """A gateway answer's kind (``"unchanged"`` | ``"diff"``) and every result it names, in
+    order (``gateway_file_refs`` may name several); ``("", ())`` for anything else."""
+    found = _GATEWAY_NAMES.match(text.split("\n", 1)[0])
+    if found is None:
+        return "", ()
+    kind = "unchanged" if found[1] == "unchanged" else "diff"
+    return kind, tuple(found[2].split(" and "))
+
+
 def gateway_file_ref(path: str, start: int, end: int, base: str) -> str:
     """What replaces a tool result whose lines ``start..end`` of ``path`` an earlier result
     ``base`` of the same request shows with the same text (one line; ``answer_of`` reads it)."""
@@ -448,6 +465,50 @@ def gateway_file_ref(path: str, start: int, end: int, base: str) -> str:
         f"{MARKER} {path} unchanged since your result {base} ({span} as shown there): "
         f"use that text; if it is no longer in your context, {GATEWAY_AGAIN}.\n"
     )
+
+
+def _spans(segments: Sequence[tuple[int, int]]) -> str:
+    return " and ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in segments)
+
+
+def _lines_word(segments: Sequence[tuple[int, int]]) -> str:
+    return "line" if len(segments) == 1 and segments[0][0] == segments[0][1] else "lines"
+
+
+def gateway_file_refs(
+    path: str, segments: Sequence[tuple[int, int, str | None]], content: str
+) -> str:
+    """What replaces a tool result whose lines earlier results of the same request show in
+    parts: ``segments`` (first, last, the result that shows them or None), in line order; the
+    lines of the None segments follow as the host showed them (``content``, ending with a
+    newline). One head line that ``answer_of`` reads (its base: the first result named), e.g.
+    ``[filecache] /p/a.py unchanged since your results X and Y (lines 1-60 as shown there:
+    1-24 and 36-60 in X, 25-35 in Y): use that text; ...``, or ``(lines 20-29 as shown there;
+    line 30 is below, as read)``."""
+    bases: dict[str, list[tuple[int, int]]] = {}
+    rest: list[tuple[int, int]] = []
+    for first, last, base in segments:
+        (bases.setdefault(base, []) if base is not None else rest).append((first, last))
+    shown = [(a, b) for a, b, base in segments if base is not None]
+    merged: list[tuple[int, int]] = []
+    for a, b in shown:
+        if merged and merged[-1][1] + 1 == a:
+            merged[-1] = (merged[-1][0], b)
+        else:
+            merged.append((a, b))
+    names = list(bases)
+    which = f"result {names[0]}" if len(names) == 1 else "results " + " and ".join(names)
+    inner = f"{_lines_word(merged)} {_spans(merged)} as shown there"
+    if len(names) > 1:
+        inner += ": " + ", ".join(f"{_spans(spans)} in {name}" for name, spans in bases.items())
+    if rest:
+        verb = "is" if _lines_word(rest) == "line" else "are"
+        inner += f"; {_lines_word(rest)} {_spans(rest)} {verb} below, as read"
+    head = (
+        f"{MARKER} {path} unchanged since your {which} ({inner}): use that text; if it is no "
+        f"longer in your context, {GATEWAY_AGAIN}.\n"
+    )
+    return head + content
 
 
 def gateway_diff(path: str, base: str, hunks: Sequence[Hunk], start: int, end: int) -> str:

@@ -33,7 +33,12 @@ from typing import Protocol
 import xxhash
 
 from filecache.core.diffing import Hunk, diff_lines, unified_hunks
-from filecache.core.render import answer_of, gateway_diff, gateway_file_ref
+from filecache.core.render import (
+    gateway_bases,
+    gateway_diff,
+    gateway_file_ref,
+    gateway_file_refs,
+)
 from filecache.gateway.shown import UNKNOWN, Shown, changed_path, shown_by
 from filecache.prune.codecs.base import ToolCall, ToolResult, Transcript
 from filecache.prune.file_tools import file_access
@@ -83,7 +88,7 @@ class Delta:
     sent: dict[str, str] = field(default_factory=dict)
     planned: dict[str, str] = field(default_factory=dict)
     pins: dict[str, str] = field(default_factory=dict)
-    bases: dict[str, str] = field(default_factory=dict)  # call id -> the result it names
+    bases: dict[str, tuple[str, ...]] = field(default_factory=dict)  # call id -> what it names
     kinds: dict[str, str] = field(default_factory=dict)  # call id -> "ref" | "diff"
     reads: int = 0
 
@@ -139,10 +144,24 @@ def _same_lines(shown: Shown, base: Shown) -> bool:
     return base.lines[k : k + len(shown.lines)] == shown.lines
 
 
-def _overlaps(span: tuple[int, int] | None, shown: Shown) -> bool:
-    """Whether the model reads again lines it was just given a FileRef or diff for (the way
-    out: it gets the content)."""
-    return span is not None and span[0] <= shown.end and shown.start <= span[1]
+@dataclass(frozen=True)
+class _Answered:
+    kind: str  # "ref" | "diff"
+    window: str
+    start: int
+    end: int
+
+
+def _again(last: _Answered | None, shown: Shown) -> bool:
+    """Whether the model reads again what it was just given a FileRef or diff for (the way
+    out: it gets the content): the same read again, or lines inside the FileRef's. A read of
+    other lines (a whole file after a FileRef of a part, a part after a diff) may be answered
+    with references."""
+    if last is None:
+        return False
+    if (last.window, last.start, last.end) == (shown.window, shown.start, shown.end):
+        return True
+    return last.kind == "ref" and last.start <= shown.start and shown.end <= last.end
 
 
 def _shift(hunks: list[Hunk], by: int) -> list[Hunk]:
@@ -157,22 +176,91 @@ def _frame(shown: Shown, answer: str) -> str:
     return shown.prefix + answer.rstrip("\n") + shown.suffix
 
 
-def _decide(shown: Shown, held: list[tuple[str, Shown]], size: int) -> str:
-    """The FileRef or diff to send instead (without the host's frame), or "" for content."""
+def _raw_lines(shown: Shown, text: str) -> tuple[str, ...] | None:
+    """The result's own lines for ``shown.lines`` (in the host's form: numbered for a Read),
+    or None when they do not map one to one."""
+    if not text.startswith(shown.prefix) or not text.endswith(shown.suffix):
+        return None
+    body = text[len(shown.prefix) : len(text) - len(shown.suffix)]
+    rows = body.split("\n")
+    if rows and rows[-1] == "" and len(rows) == len(shown.lines) + 1:
+        rows.pop()
+    return tuple(rows) if len(rows) == len(shown.lines) else None
+
+
+def _cover(shown: Shown, held: list[tuple[str, Shown]]) -> list[tuple[int, int, str | None]]:
+    """Segments (first, last, base or None) of ``shown``'s lines: each run of lines an earlier
+    content result shows with the same text at the same line numbers named by the result that
+    shows the longest run from there (the oldest among equals: its bytes are the most stable);
+    None for lines no earlier result shows so."""
+    out: list[tuple[int, int, str | None]] = []
+    n = shown.start
+    while n <= shown.end:
+        best, best_end = None, n - 1
+        for base_id, base in held:  # oldest first: a later one must show a longer run
+            m = n
+            while m <= shown.end and base.line(m) == shown.line(m):
+                m += 1
+            if m - 1 > best_end:
+                best, best_end = base_id, m - 1
+        if best is None:
+            if out and out[-1][2] is None:
+                out[-1] = (out[-1][0], n, None)
+            else:
+                out.append((n, n, None))
+            n += 1
+        else:
+            out.append((n, best_end, best))
+            n = best_end + 1
+    return out
+
+
+def _decide(
+    shown: Shown, held: list[tuple[str, Shown]], size: int, text: str
+) -> tuple[str, tuple[str, ...]]:
+    """The FileRef or diff to send instead (without the host's frame) and the results it
+    names, or ("", ()) for content."""
     for base_id, base in held:  # oldest first
         if _same_lines(shown, base):
             ref = gateway_file_ref(shown.path, shown.start, shown.end, base_id)
-            return ref if len(ref) <= DIFF_RATIO * size else ""
+            return (ref, (base_id,)) if len(ref) <= DIFF_RATIO * size else ("", ())
     for base_id, base in reversed(held):  # the newest content asked for the same way
         if base.window != shown.window or base.start != shown.start:
             continue
         ops = diff_lines(base.lines, shown.lines)
         hunks = _shift(unified_hunks(base.lines, shown.lines, ops), shown.start - 1)
         if not hunks:
-            return ""
-        text = gateway_diff(shown.path, base_id, hunks, shown.start, shown.end)
-        return text if len(text) <= DIFF_RATIO * size else ""
-    return ""
+            break
+        diff = gateway_diff(shown.path, base_id, hunks, shown.start, shown.end)
+        if len(diff) <= DIFF_RATIO * size:
+            return diff, (base_id,)
+        break
+    return _several(shown, held, size, text)
+
+
+def _several(
+    shown: Shown, held: list[tuple[str, Shown]], size: int, text: str
+) -> tuple[str, tuple[str, ...]]:
+    """A FileRef naming several results, or naming results for some lines with the others as
+    content (``render.gateway_file_refs``), when clearly smaller."""
+    if not held:
+        return "", ()
+    segments = _cover(shown, held)
+    bases = tuple(dict.fromkeys(b for _, _, b in segments if b is not None))
+    if not bases:
+        return "", ()
+    content = ""
+    if any(b is None for _, _, b in segments):
+        rows = _raw_lines(shown, text)
+        if rows is None:
+            return "", ()
+        content = "".join(
+            "\n".join(rows[a - shown.start : b - shown.start + 1]) + "\n"
+            for a, b, base in segments
+            if base is None
+        )
+    ref = gateway_file_refs(shown.path, segments, content)
+    return (ref, bases) if len(ref) <= DIFF_RATIO * size else ("", ())
 
 
 def plan_delta(
@@ -186,7 +274,7 @@ def plan_delta(
     out = Delta()
     calls = transcript.calls_by_id()
     held: dict[str, list[tuple[str, Shown]]] = {}
-    answered: dict[str, tuple[int, int]] = {}  # path -> lines of our latest FileRef/diff of it
+    answered: dict[str, _Answered] = {}  # path -> our latest FileRef/diff of it
     last_read_of: dict[str, str] = {}  # a Read's path as the call gives it -> the result id
     for result in transcript.results():
         call = calls.get(result.call_id)
@@ -218,20 +306,20 @@ def plan_delta(
             size = len(result.text)
             if (
                 size >= MIN_LINES_TEXT
-                and not _overlaps(answered.get(shown.path), shown)
+                and not _again(answered.get(shown.path), shown)
                 and cid not in unusable
             ):
                 usable = [(b, s) for b, s in held.get(shown.path, ()) if b not in unusable]
-                text = _decide(shown, usable, size)
+                text = _decide(shown, usable, size, result.text)[0]
             if memo is not None:
                 memo.put(cid, key, text)
-        kind, base = answer_of(text) if text else ("", None)
-        if base is not None:
+        kind, bases = gateway_bases(text) if text else ("", ())
+        if bases:
             out.planned[cid] = text
             out.sent[cid] = _frame(shown, text)
-            out.bases[cid] = base
+            out.bases[cid] = bases
             out.kinds[cid] = "ref" if kind == "unchanged" else "diff"
-            answered[shown.path] = (shown.start, shown.end)
+            answered[shown.path] = _Answered(out.kinds[cid], shown.window, shown.start, shown.end)
         else:
             answered.pop(shown.path, None)
             if cid not in unusable:

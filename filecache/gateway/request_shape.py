@@ -18,7 +18,15 @@ from typing import Any
 from filecache.core.kinds import Format
 from filecache.gateway.delta import digest
 
-__all__ = ["MESSAGES_KEY", "conversation_key", "has_thinking", "untouched_blocks"]
+__all__ = [
+    "MESSAGES_KEY",
+    "conversation_key",
+    "has_thinking",
+    "message_thinking",
+    "message_untouched",
+    "untouched_blocks",
+    "untouched_outside",
+]
 
 MESSAGES_KEY = {Format.ANTHROPIC: "messages", Format.OPENAI: "messages", Format.RESPONSES: "input"}
 _SESSION = re.compile(r"session[_\"':\s]*([0-9A-Za-z][0-9A-Za-z_-]{7,})")
@@ -65,37 +73,48 @@ def _blocks(value: object) -> list[Any]:
 def has_thinking(messages: list[Any]) -> bool:
     """Whether any message carries a thinking block or a reasoning item (their signatures
     cover the turn: the calls beside them are left as they are)."""
-    for message in messages:
-        if not isinstance(message, dict):
-            continue
-        if message.get("type") == "reasoning":
+    return any(message_thinking(m) for m in messages)
+
+
+def message_thinking(message: Any) -> bool:
+    """Whether one message or item is or carries a thinking block or reasoning item."""
+    if not isinstance(message, dict):
+        return False
+    if message.get("type") == "reasoning":
+        return True
+    for block in _blocks(message.get("content")):
+        if isinstance(block, dict) and block.get("type") in ("thinking", "redacted_thinking"):
             return True
-        for block in _blocks(message.get("content")):
-            if isinstance(block, dict) and block.get("type") in ("thinking", "redacted_thinking"):
-                return True
     return False
 
 
 def untouched_blocks(payload: Mapping[str, Any], messages: list[Any]) -> int:
     """Blocks the transform passes through as they are: system blocks, tool definitions,
     thinking/reasoning, images, documents and files."""
+    return untouched_outside(payload) + sum(message_untouched(m) for m in messages)
+
+
+def untouched_outside(payload: Mapping[str, Any]) -> int:
+    """The system blocks and tool definitions of a request (``untouched_blocks``)."""
     count = len(_blocks(payload.get("tools")))
     system = payload.get("system", payload.get("instructions"))
-    count += len(system) if isinstance(system, list) else int(bool(system))
-    for message in messages:
-        if not isinstance(message, dict):
+    return count + (len(system) if isinstance(system, list) else int(bool(system)))
+
+
+def message_untouched(message: Any) -> int:
+    """The thinking/reasoning, image, document and file blocks of one message or item."""
+    if not isinstance(message, dict):
+        return 0
+    count = int(message.get("type") in _UNTOUCHED)
+    for block in _blocks(message.get("content")):
+        if not isinstance(block, dict):
             continue
-        if message.get("type") in _UNTOUCHED:
+        if block.get("type") in _UNTOUCHED:
             count += 1
-        for block in _blocks(message.get("content")):
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") in _UNTOUCHED:
+        for inner in _blocks(block.get("content")):
+            if isinstance(inner, dict) and inner.get("type") in _UNTOUCHED:
                 count += 1
-            for inner in _blocks(block.get("content")):
-                if isinstance(inner, dict) and inner.get("type") in _UNTOUCHED:
-                    count += 1
-        for part in _blocks(message.get("output")):
-            if isinstance(part, dict) and part.get("type") in _UNTOUCHED:
-                count += 1
+    for part in _blocks(message.get("output")):
+        if isinstance(part, dict) and part.get("type") in _UNTOUCHED:
+            count += 1
     return count

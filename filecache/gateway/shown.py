@@ -303,7 +303,21 @@ def changed_path(call: ToolCall, cwd: str | None = None) -> str | None:
 
 def working_folder(texts: Sequence[str]) -> str | None:
     """The session's working folder as a host states it in its system prompt or environment
-    block (Claude Code, opencode: ``Working directory: /p``; Codex: ``<cwd>/p</cwd>``)."""
+    block (Claude Code, opencode: ``Working directory: /p``; Codex: ``<cwd>/p</cwd>``);
+    memoised (every request of a conversation repeats these texts)."""
+    key = tuple(texts)
+    if key in _FOLDERS:
+        return _FOLDERS[key]
+    if len(_FOLDERS) >= 256:
+        _FOLDERS.clear()
+    found = _FOLDERS[key] = _working_folder(texts)
+    return found
+
+
+_FOLDERS: dict[tuple[str, ...], str | None] = {}
+
+
+def _working_folder(texts: Sequence[str]) -> str | None:
     for text in texts:
         found = _CWD.search(text)
         if found is not None:

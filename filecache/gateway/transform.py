@@ -15,30 +15,29 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from filecache.core.json_input import json_strings
 from filecache.core.kinds import Format
 from filecache.core.render import gateway_file_ref
 from filecache.core.tokens import fast_estimate_text
 from filecache.errors import TranscriptError
+from filecache.gateway import wire
 from filecache.gateway.delta import Delta, plan_delta
 from filecache.gateway.memory import GatewayMemory, open_memory
+from filecache.gateway.prefix import parse_messages
 from filecache.gateway.request_shape import (
     MESSAGES_KEY,
     conversation_key,
-    has_thinking,
-    untouched_blocks,
+    untouched_outside,
 )
 from filecache.gateway.shown import request_texts, working_folder
-from filecache.prune.codecs.base import Transcript, codec_for, render_inputs, renders_inputs
+from filecache.prune.codecs.base import Transcript, render_inputs, renders_inputs
 from filecache.prune.message_blocks import replaced_body
 from filecache.prune.pruning import PrunePlan, PrunePolicy, plan_prune
 from filecache.prune.transcript import parse_transcript as _register_codecs  # noqa: F401
-from filecache.settings import DEFAULT_DENY, deny_pattern
 
 __all__ = [
     "API_PATHS",
@@ -111,6 +110,12 @@ class GatewayPolicy:
     cache_prices: tuple[float, float] | None = None
     """(cache read, cache write) per uncached input token for the cost gate; None: the API's
     provider's (Anthropic 0.1/1.25, OpenAI 0.1/1.0)."""
+    cache_ttl: float | None = None
+    """Seconds the provider keeps a prompt cached after its last use; None: the request's own
+    (``cache_ttl``: Anthropic 5 minutes, 1 hour when a ``cache_control`` asks ``"ttl": "1h"``;
+    OpenAI 10 minutes, 24 hours with ``prompt_cache_retention: "24h"``). When the
+    conversation's previous request is older than that, the cache has expired and this request
+    writes the whole prompt anyway: the gate weighs a cut with no invalidation cost."""
 
 
 @dataclass(frozen=True)
@@ -171,17 +176,29 @@ def rewrite_request(
     headers: Mapping[str, str] | None = None,
     memory: GatewayMemory | None = None,
     policy: GatewayPolicy | None = None,
+    now: float | None = None,
 ) -> Rewrite:
-    """The request to send upstream for ``body`` (see the module docstring)."""
+    """The request to send upstream for ``body`` (see the module docstring); ``now``: the
+    request's time (seconds since the epoch; None: the clock's)."""
     try:
-        payload = json.loads(body)
+        payload, fast = wire.loads(body)
     except (ValueError, TypeError, RecursionError):
         return Rewrite(body, False, None, "not a JSON body")
-    new, rewrite = rewrite_payload(api, payload, headers=headers, memory=memory, policy=policy)
+    if now is None:
+        now = time.time()
+    new, rewrite = _rewrite_payload(api, payload, headers, memory, policy, now, owned=True)
     if not rewrite.changed:
         return Rewrite(body, False, rewrite.conversation, rewrite.passthrough, rewrite.counts)
     try:
-        out = json.dumps(new, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        out = wire.dumps(new, fast)
+        if fast and wire.lost_integers(out, body):  # a number beyond 64 bits: as json reads it
+            payload, fast = wire.loads(body, exact=True)
+            new, rewrite = _rewrite_payload(api, payload, headers, memory, policy, now, owned=True)
+            if not rewrite.changed:
+                return Rewrite(
+                    body, False, rewrite.conversation, rewrite.passthrough, rewrite.counts
+                )
+            out = wire.dumps(new, fast)
     except (ValueError, TypeError, RecursionError):
         return Rewrite(body, False, rewrite.conversation, "cannot serialize", rewrite.counts)
     return Rewrite(out, True, rewrite.conversation, "", rewrite.counts)
@@ -194,13 +211,31 @@ def rewrite_payload(
     headers: Mapping[str, str] | None = None,
     memory: GatewayMemory | None = None,
     policy: GatewayPolicy | None = None,
+    now: float | None = None,
 ) -> tuple[Any, Rewrite]:
     """``rewrite_request`` for a request already parsed (LiteLLM's callback has a dict): the
     payload to send (the input object itself when nothing changed; else a new dict with the
     same keys in the same order, sharing every value it did not change) and the ``Rewrite``,
     whose ``body`` is ``b""`` (serialize the payload yourself). Never raises."""
+    return _rewrite_payload(api, payload, headers, memory, policy, now, owned=False)
+
+
+def _rewrite_payload(
+    api: Api | str,
+    payload: Any,
+    headers: Mapping[str, str] | None,
+    memory: GatewayMemory | None,
+    policy: GatewayPolicy | None,
+    now: float | None,
+    owned: bool,
+) -> tuple[Any, Rewrite]:
+    """``rewrite_payload``; ``owned``: nobody else holds ``payload`` (``rewrite_request``
+    parsed it), so its messages may be kept for the next request's prefix reuse (a caller's
+    payload may be changed in place after the call: its parse is not reused)."""
     try:
-        return _rewrite(Api(api), payload, headers, memory, policy or GatewayPolicy())
+        when = time.time() if now is None else now
+        chosen = policy or GatewayPolicy()
+        return _rewrite(Api(api), payload, headers, memory, chosen, when, owned)
     except _Passthrough as why:
         return payload, Rewrite(b"", False, None, str(why))
     except Exception as exc:  # the invariant: never raise, pass the request through
@@ -213,6 +248,8 @@ def _rewrite(
     headers: Mapping[str, str] | None,
     memory: GatewayMemory | None,
     policy: GatewayPolicy,
+    now: float,
+    owned: bool = False,
 ) -> tuple[Any, Rewrite]:
     if not isinstance(payload, dict):
         raise _Passthrough("not a JSON object")
@@ -221,21 +258,25 @@ def _rewrite(
     messages = payload.get(key)
     if not isinstance(messages, list) or not messages:
         raise _Passthrough(f"no {key} list")
+    conversation = conversation_key(fmt, payload, messages, headers)
     try:  # deep nesting or a lone surrogate: the generic guard passes the request through
-        transcript = codec_for(fmt).parse(messages)
+        parsed = parse_messages(fmt, conversation, messages, reuse=owned)
     except TranscriptError as exc:
         raise _Passthrough(f"cannot parse: {exc}") from None
-    conversation = conversation_key(fmt, payload, messages, headers)
-    untouched = untouched_blocks(payload, messages)
+    transcript = parsed.transcript
+    untouched = untouched_outside(payload) + parsed.untouched
     if not transcript.results():
         raise _Passthrough("no tool results")
     held = memory.conversation(conversation) if memory is not None else None
     remembered = held is not None and held.memory.store is not None
+    previous = held.seen(now) if held is not None and remembered else None
+    ttl = policy.cache_ttl if policy.cache_ttl is not None else cache_ttl(api, payload)
+    expired = previous is not None and now - previous > ttl
     prior = held.projections() if held is not None and remembered else {}
     prior_inputs = held.inputs() if held is not None and remembered else {}
     cwd = working_folder(request_texts(payload, messages))
     results = transcript.results_by_id()
-    secret = _denied(transcript)
+    secret = parsed.denied
     delta = Delta()
     if policy.delta:
         delta = plan_delta(
@@ -264,7 +305,9 @@ def _rewrite(
         pruned = sum(1 for c in prior if c in results)
     if plan and held is not None:
         held.planned_at = size
-        found = _prune(api, transcript, planned, prior, prior_inputs, secret, messages, policy)
+        found = _prune(
+            api, transcript, planned, prior, prior_inputs, secret, parsed.thinking, policy, expired
+        )
         fresh = {
             a.call_id: (a.tier, a.text, a.tokens_before, a.tokens_after)
             for a in found.actions
@@ -305,11 +348,17 @@ def _prune(
     prior: Mapping[str, tuple[str, str]],
     prior_inputs: Mapping[str, tuple[str, str]],
     secret: frozenset[str],
-    messages: list[Any],
+    thinking: bool,
     policy: GatewayPolicy,
+    expired: bool = False,
 ) -> PrunePlan:
-    """The pruning planner over the request as the delta step left it."""
+    """The pruning planner over the request as the delta step left it; ``expired``: the
+    provider's cache of the conversation has expired, so this request writes the whole prompt
+    whether it cuts or not (the gate sees no invalidation cost: the write price is the read
+    price; every later request reads the cut prompt from the cache as usual)."""
     read, write = policy.cache_prices or _PRICES[api]
+    if expired:
+        write = read
     overrides: dict[str, object] = {}
     if policy.min_turns_left is not None:
         overrides["min_turns_left"] = policy.min_turns_left
@@ -324,11 +373,48 @@ def _prune(
         turns = max(policy.horizon, int(policy.horizon_share * _turns(transcript)))
         rules = dataclasses.replace(rules, prune_at=0.0, min_turns_left=turns, max_turns_left=turns)
     seen = _with_texts(transcript, planned)
-    inputs_ok = renders_inputs(transcript.format) and not has_thinking(messages)
+    inputs_ok = renders_inputs(transcript.format) and not thinking
     return plan_prune(
         seen, None, rules, _count, prior=prior, prior_inputs=prior_inputs, secret=secret,
         inputs=inputs_ok,
     )  # fmt: skip
+
+
+_TTL = {Api.ANTHROPIC_MESSAGES: 300.0, Api.OPENAI_CHAT: 600.0, Api.OPENAI_RESPONSES: 600.0}
+
+
+def cache_ttl(api: Api, payload: Mapping[str, Any]) -> float:
+    """Seconds the provider keeps this request's prompt cached after its last use: Anthropic 5
+    minutes, or 1 hour when any ``cache_control`` asks ``"ttl": "1h"``; OpenAI 10 minutes of
+    inactivity (its documented 5 to 10: the longer, so an expired cache is never assumed too
+    early), or 24 hours with ``prompt_cache_retention: "24h"``."""
+    if api != Api.ANTHROPIC_MESSAGES:
+        return 86_400.0 if payload.get("prompt_cache_retention") == "24h" else _TTL[api]
+    for value in _cache_controls(payload):
+        if value.get("ttl") == "1h":
+            return 3_600.0
+    return _TTL[api]
+
+
+def _cache_controls(payload: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every ``cache_control`` of the system blocks, tools and the last messages' blocks (a
+    host marks its breakpoints there)."""
+    found: list[Mapping[str, Any]] = []
+    holders: list[Any] = [payload]  # the request's own (automatic caching)
+    for key in ("system", "tools"):
+        value = payload.get(key)
+        if isinstance(value, list):
+            holders += value
+    messages = payload.get("messages")
+    for message in messages[-4:] if isinstance(messages, list) else []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            holders += content
+    for holder in holders:
+        control = holder.get("cache_control") if isinstance(holder, dict) else None
+        if isinstance(control, dict):
+            found.append(control)
+    return found
 
 
 def _turns(transcript: Transcript) -> int:
@@ -386,25 +472,11 @@ def _keep_references_whole(
 ) -> None:
     """Drop every FileRef/diff whose base is not in the request as content (pruned, or gone),
     and every prune of a result a live host stub relies on: content goes instead."""
-    for cid, base in delta.bases.items():
+    for cid, bases in delta.bases.items():
         if replacements.get(cid) != delta.sent.get(cid):
             continue  # pruned itself: no longer a reference
-        if base not in results or base in replacements:
+        if any(base not in results or base in replacements for base in bases):
             del replacements[cid]
     for stub, base in delta.pins.items():
         if stub not in replacements and base in replacements:
             del replacements[base]
-
-
-def _denied(transcript: Transcript) -> frozenset[str]:
-    """Results of denied files (``settings.DEFAULT_DENY``): never referred to, diffed, or
-    stored in any form (pruning clears them instead of outlining)."""
-    pattern = deny_pattern(DEFAULT_DENY)
-    out = set()
-    for call in transcript.calls():
-        for text in json_strings(call.arguments):
-            for word in text.replace("\t", " ").split(" "):
-                word = word.strip("'\"`;|&<>()")
-                if word and pattern.match(word.lower()):
-                    out.add(call.id)
-    return frozenset(out)

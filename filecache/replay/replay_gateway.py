@@ -28,7 +28,7 @@ from typing import Any
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchSet
 
-from filecache.core.render import answer_of
+from filecache.core.render import gateway_bases
 from filecache.gateway import Api, GatewayPolicy, open_memory, rewrite_payload
 from filecache.replay.gateway_shape import HostCall, anthropic_request, rewritten_results
 from filecache.replay.replay_metrics import CACHE_READ, CACHE_WRITE
@@ -38,6 +38,8 @@ __all__ = ["GATEWAY_POLICIES", "GatewayRun", "is_gateway_policy"]
 GATEWAY_POLICIES = ("gateway", "gateway+context", "gateway-delta")
 _NUMBERED = re.compile(r"^ *(\d+)(?:\t|→)(.*)$")
 _SPAN = re.compile(r" \(lines? (\d+)(?:-(\d+))? (?:as shown there|now)\)")
+_INNER = re.compile(r" since your results? \S+(?: and \S+)* \((.*)\): use that text;")
+_RANGE = re.compile(r"(\d+)(?:-(\d+))?")
 
 Message = Mapping[str, Any]
 
@@ -68,6 +70,31 @@ def _lines_of(text: str, first: int, last: int) -> list[str] | None:
     if rows and rows[-1] == "":
         rows.pop()
     return rows if len(rows) == last - first + 1 else None
+
+
+def _spans(text: str) -> list[tuple[int, int]]:
+    return [(int(m[1]), int(m[2] or m[1])) for m in _RANGE.finditer(text)]
+
+
+def _segments(head: str, bases: tuple[str, ...]) -> list[tuple[int, int, str | None]] | None:
+    """(first, last, the result named or None for lines below) of a reference naming several
+    results or some lines as content, in line order (``render.gateway_file_refs``'s head)."""
+    found = _INNER.search(head)
+    if found is None:
+        return None
+    named, _, rest = found[1].partition("; ")
+    out: list[tuple[int, int, str | None]] = []
+    spans, _, parts = named.partition(" as shown there")
+    if parts.startswith(": "):
+        for part in parts[2:].split(", "):
+            where, _, base = part.rpartition(" in ")
+            out += [(a, b, base) for a, b in _spans(where)]
+    else:
+        out += [(a, b, bases[0]) for a, b in _spans(spans)]
+    if rest:
+        out += [(a, b, None) for a, b in _spans(rest.split(" below", 1)[0])]
+    out.sort()
+    return out
 
 
 def _applied(diff: str, base: Mapping[int, str], first: int) -> list[str] | None:
@@ -102,8 +129,9 @@ class GatewayRun:
             prune_preset="context" if name == "gateway+context" else "cost",
             prune=name != "gateway-delta",
             cache_prices=(CACHE_READ, CACHE_WRITE),  # the prices the replay bills at
+            cache_ttl=float("inf"),  # the replay bills every request's prefix as cached
         )
-        self.bases: dict[str, str] = {}  # call id -> the result its FileRef/diff names
+        self.bases: dict[str, tuple[str, ...]] = {}  # call id -> what its FileRef/diff names
         self.checked: dict[tuple[str, str], str | None] = {}  # (id, text) -> problem
         self.problems: dict[str, str] = {}
         self.file_refs: set[str] = set()
@@ -152,22 +180,28 @@ class GatewayRun:
 
     def _check(self, cid: str, text: str, recorded: Mapping[str, str]) -> None:
         found = text.find("[filecache] ")
-        kind, base = answer_of(text[found:]) if found >= 0 else ("", None)
-        if base is None:
+        kind, bases = gateway_bases(text[found:]) if found >= 0 else ("", ())
+        if not bases:
             return
-        self.bases[cid] = base
+        self.bases[cid] = bases
         (self.file_refs if kind == "unchanged" else self.diffs).add(cid)
         key = (cid, text)
         if key in self.checked:
             return
-        problem = self._problem(cid, text[found:], kind, base, recorded)
+        problem = self._problem(cid, text[found:], kind, bases, recorded)
         self.checked[key] = problem
         if problem is not None:
             self.problems.setdefault(cid, problem)
 
     def _problem(
-        self, cid: str, text: str, kind: str, base: str, recorded: Mapping[str, str]
+        self, cid: str, text: str, kind: str, bases: tuple[str, ...], recorded: Mapping[str, str]
     ) -> str | None:
+        missing = [b for b in bases if b not in recorded]
+        if missing:
+            return f"{self.name}: {cid}: names {missing[0]}, which the request lacks"
+        if len(bases) > 1 or " as read)" in text.split("\n", 1)[0]:
+            return self._several(cid, text, bases, recorded)
+        base = bases[0]
         span = _SPAN.search(text.split("\n", 1)[0])
         if span is None or base not in recorded:
             return f"{self.name}: {cid}: names {base}, which the request lacks"
@@ -188,20 +222,48 @@ class GatewayRun:
             return f"{self.name}: {cid}: the diff applied to {base} does not give its lines"
         return None
 
+    def _several(
+        self, cid: str, text: str, bases: tuple[str, ...], recorded: Mapping[str, str]
+    ) -> str | None:
+        """A FileRef naming several results, or results for some lines and the rest as
+        content: every named line equals the named result's line of that number, and the lines
+        below the head are the recorded result's own."""
+        head, _, below = text.partition("\n")
+        segments = _segments(head, bases)
+        if segments is None:
+            return f"{self.name}: {cid}: an unreadable reference"
+        first, last = segments[0][0], segments[-1][1]
+        mine = _lines_of(recorded[cid], first, last)
+        if mine is None:
+            return f"{self.name}: {cid}: its recorded lines {first}-{last} are not placed"
+        rows = below.split("\n")
+        for a, b, base in segments:
+            wanted = mine[a - first : b - first + 1]
+            if base is None:
+                given, rows = rows[: b - a + 1], rows[b - a + 1 :]
+                shown = _numbered("\n".join(given))
+                got = [shown.get(n) for n in range(a, b + 1)] if shown else given
+            else:
+                numbered = _numbered(recorded[base])
+                got = [numbered.get(n) for n in range(a, b + 1)]
+            if got != wanted:
+                return f"{self.name}: {cid}: lines {a}-{b} differ from what it names"
+        return None
+
     def holds(self, cid: str, replaced: Mapping[str, str]) -> bool:
         """Whether the model holds what ``cid``'s recorded result showed though it was sent as
         a FileRef or diff: the claim checked out and the result it names is sent as recorded.
         (The replay's model simulator then sees the recorded text for it.)"""
         text = replaced.get(cid, "")
         found = text.find("[filecache] ")
-        base = self.bases.get(cid)
+        bases = self.bases.get(cid)
         return (
             found >= 0
-            and base is not None
-            and answer_of(text[found:])[1] == base
+            and bases is not None
+            and gateway_bases(text[found:])[1] == bases
             and (cid, text) in self.checked
             and self.checked[(cid, text)] is None
-            and base not in replaced
+            and not any(base in replaced for base in bases)
         )
 
     def dangling(
@@ -212,13 +274,14 @@ class GatewayRun:
         present = {cid for cid, _ in results}
         out: dict[str, str] = {}
         for cid, _ in results:
-            base = self.bases.get(cid)
-            if base is None or answer_of(replaced.get(cid, ""))[1] != base:
+            bases = self.bases.get(cid)
+            if bases is None or gateway_bases(replaced.get(cid, ""))[1] != bases:
                 continue
-            if base not in present:
-                out[cid] = f"the result {base} its reference names is missing"
-            elif base in replaced:
-                out[cid] = f"the result {base} its reference names was pruned"
+            for base in bases:
+                if base not in present:
+                    out[cid] = f"the result {base} its reference names is missing"
+                elif base in replaced:
+                    out[cid] = f"the result {base} its reference names was pruned"
         return out
 
     def close(self) -> None:

@@ -165,7 +165,7 @@ def format_replay(replays: Sequence[SessionReplay], totals: SessionReplay) -> st
         f"lines, of {file:,} in those files)."
     )
     verdict += "\n" + grounding_line(totals)
-    lead = "" if totals.headline is None else totals.headline.sentence() + "\n\n"
+    lead = "" if totals.headline is None else replay_lead(totals) + "\n\n"
     return (
         lead + format_table(replays, totals) + "\n" + TABLE_LEGEND + "\n"
         + format_totals(totals) + "\n"
@@ -276,7 +276,13 @@ def _sessions_table(replays: Sequence[SessionReplay], totals: SessionReplay) -> 
 def replay_lead(totals: SessionReplay) -> str:
     """The page's first sentence: the saving in prompt tokens, billed and money."""
     if totals.headline is not None:
-        return totals.headline.sentence()
+        # the stored session's headline (as `stats` gives it: against plain reads), then the
+        # table's change, so the two figures a reader meets first are never unexplained
+        return (
+            f"{totals.headline.sentence()} Against what the agent actually sent or the plain "
+            f"run, whichever saved less (the table's change): prompt tokens "
+            f"{_pct(totals.saved_pct)}, billed {_pct(totals.billed_saved_pct)}."
+        )
     return (  # a replay through a host's hook: no store session of its own
         f"filecache changed the prompt tokens by {_pct(totals.saved_pct)} and the billed "
         f"cost by {_pct(totals.billed_saved_pct)} (against the recorded or the plain run, "

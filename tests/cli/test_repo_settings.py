@@ -104,7 +104,8 @@ def test_the_users_own_environment_may_name_any_store(repo: Path) -> None:
      ("claude-code", "--local", ".claude/settings.local.json"),
      ("codex", "--project", ".codex/hooks.json"),
      ("opencode", "--project", ".opencode/opencode.json"),
-     ("gemini-cli", "--project", ".gemini/settings.json")],
+     ("gemini-cli", "--project", ".gemini/settings.json"),
+     ("kilo", "--project", ".kilo/kilo.json")],
 )  # fmt: skip
 def test_install_never_writes_through_a_link_out_of_the_project(
     repo: Path, host: str, scope: str, name: str

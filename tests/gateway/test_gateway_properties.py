@@ -155,11 +155,78 @@ def _apply(diff: str, base: tuple[str, int, list[str]]) -> list[str]:
     return out
 
 
+_SEVERAL = re.compile(
+    r"^\[filecache\] (\S+) unchanged since your results? (\S+(?: and \S+)*) \("
+    r"(lines?) ([-\d ,and]+?) as shown there(?:: ([^;)]*))?(?:; lines? ([-\d and]+?) (?:is|are) "
+    r"below, as read)?\): use that text;"
+)
+
+
+def _spans(text: str) -> list[tuple[int, int]]:
+    return [(int(a), int(b or a)) for a, b in re.findall(r"(\d+)(?:-(\d+))?", text)]
+
+
+def _host_lines(cid: str, text: str, world: World) -> list[str]:
+    """The line texts of rows as the host showed them (a Read's ``N→``, else as they are)."""
+    rows = text.split("\n")
+    if world.messages and cid in world.shows and "→" in text:
+        return [row.split("→", 1)[1] for row in rows]
+    return rows
+
+
+def check_several(
+    world: World, before: dict[str, str], after: dict[str, str], cid: str, text: str
+) -> None:
+    """A FileRef naming several results, or some lines as content: expanding each named span
+    from the generator's record of the named result, and the content rows as they are, gives
+    exactly the lines the host's tool returned for ``cid``."""
+    found = _SEVERAL.match(text)
+    assert found is not None, text
+    bases = found[2].split(" and ")
+    head, _, below = text.partition("\n")
+    segments: list[tuple[int, int, str | None]] = []
+    if found[5]:
+        assert len(bases) > 1
+        for part in found[5].split(", "):
+            where, _, base = part.rpartition(" in ")
+            assert base in bases
+            segments += [(a, b, base) for a, b in _spans(where)]
+    else:
+        assert len(bases) == 1
+        segments += [(a, b, bases[0]) for a, b in _spans(found[4])]
+    content = _spans(found[6] or "")
+    segments += [(a, b, None) for a, b in content]
+    segments.sort()
+    assert len(bases) > 1 or content, text  # else it would be the one-result FileRef
+    mine = world.shows[cid]
+    path, start, lines = mine
+    assert found[1] == path
+    expanded: list[str] = []
+    rows = below.split("\n")
+    for a, b, base in segments:
+        assert a == start + len(expanded)  # contiguous, in line order, from the first line
+        if base is None:
+            given, rows = rows[: b - a + 1], rows[b - a + 1 :]
+            expanded += _host_lines(cid, "\n".join(given), world)
+        else:
+            assert base in after and after[base] == before[base]  # present, sent as content
+            theirs = world.shows[base]
+            assert theirs[0] == path
+            k = a - theirs[1]
+            assert k >= 0 and b - theirs[1] < len(theirs[2])
+            expanded += theirs[2][k : k + b - a + 1]
+    assert expanded == lines, (text, lines)
+
+
 def check_request(world: World, original: list[dict[str, Any]], sent: list[dict[str, Any]]) -> None:
     assert _ids(sent) == _ids(original)
     before, after = _results(original), _results(sent)
     for cid, text in after.items():
         if text == before[cid] or text.startswith("[cleared tool result"):
+            continue
+        head = text.split("\n", 1)[0]
+        if " as read): use" in head or " since your results " in head:
+            check_several(world, before, after, cid, text)
             continue
         ref, diff = _REF.match(text), _DIFF.match(text)
         assert ref or diff, text

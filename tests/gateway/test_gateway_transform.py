@@ -15,6 +15,9 @@ from filecache.gateway import (
     rewrite_payload,
     rewrite_request,
 )
+from filecache.gateway.delta import plan_delta
+from filecache.gateway.transform import _keep_references_whole
+from filecache.prune.codecs.base import codec_for
 
 LINES = [f"    value_{i} = compute({i}, 'the quick brown fox')  # ünïcode" for i in range(1, 61)]
 
@@ -364,3 +367,85 @@ def test_threads_sharing_one_memory_send_what_one_thread_sends(tmp_path: Path) -
     assert len(out) == 4 * len(bodies)
     for (_, j), body in out.items():
         assert results_of(body) == results_of(alone[j])
+
+
+def _edited(k: int) -> list[str]:
+    changed = list(LINES)
+    changed[k - 1] = f"    value_{k} = 'edited'"
+    return changed
+
+
+EDIT = {"file_path": "/p/a.py", "old_string": "x", "new_string": "y"}
+EDITED = "The file /p/a.py has been updated successfully."
+
+
+def test_a_whole_re_read_after_a_ranged_one_names_the_first_read() -> None:
+    messages = [{"role": "user", "content": "look"}]
+    messages += tool_turn("toolu_1", "Read", {"file_path": "/p/a.py"}, arrows(LINES))
+    ranged = {"file_path": "/p/a.py", "offset": 11, "limit": 30}
+    messages += tool_turn("toolu_2", "Read", ranged, arrows(LINES[10:40], 11))
+    messages += tool_turn("toolu_3", "Read", {"file_path": "/p/a.py"}, arrows(LINES))
+    results = results_of(rewrite_request("anthropic-messages", anthropic(messages)).body)
+    assert results["toolu_2"]["content"].startswith(
+        "[filecache] /p/a.py unchanged since your result toolu_1 (lines 11-40 as shown there)"
+    )
+    assert results["toolu_3"]["content"].startswith(
+        "[filecache] /p/a.py unchanged since your result toolu_1 (lines 1-60 as shown there)"
+    )
+    messages += tool_turn("toolu_4", "Read", ranged, arrows(LINES[10:40], 11))
+    results = results_of(rewrite_request("anthropic-messages", anthropic(messages)).body)
+    assert results["toolu_4"]["content"] == arrows(LINES[10:40], 11)  # inside toolu_3's lines
+
+
+def test_a_ranged_re_read_after_a_diff_names_the_unchanged_lines_and_shows_the_changed() -> None:
+    changed = _edited(30)
+    messages = [{"role": "user", "content": "look"}]
+    messages += tool_turn("toolu_1", "Read", {"file_path": "/p/a.py"}, arrows(LINES))
+    messages += tool_turn("toolu_2", "Edit", EDIT, EDITED)
+    messages += tool_turn("toolu_3", "Read", {"file_path": "/p/a.py"}, arrows(changed))
+    ranged = {"file_path": "/p/a.py", "offset": 11, "limit": 30}
+    messages += tool_turn("toolu_4", "Read", ranged, arrows(changed[10:40], 11))
+    results = results_of(rewrite_request("anthropic-messages", anthropic(messages)).body)
+    assert results["toolu_3"]["content"].startswith("[filecache] /p/a.py changed since")
+    assert results["toolu_4"]["content"] == (
+        "[filecache] /p/a.py unchanged since your result toolu_1 (lines 11-29 and 31-40 as shown"
+        " there; line 30 is below, as read): use that text; if it is no longer in your context,"
+        " read the file again to get its text.\n"
+        "    30→    value_30 = 'edited'\n"
+    )
+
+
+def test_lines_shown_by_two_earlier_results_name_both() -> None:
+    changed = _edited(30)
+    messages = [{"role": "user", "content": "look"}]
+    messages += tool_turn("toolu_1", "Read", {"file_path": "/p/a.py"}, arrows(LINES))
+    messages += tool_turn("toolu_2", "Edit", EDIT, EDITED)
+    part = {"file_path": "/p/a.py", "offset": 29, "limit": 3}
+    messages += tool_turn("toolu_3", "Read", part, arrows(changed[28:31], 29))
+    head = {"file_path": "/p/a.py", "offset": 1, "limit": 40}
+    messages += tool_turn("toolu_4", "Read", head, arrows(changed[:40]))
+    results = results_of(rewrite_request("anthropic-messages", anthropic(messages)).body)
+    assert results["toolu_3"]["content"] == arrows(changed[28:31], 29)  # too short to win
+    assert results["toolu_4"]["content"].startswith(
+        "[filecache] /p/a.py unchanged since your results toolu_1 and toolu_3 (lines 1-40 as"
+        " shown there: 1-29 and 32-40 in toolu_1, 30-31 in toolu_3): use that text;"
+    )
+
+
+def test_a_reference_to_several_results_is_content_once_one_of_them_is_gone() -> None:
+    """Pruning keeps the first result a reference names; when it prunes another one, the
+    reference goes back to the content (never a reference to a result the request lacks)."""
+    changed = _edited(30)
+    messages = [{"role": "user", "content": "look"}]
+    messages += tool_turn("toolu_1", "Read", {"file_path": "/p/a.py"}, arrows(LINES))
+    messages += tool_turn("toolu_2", "Edit", EDIT, EDITED)
+    part = {"file_path": "/p/a.py", "offset": 29, "limit": 3}
+    messages += tool_turn("toolu_3", "Read", part, arrows(changed[28:31], 29))
+    head = {"file_path": "/p/a.py", "offset": 1, "limit": 40}
+    messages += tool_turn("toolu_4", "Read", head, arrows(changed[:40]))
+    transcript = codec_for("anthropic").parse(messages)
+    delta = plan_delta(transcript, cwd="/p")
+    assert delta.bases["toolu_4"] == ("toolu_1", "toolu_3")
+    replacements = dict(delta.sent) | {"toolu_3": "[cleared tool result]"}
+    _keep_references_whole(replacements, delta, transcript.results_by_id())
+    assert "toolu_4" not in replacements

@@ -156,3 +156,15 @@ def test_routes(tmp_path: Path) -> None:
     for bad in ("ftp://x", "a=http://x", "/r/x=http://x", "http://x/?q=1"):
         with pytest.raises(ValueError):
             parse_specs([bad])
+
+
+def test_run_takes_the_host_tables_programs_and_each_has_a_plan(tmp_path: Path) -> None:
+    """``filecache run``'s choices are derived from HostSpec.run; every one has a planner, and a
+    program outside the table is refused by name."""
+    from filecache.adapters.gateway.hosts import HOSTS, PLANNERS
+    from filecache.adapters.hosts.host_specs import SPECS
+
+    assert HOSTS == tuple(s.run for s in SPECS if s.run) == ("claude", "codex", "opencode")
+    assert set(PLANNERS) == set(HOSTS)
+    with pytest.raises(ValueError, match="no plan for 'gemini'"):
+        plan("gemini", [], _home(tmp_path), tmp_path)

@@ -198,3 +198,31 @@ def test_stats_credit_only_the_answers_the_host_sent(root: Path) -> None:
     (only,) = report.sessions
     assert dict(only.reads) == {"full": 2, "withdrawn": 1, "unchanged": 1}
     assert only.saved == sent.tokens_full - short.tokens  # toolu_4 only
+
+
+def test_a_resident_keeps_the_store_open_until_a_setting_or_the_store_file_changes(
+    root: Path, notes: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pool``: the resident servers keep each root's ``FileCache`` open between calls; a
+    changed pyproject (a new deny rule) or a store file deleted under it opens a new one."""
+    from filecache.adapters.hosts import base
+
+    monkeypatch.setattr(base, "_POOL", base._Pool())
+    base.pool()
+    with HostSession.open("test-host", "sess-1", root) as first:
+        assert first.read("notes.txt", "toolu_1", host_text=notes) is not None
+    with HostSession.open("test-host", "sess-1", root) as again:
+        assert again.cache is first.cache  # still open: no store to open, no checkpoint to pay
+        assert again.read("notes.txt", "toolu_2", host_text=notes).kind == "unchanged"  # type: ignore[union-attr]
+    (root / "pyproject.toml").write_text('[tool.filecache]\ndeny = ["notes.txt"]\n')
+    with HostSession.open("test-host", "sess-1", root) as denied:
+        assert denied.cache is not first.cache
+        assert denied.read("notes.txt", "toolu_3", host_text=notes) is None  # the new rule holds
+    (root / "pyproject.toml").unlink()
+    with HostSession.open("test-host", "sess-1", root) as before:
+        assert before.cache is first.cache  # the same settings as at first: that cache again
+    for f in (root / ".filecache").glob("cache.db*"):
+        f.unlink()  # the user removed the store
+    with HostSession.open("test-host", "sess-1", root) as fresh:
+        assert fresh.cache is not first.cache
+        assert fresh.read("notes.txt", "toolu_4", host_text=notes).kind == "full"  # type: ignore[union-attr]

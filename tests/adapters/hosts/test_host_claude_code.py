@@ -300,3 +300,37 @@ def test_a_bash_read_after_cd_is_the_subfolders_file(claude: Claude) -> None:
     assert "[filecache] sub/f.txt unchanged since your result toolu_c2" in seen["toolu_c3"]
     assert "[filecache] f.txt unchanged since your result toolu_c1" in seen["toolu_c4"]
     assert claude.hook_log() == ""
+
+
+@pytest.mark.parametrize("where", ["shell", "settings"])
+def test_code_mode_turns_filecache_off_for_the_session(claude: Claude, where: str) -> None:
+    """Code Mode's scripted tool calls run PostToolUse like any other and nothing in the hook's
+    input marks them: with ``CLAUDE_CODE_EXPERIMENTAL_CODE_MODE`` on (in the shell, or in the
+    user's settings ``env``, which Claude Code hands its hooks), Claude Code's own results
+    stand and the user is told once. (Against a model server on 127.0.0.1 Claude Code offers
+    no code tool: only the hook's side of it can be run here.)"""
+    if where == "shell":
+        claude.env["CLAUDE_CODE_EXPERIMENTAL_CODE_MODE"] = "1"
+    else:
+        settings = claude.home / ".claude" / "settings.json"
+        mine = json.loads(settings.read_text()) if settings.exists() else {}
+        settings.parent.mkdir(parents=True, exist_ok=True)
+        settings.write_text(
+            json.dumps({**mine, "env": {"CLAUDE_CODE_EXPERIMENTAL_CODE_MODE": "on"}})
+        )
+    a = claude.path("a.py")
+    (claude.project / "a.py").write_text(lines("a.py"))
+    script = Script([
+        [tool_use("Read", {"file_path": a}, "toolu_k1")],
+        [tool_use("Read", {"file_path": a}, "toolu_k2")],
+        [tool_use("Bash", {"command": "cat a.py"}, "toolu_k3")],
+        [text("done")],
+    ])  # fmt: skip
+    with ScriptedModel(script) as model:
+        claude.run(model, "-p", "read a.py", "--allowedTools", TOOLS)
+    seen = results_seen(model)
+    assert "[filecache]" not in json.dumps(model.requests)
+    assert "a.py line 59:" in seen["toolu_k2"] and "a.py line 59:" in seen["toolu_k3"]
+    said = claude.home / ".cache" / "filecache" / "notices"
+    assert len(list(said.iterdir())) == 1  # told once (a systemMessage), for this session
+    assert claude.hook_log() == ""

@@ -361,3 +361,23 @@ def test_installed_at_both_scopes_one_instance_answers(world: CodexWorld, second
     assert out["call_b2"].count(NOTE) == 1, out["call_b2"]
     assert out["call_b2"].replace(NOTE, "").count("unchanged since your result") == 1
     assert out["call_b2"].startswith("Process exited with code 0\nOutput:\n[filecache] notes.txt")
+
+
+def test_a_store_that_cannot_be_written_is_said_once(
+    world: CodexWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Codex's hook output carries ``systemMessage`` for the user (its TUI shows it as the
+    hook's warning; ``codex exec --json`` prints no hook output): once per session, and the
+    model gets Codex's own output."""
+    (world.home / "a-file").write_text("not a folder")
+    env = CodexWorld.env.fget  # type: ignore[attr-defined]
+    broken = {"FILECACHE_STORE": str(world.home / "a-file" / "cache.db")}
+    monkeypatch.setattr(CodexWorld, "env", property(lambda self: {**env(self), **broken}))
+    said = world.home / ".cache" / "filecache" / "notices"
+    server, out = _run(world, [exec_call("call_a1", "cat notes.txt")],
+                       [exec_call("call_a2", "cat notes.txt")])  # fmt: skip
+    assert out["call_a1"].endswith("Output:\n" + NOTES) and out["call_a2"].endswith(NOTES)
+    assert "[filecache]" not in json.dumps(server.requests)
+    assert len(list(said.iterdir())) == 1  # said once, for this session
+    assert "StoreError" in world.hook_log.read_text()
+    world.hook_log.unlink()  # the fixture checks that nothing else failed

@@ -220,4 +220,7 @@ def test_a_store_that_cannot_be_written_is_said_once_per_session(
     assert "Claude Code's own results stand" in first["systemMessage"]
     assert prompt("s1") == b"" and prompt("s1") == b""  # once
     assert json.loads(prompt("s2"))["systemMessage"] == first["systemMessage"]  # per session
-    assert registry.run_hook("codex", [], b'{"session_id": "s1"}') == b""  # no such field
+    codex = {"hook_event_name": "SessionStart", "session_id": "s1", "cwd": str(project)}
+    said = json.loads(registry.run_hook("codex", [], json.dumps(codex).encode()))
+    assert "Codex CLI's own results stand" in said["systemMessage"]  # per host and session
+    assert registry.run_hook("codex", [], json.dumps(codex).encode()) == b""

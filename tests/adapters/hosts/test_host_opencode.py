@@ -23,11 +23,13 @@ from opencode_run import OpencodeHome, need_opencode
 from scripted_chat import Call, ScriptedChat, Step
 
 from filecache.core.hashing import version_of
+from filecache.core.render import host_instructions
 
 pytestmark = pytest.mark.hosts
 
 NOTES = "".join(f"line {i}: the quick brown fox jumps over the lazy dog\n" for i in range(1, 61))
 SECRET = "API_TOKEN=hunter2-opencode-7f3a9c"
+TOLD = host_instructions("opencode", read="read", shell="bash", numbered=False)
 REFERENCE = re.compile(r"^\[filecache\] .* since your results? (\S+?(?: and \S+?)*) \(", re.M)
 
 
@@ -104,11 +106,15 @@ def test_reads_through_opencode_are_short_when_the_model_holds_the_lines(
     assert re.fullmatch(  # the seal: a keyed tag telling filecache's line from a file's text
         re.escape(f"<path>{notes}</path>\n<type>file</type>\n<content>\n"
                   f"[filecache] notes.txt unchanged since your result r1 (60 lines, {short_hash}")
-        + r"(; seal [0-9a-f]{6})?\)\n\n"
-        + re.escape("(End of file - total 60 lines)\n</content>"),
+        + r"(; seal [0-9a-f]{6})?\)\n"
+        + re.escape(TOLD + "\n\n(End of file - total 60 lines)\n</content>"),
         again,
     )  # fmt: skip
-    assert len(again) * 4 < len(first)
+    assert len(again) * 3 < len(first)
+    # told once, in the first short answer; the hints name only what opencode's tools have
+    every = "".join(m["content"] for body in chat.tool_requests() for m in body["messages"]
+                    if m.get("role") == "tool" and isinstance(m.get("content"), str))  # fmt: skip
+    assert chat.result("r3").count(TOLD) == 0 and "fresh=true" not in every
 
     ranged = chat.result("r3")  # an offset re-read of held lines: short, opencode's footer
     assert "unchanged since your result r1 (lines 10-14," in content_of(ranged)
@@ -121,6 +127,7 @@ def test_reads_through_opencode_are_short_when_the_model_holds_the_lines(
 
     diff = content_of(chat.result("r5"))  # changed outside: a diff from the model's version
     assert diff.startswith("[filecache] notes.txt changed since your result ")
+    assert diff.endswith("\n(Apply this diff to the text you already have.)")
     assert "-line 40: the quick" in diff and "+line 40: a changed quick" in diff
     assert "line 7: THE" not in diff.split("@@", 1)[0]  # no content beyond the hunk's context
 
@@ -170,13 +177,13 @@ def test_project_install_and_a_failed_call_leave_opencode_alone(home: OpencodeHo
         Step(calls=(read("r2", home.project / "missing.txt"),)),
         Step(calls=(bash("b1", "cat notes.txt; exit 3"),)),
         Step(calls=(read("r3", notes, offset=61),)),
-        Step(calls=(read("r4", notes, offset=59),)),
+        Step(calls=(read("r4", notes, offset=21),)),
     ])  # fmt: skip
     no_dangling(chat)
     assert "File not found" in chat.result("r2")
     assert chat.result("b1").startswith("line 1: the quick")  # a failed command: its output
     assert "out of range" in chat.result("r3")
-    assert "unchanged since your result r1 (lines 59-60," in content_of(chat.result("r4"))
+    assert "unchanged since your result r1 (lines 21-60," in content_of(chat.result("r4"))
 
 
 def residents(home: OpencodeHome) -> list[int]:
@@ -302,3 +309,84 @@ def test_a_resident_that_dies_with_the_call_pending_is_replaced_within_that_call
     assert "unchanged since your result r1" in content_of(chat.result("r2"))
     assert started and killed[0] not in started
     assert "unchanged since your result r1" in content_of(chat.result("r3"))
+
+
+def compact_keeping(home: OpencodeHome, tokens: int) -> None:
+    """opencode's compaction keeps the newest ``tokens`` of the conversation verbatim (its
+    "tail", split inside a turn when a whole turn does not fit) and summarises the rest."""
+    config = home.config / "opencode.json"
+    keep_tail = json.loads(config.read_text()) | {"compaction": {"preserve_recent_tokens": tokens}}
+    config.write_text(json.dumps(keep_tail))
+
+
+def test_a_kept_answer_never_names_a_summarised_result(home: OpencodeHome) -> None:
+    home.install()
+    compact_keeping(home, 300)  # the FileRef r2 is kept; r1, whose text it names, is summarised
+    notes = home.project / "notes.txt"
+    chat = home.run([
+        Step(calls=(read("r1", notes),)),
+        Step(calls=(read("r2", notes),), prompt_tokens=199_000),  # overflows: opencode compacts
+        Step(calls=(read("r3", notes),)),
+        Step(calls=(read("r4", notes),)),
+    ])  # fmt: skip
+    no_dangling(chat)
+    after = chat.tool_requests()[2]  # the first request after the compaction
+    kept = {m.get("tool_call_id"): m.get("content") for m in after["messages"]}
+    assert "r1" not in kept and "r2" in kept  # the tail kept r2's answer, not r1
+    # r2 is sent as the lines it stood for, in read's shape (the same text in every request)
+    assert content_of(kept["r2"]) == content_of(chat.result("r1"))
+    assert chat.last_result("r2") == kept["r2"]
+    assert content_of(chat.result("r3")).startswith("1: line 1: ")  # content: a new base
+    assert "unchanged since your result r3" in content_of(chat.result("r4"))
+
+
+def test_a_continued_session_that_compacts_never_names_a_summarised_result(
+    home: OpencodeHome,
+) -> None:
+    home.install()
+    notes = home.project / "notes.txt"
+    first = home.run([Step(calls=(read("r1", notes),)), Step(calls=(read("r2", notes),))])
+    no_dangling(first)
+    assert "unchanged since your result r1" in content_of(first.result("r2"))
+    compact_keeping(home, 300)  # the new process compacts: r1 is summarised, the tail kept
+    again = home.run([
+        Step(calls=(read("r3", notes),), prompt_tokens=199_000),
+        Step(calls=(read("r4", notes),)),
+        Step(calls=(read("r5", notes),)),
+    ], "go on", "--continue")  # fmt: skip
+    no_dangling(again)
+    last = again.tool_requests()[-1]
+    assert not any(m.get("tool_call_id") == "r1" for m in last["messages"])
+    assert content_of(again.result("r4")).startswith("1: line 1: ")  # content: a new base
+    assert "unchanged since your result r4" in content_of(again.result("r5"))
+
+
+def test_a_store_that_cannot_be_written_is_said_once(home: OpencodeHome) -> None:
+    home.install()
+    (home.home / "a-file").write_text("not a folder")
+    home.env["FILECACHE_STORE"] = str(home.home / "a-file" / "cache.db")
+    notes = home.project / "notes.txt"
+    chat = home.run([Step(calls=(read("r1", notes),)), Step(calls=(read("r2", notes),))])
+    assert chat.result("r2") == chat.result("r1")  # opencode's own output, both times
+    said = [line for line in home.last_stderr.splitlines() if "filecache serves" in line]
+    assert len(said) == 1, home.last_stderr[-3000:]  # once, though every call failed
+    assert said[0].startswith("filecache serves nothing in this session (StoreError: ")
+    assert said[0].endswith("opencode's own results stand. `filecache doctor` says more.")
+    again = home.run([Step(calls=(read("r3", notes),))], "go on", "--continue")
+    assert "filecache serves" not in home.last_stderr  # the same session: said already
+    assert again.result("r3") == chat.result("r1")
+
+
+def test_code_mode_turns_filecache_off_for_the_session(home: OpencodeHome) -> None:
+    """opencode's code mode (``OPENCODE_EXPERIMENTAL_CODE_MODE``): nothing in the plugin's
+    ``tool.execute.after`` tells a script's call from the model's, so filecache answers none
+    while it is on, and says so once. (1.18.33 offers its code tool only beside MCP servers:
+    a scripted call itself is not run here.)"""
+    home.install()
+    home.env["OPENCODE_EXPERIMENTAL_CODE_MODE"] = "true"
+    notes = home.project / "notes.txt"
+    chat = home.run([Step(calls=(read("r1", notes),)), Step(calls=(read("r2", notes),)),
+                     Step(calls=(bash("b1", "cat notes.txt"),))])  # fmt: skip
+    assert chat.result("r2") == chat.result("r1") and chat.result("b1") == NOTES
+    said = [line for line in home.last_stderr.splitlines() if "filecache serves" in line]
+    assert len(said) == 1 and "OPENCODE_EXPERIMENTAL_CODE_MODE is on" in said[0]

@@ -185,6 +185,58 @@ def test_one_shot_hook_answers_a_re_read_and_keeps_nothing_of_a_lost_result(
     assert third["output"] is None
 
 
+def test_a_short_answer_whose_base_is_gone_is_expanded_to_its_lines(root: Path, notes: str) -> None:
+    """``expand``: the lines a FileRef or diff stood for, in read's shape (the same text each
+    time it is asked); the call then backs nothing; a bash answer gets a placeholder."""
+    path = root / "notes.txt"
+    shown = opencode_read(path, notes)
+    run_hook([], request(root, "read", call="c1", path=str(path), output=shown))
+    ref = json.loads(run_hook([], request(root, "read", call="c2", path=str(path), output=shown)))
+    assert "unchanged since your result c1" in ref["output"]
+    for _ in range(2):
+        expanded = json.loads(run_hook([], request(root, "expand", call="c2", tool="read",
+                                                   output=ref["output"])))  # fmt: skip
+        assert expanded["output"] == shown
+    bash = "[filecache] notes.txt unchanged since your result c1 (60 lines, 0123abcd)"
+    placeholder = json.loads(run_hook([], request(root, "expand", call="b9", tool="bash",
+                                                  output=bash)))["output"]  # fmt: skip
+    assert (
+        placeholder.startswith("[cleared tool result: ") and "since your result" not in placeholder
+    )
+    run_hook([], request(root, "keep", present=["c2"]))  # c1 left the request; c2 is content now
+    third = json.loads(run_hook([], request(root, "read", call="c3", path=str(path), output=shown)))
+    assert third["output"] is None  # nothing of c1 or c2 is relied on: content
+
+
+def test_a_ranged_answer_and_a_diff_expand_to_the_lines_they_stood_for(
+    root: Path, notes: str
+) -> None:
+    path = root / "notes.txt"
+    run_hook(
+        [], request(root, "read", call="c1", path=str(path), output=opencode_read(path, notes))
+    )
+    lines = opencode_lines(notes)
+    body = "\n".join(f"{n}: {lines[n - 1]}" for n in range(10, 50))
+    ranged = (f"<path>{path}</path>\n<type>file</type>\n<content>\n{body}\n\n"
+              "(Showing lines 10-49 of 60. Use offset=50 to continue.)\n</content>")  # fmt: skip
+    ref = json.loads(run_hook([], request(root, "read", call="c2", path=str(path), output=ranged,
+                                          offset=10, limit=40)))["output"]  # fmt: skip
+    assert "unchanged since your result c1 (lines 10-49" in ref
+    assert _expand(root, "c2", ref) == ranged
+    changed = notes.replace("line 30:", "line 30 (changed):")
+    path.write_text(changed)
+    now = opencode_read(path, changed)
+    diff = json.loads(run_hook([], request(root, "read", call="c3", path=str(path), output=now)))
+    assert "changed since your result c1" in diff["output"] and "fresh=true" not in diff["output"]
+    assert _expand(root, "c3", diff["output"]) == now  # the text the diff made of c1's
+
+
+def _expand(root: Path, call: str, output: str) -> str:
+    answer = run_hook([], request(root, "expand", call=call, tool="read", output=output))
+    text: str = json.loads(answer)["output"]
+    return text
+
+
 def test_text_opencode_showed_differently_backs_nothing(root: Path, notes: str) -> None:
     path = root / "notes.txt"
     stale = opencode_read(path, notes.replace("line 3:", "line 3 (old):"))  # changed in between

@@ -17,7 +17,7 @@ from filecache.cli import main
 
 def test_every_list_of_hosts_is_the_table() -> None:
     assert registry.HOSTS == HOST_NAMES == hook_client.HOSTS
-    assert HOST_NAMES == ("claude-code", "codex", "opencode", "gemini-cli")
+    assert HOST_NAMES == ("claude-code", "codex", "opencode", "gemini-cli", "kilo")
     for command in ("install", "uninstall", "hook"):
         param = next(p for p in main.commands[command].params if p.name in ("host", "hosts"))
         assert isinstance(param.type, click.Choice)
