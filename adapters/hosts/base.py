@@ -183,7 +183,7 @@ def pool() -> None:
 
 
 def _store_file(cache: FileCache) -> tuple[int, int] | None:
-    path = getattr(cache.store, "path", None)
+    path = getattr(cache.engine.store, "path", None)
     if path is None:
         return None  # not a file (PostgreSQL, memory): nothing to replace under it
     try:
@@ -264,7 +264,7 @@ class HostSession(ClosesOnExit):
                                   **{k: v for k, v in paths.items() if k != "store"})  # fmt: skip
                 _POOL.caches[key] = cache
                 _POOL.files[id(cache)] = _store_file(cache)
-        session = cache.session(host_session_id(host, sid, cache.root))
+        session = cache.session(host_session_id(host, sid, cache.engine.root))
         return cls(host, cache, session, pooled=True)
 
     def close(self) -> None:
@@ -303,7 +303,7 @@ class HostSession(ClosesOnExit):
         record = self.session.ledger().calls.get(call_id)
         if record is None or record.version is None or record.start is None:
             return None
-        lines = self.cache.lines_of(record.version)
+        lines = self.cache.engine.versions.lines_of(record.version)
         if lines is None:
             return None
         end = record.end if record.end is not None else len(lines)
