@@ -287,6 +287,14 @@ class HostSession(ClosesOnExit):
                 self._set_carrier("")
         return gone
 
+    def relied_on(self) -> set[str]:
+        """The call ids whose results this session relies on: its facts' and the carrier of
+        the instructions (what to ask the host's record about, ``keep_only``'s domain)."""
+        with self.session.lock:
+            ids = set(self.session.held_call_ids())
+            carrier = self._carrier()
+        return ids | {carrier} if carrier else ids
+
     def reset(self) -> None:
         """The host dropped the model's context (compaction, clear): forget everything."""
         with self.session.lock:

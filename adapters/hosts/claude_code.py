@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -184,11 +184,11 @@ def answer(event: Mapping[str, Any], site: HookSite | None = None) -> dict[str, 
             if event.get("source") in _RESET_SOURCES:
                 host.reset()
             else:  # startup, resume: the transcript says what is held
-                host.keep_only(_held(event, site).ids)
+                host.keep_only(_held(event, site, among=host.relied_on()).ids)
         return None
     if name == "UserPromptSubmit":  # a new turn: every earlier call is written by now
         with _open(event, site) as host:
-            host.keep_only(_held(event, site).ids)
+            host.keep_only(_held(event, site, among=host.relied_on()).ids)
     return None
 
 
@@ -350,10 +350,11 @@ class _Opened:
         self.cwd = os.path.join(call_env.getcwd(), cwd)
         root = site.root or call_env.getenv("CLAUDE_PROJECT_DIR") or cwd
         self.host = HostSession.open(HOST_NAME, context, cwd, root=root, store=site.store)
+        self.event, self.site = event, site
         self.held: Held | None = None
         if current is not None:
             try:
-                self.held = _held(event, site, current)
+                self.held = _held(event, site, current, among=self.host.relied_on())
                 self._forget_lost(self.held)
             except BaseException:
                 self.host.close()
@@ -368,9 +369,12 @@ class _Opened:
 
         def holds(carrier: str) -> bool:
             # Held by the transcript, or a parallel call of this turn it does not name yet.
-            if held is None or not held.complete:
+            found = held
+            if found is not None and not found.answers(carrier):
+                found = _held(self.event, self.site, among=[carrier])
+            if found is None or not found.complete:
                 return False
-            return carrier in held.ids or carrier not in held.known
+            return carrier in found.ids or carrier not in found.known
 
         told = spec(HOST_NAME).told
         out: str | None = self.host.short_or_own(
@@ -399,14 +403,23 @@ def _open(event: Mapping[str, Any], site: HookSite, current: str | None = None) 
     return _Opened(event, site, current)
 
 
-def _held(event: Mapping[str, Any], site: HookSite, current: str | None = None) -> Held:
-    """What the hook's context holds by its transcript (indexed in the hook cache folder)."""
+def _held(
+    event: Mapping[str, Any],
+    site: HookSite,
+    current: str | None = None,
+    *,
+    among: Iterable[str] | None = None,
+) -> Held:
+    """What the hook's context holds by its transcript (indexed in the hook cache folder), for
+    the ids of ``among`` (the session's: a call costs what it asks, not the session)."""
     from filecache.adapters.hosts.base import log_path
 
     cache = site.index_dir or log_path().parent / "claude-code-transcripts"
     agent = event.get("agent_id")
     sidechain = isinstance(agent, str) and bool(agent)
-    return read_held(_transcript(event), current=current, cache_dir=cache, sidechain=sidechain)
+    return read_held(
+        _transcript(event), current=current, cache_dir=cache, sidechain=sidechain, among=among
+    )
 
 
 def _transcript(event: Mapping[str, Any]) -> str | None:

@@ -36,17 +36,19 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "CLEARED",
     "STUB_PREFIXES",
     "Held",
+    "Parsed",
     "State",
     "held_calls",
     "held_of",
     "is_stub",
     "new_state",
+    "parse_line",
     "scan",
 ]
 
@@ -69,12 +71,19 @@ class Held:
     chain or not): an id it does not name yet may be a parallel call whose entry Claude Code
     has not written when this hook reads it (it runs tools while the response still streams).
     ``complete``: the transcript was read and understood (False: nothing can be known to be
-    held but the pending calls)."""
+    held but the pending calls). ``asked``: the ids the sets were computed for (the index
+    answers only for the ids a caller relies on: ``claude_index.read_held(among=...)``), None
+    for every id the transcript names; ask again about an id outside it."""
 
     ids: frozenset[str]
     pending: frozenset[str]
     complete: bool = True
     known: frozenset[str] = frozenset()
+    asked: frozenset[str] | None = None
+
+    def answers(self, call: str) -> bool:
+        """Whether ``call``'s status is in these sets (it was asked, or everything was)."""
+        return self.asked is None or call in self.asked
 
 
 def is_stub(text: str) -> bool:
@@ -156,52 +165,79 @@ def new_state(*, sidechain: bool = False) -> State:
     }  # fmt: skip
 
 
+class Parsed(NamedTuple):
+    """What one transcript line says (``parse_line``): ``clearing`` (an ``api-request``: whether
+    the newest request clears tool results), ``compacted`` (ids a microcompaction cleared), and
+    for an entry of this context its ``uuid`` with either its ``summary`` (a message) or, for
+    an entry between messages (``summary`` None), the ``parent`` it passes the chain on to."""
+
+    clearing: bool | None = None
+    compacted: tuple[str, ...] = ()
+    uuid: str | None = None
+    summary: dict[str, Any] | None = None
+    parent: str | None = None
+
+
+def parse_line(line: bytes | str, *, sidechain: bool = False) -> Parsed | None:
+    """One line of the transcript (None: not a JSON object, or nothing ``held_of`` needs)."""
+    if not line.strip():
+        return None
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(entry, dict):
+        return None
+    kind = entry.get("type")
+    if kind == "api-request":
+        return Parsed(clearing=_clears_tool_results(entry))  # the newest request's settings
+    compacted: tuple[str, ...] = ()
+    if kind == "system" and entry.get("subtype") == "microcompact_boundary":
+        meta = entry.get("microcompactMetadata")
+        ids = meta.get("compactedToolIds") if isinstance(meta, dict) else None
+        if isinstance(ids, list):
+            compacted = tuple(str(i) for i in ids)
+    uuid = entry.get("uuid")
+    if not isinstance(uuid, str) or bool(entry.get("isSidechain")) != sidechain:
+        return Parsed(compacted=compacted)  # no entry of this context
+    raw_parent = entry.get("parentUuid")
+    parent = raw_parent if isinstance(raw_parent, str) else None
+    if kind not in _MESSAGE_TYPES:  # progress (hook, bash, agent: 2.1.12-2.1.42) on the chain
+        return Parsed(compacted=compacted, uuid=uuid, parent=parent)
+    summary: dict[str, Any] = {"t": kind, "p": parent}
+    if kind == "assistant":
+        summary["m"] = _message_id(entry)
+        summary["u"] = [
+            b["id"] for b in _blocks(entry)
+            if b.get("type") == "tool_use" and isinstance(b.get("id"), str)
+        ]  # fmt: skip
+    elif kind == "user":
+        summary["q"] = _is_prompt(entry)
+        summary["r"] = [
+            [b["tool_use_id"], _result_holds(b)] for b in _blocks(entry)
+            if b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str)
+        ]  # fmt: skip
+    return Parsed(compacted=compacted, uuid=uuid, summary=summary, parent=parent)
+
+
 def scan(lines: Iterable[bytes | str], state: State) -> State:
     """``state`` updated with ``lines`` (in place; returned)."""
     entries: dict[str, dict[str, Any]] = state["entries"]
     compacted: list[str] = state["compacted"]
     sidechain = bool(state.get("sidechain"))
     for line in lines:
-        if not line.strip():
+        parsed = parse_line(line, sidechain=sidechain)
+        if parsed is None:
             continue
-        try:
-            entry = json.loads(line)
-        except ValueError:
+        if parsed.clearing is not None:
+            state["clearing"] = parsed.clearing
+        compacted.extend(parsed.compacted)
+        if parsed.uuid is None:
             continue
-        if not isinstance(entry, dict):
-            continue
-        kind = entry.get("type")
-        if kind == "api-request":
-            state["clearing"] = _clears_tool_results(entry)  # the newest request's settings
-            continue
-        if kind == "system" and entry.get("subtype") == "microcompact_boundary":
-            meta = entry.get("microcompactMetadata")
-            ids = meta.get("compactedToolIds") if isinstance(meta, dict) else None
-            if isinstance(ids, list):
-                compacted.extend(str(i) for i in ids)
-        uuid = entry.get("uuid")
-        if not isinstance(uuid, str):
-            continue
-        if bool(entry.get("isSidechain")) != sidechain:
-            continue  # another context's entry
-        parent = entry.get("parentUuid")
-        if kind not in _MESSAGE_TYPES:  # progress (hook, bash, agent: 2.1.12-2.1.42) on the chain
-            state.setdefault("bridges", {})[uuid] = parent if isinstance(parent, str) else None
-            continue
-        summary: dict[str, Any] = {"t": kind, "p": parent if isinstance(parent, str) else None}
-        if kind == "assistant":
-            summary["m"] = _message_id(entry)
-            summary["u"] = [
-                b["id"] for b in _blocks(entry)
-                if b.get("type") == "tool_use" and isinstance(b.get("id"), str)
-            ]  # fmt: skip
-        elif kind == "user":
-            summary["q"] = _is_prompt(entry)
-            summary["r"] = [
-                [b["tool_use_id"], _result_holds(b)] for b in _blocks(entry)
-                if b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str)
-            ]  # fmt: skip
-        entries[uuid] = summary  # a rewritten entry keeps its place, takes the new content
+        if parsed.summary is None:
+            state.setdefault("bridges", {})[parsed.uuid] = parsed.parent
+        else:
+            entries[parsed.uuid] = parsed.summary  # a rewritten entry keeps its place
     return state
 
 

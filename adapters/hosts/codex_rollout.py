@@ -17,20 +17,32 @@ rebuilds the model's input from it on resume. The lines that shape the context:
 history that Codex did not truncate), the calls of the history still waiting for their output
 (the turn in progress: parallel calls whose hooks run now), and how the calls asked about ended.
 
-Cheap by construction (a long session's rollout is megabytes, read on every hook): a
-``response_item`` line is matched on its bytes (its type and call id, and a substring test for
-Codex's truncation marks), never decoded; a line is JSON-decoded only when it is a compaction, a
-rewind, the end of a call asked about, or does not have the compact shape Codex writes.
+Cheap by construction (a long session's rollout is hundreds of MB, and a hook runs for every
+call): a ``response_item`` line is matched on its bytes (its type and call id, and a substring
+test for Codex's truncation marks), never decoded; a line is JSON-decoded only when it is a
+compaction, a rewind, the end of a call, or does not have the compact shape Codex writes. The
+file is read a line at a time (``regular_files.complete_lines``: a line over ``MAX_LINE`` is
+skipped like a malformed one, a line being written is left for the next call), and a process
+that reads the same rollout again (the resident hook server) reads only what was appended since
+(``_Reader``, kept per file: the history's call ids and the ends of the latest calls, never the
+outputs); a rollout rewritten, truncated or replaced (other inode, or other bytes at the probe
+points: ``regular_files.probe``) is read again from its start.
+
+Concurrency: one reader per file, used under its own lock (parallel calls of one context read
+their rollout in turn: the second reads only what the first left); the table of readers under
+``_READERS_LOCK``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 __all__ = ["Rollout", "read_rollout", "truncated"]
 
@@ -76,7 +88,6 @@ _RESPONSE_ITEM = re.compile(
     rb'^\{(?:"timestamp":"[^"]*",)?(?:"ordinal":\d+,)?"type":"response_item",'
     rb'"payload":\{"type":"(\w+)"'
 )
-_SEPS = ((",", ":"), (", ", ": "))  # how an "id" key may be written: compact, or spaced
 _GROWTH = 16 << 20  # bytes read past the size at the open, at most (a rollout still growing)
 _CALL_ID = re.compile(rb'"call_id":"([^"\\]*)"')
 # As the bytes of a JSON line: raw UTF-8 (serde_json) or \u-escaped.
@@ -90,17 +101,68 @@ def read_rollout(path: str | Path, calls: Iterable[str] = ()) -> Rollout | None:
     """
     from filecache.adapters.hosts.regular_files import open_regular
 
+    key = os.fsdecode(os.path.abspath(path))
     try:
         rollout, size = open_regular(path)  # a FIFO or a device: refused at once
         with rollout:
-            data = rollout.read(size + _GROWTH)  # Codex may still be appending this call's end
+            st = os.fstat(rollout.fileno())
+            with _READERS_LOCK:
+                reader = _READERS.pop(key, None) or _Reader()
+                _READERS[key] = reader  # the newest last: the oldest goes first
+                while len(_READERS) > _MAX_READERS:
+                    _READERS.pop(next(iter(_READERS)))
+            with reader.lock:
+                # Codex may still be appending this call's end: read a little past the size.
+                reader.update(rollout, st, size + _GROWTH)
+                return reader.rollout(calls)
     except OSError:
         return None
-    wanted = set(calls)
-    ids = [json.dumps({"id": c}, separators=sep)[1:-1].encode() for c in wanted for sep in _SEPS]
-    history: list[tuple[str, str, bool]] = []  # (item type, call id, truncated output)
-    found = Rollout()
-    for raw in data.split(b"\n"):
+
+
+class _Reader:
+    """What was read of one rollout: the history's calls and outputs (call ids and whether
+    Codex truncated the output), the ends of the latest calls, and where reading stopped."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._start()
+
+    def _start(self) -> None:
+        self.offset = 0
+        self.inode: tuple[int, int] | None = None
+        self.probe: list[str] = []
+        self.calls: dict[str, None] = {}  # the history's calls, in order
+        self.outputs: dict[str, bool] = {}  # the history's outputs: truncated by Codex
+        self.ended: dict[str, Ended] = {}  # the latest _MAX_ENDED calls' ends
+        self.compactions = 0
+
+    def update(self, rollout: BinaryIO, st: os.stat_result, end: int) -> None:
+        from filecache.adapters.hosts.regular_files import complete_lines, probe
+
+        inode = (st.st_dev, st.st_ino)
+        if self.offset and (
+            inode != self.inode
+            or self.offset > st.st_size
+            or probe(rollout, self.offset) != self.probe
+        ):
+            self._start()  # rewritten or replaced: read from its start
+        self.inode = inode
+        offset = self.offset
+        for line, after in complete_lines(rollout, offset, end):
+            if line is not None:
+                self._line(line)
+            self.offset = after
+        if self.offset != offset:
+            self.probe = probe(rollout, self.offset)
+
+    def _history(self, items: list[tuple[str, str, bool]]) -> None:
+        for kind, call_id, cut in items:
+            if kind in _OUTPUTS:
+                self.outputs[call_id] = cut
+            else:
+                self.calls[call_id] = None
+
+    def _line(self, raw: bytes) -> None:
         fast = _RESPONSE_ITEM.match(raw)
         if fast is not None:
             kind = fast.group(1).decode()
@@ -112,39 +174,48 @@ def read_rollout(path: str | Path, calls: Iterable[str] = ()) -> Rollout | None:
                         and b"truncat" in raw
                         and any(mark in raw for mark in _MARK_BYTES)
                     )
-                    history.append((kind, cid.group(1).decode(), cut))
-            continue
+                    self._history([(kind, cid.group(1).decode(), cut)])
+            return
         if not (
             b'"response_item"' in raw
             or b'"compacted"' in raw
             or b'"thread_rolled_back"' in raw
-            or (b'"item_completed"' in raw and any(c in raw for c in ids))
+            or b'"item_completed"' in raw
         ):
-            continue
+            return
         try:
             line = json.loads(raw)
         except ValueError:
-            continue  # a line being written as we read: the next hook sees it whole
+            return  # not JSON: skipped
         if not isinstance(line, dict) or not isinstance(line.get("payload"), dict):
-            continue
+            return
         kind, payload = line.get("type"), line["payload"]
         if kind == "response_item":
-            history.extend(_items([payload]))
+            self._history(_items([payload]))
         elif kind == "compacted":
             replacement = payload.get("replacement_history")
-            history = _items(replacement) if isinstance(replacement, list) else []
-            found.compactions += 1
+            self.calls, self.outputs = {}, {}
+            self._history(_items(replacement) if isinstance(replacement, list) else [])
+            self.compactions += 1
         elif kind == "event_msg" and payload.get("type") == "thread_rolled_back":
-            history = []
+            self.calls, self.outputs = {}, {}
         elif kind == "event_msg" and payload.get("type") == "item_completed":
-            _ended(found, payload.get("item"), wanted)
-    outputs: dict[str, bool] = {}
-    for item, call_id, cut in history:
-        if item in _OUTPUTS:
-            outputs[call_id] = cut
-    found.held = {c for c, cut in outputs.items() if not cut}
-    found.pending = {c for item, c, _ in history if item in _CALLS and c not in outputs}
-    return found
+            _ended(self.ended, payload.get("item"))
+            while len(self.ended) > _MAX_ENDED:
+                self.ended.pop(next(iter(self.ended)))
+
+    def rollout(self, calls: Iterable[str]) -> Rollout:
+        found = Rollout(compactions=self.compactions)
+        found.held = {c for c, cut in self.outputs.items() if not cut}
+        found.pending = {c for c in self.calls if c not in self.outputs}
+        found.ended = {c: self.ended[c] for c in calls if c in self.ended}
+        return found
+
+
+_READERS: dict[str, _Reader] = {}
+_READERS_LOCK = threading.Lock()
+_MAX_READERS = 16  # a reader holds a long session's call ids (a few MB at 50k calls)
+_MAX_ENDED = 4096
 
 
 def _items(items: list[Any]) -> list[tuple[str, str, bool]]:
@@ -160,8 +231,8 @@ def _items(items: list[Any]) -> list[tuple[str, str, bool]]:
     return out
 
 
-def _ended(found: Rollout, item: Any, wanted: set[str]) -> None:
-    if not isinstance(item, dict) or item.get("id") not in wanted:
+def _ended(ended: dict[str, Ended], item: Any) -> None:
+    if not isinstance(item, dict) or not isinstance(item.get("id"), str):
         return
     code = item.get("exit_code")
     cwd = item.get("cwd")
@@ -169,7 +240,8 @@ def _ended(found: Rollout, item: Any, wanted: set[str]) -> None:
         from urllib.parse import unquote, urlsplit
 
         cwd = unquote(urlsplit(cwd).path)
-    found.ended[item["id"]] = Ended(
+    ended.pop(item["id"], None)  # the newest last
+    ended[item["id"]] = Ended(
         str(item.get("status", "")),
         code if isinstance(code, int) else None,
         cwd if isinstance(cwd, str) else None,

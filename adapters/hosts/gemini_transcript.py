@@ -167,35 +167,40 @@ def _result_text(result: Any) -> str | None:
 
 # The resident hook server answers every call of a session: it keeps what it read of each
 # session file and reads only what was appended since (a process per call reads it whole).
-_READERS: dict[str, tuple[int, _Reader]] = {}
+_READERS: dict[str, tuple[tuple[int, int], _Reader, list[str]]] = {}
 _READERS_LOCK = threading.Lock()
 _MAX_READERS = 64
 
 
 def load(path: str | None) -> GeminiTranscript:
     """The transcript at ``path``; empty when there is none (nothing is held). Reads only the
-    bytes appended since this process last read the same file (same inode, not shorter)."""
+    bytes appended since this process last read the same file (same inode, the same bytes at
+    the probe points: ``regular_files.probe``), a line at a time (a line over ``MAX_LINE`` is
+    skipped like a torn one); a FIFO or a device is refused at once."""
+    from filecache.adapters.hosts.regular_files import complete_lines, open_regular, probe
+
     if not path:
         return GeminiTranscript((), {})
     try:
-        with open(path, "rb") as file:
-            ino = os.fstat(file.fileno()).st_ino
+        file, size = open_regular(path)
+        with file:
+            st = os.fstat(file.fileno())
             with _READERS_LOCK:
                 known = _READERS.get(path)
-                ino_known, reader = known if known is not None else (ino, _Reader())
-                if ino_known != ino:
-                    reader = _Reader()
-                file.seek(0, os.SEEK_END)
-                if file.tell() < reader.offset:  # rewritten in place: read it again
-                    reader = _Reader()
-                file.seek(reader.offset)
-                data = file.read()
-                end = data.rfind(b"\n") + 1  # complete lines only: the rest is being written
-                reader.feed(data[:end].decode("utf-8", "surrogateescape").splitlines())
-                reader.offset += end
+                reader = known[1] if known is not None else _Reader()
+                if known is not None and (
+                    known[0] != (st.st_dev, st.st_ino)
+                    or reader.offset > size
+                    or probe(file, reader.offset) != known[2]
+                ):
+                    reader = _Reader()  # rewritten or replaced: read it again
+                for line, after in complete_lines(file, reader.offset, size):
+                    if line is not None:
+                        reader.feed([line.decode("utf-8", "surrogateescape")])
+                    reader.offset = after
                 if path not in _READERS and len(_READERS) >= _MAX_READERS:
                     _READERS.pop(next(iter(_READERS)))
-                _READERS[path] = (ino, reader)
+                _READERS[path] = ((st.st_dev, st.st_ino), reader, probe(file, reader.offset))
                 return reader.transcript()
     except OSError:
         return GeminiTranscript((), {})

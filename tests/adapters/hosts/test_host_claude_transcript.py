@@ -159,7 +159,7 @@ def test_the_index_reads_only_what_was_appended_and_agrees_with_a_full_parse(
                 assert read_held(transcript, cache_dir=cache) == expected
         out.write(lines[-1][-10:])
     assert read_held(transcript, cache_dir=cache).ids == {"toolu_a4"}
-    assert [p.suffix for p in cache.iterdir()] == [".json"]
+    assert [p.suffix for p in cache.iterdir()] == [".sqlite"]
 
 
 def test_a_rewritten_transcript_or_a_broken_index_means_a_full_parse(tmp_path: Path) -> None:

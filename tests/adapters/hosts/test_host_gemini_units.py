@@ -161,3 +161,32 @@ def test_loading_a_growing_session_file_reads_what_was_appended(tmp_path: Path) 
     path.write_text(_jsonl(_turn(1, [two])))  # rewritten shorter: read again
     assert load(str(path)) == parse(path.read_text())
     assert load(None).calls == () and load(str(tmp_path / "none")).held == {}
+
+
+def test_a_session_file_rewritten_in_place_or_not_a_file_is_never_trusted(tmp_path: Path) -> None:
+    """Issue 31 (10, 11): a session file rewritten in place to the same size or longer was
+    read on from the old offset (only its inode and size were compared); a FIFO blocked the
+    thread that opened it for good."""
+    import os
+    import threading
+
+    from filecache.adapters.hosts.gemini_transcript import load
+
+    one = _call("read_file__c1", {"file_path": "a.py"}, "A\n")
+    two = _call("read_file__c2", {"file_path": "b.py"}, "B\n")
+    path = tmp_path / "session.jsonl"
+    text = _jsonl(_turn(1, [one]))
+    path.write_text(text)
+    assert load(str(path)).held == {"c1": "A\n"}
+    other = text.replace('"c1"', '"c9"').replace("read_file__c1", "read_file__c9")
+    with open(path, "r+") as out:  # same inode, same size, other bytes; then a turn more
+        out.write(other + _jsonl(_turn(2, [two])).split("\n", 1)[1])
+    assert load(str(path)) == parse(path.read_text())
+    assert set(load(str(path)).held) == {"c9", "c2"}
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    got: list[Any] = []
+    reader = threading.Thread(target=lambda: got.append(load(str(fifo))), daemon=True)
+    reader.start()
+    reader.join(60)  # not a timing: a reader that blocks never returns at all
+    assert got and got[0].held == {} and got[0].calls == ()
