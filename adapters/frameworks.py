@@ -142,7 +142,7 @@ def resolve(target: Session | FileCache, what: str = "this tool") -> Session:
 
     if isinstance(target, Session):
         return target
-    if isinstance(target, FileCache):  # its session() gives a Session (a SessionHost)
+    if isinstance(target, FileCache):  # the session bound to it here
         return cast("Session", current_session(target, what))
     raise TypeError(f"expected a filecache Session or FileCache, got {type(target).__name__}")
 

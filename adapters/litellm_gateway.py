@@ -21,9 +21,14 @@ Invariants:
 - It reads only the request's own fields (``READ_KEYS``: the body the client sent, never
   LiteLLM's ``metadata`` of a chat request, ``litellm_*``, ``secret_fields`` or the caller's key
   in ``user_api_key_dict``) and, of the request's headers, only those that name a conversation
-  (``ID_HEADERS``). It writes only the conversation (``messages``, or ``input`` on
-  ``/responses``), replaced by a new list. So no API key reaches the transform, the store or a
-  log, and nothing of LiteLLM's own bookkeeping changes.
+  (``ID_HEADERS``) and the ``User-Agent``, of which only a fixed label is kept
+  (``filecache.gateway.tally.HOST_AGENTS``). It writes only the conversation (``messages``, or
+  ``input`` on ``/responses``), replaced by a new list. So no API key reaches the transform,
+  the store or a log, and nothing of LiteLLM's own bookkeeping changes.
+- Figures: each request whose messages the transform parsed is counted for its conversation
+  (``filecache.gateway.tally``: the request as sent against the request as it came, so
+  ``filecache stats --store URL`` shows what the proxy saved) in the transform thread after the
+  hook returned; a failure there is one log line, and the request has gone on already.
 - Concurrency: each process (a gunicorn or uvicorn worker, a replica) opens its own memory on its
   first request, after any fork, and runs the transform in one thread of its own (the memory is
   used from that thread only, as in the local gateway). Processes agree through the store: a
@@ -47,7 +52,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from filecache.extras import requires
-from filecache.gateway import Api, GatewayMemory, GatewayPolicy, open_memory, rewrite_payload
+from filecache.gateway import (
+    Api,
+    GatewayMemory,
+    GatewayPolicy,
+    Rewrite,
+    host_label,
+    open_memory,
+    record_rewrite,
+    rewrite_payload,
+)
 
 with requires("litellm", "filecache-agent[litellm]", "the LiteLLM callback"):
     from litellm.integrations.custom_logger import CustomLogger
@@ -160,10 +174,16 @@ class FilecacheCallback(CustomLogger):  # type: ignore[misc]  # LiteLLM's class 
                 return data
             future = process.executor.submit(self._rewrite, process, api, payload, headers)
             try:
-                new = await asyncio.wait_for(asyncio.wrap_future(future), self.timeout)
+                new, rewrite = await asyncio.wait_for(asyncio.wrap_future(future), self.timeout)
             except TimeoutError:
                 process.stuck = future
                 raise
+            if rewrite is not None and rewrite.forms is not None:
+                # Counted after the hook returns, in the transform thread (never awaited here).
+                host = host_label(_header(data, "user-agent"))
+                process.executor.submit(
+                    record_rewrite, process.memory, rewrite.conversation, rewrite.forms, host=host
+                )
         except Exception as exc:  # never hurt the host: the request goes on as it came
             self.counts["failed"] += 1
             log.warning("filecache: request passed through unchanged (%s)", type(exc).__name__)
@@ -194,21 +214,22 @@ class FilecacheCallback(CustomLogger):  # type: ignore[misc]  # LiteLLM's class 
 
     def _rewrite(
         self, process: _Process, api: Api, payload: dict[str, Any], headers: dict[str, str]
-    ) -> Any:
-        """In the process's transform thread: the new conversation, or None (unchanged)."""
+    ) -> tuple[Any, Rewrite | None]:
+        """In the process's transform thread: (the new conversation, or None when unchanged;
+        the rewrite, None without a memory)."""
         memory = self._memory(process)
         if memory is None:
-            return None
+            return None, None
         key = CONVERSATION_KEY[api]
         sent, rewrite = rewrite_payload(
             api, payload, headers=headers, memory=memory, policy=self.policy
         )
         if not rewrite.changed:
-            return None
+            return None, rewrite
         new = sent.get(key)
         if not isinstance(new, type(payload.get(key))):
             raise TypeError(f"the rewritten {key} is not a {type(payload.get(key)).__name__}")
-        return new
+        return new, rewrite
 
     def _memory(self, process: _Process) -> GatewayMemory | None:
         """The process's memory, opened on first use; None while the store cannot be opened
@@ -238,6 +259,18 @@ def _close(process: _Process) -> None:
     if process.memory is not None:
         process.memory.close()
         process.memory = None
+
+
+def _header(data: Mapping[str, Any], name: str) -> str | None:
+    """One request header from LiteLLM's copy of them (read for a fixed label only)."""
+    request = data.get("proxy_server_request")
+    headers = request.get("headers") if isinstance(request, Mapping) else None
+    if not isinstance(headers, Mapping):
+        return None
+    for key, value in headers.items():
+        if str(key).lower() == name and isinstance(value, str):
+            return value
+    return None
 
 
 def _id_headers(data: Mapping[str, Any]) -> dict[str, str]:

@@ -127,7 +127,9 @@ class FileCacheMiddleware:
         with self._lock:
             if self._cache is None:
                 self._cache = FileCache(self._root, store=self._store, **self._settings)
-                self._cache.count("warm up")  # with exact_counts: load the BPE vocabulary up front
+                self._cache.engine.counts.count(
+                    "warm up"
+                )  # with exact_counts: load the BPE vocabulary up front
             return self._cache
 
     def close(self) -> None:
@@ -145,7 +147,9 @@ class FileCacheMiddleware:
     def _new_connection(self) -> _Connection:
         cache = self.cache
         session = cache.session(self._session_id or new_session_id())
-        window = RefWindow(cache.settings.mcp_ref_calls, cache.settings.mcp_ref_minutes)
+        window = RefWindow(
+            cache.engine.settings.mcp_ref_calls, cache.engine.settings.mcp_ref_minutes
+        )
         return _Connection(session, window)
 
     # -- the middleware -----------------------------------------------------------------------

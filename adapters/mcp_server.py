@@ -190,7 +190,9 @@ class FileCacheServer:
         with self._open_lock:
             if not self.caches:
                 self.caches = [FileCache(root, **overrides) for root in self.roots]
-                self.caches[0].count("warm up")  # exact_counts: load the vocabulary before a call
+                self.caches[0].engine.counts.count(
+                    "warm up"
+                )  # exact_counts: load the vocabulary before a call
 
     def close(self) -> None:
         """Release the stdio connection's lease (a later process may continue its session),
@@ -219,13 +221,13 @@ class FileCacheServer:
         # One id on every root: a cache stores it per root (``FileCache.session``), so equal
         # relative paths under two roots of one store never share a view.
         sessions = [cache.session(session_id) for cache in self.caches]
-        settings = self.caches[0].settings
+        settings = self.caches[0].engine.settings
         window = RefWindow(settings.mcp_ref_calls, settings.mcp_ref_minutes)
         if not (self.options.session or named):
             return _Connection(sessions, window)
         # A continued session (fixed or named): its calls so far count towards the window, and
         # so do those other servers answer later (replicas on one store).
-        others = OtherServers([(s.cache.store, s.id) for s in sessions], window)
+        others = OtherServers([(s.engine.store, s.id) for s in sessions], window)
         others.catch_up()
         lease = f"{self._instance}:{link or new_session_id()}"
         return _Connection(sessions, window, others, lease)
@@ -245,7 +247,7 @@ class FileCacheServer:
             yield
             return
         first = conn.sessions[0]
-        store, seal = first.cache.store, self.caches[0].seal
+        store, seal = first.engine.store, self.caches[0].engine.seal
         with store.lock(f"lease:{first.id}"):
             holder = seal.get(store, "lease", first.id)  # sealed: a planted "" is no release
             if holder != conn.lease:
@@ -274,7 +276,7 @@ class FileCacheServer:
         if conn.lease is None:
             return
         first = conn.sessions[0]
-        store, seal = first.cache.store, self.caches[0].seal
+        store, seal = first.engine.store, self.caches[0].engine.seal
         with store.lock(f"lease:{first.id}"):
             if seal.get(store, "lease", first.id) == conn.lease:
                 seal.put(store, "lease", first.id, "")
@@ -484,7 +486,7 @@ class FileCacheServer:
             ]
             first = conn.sessions[0]
             if len(conn.sessions) == 1 and not conn.since.get(first.id, 0):
-                headline = session_headline(first.cache.store, first.id)  # all its own
+                headline = session_headline(first.engine.store, first.id)  # all its own
             else:  # a session taken over (or several roots): this connection's answers only,
                 headline = headline_of(first.id, rows, None)  # nothing of another's requests
         calls = [call for call in rows if call.tool != Tool.FORGET]
@@ -515,7 +517,7 @@ _RESULT_FIELDS = {
 
 def store_head(session: Session) -> int:
     """The stored head of ``session`` (its newest event's seq)."""
-    return session.cache.store.head(session.id)
+    return session.engine.store.head(session.id)
 
 
 def _resolve(path: Path) -> Path:

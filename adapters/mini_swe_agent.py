@@ -78,6 +78,6 @@ class CachedEnvironment:
         config = getattr(self.inner, "config", None)
         where = cwd or getattr(config, "cwd", "") or os.getcwd()
         try:
-            return Path(where).resolve() == session.cache.root
+            return Path(where).resolve() == session.engine.root
         except OSError:
             return False

@@ -114,7 +114,7 @@ def main() -> int:
     from filecache import FileCache
 
     with FileCache(root, store=store) as cache:
-        events = cache.store.events("s")
+        events = cache.engine.store.events("s")
     forgotten: set[str] = set()
     relying = 0
     for e in events:

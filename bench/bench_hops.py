@@ -1,10 +1,15 @@
-"""Count the hops: the filecache modules one read, one edit and one prune run code in.
+"""Count the hops: the filecache modules one read, one edit and one prune run code in, and
+how often the path comes back into a module it is still inside.
 
 On a warm session (every module imported, the store open, the tokenizer loaded, each operation
 done once before), each operation runs once under ``sys.setprofile``; every Python frame that
-starts ("call" events) in a file under ``filecache/`` or ``adapters/`` counts its module. The
-table gives the number of modules and of calls per operation; ``--list`` names the modules.
-Counts, not times: the same on any machine for the same code and inputs. Usage::
+starts ("call" events) in a file under ``filecache/`` or ``adapters/`` counts its module. A
+*re-entry* is a call into a module of ours that is still on the stack below another of our
+modules (``a -> b -> a``: ``b`` calls back into ``a``, as a callback, a template method or a
+helper passed in does); a call within one module (``a -> a``) is none. The table gives the
+number of modules, of calls, and of re-entries (distinct pairs: the module re-entered and the
+module that called back into it) per operation; ``--list`` names the modules and the
+re-entries. Counts, not times: the same on any machine for the same code and inputs. Usage::
 
     .venv/bin/python bench/bench_hops.py [--list] [--json]
 
@@ -60,23 +65,52 @@ def module_of(filename: str, cache: dict[str, str | None]) -> str | None:
     return found
 
 
-def hops(operation: Callable[[], Any]) -> Counter[str]:
-    """Calls per module of ours while ``operation`` runs (this thread)."""
-    calls: Counter[str] = Counter()
+class Trace:
+    """What one operation ran: calls per module of ours, and its re-entries, as
+    (module re-entered, module that called back into it) -> calls."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.reentries: Counter[tuple[str, str]] = Counter()
+
+
+def trace(operation: Callable[[], Any]) -> Trace:
+    """The calls and re-entries of ``operation`` (this thread)."""
+    out = Trace()
     names: dict[str, str | None] = {}
 
     def profile(frame: FrameType, event: str, arg: object) -> None:
-        if event == "call":
-            name = module_of(frame.f_code.co_filename, names)
-            if name is not None:
-                calls[name] += 1
+        if event != "call":
+            return
+        name = module_of(frame.f_code.co_filename, names)
+        if name is None:
+            return
+        out.calls[name] += 1
+        caller = None  # the nearest module of ours below this frame
+        below = frame.f_back
+        while below is not None:
+            found = module_of(below.f_code.co_filename, names)
+            if found is not None:
+                if caller is None:
+                    if found == name:
+                        return  # a call within one module
+                    caller = found
+                elif found == name:
+                    out.reentries[(name, caller)] += 1
+                    return
+            below = below.f_back
 
     sys.setprofile(profile)
     try:
         operation()
     finally:
         sys.setprofile(None)
-    return calls
+    return out
+
+
+def hops(operation: Callable[[], Any]) -> Counter[str]:
+    """Calls per module of ours while ``operation`` runs (this thread)."""
+    return trace(operation).calls
 
 
 def source(n: int) -> str:
@@ -108,11 +142,11 @@ def chat(read_a: str, edit_text: str, read_b: str, ids: tuple[str, str, str]) ->
     ]
 
 
-def run(root: Path, store: Path) -> dict[str, Counter[str]]:
+def run(root: Path, store: Path) -> dict[str, Trace]:
     with FileCache(root, store=store) as cache:
         session = cache.session("hops")
 
-        def one_round(tag: str, path: str, measure: bool) -> dict[str, Counter[str]]:
+        def one_round(tag: str, path: str, measure: bool) -> dict[str, Trace]:
             """Each operation once (profiled when ``measure``); the reads the transcript needs
             around the edit are not part of any row."""
             (root / path).write_text(source(300), encoding="utf-8")
@@ -120,11 +154,11 @@ def run(root: Path, store: Path) -> dict[str, Counter[str]]:
             ids = (f"{tag}-r1", f"{tag}-e1", f"{tag}-r2")
             texts: dict[str, str] = {}
 
-            def step(operation: Callable[[], Any]) -> Counter[str]:
+            def step(operation: Callable[[], Any]) -> Trace:
                 if measure:
-                    return hops(operation)
+                    return trace(operation)
                 operation()
-                return Counter()
+                return Trace()
 
             out = {
                 "read (content)": step(lambda: session.read(path, call_id=f"{tag}-x1")),
@@ -153,7 +187,9 @@ def run(root: Path, store: Path) -> dict[str, Counter[str]]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--list", action="store_true", help="name the modules of each row")
+    parser.add_argument(
+        "--list", action="store_true", help="name the modules and re-entries of each row"
+    )
     parser.add_argument("--json", action="store_true", help="print the counts as JSON")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
@@ -161,16 +197,24 @@ def main(argv: list[str] | None = None) -> None:
         root.mkdir()
         counts = run(root.resolve(), Path(tmp, "store.db"))
     if args.json:
-        payload = {op: {"modules": len(c), "calls": sum(c.values()), "by_module": dict(c)}
-                   for op, c in counts.items()}  # fmt: skip
+        payload = {
+            op: {
+                "modules": len(t.calls), "calls": sum(t.calls.values()),
+                "reentries": len(t.reentries), "by_module": dict(t.calls),
+                "reentered": sorted(f"{a} <- {b}" for a, b in t.reentries),
+            }
+            for op, t in counts.items()
+        }  # fmt: skip
         print(json.dumps(payload, indent=2, sort_keys=True))
         return
-    print(f"{'operation':<18} {'modules':>7} {'calls':>7}")
-    for op, c in counts.items():
-        print(f"{op:<18} {len(c):>7} {sum(c.values()):>7}")
+    print(f"{'operation':<18} {'modules':>7} {'calls':>7} {'re-entries':>10}")
+    for op, t in counts.items():
+        print(f"{op:<18} {len(t.calls):>7} {sum(t.calls.values()):>7} {len(t.reentries):>10}")
         if args.list:
-            for name, n in sorted(c.items()):
+            for name, n in sorted(t.calls.items()):
                 print(f"    {name:<40} {n:>6}")
+            for (name, via), n in sorted(t.reentries.items()):
+                print(f"    re-entered: {name} <- {via} ({n} calls)")
 
 
 if __name__ == "__main__":

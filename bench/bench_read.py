@@ -178,7 +178,7 @@ def bench_diff(tmp: Path, runs: int) -> None:
                 session_times.append(elapsed)
                 gnu_times.extend(timed(gnu, 1))
                 ours_times.extend(timed(ours, 1))
-        memory = cache.memory_used
+        memory = cache.engine.versions.memory_used
     rows = [
         ("`filecache.core.diffing`: split + diff_lines + unified_hunks + render_hunks", ours_times),
         ("GNU `diff -u` as a subprocess (files already written)", gnu_times),
@@ -193,7 +193,7 @@ def bench_diff(tmp: Path, runs: int) -> None:
     print(
         f"\nTarget: no slower than GNU diff. Runs: {runs}, interleaved (`Session.read`, GNU diff "
         f"and the diff alone in each iteration). Versions held in memory at the end: "
-        f"{memory / 2**20:.0f} MiB (memory_mb {cache.settings.memory_mb:g}; older versions' "
+        f"{memory / 2**20:.0f} MiB (memory_mb {cache.engine.settings.memory_mb:g}; older versions' "
         "blobs are written by the background thread).\n"
     )
     breakdown(profile, runs)

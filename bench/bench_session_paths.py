@@ -59,7 +59,7 @@ def _ledgers(events: int, repeat: int) -> tuple[float, float]:
             for n in range(repeat):
                 session.read("a.txt", call_id=f"more{n}", fresh=True)
                 kept.append(min(timeit.repeat(session.ledger, number=1, repeat=1)))
-            store = cache.store
+            store = cache.engine.store
             back = min(
                 timeit.repeat(
                     lambda: build_ledger("s", store.events("s")), number=1, repeat=repeat
@@ -70,7 +70,7 @@ def _ledgers(events: int, repeat: int) -> tuple[float, float]:
 
 def _prune_writes(repeat: int) -> float:
     with tempfile.TemporaryDirectory() as tmp, FileCache(Path(tmp), store=Path(tmp, "s.db")) as c:
-        store, seal = c.store, default_seal()
+        store, seal = c.engine.store, default_seal()
         original, text = "x" * 4000, "[filecache: cleared]"
         count = iter(range(10**9))
 

@@ -100,7 +100,7 @@ def worker(config: dict[str, Any]) -> None:
             rec.update(ok=False, error=type(exc).__name__, message=str(exc)[:300])
         except Exception as exc:  # not filecache's error tree: counted as unexpected
             rec.update(ok=False, error=type(exc).__name__, message=str(exc)[:300], raw=True)
-        cache.flush()  # blobs stored, so the oracle knows each version's content
+        cache.engine.versions.flush()  # blobs stored, so the oracle knows each version's content
         os.write(fd, (json.dumps(rec) + "\n").encode())
         if rec["ok"] and op != "forget":
             held.append(cid)
@@ -143,7 +143,7 @@ def _do(op: str, rec: dict[str, Any], session: Any, cache: Any, root: Path,
         ids = rng.sample(held[-30:], min(len(held[-30:]), rng.randint(1, 3)))
         with session.lock:  # no other call of the session between the forget and the head
             session.forget(ids)
-            rec.update(ids=ids, after_seq=cache.store.head(session.id))
+            rec.update(ids=ids, after_seq=cache.engine.store.head(session.id))
 
 
 # -- supervisor -----------------------------------------------------------------------------

@@ -109,9 +109,10 @@ def _text_of_full_answer(inv: Any, rec: dict[str, Any]) -> str | None:
 
 
 def oracle(root: Path, store: Path, logs: Path, counts: Counts, initial: dict[str, str]) -> None:
+    from filecache.engine.store.opening import open_store
+
     from filecache import FileCache
     from filecache.core.hashing import version_of
-    from filecache.store.opening import open_store
 
     inv = import_model()
     raw = open_store(root, str(store))
@@ -119,7 +120,7 @@ def oracle(root: Path, store: Path, logs: Path, counts: Counts, initial: dict[st
     raw.close()
     records = [r for p in sorted(logs.glob("slot*.jsonl")) for r in load_log(p)]
     with FileCache(root, store=str(store)) as cache:  # runs recovery
-        counts.intents_left = len(cache.store.intents())
+        counts.intents_left = len(cache.engine.store.intents())
         texts = dict(initial)
         for r in records:
             if r["ok"] and r["op"] == "write":
@@ -133,14 +134,14 @@ def oracle(root: Path, store: Path, logs: Path, counts: Counts, initial: dict[st
             if version is None:
                 return None
             if version not in texts:
-                blob = cache.store.get_blob(version)
+                blob = cache.engine.store.get_blob(version)
                 if blob is not None:
                     texts[version] = blob.decode()
             return texts.get(version)
 
         for sid in sorted({r["session"] for r in records}):
             mine = [r for r in records if r["session"] == sid]
-            _check_session(inv, cache.store.events(sid), mine, text_of, counts)
+            _check_session(inv, cache.engine.store.events(sid), mine, text_of, counts)
     counts.ops = len(records)
     for r in records:
         if not r["ok"]:

@@ -1,20 +1,24 @@
-"""``FileCache``: the read cache over one root — its settings, store, and the parts sessions share.
+"""``FileCache``: the read cache over one root: it builds the root's ``Engine`` and its sessions.
 
-Sessions (``session.py``) answer reads with the parts ``FileCache`` makes and hands them: the
-root's denied files and secret versions (``secrecy.Secrets``), decoded versions in memory and
-their blobs (``sources.Versions``), token counts (``sources.Counts``) and outlines
-(``sources.Outlines``). ``FileCache`` keeps each part's methods as its own too (``count``,
-``lines_of``, ``denied``...), one line each, for its users.
+``FileCache`` opens the root's settings and store and builds its parts once, as one frozen
+record (``filecache.engine.Engine``: ``cache.engine``): paths confined to the root
+(``fsio.Paths``), the path locks, the root's denied files and secret versions
+(``secrecy.Secrets``), decoded versions in memory and their blobs (``sources.Versions``),
+token counts (``sources.Counts``) and outlines (``sources.Outlines``). Each ``Session`` is
+handed the record (``Session(engine, id)``); whoever needs a part reaches it by name there
+(``cache.engine.store``, ``session.engine.secrets``). ``FileCache`` itself keeps what spans
+its sessions: ``session``, ``conversation`` and the three tool decorators, ``watch``,
+``recover`` and ``close``.
 
-Invariants: nothing here decides an answer. A version read from a denied path (``denied``: the
-deny-list, case-insensitive, on the path, its aliases and a link's target; or the file's identity,
-device and inode, is a denied file's, as a hard link's is) is secret for this object's life: no
-blob, outline or token count of it is written to the store, and its version is keyed
-(``version_for``: ``keyed:``, a BLAKE2b keyed with ``secrecy.secret_key``), so no stored hash gives
-its content back. Bytes equal to a secret version's are secret under any name; ``reveals`` finds a
-denied file's lines in a tool's output (``secrecy.SecretIndex``, in memory only). Opening sweeps
-temporary files a killed write left in the root (``fsio.sweep_temp_files``, at most once a minute
-per store).
+Invariants: nothing here decides an answer. A version read from a denied path
+(``engine.secrets.denied``: the deny-list, case-insensitive, on the path, its aliases and a
+link's target; or the file's identity, device and inode, is a denied file's, as a hard link's
+is) is secret for this object's life: no blob, outline or token count of it is written to the
+store, and its version is keyed (``Secrets.version_for``: ``keyed:``, a BLAKE2b keyed with
+``secrecy.secret_key``), so no stored hash gives its content back. Bytes equal to a secret
+version's are secret under any name; ``Secrets.reveals`` finds a denied file's lines in a
+tool's output (``secrecy.SecretIndex``, in memory only). Opening sweeps temporary files a
+killed write left in the root (``fsio.sweep_temp_files``, at most once a minute per store).
 
 Counts on the read path are ``tokens.fast_estimate``-s unless ``Settings.exact_counts``: then
 the BPE vocabulary is loaded on the first count and exact counts are cached in the store.
@@ -25,8 +29,8 @@ live session of this cache; each session decides what its model is told (``outsi
 Concurrency: ``self._lock`` guards this object's own maps only and is never held while waiting
 for a store, session or path lock (a thread holding a path lock may need it). One ``Session``
 object per id per cache (``session(id)`` twice gives the same
-object; other caches and processes share it through the store). ``path_lock(rel)`` is the lock
-every write and edit holds from reading a file to replacing it: a record lock on
+object; other caches and processes share it through the store). ``engine.locks.hold(rel)`` is
+the lock every write and edit holds from reading a file to replacing it: a record lock on
 ``paths.lock`` in the root's store folder (whatever store is used, so every filecache process
 on the root takes the same one), plus the store's own lock of the same name (a shared store
 extends it across machines). ``recover()`` (run on open) resolves intents that a killed
@@ -40,15 +44,16 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import xxhash
 
+from filecache.conversations import bind, current_session, open_conversation
 from filecache.core.kinds import Tool
 from filecache.core.results import Kind, ReadResult, WriteResult
-from filecache.core.tokens import TokenCounter
+from filecache.engine import Engine
 from filecache.errors import (
     ConfigError,
     FileCacheError,
@@ -56,18 +61,17 @@ from filecache.errors import (
     RequestError,
     StoreError,
 )
-from filecache.fsio import STALE_AFTER, Located, read_bytes, sweep_temp_files
-from filecache.locations import Root
+from filecache.fsio import STALE_AFTER, Paths, read_bytes, sweep_temp_files
 from filecache.secrecy import Secrets
 from filecache.session import Session
-from filecache.settings import Settings, load_settings
+from filecache.settings import load_settings
 from filecache.sources import Counts, Outlines, Versions
-from filecache.store.opening import open_store
+from filecache.store.locks import PathLocks
+from filecache.store.opening import open_store, store_files
 from filecache.store.seal import default_seal
-from filecache.store.store import Event, Store
+from filecache.store.store import Event
 
 if TYPE_CHECKING:
-    from filecache.outline.outline import Outline
     from filecache.watch import Change, Watcher
 
 __all__ = ["ROOT_SEPARATOR", "FileCache", "ReadResult", "Session", "WriteResult"]
@@ -92,37 +96,36 @@ class FileCache:
         root_path = Path(root).resolve()
         if not root_path.is_dir():
             raise ConfigError(f"root {root} is not a directory")
-        self.root = root_path
-        self.settings: Settings = load_settings(root_path, settings)
-        self.store: Store = open_store(
-            root_path, store if store is not None else self.settings.store
-        )
-        self.paths = Root(root_path, self.store)
         self._lock = threading.RLock()
-        self.seal = default_seal()  # what the store holds is used only when it verifies
-        self.secrets = Secrets(
-            root_path, self.settings, lambda v: self.versions.forget_pending(v), self.store
-        )
-        self.versions = Versions(
-            self.store, self.seal, self.secrets, max_file_bytes=self.settings.max_file_bytes,
-            budget=int(self.settings.memory_mb * 1024 * 1024), needed=self._needed,
-        )  # fmt: skip
-        self.counts = Counts(self.settings, self.store, self.seal, self.versions, self.secrets)
-        self.outlines = Outlines(self.store, self.seal, self.versions, self.secrets)
-        self.tokens: TokenCounter = self.counts.tokens
-        """The exact counter (``Settings.tokenizer``); its vocabulary loads on the first count."""
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._stored_ids: dict[str, str] = {}  # session id given -> stored (a claim holds)
-        self.watcher: Watcher | None = None
+        self._watcher: Watcher | None = None
+        options = load_settings(root_path, settings)
+        opened = open_store(root_path, store if store is not None else options.store)
+        seal = default_seal()  # what the store holds is used only when it verifies
+        secrets = Secrets(root_path, options, opened)
+        versions = Versions(
+            opened, seal, secrets, max_file_bytes=options.max_file_bytes,
+            budget=int(options.memory_mb * 1024 * 1024), needed=self._needed,
+        )  # fmt: skip
+        self.engine = Engine(
+            root=root_path,
+            settings=options,
+            store=opened,
+            paths=Paths(root_path, store_files(opened)),
+            locks=PathLocks(root_path, opened),
+            seal=seal,
+            secrets=secrets,
+            versions=versions,
+            counts=Counts(options, opened, seal, versions, secrets),
+            outlines=Outlines(opened, seal, versions, secrets),
+        )
+        """The root's parts (``filecache.engine``), handed to every session of this cache."""
         self._collect_garbage()
         self.recover()
         self._sweep_temp_files()
-        if self.settings.watch:
+        if options.watch:
             self.watch()
-
-    def locate(self, path: str | Path) -> Located:
-        """``Root.locate``: ``path`` confined to the root, refusing the store's own files."""
-        return self.paths.locate(path)
 
     def session(self, session_id: str | None = None) -> Session:
         """A session: one model context. A known id continues that session from the store.
@@ -133,13 +136,13 @@ class FileCache:
         stored as ``ID#<root hash>`` (``session.id``): one id on two roots of one store names
         two sessions.
         """
-        given = session_id or self.settings.session or "s-" + os.urandom(6).hex()
+        given = session_id or self.engine.settings.session or "s-" + os.urandom(6).hex()
         sid = self._stored_session_id(given)
         with self._lock:
             session = self._sessions.get(sid)
         if session is not None:
             return session
-        made = Session(self, sid)  # not under self._lock: it writes to the store
+        made = Session(self.engine, sid)  # not under self._lock: it writes to the store
         with self._lock:
             return self._sessions.setdefault(sid, made)
 
@@ -157,7 +160,8 @@ class FileCache:
         known = self._stored_ids.get(given)
         if known is not None:
             return known
-        suffix = ROOT_SEPARATOR + xxhash.xxh3_64_hexdigest(str(self.root).encode())[:8]
+        root, store = self.engine.root, self.engine.store
+        suffix = ROOT_SEPARATOR + xxhash.xxh3_64_hexdigest(str(root).encode())[:8]
         bare = given.removesuffix(suffix)
         if bare != given and ROOT_SEPARATOR not in bare:
             return given
@@ -166,21 +170,17 @@ class FileCache:
                 f"session id {given[:60]!r}: '{ROOT_SEPARATOR}' is reserved (it marks a "
                 "session's form on another root of a shared store); choose an id without it"
             )
-        with self.store.lock(f"claim:{given}"):
-            owner = self.store.cache_get("session-root", given)
+        with store.lock(f"claim:{given}"):
+            owner = store.cache_get("session-root", given)
             if owner is None:
-                owner = str(self.root)
-                self.store.cache_put("session-root", given, owner)
-        stored = given if owner == str(self.root) else given + suffix
+                owner = str(root)
+                store.cache_put("session-root", given, owner)
+        stored = given if owner == str(root) else given + suffix
         with self._lock:
             if len(self._stored_ids) >= 4096:
                 self._stored_ids.clear()
             self._stored_ids[given] = stored
         return stored
-
-    def path_lock(self, rel: str) -> contextlib.AbstractContextManager[None]:
-        """``Root.path_lock``: the lock of the file ``rel`` a write or edit holds."""
-        return self.paths.path_lock(rel)
 
     def recover(self) -> int:
         """Resolve the intents of writes to this root that died before they were committed.
@@ -192,21 +192,23 @@ class FileCache:
         another process is never taken for a dead one. Returns how many were resolved.
         """
         resolved = 0
-        for intent in self.store.intents(str(self.root)):
-            with self.store.lock(f"session:{intent.session_id}"), self.path_lock(intent.path):
-                if intent not in self.store.intents(str(self.root)):
+        engine = self.engine
+        store, root = engine.store, str(engine.root)
+        for intent in store.intents(root):
+            with store.lock(f"session:{intent.session_id}"), engine.locks.hold(intent.path):
+                if intent not in store.intents(root):
                     continue  # its writer finished meanwhile
-                events = self.store.events(intent.session_id)
+                events = store.events(intent.session_id)
                 if not any(e.call_id == intent.call_id for e in events):
                     try:
-                        data: bytes | None = read_bytes(self.locate(intent.path), None)
+                        data: bytes | None = read_bytes(engine.paths.locate(intent.path), None)
                     except MissingFileError:
                         data = None
                     except FileCacheError:
                         data = None
                     if data is not None and self._recovered(intent.path, data) == intent.after:
                         head = events[-1].seq if events else 0
-                        self.store.commit(
+                        store.commit(
                             intent.session_id,
                             head,
                             [
@@ -223,44 +225,60 @@ class FileCache:
                             ],  # fmt: skip
                             {},
                         )
-                self.store.drop_intent(intent.session_id, intent.call_id)
+                store.drop_intent(intent.session_id, intent.call_id)
                 resolved += 1
         return resolved
 
     def _recovered(self, rel: str, data: bytes) -> str | None:
         try:
-            return self.version_for(self.locate(rel), data)
+            return self.engine.secrets.version_for(self.engine.paths.locate(rel), data)
         except FileCacheError:
             return None
 
     # -- conversations and decorators (filecache/conversations.py, decorators.py) ------------
 
-    def conversation(self, session_id: str | Session) -> contextlib.AbstractContextManager[Session]:
-        """Bind ``session_id``'s session to this thread or task: ``with cache.conversation(id):``.
+    @contextlib.contextmanager
+    def conversation(self, session_id: str | Session) -> Iterator[Session]:
+        """Bind ``session_id``'s session (or a ``Session`` of this cache) to this thread or
+        task: ``with cache.conversation(id):``. Yields the bound ``Session``.
 
         Tools decorated with this ``FileCache`` answer from the bound session; with none bound
-        they raise ``ConfigError`` (see ``filecache.conversations``)."""
-        from filecache.conversations import conversation
-
-        return cast("contextlib.AbstractContextManager[Session]", conversation(self, session_id))
+        they raise ``ConfigError`` (see ``filecache.conversations``). Bindings nest: the
+        innermost one for a cache wins."""
+        if isinstance(session_id, Session):
+            if session_id.engine is not self.engine:
+                raise ConfigError("that session belongs to another FileCache")
+            with bind(self, session_id):
+                yield session_id
+        elif isinstance(session_id, str) and session_id:
+            with open_conversation(self, session_id, self.session) as session:
+                yield session
+        else:
+            raise ConfigError(
+                f"a conversation id must be a non-empty string or a Session, got {session_id!r}"
+            )
 
     def read_tool(self, fn: Any = None, /, **options: Any) -> Any:
         """``Session.read_tool`` for the conversation bound where the tool is called."""
         from filecache.decorators import read_tool
 
-        return read_tool(self, fn, **options)
+        return read_tool(self._bound, fn, **options)
 
     def edit_tool(self, fn: Any = None, /, **options: Any) -> Any:
         """``Session.edit_tool`` for the conversation bound where the tool is called."""
         from filecache.decorators import edit_tool
 
-        return edit_tool(self, fn, **options)
+        return edit_tool(self._bound, fn, **options)
 
     def write_tool(self, fn: Any = None, /, **options: Any) -> Any:
         """``Session.write_tool`` for the conversation bound where the tool is called."""
         from filecache.decorators import write_tool
 
-        return write_tool(self, fn, **options)
+        return write_tool(self._bound, fn, **options)
+
+    def _bound(self, tool: str) -> Session:
+        """The session bound to this cache where ``tool`` runs (the decorators' resolver)."""
+        return cast(Session, current_session(self, tool))
 
     def watch(self) -> Watcher:
         """Watch the root for files changed outside the agent (also ``watch=True``); idempotent.
@@ -271,14 +289,15 @@ class FileCache:
         from filecache.watch import Watcher
 
         with self._lock:
-            if self.watcher is None:
-                self.watcher = Watcher(
-                    self.root,
+            if self._watcher is None:
+                self._watcher = Watcher(
+                    self.engine.root,
                     self._changed,
-                    debounce=self.settings.watch_debounce,
-                    ignore=sorted(self.paths.protected),  # the store's files, however it was given
+                    debounce=self.engine.settings.watch_debounce,
+                    # the store's files, however it was given
+                    ignore=sorted(self.engine.paths.protected),
                 ).start()
-            return self.watcher
+            return self._watcher
 
     def _changed(self, changes: Sequence[Change]) -> None:
         with self._lock:
@@ -294,74 +313,17 @@ class FileCache:
         a warning, never an error: every answer and edit was committed before, and a lost blob
         only means content instead of a diff later. So a call that succeeded never turns into a
         failure at the end (the CLI would exit non-zero after an edit it applied)."""
-        if self.watcher is not None:
-            self.watcher.stop()
+        if self._watcher is not None:
+            self._watcher.stop()
+        versions = self.engine.versions
         try:
-            for step in (self.flush, self.versions.close):
+            for step in (versions.flush, versions.close):
                 try:
                     step()
                 except StoreError as exc:
                     _warn(f"some content was not kept for later diffs ({exc})")
         finally:
-            self.store.close()
-
-    # -- the parts' methods, for FileCache's users (sessions use the parts) -----------------
-
-    @property
-    def memory_used(self) -> int:
-        """``Versions.memory_used``: bytes of decoded versions held in memory."""
-        return self.versions.memory_used
-
-    def count(self, text: str) -> int:
-        """``Counts.count``: tokens of ``text``."""
-        return self.counts.count(text)
-
-    def flush(self) -> None:
-        """``Versions.flush``: write the blobs of versions seen so far to the store."""
-        self.versions.flush()
-
-    def held_lines(self, version: str) -> list[str] | None:
-        """``Versions.held_lines``: a version's lines if they are in memory."""
-        return self.versions.held_lines(version)
-
-    def lines_of(self, version: str) -> list[str] | None:
-        """``Versions.lines_of``: a held version's lines, from memory or the store."""
-        return self.versions.lines_of(version)
-
-    def outline_of(self, version: str, path: str, lines: Sequence[str] | None = None) -> Outline:
-        """``Outlines.outline_of``: the outline of a version."""
-        return self.outlines.outline_of(version, path, lines)
-
-    def outline_text(
-        self,
-        version: str,
-        path: str,
-        lines: Sequence[str] | None = None,
-        max_tokens: int | None = None,
-    ) -> str:
-        """``Outlines.outline_text``: the rendered outline of a stored version."""
-        return self.outlines.outline_text(version, path, lines, max_tokens)
-
-    def denied(self, path: str | Located, version: str | None = None) -> bool:
-        """``Secrets.denied``: whether ``path`` matches the deny-list (marks ``version``)."""
-        return self.secrets.denied(path, version)
-
-    def version_for(self, loc: Located, data: bytes) -> str:
-        """``Secrets.version_for``: the version of ``data`` read at ``loc`` (keyed if denied)."""
-        return self.secrets.version_for(loc, data)
-
-    @property
-    def ref_seal(self) -> str:
-        """``Secrets.ref_seal``: the seal of filecache's own lines in raw answers."""
-        return self.secrets.ref_seal
-
-    def reveals(self, text: str) -> str | None:
-        """``Secrets.reveals``: the denied file whose lines ``text`` holds, or None."""
-        return self.secrets.reveals(text)
-
-    def secret(self, version: str) -> bool:
-        """``Secrets.secret``: whether nothing derived from ``version`` may be stored."""
-        return self.secrets.secret(version)
+            self.engine.store.close()
 
     def _needed(self, version: str) -> bool:
         """Whether a version that left memory is worth its blob: a live session's model holds
@@ -378,21 +340,23 @@ class FileCache:
 
     def _collect_garbage(self) -> None:
         now = time.time()
-        last = self.store.cache_get("meta", "gc_at")
+        store = self.engine.store
+        last = store.cache_get("meta", "gc_at")
         if last is not None and now - float(last) < 86400:
             return
-        self.store.gc(now - self.settings.retention_days * 86400)
-        self.store.cache_put("meta", "gc_at", repr(now))
+        store.gc(now - self.engine.settings.retention_days * 86400)
+        store.cache_put("meta", "gc_at", repr(now))
 
     def _sweep_temp_files(self) -> None:
         """Remove temporary files a killed write left (``fsio.sweep_temp_files``): a tree walk
         at most once a minute per store, since a file is only stale after ``STALE_AFTER``."""
         now = time.time()
-        last = self.store.cache_get("meta", "sweep_at")
+        store = self.engine.store
+        last = store.cache_get("meta", "sweep_at")
         if last is not None and now - float(last) < STALE_AFTER:
             return
-        sweep_temp_files(self.root, now=now)
-        self.store.cache_put("meta", "sweep_at", repr(now))
+        sweep_temp_files(self.engine.root, now=now)
+        store.cache_put("meta", "sweep_at", repr(now))
 
 
 def _warn(message: str) -> None:

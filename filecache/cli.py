@@ -83,7 +83,7 @@ def cache_options(fn: F) -> F:
 
 def _cli_session(cache: FileCache, session: str | None) -> Session:
     """``--session``, else the root's settings' session, else ``CLI_SESSION``."""
-    return cache.session(session or cache.settings.session or CLI_SESSION)
+    return cache.session(session or cache.engine.settings.session or CLI_SESSION)
 
 
 def _emit(result: Any, as_json: bool, session: Session) -> None:
@@ -166,7 +166,7 @@ def outline(path: str, symbol: str | None, as_json: bool, root: Path) -> None:
         if not as_json:
             click.echo(result.text, nl=False)
             return
-        found = cache.outline_of(result.version, result.path)
+        found = cache.engine.outlines.outline_of(result.version, result.path)
         payload = {
             "path": result.path,
             "version": result.version,
@@ -577,8 +577,8 @@ def prune(
             s = cache.session(session)
             result = prune_messages(data, session=s, policy=policy, format=fmt)
             headline = prune_headline(  # this request, counted into the session's figures
-                data, result.messages, result.format, cache.tokens.count, cache.store, s.id,
-                prices,
+                data, result.messages, result.format, cache.engine.counts.tokens.count,
+                cache.engine.store, s.id, prices,
             )  # fmt: skip
     else:
         resolved = root.resolve()

@@ -58,7 +58,7 @@ def run_read(
     from filecache.cache import FileCache
 
     with FileCache(root, store=store) as cache:
-        s = cache.session(session or cache.settings.session or CLI_SESSION)
+        s = cache.session(session or cache.engine.settings.session or CLI_SESSION)
         result = s.read(
             path,
             offset=offset,

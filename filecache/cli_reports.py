@@ -400,26 +400,72 @@ def _json_or(as_json: bool, payload: Any, text: str) -> None:
     help="Also write a self-contained HTML page with a chart per session.",
 )
 @store_option
+@click.option(
+    "--gateway-store",
+    envvar="FILECACHE_GATEWAY_STORE",
+    help="Also list the conversations of the gateway whose store this is (path or "
+    "postgresql:// URL; env FILECACHE_GATEWAY_STORE). Default: without --store, the user's "
+    "gateway store when it exists (what 'filecache run' and 'filecache gateway' saved).",
+)
+@click.option("--no-gateway", is_flag=True, help="Leave the gateway's conversations out.")
 @model_option
+@click.pass_context
 def stats(
+    ctx: click.Context,
     session_id: str | None,
     top: int,
     as_json: bool,
     html_out: Path | None,
     store: str | None,
+    gateway_store: str | None,
+    no_gateway: bool,
     model: str | None,
 ) -> None:
-    """What filecache saved, per session and overall: prompt, billed, cost and per answer."""
+    """What filecache saved, per session and overall: prompt, billed, cost and per answer.
+
+    Gateway conversations (filecache run, filecache gateway, the LiteLLM callback) are priced
+    at the model their requests name when the price table has it, unless --model is given."""
     from filecache.figures import prices_for
     from filecache.stats import collect_stats, format_stats, stats_html
 
     check_output_file(html_out)
     prices_for(model)  # an unknown model fails before the store is opened
-    with open_existing(store) as opened:
-        report = collect_stats(opened, session_id, top=top, model=model)
+    given = ctx.get_parameter_source("store") not in (None, click.core.ParameterSource.DEFAULT)
+    gateway = None if no_gateway else _gateway_store(gateway_store, store, given)
+    with contextlib.ExitStack() as stack:
+        opened = None
+        if given or gateway is None or Path(_store_path(store)).exists():
+            opened = stack.enter_context(open_existing(store))
+        also = [stack.enter_context(open_existing(gateway))] if gateway is not None else []
+        main = opened if opened is not None else also.pop()
+        report = collect_stats(main, session_id, top=top, model=model, also=also)
     if html_out is not None:
         _write_html(html_out, stats_html(report))
     _json_or(as_json, report.to_json(), format_stats(report))
+
+
+def _gateway_store(chosen: str | None, store: str | None, store_given: bool) -> str | None:
+    """The gateway store ``stats`` lists too: ``chosen``, else (no ``--store``) the user's
+    default one when it exists; None when there is none, or it is the store itself."""
+    from filecache.store.store_url import is_store_url
+
+    if chosen is None:
+        if store_given:
+            return None
+        from filecache.gateway.memory import gateway_store_path
+
+        path = gateway_store_path()
+        if not path.exists():
+            return None
+        chosen = str(path)
+    if chosen == ":memory:":
+        return None
+    if is_store_url(chosen):
+        return None if chosen == store else chosen
+    main = _store_path(store)
+    if not is_store_url(main) and Path(main).resolve() == Path(chosen).resolve():
+        return None
+    return chosen
 
 
 @click.group(context_settings=CONTEXT)

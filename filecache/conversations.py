@@ -16,120 +16,53 @@ Invariants and ownership:
   of one id in one process share it (``_Registry``, under its lock); the last one to close
   drops it, and a later binding continues the session from the store.
 
-``CacheHost`` and ``SessionHost`` name what a binding, the tool decorators
-(``filecache.decorators``), a session's notices (``outside``) and a ``Session`` itself
-(``Session.cache``) use of a ``FileCache`` and a ``Session``: these modules sit below
-``cache`` and ``session`` and are reached from their methods, so they name the other side by
-these protocols, never by importing it (no import cycle: ``tests/test_layout.py``). A session
-answers with the parts its ``FileCache`` hands it (``paths``, ``secrets``, ``versions``,
-``counts``, ``outlines``: objects of ``locations``, ``secrecy`` and ``sources``); the methods
-are the cache's one-line forms of theirs that decorators, shell reads, pruning and replay use
-through ``session.cache``. ``FileCache`` and ``Session`` satisfy them (mypy checks it where
-they pass ``self``).
+Nothing here knows a ``FileCache`` or a ``Session``: a binding is keyed by its owner's identity
+(the ``FileCache``), and a new session is opened by the function the owner passes
+(``FileCache.session``). ``FileCache.conversation`` checks what it is given and calls
+``open_conversation`` (an id) or ``bind`` (a ``Session``); its tool decorators find the session
+with ``current_session`` (no import cycle: ``tests/test_layout.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TypeVar, cast
 
 from filecache.errors import ConfigError
 
-if TYPE_CHECKING:
-    from filecache.core.results import ReadResult
-    from filecache.core.tokens import TokenCounter
-    from filecache.fsio import Located
-    from filecache.locations import Root
-    from filecache.secrecy import Secrets
-    from filecache.settings import Settings
-    from filecache.sources import Counts, Outlines, Versions
-    from filecache.store.store import Store
+__all__ = ["bind", "bound_session", "current_session", "open_conversation"]
 
-__all__ = ["CacheHost", "SessionHost", "bound_session", "conversation", "current_session"]
-
-
-@runtime_checkable
-class CacheHost(Protocol):
-    """The ``FileCache`` members its sessions (and what they are passed to), conversations and
-    decorated tools use."""
-
-    root: Path
-    settings: Settings
-    store: Store
-    # the parts a session answers with; the methods below are the cache's one-line forms of
-    # theirs that conversations, decorators, shell reads, pruning and replay use
-    paths: Root
-    secrets: Secrets
-    versions: Versions
-    counts: Counts
-    outlines: Outlines
-
-    @property
-    def tokens(self) -> TokenCounter: ...
-    def session(self, session_id: str | None = None) -> SessionHost: ...
-    def locate(self, path: str | Path) -> Located: ...
-    def secret(self, version: str) -> bool: ...
-    def reveals(self, text: str) -> str | None: ...
-    def lines_of(self, version: str) -> list[str] | None: ...
-    def outline_text(
-        self,
-        version: str,
-        path: str,
-        lines: Sequence[str] | None = None,
-        max_tokens: int | None = None,
-    ) -> str: ...
-
-
-@runtime_checkable
-class SessionHost(Protocol):
-    """The ``Session`` members conversations and decorated tools use."""
-
-    id: str
-
-    @property
-    def cache(self) -> CacheHost: ...
-    def answer_output(
-        self,
-        key: str,
-        path: str,
-        output: str,
-        *,
-        fresh: bool = False,
-        call_id: str | None = None,
-        lines: tuple[int, int] | None = None,
-    ) -> ReadResult: ...
-    def record_write(self, path: str, tool: str, call_id: str | None = None) -> str: ...
-
+S = TypeVar("S")
 
 # Per context: cache identity -> the session bound for it (a cache may serve several roots'
 # tools side by side, each with its own binding).
-_BOUND: ContextVar[tuple[tuple[int, SessionHost], ...]] = ContextVar(
+_BOUND: ContextVar[tuple[tuple[int, object], ...]] = ContextVar(
     "filecache_conversation", default=()
 )
 
 
 class _Registry:
-    """One ``Session`` object per (cache, session id) while bound; owned by its lock."""
+    """One session object per (owner, session id) while bound; owned by its lock."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._open: dict[tuple[int, str], tuple[SessionHost, int]] = {}
+        self._open: dict[tuple[int, str], tuple[object, int]] = {}
 
-    def acquire(self, cache: CacheHost, session_id: str) -> SessionHost:
+    def acquire(self, owner: object, session_id: str, open_session: Callable[[str], S]) -> S:
         with self._lock:
-            key = (id(cache), session_id)
+            key = (id(owner), session_id)
             held = self._open.get(key)
-            session = held[0] if held else cache.session(session_id)
+            # held: what ``open_session`` gave for this key before
+            session = cast(S, held[0]) if held else open_session(session_id)
             self._open[key] = (session, (held[1] if held else 0) + 1)
             return session
 
-    def release(self, cache: CacheHost, session_id: str) -> None:
+    def release(self, owner: object, session_id: str) -> None:
         with self._lock:
-            key = (id(cache), session_id)
+            key = (id(owner), session_id)
             session, count = self._open[key]
             if count == 1:
                 del self._open[key]
@@ -141,41 +74,40 @@ _REGISTRY = _Registry()
 
 
 @contextlib.contextmanager
-def conversation(cache: CacheHost, session_id: str | SessionHost) -> Iterator[SessionHost]:
-    """Bind ``session_id``'s session (or a given ``Session`` of ``cache``) to this context.
-
-    Yields the bound ``Session``. Bindings nest: the innermost one for a cache wins.
-    """
-    if isinstance(session_id, SessionHost):
-        if session_id.cache is not cache:
-            raise ConfigError("that session belongs to another FileCache")
-        session, acquired = session_id, None
-    elif isinstance(session_id, str) and session_id:
-        session, acquired = _REGISTRY.acquire(cache, session_id), session_id
-    else:
-        raise ConfigError(
-            f"a conversation id must be a non-empty string or a Session, got {session_id!r}"
-        )
-    token = _BOUND.set(((id(cache), session),) + _BOUND.get())
+def bind(owner: object, session: object) -> Iterator[None]:
+    """Bind ``session`` to ``owner`` in this context (the innermost binding wins)."""
+    token = _BOUND.set(((id(owner), session),) + _BOUND.get())
     try:
-        yield session
+        yield
     finally:
         _BOUND.reset(token)
-        if acquired is not None:
-            _REGISTRY.release(cache, acquired)
 
 
-def bound_session(cache: CacheHost) -> SessionHost | None:
-    """The session bound to ``cache`` in this context, or None."""
-    for cache_id, session in _BOUND.get():
-        if cache_id == id(cache):
+@contextlib.contextmanager
+def open_conversation(
+    owner: object, session_id: str, open_session: Callable[[str], S]
+) -> Iterator[S]:
+    """Bind ``session_id``'s session to ``owner`` in this context; yields it. Concurrent
+    bindings of one id share one object (``open_session(session_id)`` makes it)."""
+    session = _REGISTRY.acquire(owner, session_id, open_session)
+    try:
+        with bind(owner, session):
+            yield session
+    finally:
+        _REGISTRY.release(owner, session_id)
+
+
+def bound_session(owner: object) -> object | None:
+    """The session bound to ``owner`` in this context, or None."""
+    for owner_id, session in _BOUND.get():
+        if owner_id == id(owner):
             return session
     return None
 
 
-def current_session(cache: CacheHost, tool: str = "this tool") -> SessionHost:
-    """The session bound to ``cache`` here; ``ConfigError`` when none is (never a guess)."""
-    session = bound_session(cache)
+def current_session(owner: object, tool: str = "this tool") -> object:
+    """The session bound to ``owner`` here; ``ConfigError`` when none is (never a guess)."""
+    session = bound_session(owner)
     if session is None:
         raise ConfigError(
             f"{tool} was called with no conversation bound: run the agent inside "

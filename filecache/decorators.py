@@ -2,6 +2,9 @@
 
 ``@session.read_tool`` (one conversation) or ``@cache.read_tool`` (the conversation bound with
 ``with cache.conversation(run_id):`` where the tool runs; see ``filecache.conversations``).
+Both call the functions here with a *resolver*: a function of the tool's name that gives the
+session a call answers from (the ``Session`` itself, or the one bound to the ``FileCache``
+where the tool runs), asked once per call.
 Sync and ``async def`` functions both work; an async tool's filecache work runs in a thread
 (``asyncio.to_thread``), never on the event loop.
 
@@ -39,9 +42,8 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, overload
 
-from filecache.conversations import CacheHost, SessionHost, current_session
 from filecache.core.edits import check_markers
 from filecache.core.kinds import Tool
 from filecache.core.render import render_result_tag
@@ -50,25 +52,53 @@ from filecache.errors import FileCacheError
 from filecache.fsio import read_bytes
 from filecache.tool_shape import CallPlan, ToolShape, add_fresh_doc, fresh_parameter
 
-__all__ = ["edit_tool", "read_tool", "write_tool"]
+if TYPE_CHECKING:
+    from filecache.core.results import ReadResult
+    from filecache.engine import Engine
+
+__all__ = ["Resolver", "ToolSession", "edit_tool", "read_tool", "write_tool"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _CONTENT_KINDS = ("full", "partial", "symbol")
 
 
-def _resolver(target: Any, name: str) -> Callable[[], SessionHost]:
-    if isinstance(target, SessionHost):
-        return lambda: target
-    if isinstance(target, CacheHost):
-        return lambda: current_session(target, name)
-    raise TypeError(f"decorate with a filecache Session or FileCache, got {type(target).__name__}")
+class ToolSession(Protocol):
+    """What a decorated tool uses of the ``Session`` it answers from (``Session`` is above this
+    module: it imports the decorators)."""
+
+    @property
+    def engine(self) -> Engine: ...
+    def answer_output(
+        self,
+        key: str,
+        path: str,
+        output: str,
+        *,
+        fresh: bool = False,
+        call_id: str | None = None,
+        lines: tuple[int, int] | None = None,
+    ) -> ReadResult: ...
+    def record_write(self, path: str, tool: str, call_id: str | None = None) -> str: ...
+
+
+Resolver = Callable[[str], ToolSession]
+"""The session a call of the tool named by the argument answers from (module docstring)."""
+
+
+def _checked(resolve: object) -> Resolver:
+    if not callable(resolve):
+        raise TypeError(
+            "decorate with a filecache Session or FileCache (@session.read_tool, "
+            f"@cache.read_tool), got {type(resolve).__name__}"
+        )
+    return cast(Resolver, resolve)
 
 
 @overload
-def read_tool(target: SessionHost | CacheHost, fn: F, /) -> F: ...
+def read_tool(resolve: Resolver, fn: F, /) -> F: ...
 @overload
 def read_tool(
-    target: SessionHost | CacheHost,
+    resolve: Resolver,
     fn: None = None,
     /,
     *,
@@ -78,7 +108,7 @@ def read_tool(
     first_line: int = 1,
 ) -> Callable[[F], F]: ...
 def read_tool(
-    target: SessionHost | CacheHost,
+    resolve: Resolver,
     fn: Any = None,
     /,
     *,
@@ -90,7 +120,7 @@ def read_tool(
     """Wrap a read tool ``fn(path, ...) -> str`` (sync or async).
 
     Args:
-        target: the ``Session``, or the ``FileCache`` whose bound conversation answers.
+        resolve: the session a call answers from, by the tool's name (module docstring).
         fn: the tool (omit it to get a decorator with these options).
         path: the parameter naming the file (default: ``path``, ``file_path``, …, else the first).
         offset, limit: the parameters that select lines of the output (both need defaults).
@@ -101,12 +131,12 @@ def read_tool(
     """
     if fn is None:
         return lambda f: read_tool(
-            target, f, path=path, offset=offset, limit=limit, first_line=first_line
+            resolve, f, path=path, offset=offset, limit=limit, first_line=first_line
         )
+    resolve = _checked(resolve)
     shape = ToolShape.of(
         fn, role="read", path=path, offset=offset, limit=limit, first_line=first_line
     )
-    resolve = _resolver(target, shape.name)
 
     def plan_of(args: tuple[Any, ...], kwargs: dict[str, Any], cid: str | None) -> CallPlan | None:
         fresh = False if shape.own_fresh else bool(kwargs.pop("fresh", False))
@@ -116,7 +146,7 @@ def read_tool(
 
         @functools.wraps(fn)
         async def async_wrapper(*args: Any, call_id: str | None = None, **kwargs: Any) -> Any:
-            session = resolve()
+            session = resolve(shape.name)
             plan = plan_of(args, kwargs, call_id)
             output = await fn(*args, **kwargs)
             if plan is None:
@@ -129,7 +159,7 @@ def read_tool(
 
         @functools.wraps(fn)
         def sync_wrapper(*args: Any, call_id: str | None = None, **kwargs: Any) -> Any:
-            session = resolve()
+            session = resolve(shape.name)
             plan = plan_of(args, kwargs, call_id)
             output = _not_awaitable(shape, fn(*args, **kwargs))
             if plan is None:
@@ -176,7 +206,7 @@ def _whole_sync(shape: ToolShape, plan: CallPlan, output: Any) -> Any:
     return _not_awaitable(shape, shape.fn(*args, **kwargs))
 
 
-def _answer(shape: ToolShape, session: SessionHost, plan: CallPlan, output: Any, whole: Any) -> Any:
+def _answer(shape: ToolShape, session: ToolSession, plan: CallPlan, output: Any, whole: Any) -> Any:
     if not isinstance(output, str) or "\x00" in output:
         return output  # not text that lines can carry (a NUL is the no-final-newline mark)
     answer = None
@@ -203,10 +233,10 @@ def _answer(shape: ToolShape, session: SessionHost, plan: CallPlan, output: Any,
 
 
 @overload
-def write_tool(target: SessionHost | CacheHost, fn: F, /) -> F: ...
+def write_tool(resolve: Resolver, fn: F, /) -> F: ...
 @overload
 def write_tool(
-    target: SessionHost | CacheHost,
+    resolve: Resolver,
     fn: None = None,
     /,
     *,
@@ -214,7 +244,7 @@ def write_tool(
     allow_markers: bool = False,
 ) -> Callable[[F], F]: ...
 def write_tool(
-    target: SessionHost | CacheHost,
+    resolve: Resolver,
     fn: Any = None,
     /,
     *,
@@ -222,14 +252,14 @@ def write_tool(
     allow_markers: bool = False,
 ) -> Any:
     """Wrap a write tool ``fn(path, content, ...)``: recorded as a write; markers refused."""
-    return _wrap_change(target, fn, "write", path, allow_markers)
+    return _wrap_change(resolve, fn, "write", path, allow_markers)
 
 
 @overload
-def edit_tool(target: SessionHost | CacheHost, fn: F, /) -> F: ...
+def edit_tool(resolve: Resolver, fn: F, /) -> F: ...
 @overload
 def edit_tool(
-    target: SessionHost | CacheHost,
+    resolve: Resolver,
     fn: None = None,
     /,
     *,
@@ -237,7 +267,7 @@ def edit_tool(
     allow_markers: bool = False,
 ) -> Callable[[F], F]: ...
 def edit_tool(
-    target: SessionHost | CacheHost,
+    resolve: Resolver,
     fn: Any = None,
     /,
     *,
@@ -248,16 +278,18 @@ def edit_tool(
 
     Arguments whose names start with ``old`` are the text being replaced: a marker already in
     them may stay; any other string argument is new text."""
-    return _wrap_change(target, fn, "edit", path, allow_markers)
+    return _wrap_change(resolve, fn, "edit", path, allow_markers)
 
 
-def _wrap_change(target: Any, fn: Any, role: str, path: str | None, allow_markers: bool) -> Any:
+def _wrap_change(
+    resolve: Resolver, fn: Any, role: str, path: str | None, allow_markers: bool
+) -> Any:
     if fn is None:
-        return lambda f: _wrap_change(target, f, role, path, allow_markers)
+        return lambda f: _wrap_change(resolve, f, role, path, allow_markers)
+    resolve = _checked(resolve)
     shape = ToolShape.of(fn, role=role, path=path)
-    resolve = _resolver(target, shape.name)
 
-    def guard(session: SessionHost, plan: CallPlan | None) -> None:
+    def guard(session: ToolSession, plan: CallPlan | None) -> None:
         if plan is not None and not allow_markers:
             _guard_markers(session, shape, plan, role)
 
@@ -265,7 +297,7 @@ def _wrap_change(target: Any, fn: Any, role: str, path: str | None, allow_marker
 
         @functools.wraps(fn)
         async def async_wrapper(*args: Any, call_id: str | None = None, **kwargs: Any) -> Any:
-            session = resolve()
+            session = resolve(shape.name)
             plan = shape.plan(args, kwargs, call_id, False)
             await asyncio.to_thread(guard, session, plan)
             output = await fn(*args, **kwargs)
@@ -277,7 +309,7 @@ def _wrap_change(target: Any, fn: Any, role: str, path: str | None, allow_marker
 
     @functools.wraps(fn)
     def sync_wrapper(*args: Any, call_id: str | None = None, **kwargs: Any) -> Any:
-        session = resolve()
+        session = resolve(shape.name)
         plan = shape.plan(args, kwargs, call_id, False)
         guard(session, plan)
         output = _not_awaitable(shape, fn(*args, **kwargs))
@@ -301,7 +333,7 @@ def _strings(value: Any) -> list[tuple[str | None, str]]:
     return []
 
 
-def _guard_markers(session: SessionHost, shape: ToolShape, plan: CallPlan, role: str) -> None:
+def _guard_markers(session: ToolSession, shape: ToolShape, plan: CallPlan, role: str) -> None:
     old: list[str] = []
     new: list[str] = []
     for name, value in (plan.arguments or {}).items():
@@ -315,11 +347,11 @@ def _guard_markers(session: SessionHost, shape: ToolShape, plan: CallPlan, role:
     check_markers(plan.path or "the file", "\n".join(old), "\n".join(new))
 
 
-def _current_text(session: SessionHost, path: str) -> str:
+def _current_text(session: ToolSession, path: str) -> str:
     """The file's text now, if it is a readable text file in the root (for the marker count)."""
     try:  # fsio's read: no link followed, no FIFO opened, the size checked on the open file
-        loc = session.cache.locate(path)
-        text = read_bytes(loc, session.cache.settings.max_file_bytes).decode("utf-8")
+        loc = session.engine.paths.locate(path)
+        text = read_bytes(loc, session.engine.settings.max_file_bytes).decode("utf-8")
         return text.replace("\r\n", "\n").replace("\r", "\n")  # as read_text read it
     except (FileCacheError, OSError, UnicodeDecodeError, ValueError):
         return ""

@@ -45,15 +45,17 @@ import xxhash
 
 from filecache.core.kinds import Kind, Tool
 from filecache.errors import RequestError, TranscriptError
-from filecache.prune.codecs.base import Transcript
+from filecache.prune.codecs.base import Message, Transcript
 from filecache.prune.transcript import parse_transcript, unwrap
 from filecache.store.store import Store
 
 __all__ = [
     "ANSWERS_BASELINE", "BILLED_BASIS", "CACHE_READ", "CACHE_WRITE", "DEFAULT_MODEL", "Headline",
     "MESSAGE_OVERHEAD", "MODEL_ENV", "PRICES", "PRICES_AS_OF", "PRICES_SOURCE", "Pair", "Prices",
-    "REQUESTS_BASELINE", "RequestTally", "RunTally", "TALLY_NAMESPACE", "answer_pairs",
-    "answers_of", "cached_prefix", "headline_of", "keyed_request", "load_tally", "prices_for",
+    "REQUESTS_BASELINE", "RequestTally", "RunTally", "SESSION_NAMESPACE", "SessionMeta",
+    "TALLY_NAMESPACE", "answer_pairs", "load_session_meta", "save_session_meta",
+    "answers_of", "cached_prefix", "headline_of", "keyed_request", "load_tally", "message_text",
+    "model_prices", "prices_for",
     "prune_headline", "read_baseline", "record_request", "save_tally", "session_headline",
     "sum_headlines",
 ]  # fmt: skip
@@ -148,6 +150,19 @@ def prices_for(model: str | None = None) -> Prices:
     if found is None:
         raise RequestError(f"no published prices for model {name!r}; known: {', '.join(PRICES)}")
     return found
+
+
+def model_prices(model: str | None) -> Prices | None:
+    """The prices of the model a request names, or None when the table has none: the name as
+    given, without a provider prefix (``anthropic/claude-sonnet-4-5``), or a dated snapshot of
+    a listed model (``claude-sonnet-4-5-20250929``: the longest listed name it extends)."""
+    if not model or not isinstance(model, str):
+        return None
+    name = model.strip().rsplit("/", 1)[-1]
+    if name in PRICES:
+        return PRICES[name]
+    extended = [m for m in PRICES if name.startswith(m + "-") and name[len(m) + 1 :][:1].isdigit()]
+    return PRICES[max(extended, key=len)] if extended else None
 
 
 def read_baseline(kind: str, tokens: int, tokens_full: int) -> int:
@@ -334,14 +349,56 @@ def keyed_request(
     instead (the baseline's form of the request; such a message gets a key of its own)."""
     out: list[tuple[object, int]] = []
     for m in transcript.messages:
-        parts = [m.text, *(f"{c.name}\n{c.raw_arguments}" for c in m.tool_calls)]
-        parts += [r.text for r in m.results]
-        text = "\n".join(p for p in parts if p)
+        text = message_text(m)
         tokens = count(text) + MESSAGE_OVERHEAD
         swapped = [plain[r.call_id] for r in m.results if plain and r.call_id in plain]
         extra = sum(base - sent for _, sent, base in swapped)
         out.append(((m.role, text, "plain") if extra else (m.role, text), tokens + extra))
     return out
+
+
+def message_text(message: Message) -> str:
+    """What ``keyed_request`` counts of one message: its text, its tool calls (name and
+    arguments) and its results' texts, one per line."""
+    parts = [message.text, *(f"{c.name}\n{c.raw_arguments}" for c in message.tool_calls)]
+    parts += [r.text for r in message.results]
+    return "\n".join(p for p in parts if p)
+
+
+SESSION_NAMESPACE = "figures-session"
+"""Key-value namespace of what a session's requests said about themselves (``SessionMeta``)."""
+
+
+@dataclass(frozen=True)
+class SessionMeta:
+    """What a session's requests named: the model (its prices price the session's cost when
+    the table has them), the program that sent them (a fixed label, never a header's text)
+    and the API. No content, no header."""
+
+    model: str = ""
+    host: str = ""
+    api: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return {"model": self.model, "host": self.host, "api": self.api}
+
+
+def load_session_meta(store: Store, session_id: str) -> SessionMeta | None:
+    """The session's ``SessionMeta``, or None when none was saved (or it is not ours)."""
+    raw = store.cache_get(SESSION_NAMESPACE, session_id)
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+        return SessionMeta(str(data["model"]), str(data["host"]), str(data["api"]))
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def save_session_meta(store: Store, session_id: str, meta: SessionMeta | None) -> None:
+    """Replace the session's ``SessionMeta`` (None: forget it)."""
+    value = "" if meta is None else json.dumps(meta.to_json(), separators=(",", ":"))
+    store.cache_put(SESSION_NAMESPACE, session_id, value)
 
 
 def load_tally(store: Store, session_id: str) -> RequestTally | None:
@@ -390,6 +447,10 @@ class Headline:
     reads: int = 0
     tally: RequestTally | None = None
     sessions: int = 1
+    costs: Pair | None = None
+    """Set when summed over sessions priced at different models' prices (``sum_headlines``):
+    the sum of their costs; ``prices`` is then the first one's, ``models`` names them all."""
+    models: tuple[str, ...] = ()
 
     @property
     def requests(self) -> int:
@@ -410,7 +471,16 @@ class Headline:
         t = self.tally
         if t is None:
             return None
+        if self.costs is not None:
+            return self.costs
         return Pair(t.baseline.cost(self.prices), t.filecache.cost(self.prices))
+
+    @property
+    def priced_at(self) -> str:
+        """Whose prices ``cost`` is at: one model's, or several (summed over sessions)."""
+        if self.costs is not None:
+            return "each session's model's prices (" + ", ".join(self.models) + ")"
+        return f"{self.prices.model}'s prices"
 
     def sentence(self) -> str:
         """The first sentence of every report: the saving, in prompt, billed and money."""
@@ -433,7 +503,7 @@ class Headline:
             f"request{'s' if self.requests != 1 else ''}, pruning included) and "
             f"{_share(billed.saved_pct)} the billed cost "
             f"with prompt caching: {_money(cost.filecache)} instead of {_money(cost.baseline)} "
-            f"at {self.prices.model}'s prices; {answers}. Baseline: the same requests with "
+            f"at {self.priced_at}; {answers}. Baseline: the same requests with "
             "plain reads and no pruning."
         )
 
@@ -450,6 +520,7 @@ class Headline:
             "cost_usd": None if self.cost is None else self.cost.to_json(digits=6),
             "per_answer": {"reads": self.reads, **self.answers.to_json()},
             "prices": self.prices.to_json(),
+            **({"priced_at": list(self.models)} if self.costs is not None else {}),
             "sentence": self.sentence(),
         }
         if self.tally is not None:
@@ -505,9 +576,16 @@ def sum_headlines(
             sum((t.filecache for t in tallies), RunTally()),
             sum((t.baseline for t in tallies), RunTally()),
         )
+    priced = [h for h in parts if h.tally is not None]  # the parts that have a cost
+    models = tuple(dict.fromkeys(m for h in priced for m in (h.models or (h.prices.model,))))
+    costs = None
+    if len(models) > 1:  # several models' prices: each part's cost, summed
+        costs = sum((h.cost for h in priced if h.cost is not None), Pair(0.0, 0.0))
+    elif models and models[0] != prices.model:  # every cost at another model's prices than asked
+        prices = priced[0].prices
     return Headline(
         session_id, prices, answers, sum(h.reads for h in parts), tally,
-        sum(h.sessions for h in parts),
+        sum(h.sessions for h in parts), costs, models if costs is not None else (),
     )  # fmt: skip
 
 

@@ -11,7 +11,7 @@ Invariants:
   ``..`` (which a link before it would change) and no aliases. A remembered ``Located`` is never
   followed through a link: every walk below is ``O_NOFOLLOW``, so a component that has become a
   link since is refused, and the caller runs the call again on a fresh resolution
-  (``locations.Root.relocate``). At most ``MAX_REMEMBERED`` paths (then it starts afresh);
+  (``Paths.relocate``). At most ``MAX_REMEMBERED`` paths (then it starts afresh);
   thread-safe: a dict read or written whole under the GIL.
 - Every open, stat, mkdir and rename goes through a descriptor of the parent folder, reached
   from the root one component at a time with ``O_NOFOLLOW``: a folder swapped for a symbolic
@@ -58,6 +58,7 @@ __all__ = [
     "NAME_MAX",
     "PATH_MAX",
     "Located",
+    "Paths",
     "check_path",
     "link_free",
     "locate",
@@ -228,6 +229,45 @@ def link_free(loc: Located, asked: str) -> bool:
     if loc.aliases or ".." in asked.split("/"):
         return False
     return str(loc.real) == os.path.normpath(os.path.join(loc.root, asked))
+
+
+class Paths:
+    """One root's paths, a part ``FileCache`` hands its sessions: confined to the root, the
+    store's own files refused wherever they are (``refuse``, decided once by the caller).
+
+    ``remembered`` is ``locate`` remembering link-free resolutions (a fifth of an unchanged
+    re-read: ``realpath``, one ``lstat`` per component, a ``readlink`` for aliases), which
+    sessions use: a call refused on a remembered location (a link appeared on its way) is run
+    once more on ``relocate``'s fresh resolution, so its answer is what an unremembered call
+    would have given (the module's invariants).
+    """
+
+    def __init__(self, root: Path, refuse: frozenset[Path] = frozenset()) -> None:
+        self.root = root
+        self.protected = refuse
+        """The resolved paths never served or written (a store's files)."""
+        self._refuse = frozenset(map(str, refuse))
+        self.known: dict[str, Located] = {}
+        """``remembered``'s link-free resolutions, by the path as asked."""
+
+    def locate(self, path: str | os.PathLike[str]) -> Located:
+        """``path`` confined to the root, refusing the store's own files wherever they are."""
+        return locate(self.root, path, refuse=self._refuse)
+
+    def remembered(self, path: str | os.PathLike[str]) -> Located:
+        """``locate``, answered from (and kept in) ``known`` when no link was on the way."""
+        return locate(self.root, path, refuse=self._refuse, remember=self.known)
+
+    def relocate(self, path: str | os.PathLike[str], stale: Located) -> Located | None:
+        """After a call refused ``stale``, ``remembered``'s answer for ``path``: a fresh
+        resolution (not remembered), or None when ``stale`` was resolved afresh already (the
+        refusal stands). ``stale`` is forgotten, unless another thread remembered the path
+        anew meanwhile (that call is then retried all the same)."""
+        if not isinstance(path, str) or not link_free(stale, path):
+            return None
+        if self.known.get(path) is stale:
+            self.known.pop(path, None)
+        return self.locate(path)
 
 
 def _aliases(base: str, inside: str, candidate: str, rel: str) -> tuple[str, ...]:

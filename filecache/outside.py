@@ -21,10 +21,10 @@ Invariants:
 
 from __future__ import annotations
 
-from filecache.conversations import CacheHost
-from filecache.core.planner import ReadRequest, plan_lines
+from filecache.core.planner import ReadRequest, base_lines, plan_lines
 from filecache.core.render import render_outside_change
 from filecache.core.results import Kind
+from filecache.engine import Engine
 from filecache.errors import ContentError, FileCacheError, MissingFileError
 from filecache.fsio import read_bytes
 from filecache.turns import SessionState, Turn
@@ -35,8 +35,8 @@ __all__ = ["OutsideChanges"]
 class OutsideChanges:
     """The files a watcher saw change that the session's model holds, until they are noticed."""
 
-    def __init__(self, cache: CacheHost) -> None:
-        self.cache = cache
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
         self.marked: set[str] = set()
 
     def mark(self, path: str) -> None:
@@ -55,38 +55,38 @@ class OutsideChanges:
         return notices
 
     def _notice(self, state: SessionState, turn: Turn, path: str, call_id: str) -> str:
-        cache = self.cache
+        engine = self.engine
         view = turn.view(path)
         if view is None or not view.versions:
             return ""
         held = turn.seen.get(path, state.last_seen(path, view))
         try:
-            loc = cache.paths.locate(path)
-            data: bytes | None = read_bytes(loc, cache.settings.max_file_bytes)
+            loc = engine.paths.locate(path)
+            data: bytes | None = read_bytes(loc, engine.settings.max_file_bytes)
         except MissingFileError:
             data = None
         except FileCacheError:
             return ""  # unreadable now (too large, gone outside the root): the next read says why
-        version = None if data is None else cache.secrets.version_for(loc, data)
+        version = None if data is None else engine.secrets.version_for(loc, data)
         if version == held:
             return ""  # the session's own write, or changed back
         turn.record_change(call_id, path, version, held)
         if data is None or version is None:
             return render_outside_change(path, held, None, None)
         try:
-            src = cache.versions.source_of(loc, data, True)
+            src = engine.versions.source_of(loc, data, True)
         except ContentError:
             return render_outside_change(path, held, version, None)
         total = len(src.lines)
-        plain = cache.counts.plain_tokens(src, 1, total)
+        plain = engine.counts.plain_tokens(src, 1, total)
         request = ReadRequest(
             src=src, start=1, end=total, call_id=call_id, seq=turn.next_seq(), plain=plain
         )
         decision = plan_lines(
-            request, view, bases=cache.versions.diff_base_lines(view, version),
-            call_seq=state.call_seq, count=cache.counts.count,
-            diff_max_ratio=cache.settings.diff_max_ratio,
-            max_versions=cache.settings.versions_per_path, margin=cache.counts.margin,
+            request, view, bases=base_lines(view, version, engine.versions.lines_of),
+            call_seq=state.call_seq, count=engine.counts.count,
+            diff_max_ratio=engine.settings.diff_max_ratio,
+            max_versions=engine.settings.versions_per_path, margin=engine.counts.margin,
         )  # fmt: skip
         if decision.kind == Kind.DIFF:
             turn.views[path] = decision.view

@@ -39,13 +39,13 @@ process only (denied files then get content, never a FileRef, in other processes
 denied files: whether a path or a version is denied, the keyed version of a denied file's
 bytes (``version_for``), the digests the ledger keeps, the key and the seal of filecache's own
 lines. A version read from a denied path is secret: nothing derived from it is stored (the
-parts that store things ask ``marked``/``secret``; ``on_secret`` tells the holder of pending
-blobs to drop one). The store keeps a keyed hash of its content's hash (never the content), so
+parts that store things ask ``marked``/``secret``: ``sources.Versions`` before it writes a
+pending blob). The store keeps a keyed hash of its content's hash (never the content), so
 bytes equal to it, read under any name by any later object or process, are secret too
 (``cp .env copy.txt``: the copy rule across hook calls).
 
 Concurrency: ``SecretIndex._lock`` guards its maps; a walk runs under it. ``Secrets._lock``
-guards its sets and memo, and is never held while ``on_secret`` runs.
+guards its sets and memo; it calls nothing outside this module while held.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 import xxhash
@@ -308,19 +308,16 @@ class Secrets:
     Args:
         root: the root.
         settings: its settings (``deny``, ``key_file``).
-        on_secret: called with each version that becomes secret (outside this object's lock).
     """
 
     def __init__(
         self,
         root: Path,
         settings: Settings,
-        on_secret: Callable[[str], None] = lambda v: None,
         store: KvStore | None = None,
     ) -> None:
         self.root = root
         self.settings = settings
-        self._on_secret = on_secret
         self._store = store  # where denied contents' keyed identities outlive this object
         self._lock = threading.Lock()
         self._secret: set[str] = set()  # versions of denied files (see ``denied``)
@@ -331,22 +328,29 @@ class Secrets:
         self._ref_seal: str | None = None
 
     def denied(self, path: str | Located, version: str | None = None) -> bool:
-        """Whether ``path`` matches the deny-list: its content is hashed but never stored.
+        """Whether ``path`` matches the deny-list (its content is hashed but never stored), or
+        ``version`` is secret already. Asks only: ``mark_if_denied`` also remembers.
 
         Matched case-insensitively on the name and the relative path, of the resolved file and
         of every alias of a ``Located`` (the path as asked, the links on the way); a ``Located``
         is also denied by its file's identity (device and inode: a hard link to a denied file,
-        ``SecretIndex.denied_identity``). A denied ``version`` is remembered as secret: no
-        blob, outline, token count, archive or projection of it is stored, whatever path it is
-        read by later (``settings.is_denied``, compiled once: ``deny_pattern``).
+        ``SecretIndex.denied_identity``). The names are checked by ``settings.is_denied``'s
+        pattern, compiled once (``deny_pattern``).
         """
-        names = [path] if isinstance(path, str) else [path.rel, *path.aliases]
-        matched = any(map(self._denied_name, map(str.lower, names)))
-        if not matched and not self._denied_identity(path):
-            return version is not None and self.secret(version)
-        if version is not None:
-            self.mark(version)
+        return self._path_denied(path) or (version is not None and self.secret(version))
+
+    def mark_if_denied(self, path: str | Located, version: str) -> bool:
+        """``denied(path, version)``, and a ``version`` read from a denied ``path`` is
+        remembered as secret: no blob, outline, token count, archive or projection of it is
+        stored, whatever path it is read by later."""
+        if not self._path_denied(path):
+            return self.secret(version)
+        self.mark(version)
         return True
+
+    def _path_denied(self, path: str | Located) -> bool:
+        names = [path] if isinstance(path, str) else [path.rel, *path.aliases]
+        return any(map(self._denied_name, map(str.lower, names))) or self._denied_identity(path)
 
     def _denied_identity(self, path: str | Located) -> bool:
         if isinstance(path, str):
@@ -428,7 +432,6 @@ class Secrets:
         printed a denied file's lines)."""
         with self._lock:
             self._secret.add(version)
-        self._on_secret(version)
 
     def marked(self, version: str) -> bool:
         """Whether this object marked ``version`` secret (``secret`` also knows keyed ones)."""

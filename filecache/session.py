@@ -2,9 +2,9 @@
 
 Each call is a pipeline: read the bytes (``fsio``, through the ``Root`` part), ask a pure
 planner (``core.planner.plan_read``; ``core.edits.plan_edit``/``plan_write``), commit its
-decision in the call's turn (``turns``), return the rendered answer. The cache's parts it is
-handed (``FileCache``: ``paths``, ``secrets``, ``versions``, ``counts``, ``outlines``) answer
-what the planner asks of a version; the session decides nothing itself.
+decision in the call's turn (``turns``), return the rendered answer. The root's parts it is
+handed (``Engine``, which ``FileCache`` builds: ``paths``, ``secrets``, ``versions``, ``counts``,
+``outlines``) answer what the planner asks of a version; the session decides nothing itself.
 
 Invariants (docs/design.md, "The one invariant"):
 - A version is the xxh3 of the bytes of one read; the answer is computed from those same bytes.
@@ -23,7 +23,7 @@ Concurrency (who owns what):
   commit do the copies become the session's views: a call that raises leaves no fact and no
   ledger row. A read skips the catch-up (a query per call): its commit checks the head, and a
   read whose commit finds the store moved on is run again after catching up.
-- Writes and edits also hold the file's path lock (``Root.path_lock``) from reading the
+- Writes and edits also hold the file's path lock (``Engine.locks``) from reading the
   bytes they change to replacing them, and follow record-intent → replace → commit: an
   ``Intent`` is stored, the file replaced only if it still holds the bytes the change was
   computed from, then the event committed and the intent dropped. If the commit fails the old
@@ -42,7 +42,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from filecache.conversations import CacheHost
 from filecache.core.edits import ChangePlan, plan_adopt, plan_edit, plan_write
 from filecache.core.hashing import args_hash
 from filecache.core.kinds import Tool
@@ -59,6 +58,7 @@ from filecache.core.render import RETRIED_DETAIL, render_sealed, render_write
 from filecache.core.results import Kind, ReadResult, Source, WriteResult
 from filecache.core.text import decode_text, encode_text, split_lines
 from filecache.core.views import Facts
+from filecache.engine import Engine
 from filecache.errors import (
     CallAbandonedError,
     ConflictError,
@@ -95,19 +95,19 @@ class Session:
     objects of one id in other caches or processes share the session through the store.
     """
 
-    def __init__(self, cache: CacheHost, session_id: str) -> None:
+    def __init__(self, engine: Engine, session_id: str) -> None:
         check_session_id(session_id)
-        self.cache = cache
+        self.engine = engine
+        """The root's parts this session answers with (``FileCache`` builds them, once)."""
         self.id = session_id
         self._lock = threading.RLock()
-        self._state = SessionState(cache.store, session_id, cache.settings.versions_per_path)
-        # the parts of the cache a session answers with (FileCache makes them, once per root)
-        self._paths, self._secrets, self._versions = cache.paths, cache.secrets, cache.versions
-        self._counts, self._outlines = cache.counts, cache.outlines
+        self._state = SessionState(engine.store, session_id, engine.settings.versions_per_path)
+        self._paths, self._secrets, self._versions = engine.paths, engine.secrets, engine.versions
+        self._counts, self._outlines = engine.counts, engine.outlines
         self._seal = functools.partial(getattr, self._secrets, "ref_seal")  # asked when needed
-        self._outside = OutsideChanges(cache)  # files the watcher saw change
+        self._outside = OutsideChanges(engine)  # files the watcher saw change
         self._ledger: tuple[int, LedgerFold] | None = None  # (the events' life, their fold)
-        cache.store.touch_session(session_id)
+        engine.store.touch_session(session_id)
 
     # -- public API -------------------------------------------------------------------------
 
@@ -170,7 +170,7 @@ class Session:
             raise
 
     def _at(self, path: str | Path, call: Callable[[Located], _T]) -> _T:
-        """``call`` at ``path``'s location (``Root.remembered``); refused on a remembered one
+        """``call`` at ``path``'s location (``Paths.remembered``); refused on a remembered one
         (a link appeared on its way), it runs once more on a fresh resolution."""
         loc = self._paths.remembered(path)
         try:
@@ -195,7 +195,7 @@ class Session:
         ranged: bool,
     ) -> ReadResult:
         """Read the bytes, ask the planner, record its decision (``_answered``)."""
-        limit_bytes = self.cache.settings.max_file_bytes
+        limit_bytes = self.engine.settings.max_file_bytes
         try:
             data = read_bytes(loc, limit_bytes)
         except FileTooLargeError:
@@ -205,7 +205,9 @@ class Session:
             # (lines cut at text.MAX_LINE_CHARS); always content, never stored (fsio.read_window).
             key = self._secrets.key if self._secrets.denied(loc) else None  # keyed if denied
             window = read_window(loc, offset, limit, budget=limit_bytes, key=key)
-            self._secrets.denied(loc, window.version)  # its lines are never stored in any case
+            self._secrets.mark_if_denied(
+                loc, window.version
+            )  # its lines are never stored in any case
             src = Source(
                 key=loc.rel,
                 path=loc.rel,
@@ -368,7 +370,7 @@ class Session:
             for key, held in newest.items():
                 try:
                     loc = self._paths.locate(key)
-                    data = read_bytes(loc, self.cache.settings.max_file_bytes)
+                    data = read_bytes(loc, self.engine.settings.max_file_bytes)
                     version: str | None = self._secrets.version_for(loc, data)
                 except MissingFileError:
                     version = None  # deleted: a change too
@@ -388,7 +390,7 @@ class Session:
 
     @contextlib.contextmanager
     def _hold(self) -> Iterator[None]:
-        with self._lock, self.cache.store.lock(f"session:{self.id}"):
+        with self._lock, self.engine.store.lock(f"session:{self.id}"):
             yield
 
     def note_external_change(self, path: str) -> None:
@@ -419,19 +421,23 @@ class Session:
         ``@session.read_tool`` or ``@session.read_tool(offset="offset", limit="limit")``."""
         from filecache.decorators import read_tool
 
-        return read_tool(self, fn, **options)
+        return read_tool(self._itself, fn, **options)
 
     def edit_tool(self, fn: Any = None, /, **options: Any) -> Any:
         """Decorate an agent's own edit tool: its calls become edits in the ledger."""
         from filecache.decorators import edit_tool
 
-        return edit_tool(self, fn, **options)
+        return edit_tool(self._itself, fn, **options)
 
     def write_tool(self, fn: Any = None, /, **options: Any) -> Any:
         """Decorate an agent's own write tool: its calls become writes in the ledger."""
         from filecache.decorators import write_tool
 
-        return write_tool(self, fn, **options)
+        return write_tool(self._itself, fn, **options)
+
+    def _itself(self, tool: str) -> Session:
+        """The decorators' resolver for this session's own tools: every call answers here."""
+        return self
 
     # -- async face (filecache.decorators, frameworks): the blocking work runs in a thread -----
 
@@ -490,7 +496,7 @@ class Session:
         secret = self._secrets.denied(path) or self._secrets.reveals(output) is not None
         version = self._secrets.digest(output, secret)
         if secret:
-            self._secrets.denied(path, version)  # marks it when the path is denied
+            self._secrets.mark_if_denied(path, version)  # marks it when the path is denied
             self._secrets.mark(version)
         split = split_lines(output)
         self._versions.remember(version, split, not secret)
@@ -543,7 +549,7 @@ class Session:
             raise RequestError("adopt_change needs exactly one of content, edits or deleted")
 
         def adopt_at(loc: Located) -> str:
-            with self._turn() as turn, self._paths.path_lock(loc.rel):
+            with self._turn() as turn, self.engine.locks.hold(loc.rel):
                 data = self._current_bytes(loc)
                 view = turn.view(loc.rel)
                 held = (
@@ -587,11 +593,11 @@ class Session:
         sequence number its answer gets (after the notices, which may log changes first).
         ``own_output``: ``src`` is a tool's own output (a decorated tool's), so no answer is
         larger than it: a FileRef or diff that would be is sent as that output instead."""
-        settings = self.cache.settings
+        settings = self.engine.settings
         notice = self._notices(turn, cid, src.key)
         view = turn.view(src.key)
         ask = ask_at(turn.next_seq())
-        lookups = read_lookups(self._versions, self._counts, self._outlines, src, view, self._seal)
+        lookups = read_lookups(self._versions, self._counts, self._outlines, src, self._seal)
         rules = ReadRules(
             outline_threshold=settings.outline_threshold, diff_max_ratio=settings.diff_max_ratio,
             max_versions=settings.versions_per_path, margin=self._counts.margin,
@@ -652,9 +658,9 @@ class Session:
         ``sync`` checks later. ``retry``: the caller gave the call id, so this may be a retry
         (``_done_before``); a generated one is new.
         """
-        cache = self.cache
+        engine = self.engine
         self._state.ended(cid, failed=False)
-        with self._turn() as turn, self._paths.path_lock(loc.rel):
+        with self._turn() as turn, self.engine.locks.hold(loc.rel):
             done = self._done_before(turn, loc, cid, kind) if retry else None
             if done is not None:
                 return done
@@ -679,15 +685,15 @@ class Session:
             if self._state.is_abandoned(cid):
                 raise CallAbandonedError(f"{loc.rel}: the call {cid} was abandoned; not {kind}")
             intent = Intent(
-                session_id=self.id, call_id=cid, root=str(cache.root), path=loc.rel,
+                session_id=self.id, call_id=cid, root=str(engine.root), path=loc.rel,
                 before=before, after=version,
             )  # fmt: skip
-            cache.store.put_intent(intent)
+            engine.store.put_intent(intent)
             try:
                 write_bytes(loc, data)
             except BaseException:
                 with contextlib.suppress(FileCacheError):
-                    cache.store.drop_intent(self.id, cid)
+                    engine.store.drop_intent(self.id, cid)
                 raise
             turn.replaced = True
             try:
@@ -697,10 +703,10 @@ class Session:
             except BaseException:
                 self._undo_write(loc, old_data, data)
                 with contextlib.suppress(FileCacheError):
-                    cache.store.drop_intent(self.id, cid)
+                    engine.store.drop_intent(self.id, cid)
                 raise
             with contextlib.suppress(FileCacheError):  # left behind: recovery drops it
-                cache.store.drop_intent(self.id, cid)
+                engine.store.drop_intent(self.id, cid)
             return result
 
     def _done_before(self, turn: Turn, loc: Located, cid: str, kind: str) -> WriteResult | None:
@@ -711,7 +717,7 @@ class Session:
         died), which leaves an intent, or the ``change`` that ``FileCache.recover`` made of it.
         The confirmation is recorded under ``cid`` then, without facts: the model learns that
         the file changed, and its next read is content or a diff."""
-        state, store = self._state, self.cache.store
+        state, store = self._state, self.engine.store
         seq = state.call_seq.get(cid)  # the turn caught up: the state's events are the store's
         if seq is not None:
             event = state.event(seq)
@@ -722,7 +728,7 @@ class Session:
             event = state.event(recovered)
             if event is not None and event.version:
                 return self._retried(loc, kind, event.version, event.base_version, cid, turn)
-        root = str(self.cache.root)
+        root = str(self.engine.root)
         for intent in store.intents(root):
             if (intent.session_id, intent.call_id, intent.path) != (self.id, cid, loc.rel):
                 continue
@@ -784,7 +790,7 @@ class Session:
         # as for reads: denied files and files over max_file_bytes are never stored (the
         # version says which: ``version_for`` keyed and marked it if the file is denied)
         secret = self._secrets.secret(version)
-        storable = not secret and len(data) <= self.cache.settings.max_file_bytes
+        storable = not secret and len(data) <= self.engine.settings.max_file_bytes
         self._versions.remember(version, lines, storable)
         message = notice + render_write(loc.rel, kind, version, len(lines), planned.detail)
         tokens = self._counts.count(message)
@@ -828,7 +834,7 @@ class Session:
         Raises:
             ContentError: always.
         """
-        limit = self.cache.settings.max_file_bytes
+        limit = self.engine.settings.max_file_bytes
         if len(data) > limit:
             raise FileTooLargeError(
                 f"{loc.rel}: {len(data):,} bytes, over the {limit:,}-byte limit; filecache "
@@ -843,7 +849,7 @@ class Session:
         if data is None:
             return None, None
         version = self._secrets.version_for(loc, data)
-        if len(data) > self.cache.settings.max_file_bytes:
+        if len(data) > self.engine.settings.max_file_bytes:
             return None, version
         try:
             return decode_text(data, loc.rel), version

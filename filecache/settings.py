@@ -18,7 +18,7 @@ root's. The environment and arguments (the user's own) are not limited.
   ``*.jks``, ``*.keystore``): files hashed but whose content is never stored in any form
   (globs matched case-insensitively on the name and on the relative path, of the path asked
   for and of a symbolic link's target; comma-separated in env). The model is still shown what
-  it reads; see ``FileCache.denied``. Denied too: a file that is a denied file under another
+  it reads; see ``Secrets.denied``. Denied too: a file that is a denied file under another
   name (a hard link: same device and inode), a version or a tool's output that holds a denied
   file's lines, and content holding a private key's header, whatever its name
   (``filecache.secrecy``).

@@ -5,8 +5,7 @@ Three small objects a ``FileCache`` makes and hands to its sessions:
 - ``Versions``: decoded versions in memory (an LRU bounded by ``Settings.memory_mb``; blobs are
   written to the store off the read path, by ``BlobWriter``'s thread or on ``flush``).
   ``source_of`` decodes the bytes of one read once per version; ``lines_of`` gives a held
-  version's lines from memory or the store's blob; ``diff_base_lines`` the lines of the held
-  versions a diff to a new version may start from.
+  version's lines from memory or the store's blob.
 - ``Counts``: token counts, per text and per (version, range) (``plain_tokens``).
 - ``Outlines``: a version's outline (parsed once) and its rendering (cached in the store).
 
@@ -32,11 +31,10 @@ from collections.abc import Callable, Sequence
 from itertools import filterfalse
 from typing import TYPE_CHECKING
 
-from filecache.core.planner import ReadLookups, content_text, diff_bases
+from filecache.core.planner import ReadLookups
 from filecache.core.results import Source
-from filecache.core.text import content_header, decode_text, join_lines, split_lines
+from filecache.core.text import content_header, content_text, decode_text, join_lines, split_lines
 from filecache.core.tokens import ESTIMATE_MARGIN, TokenCounter, fast_estimate, fast_estimate_text
-from filecache.core.views import PathView
 from filecache.errors import RequestError
 from filecache.fsio import Located
 from filecache.secrecy import Secrets
@@ -99,15 +97,6 @@ class Versions:
             self.remember(version, lines, storable)
         return Source(key=loc.rel, path=loc.rel, version=version, lines=lines, numbered=numbered)
 
-    def diff_base_lines(self, view: PathView | None, version: str) -> dict[str, list[str]]:
-        """The lines of the held versions a diff to ``version`` may start from (when stored)."""
-        out = {}
-        for held in diff_bases(view, version):
-            lines = self.lines_of(held)
-            if lines is not None:
-                out[held] = lines
-        return out
-
     def remember(self, version: str, lines: list[str], storable: bool) -> None:
         """Keep a version's lines in memory; a storable one reaches the store's blobs later.
 
@@ -135,17 +124,13 @@ class Versions:
                     self._lines_size -= size
                     if old_version in self._pending:  # its blob is written off the read path
                         self._pending.discard(old_version)
-                        self._stored.add(old_version)
-                        evicted.append((old_version, old, size))
+                        if not self.secrets.marked(old_version):  # secret since: never stored
+                            self._stored.add(old_version)
+                            evicted.append((old_version, old, size))
             else:
                 self._lines.move_to_end(version)
         for old_version, old, size in evicted:
             self._writer.put(old_version, old, size)
-
-    def forget_pending(self, version: str) -> None:
-        """Never store ``version``'s blob (it became secret: ``Secrets.on_secret``)."""
-        with self._lock:
-            self._pending.discard(version)
 
     def _still_needed(self, version: str) -> bool:
         """Whether a version that left memory is worth its blob (the writer's thread asks,
@@ -161,7 +146,8 @@ class Versions:
     def flush(self) -> None:
         """Write the blobs of versions seen so far to the store (and wait for queued ones)."""
         with self._lock:
-            pending = [(v, self._lines[v]) for v in self._pending]
+            marked = self.secrets.marked  # a version that became secret since is never stored
+            pending = [(v, self._lines[v]) for v in self._pending if not marked(v)]
             self._pending.clear()
             self._stored.update(v for v, _ in pending)
         for version, lines in pending:
@@ -331,7 +317,7 @@ class Outlines:
         from filecache.outline.outline import OUTLINE_VERSION, language_for_path, render_outline
         from filecache.outline.outline_text import count_tokens_encoding
 
-        secret = self.secrets.denied(path, version)
+        secret = self.secrets.mark_if_denied(path, version)
         budget = "default" if max_tokens is None else str(max_tokens)
         key = (  # the path last: it may hold ':'
             f"{version}:{OUTLINE_VERSION}:{language_for_path(path)}:{budget}:"
@@ -352,7 +338,6 @@ def read_lookups(
     counts: Counts,
     outlines: Outlines,
     src: Source,
-    view: PathView | None,
     seal: Callable[[], str],
 ) -> ReadLookups:
     """What the read planner may ask of ``src``'s version, answered from these parts (and
@@ -375,7 +360,7 @@ def read_lookups(
         plain=lambda start, end: counts.plain_tokens(src, start, end),
         outline=lambda budget: outlines.outline_text(src.version, src.path, lines, budget),
         symbol=symbol,
-        bases=lambda: versions.diff_base_lines(view, src.version),
+        lines=versions.lines_of,
         seal=seal,
     )
 

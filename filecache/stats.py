@@ -39,7 +39,10 @@ from filecache.figures import (
     BILLED_BASIS,
     REQUESTS_BASELINE,
     Headline,
+    SessionMeta,
     headline_of,
+    load_session_meta,
+    model_prices,
     prices_for,
     read_baseline,
     sum_headlines,
@@ -49,8 +52,8 @@ from filecache.report_html import html_page, line_chart, sortable_table
 from filecache.store.store import Event, Projection, Store
 
 __all__ = [
-    "BASELINE", "FileSaving", "HOST_LABELS", "SessionStats", "StatsReport", "collect_stats",
-    "format_events", "format_sessions", "format_stats", "host_of", "read_baseline",
+    "BASELINE", "FileSaving", "GATEWAY_PREFIX", "HOST_LABELS", "SessionStats", "StatsReport",
+    "collect_stats", "format_events", "format_sessions", "format_stats", "host_of", "read_baseline",
     "register_host", "session_label", "session_rows", "stats_html",
 ]  # fmt: skip
 
@@ -84,8 +87,21 @@ def host_of(session_id: str) -> tuple[str, str] | None:
     return HOST_LABELS[match["host"]], match["sid"]
 
 
-def session_label(session_id: str) -> str:
-    """How a report names a session: a host's sessions by the host and its own id."""
+GATEWAY_PREFIX = "gateway:"
+"""The sessions of the gateway's conversations (``filecache.gateway.tally.session_of``)."""
+_API_NAMES = {"anthropic-messages": "Anthropic Messages", "openai-chat": "OpenAI Chat",
+              "openai-responses": "OpenAI Responses"}  # fmt: skip
+
+
+def session_label(session_id: str, meta: SessionMeta | None = None) -> str:
+    """How a report names a session: a host's sessions by the host and its own id, a
+    gateway's conversation by the program that sent it (``meta``) and the host's own id."""
+    if session_id.startswith(GATEWAY_PREFIX):
+        kind, _, rest = session_id[len(GATEWAY_PREFIX) :].partition(":")
+        parts = rest.split(":")
+        ident = parts[1] if kind == "prefix" and len(parts) > 1 else parts[0]
+        who = meta.host or _API_NAMES.get(meta.api, "") if meta is not None else ""
+        return f"gateway{f' ({who})' if who else ''} conversation {ident} ({session_id})"
     host = host_of(session_id)
     return session_id if host is None else f"{host[0]} session {host[1]} ({session_id})"
 
@@ -131,6 +147,13 @@ class SessionStats:
     outline_tokens: int = 0
     outlined_whole: int = 0
     headline: Headline | None = field(default=None, compare=False)
+    meta: SessionMeta | None = field(default=None, compare=False)
+    """What the session's requests named (a gateway conversation: the model, the host)."""
+
+    @property
+    def label(self) -> str:
+        """How a report names the session (``session_label``)."""
+        return session_label(self.session_id, self.meta)
 
     @property
     def saved(self) -> int:
@@ -147,10 +170,16 @@ class SessionStats:
 
     def to_json(self) -> dict[str, Any]:
         host = host_of(self.session_id)
+        gateway = None
+        if self.session_id.startswith(GATEWAY_PREFIX):
+            conversation = self.session_id[len(GATEWAY_PREFIX) :]
+            gateway = {"conversation": conversation, **(self.meta or SessionMeta()).to_json()}
         return {
             "session_id": self.session_id,
+            "label": self.label,
             "host": None if host is None else host[0],
             "host_session_id": None if host is None else host[1],
+            "gateway": gateway,
             "sessions": self.sessions,
             "created": _iso(self.created),
             "last_used": _iso(self.last_used),
@@ -277,32 +306,44 @@ def _as_sent(read: Event) -> Event:
 
 
 def collect_stats(
-    store: Store, session_id: str | None = None, *, top: int = 10, model: str | None = None
+    store: Store,
+    session_id: str | None = None,
+    *,
+    top: int = 10,
+    model: str | None = None,
+    also: Sequence[Store] = (),
 ) -> StatsReport:
-    """Statistics of every session in ``store`` (or of ``session_id`` only), each with its
-    headline (``filecache.figures``; cost at ``model``'s prices).
+    """Statistics of every session in ``store`` and the stores ``also`` (the gateway's), or of
+    ``session_id`` only, each with its headline (``filecache.figures``). The cost is at
+    ``model``'s prices; with None, a session whose requests named a model the price table has
+    (a gateway conversation, ``SessionMeta``) is priced at that model's, any other at
+    ``prices_for()``'s.
 
     Raises:
-        RequestError: ``session_id`` is not in the store, or ``model`` has no prices.
+        RequestError: ``session_id`` is not in the stores, or ``model`` has no prices.
     """
     prices = prices_for(model)
-    infos = store.sessions()
+    found = [(each, info) for each in (store, *also) for info in each.sessions()]
     if session_id is not None:
-        infos = [s for s in infos if s.session_id == session_id]
-        if not infos:
+        found = [(each, s) for each, s in found if s.session_id == session_id]
+        if not found:
             raise RequestError(f"no session {session_id!r}; 'filecache sessions list' shows them")
+    infos = [info for _, info in found]
     per: list[SessionStats] = []
     all_events: list[Event] = []
     all_projections: list[Projection] = []
-    for info in infos:
-        events = store.events(info.session_id)
-        projections = store.projection_records(info.session_id)
+    for each, info in found:
+        events = each.events(info.session_id)
+        projections = each.projection_records(info.session_id)
         all_events += events
         all_projections += projections
-        tally = load_request_tally(store, info.session_id)
-        headline = headline_of(info.session_id, events, tally, prices)
+        tally = load_request_tally(each, info.session_id)
+        meta = load_session_meta(each, info.session_id)
+        own = model_prices(meta.model) if meta is not None and model is None else None
+        headline = headline_of(info.session_id, events, tally, own or prices)
         times = (info.created, info.last_used)
-        per.append(_fold(info.session_id, events, projections, times, 1, top, headline))
+        folded = _fold(info.session_id, events, projections, times, 1, top, headline)
+        per.append(dataclasses.replace(folded, meta=meta))
     times = (
         min((s.created for s in infos), default=0.0),
         max((s.last_used for s in infos), default=0.0),
@@ -343,7 +384,7 @@ def _ordered(report: StatsReport) -> list[SessionStats]:
     first (one session: its row only)."""
     if len(report.sessions) == 1:
         one = report.sessions[0]
-        return [dataclasses.replace(report.overall, session_id=one.session_id)]
+        return [dataclasses.replace(report.overall, session_id=one.session_id, meta=one.meta)]
     return [report.overall, *sorted(report.sessions, key=lambda s: not _regressed(s))]
 
 
@@ -393,7 +434,7 @@ def format_stats(report: StatsReport) -> str:
     """Markdown: the overall row, then one row per session; saved by kind and top files."""
     lines = [_row(_STATS_HEAD), _row(["---", *("---:" for _ in _STATS_HEAD[1:])])]
     for s in _ordered(report):
-        label = f"**{s.session_id}**" if s.session_id == "overall" else session_label(s.session_id)
+        label = f"**{s.session_id}**" if s.session_id == "overall" else s.label
         mark = " (costs more)" if _regressed(s) else ""
         lines.append(_row([label + mark, *_cells(s)]))
     o = report.overall
@@ -426,7 +467,7 @@ def stats_html(report: StatsReport) -> str:
     session its cumulative read tokens."""
     o = report.overall
     ordered = _ordered(report)
-    rows = [[session_label(s.session_id), *_cells(s)] for s in ordered]
+    rows = [[s.label, *_cells(s)] for s in ordered]
     pinned, sessions = (rows[:1], rows[1:]) if len(rows) > 1 else ([], rows)
     worse = [_regressed(s) for s in (ordered[1:] if len(rows) > 1 else ordered)]
     legend = "" if o.headline is None else stats_legend(o.headline.prices.describe())
@@ -450,7 +491,7 @@ def stats_html(report: StatsReport) -> str:
     for s in report.sessions:
         if not s.series.get("plain"):
             continue
-        body.append(f"<h2>{escape(session_label(s.session_id))}</h2>")
+        body.append(f"<h2>{escape(s.label)}</h2>")
         body.append(
             line_chart(
                 dict(s.series), title=f"cumulative read tokens: {s.session_id}", x_label="read",

@@ -21,6 +21,10 @@ Invariants:
   looks complete.
 - ``rewrite_request`` runs in one worker thread (the memory is used from that thread only), so
   a rewrite never stalls the streams of other requests.
+- Figures: each request whose messages the transform parsed, once its answer was relayed
+  (status below 400), is counted for its conversation (``filecache.gateway.tally``) in the
+  worker thread; a failure there is one log line. On shutdown the queued counts are written
+  before the memory closes.
 - Logs: one line per request with counts only (API, status, tokens before/after, FileRefs,
   diffs, pruned); never a body, a header or a path.
 
@@ -31,6 +35,7 @@ Owned state: the client session and the worker thread (the event loop's); the ro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import logging
@@ -47,6 +52,7 @@ from urllib.parse import urlsplit
 from filecache.adapters.gateway.routes import Route, RouteTable, api_of
 
 from filecache.gateway import Api, GatewayMemory, GatewayPolicy, Rewrite, rewrite_request
+from filecache.gateway.tally import host_label, record_rewrite
 
 INSTALL_HINT = "the gateway needs aiohttp: pip install 'filecache-agent[gateway]'"
 try:
@@ -75,6 +81,7 @@ TOKEN_HEADER = "x-filecache-token"
 CONTROL_HEADER = "x-filecache-control"
 TOKEN_PREFIX = "/t/"
 WEBSOCKET_REFUSED = "filecache gateway: WebSocket is not relayed; use HTTP streaming"
+SHUTDOWN_WAIT = 30.0  # seconds the exit waits for the worker's queue (the figures' counts)
 MAX_BODY = 256 << 20  # a request body the gateway reads whole (model requests run to ~10 MB)
 HOP_BY_HOP = frozenset(
     {
@@ -165,6 +172,11 @@ def make_app(gateway: Gateway) -> web.Application:
     async def close_session(app: web.Application) -> None:
         if gateway.session is not None:
             await gateway.session.close()
+        # The requests' figures still queued are counted before the memory closes (waiting
+        # SHUTDOWN_WAIT seconds at most: a hung store must not hang the exit).
+        with contextlib.suppress(TimeoutError, RuntimeError):
+            drained = asyncio.wrap_future(gateway.worker.submit(lambda: None))
+            await asyncio.wait_for(drained, SHUTDOWN_WAIT)
         gateway.worker.shutdown(wait=False)
 
     app.on_startup.append(open_session)
@@ -214,7 +226,22 @@ async def _dispatch(gateway: Gateway, request: web.Request) -> web.StreamRespons
     added_ms = (time.perf_counter() - started) * 1000
     response = await _forward(gateway, request, route, rest, body)
     _log(gateway, api, response.status, rewrite, added_ms)
+    if rewrite is not None and rewrite.forms is not None and response.status < 400:
+        _record(gateway, rewrite, request.headers.get("User-Agent"))
     return response
+
+
+def _record(gateway: Gateway, rewrite: Rewrite, agent: str | None) -> None:
+    """Count the request for its conversation's figures (``tally.record_rewrite``), in the
+    worker thread after the answer went out (the memory's thread; queued behind nothing the
+    client waits for). Only a fixed label of the ``User-Agent`` is kept; it never raises."""
+    call = partial(
+        record_rewrite, gateway.memory, rewrite.conversation, rewrite.forms, host=host_label(agent)
+    )
+    try:
+        gateway.worker.submit(call)
+    except RuntimeError:  # the worker is shutting down: the request is not counted
+        log.info("request not counted for the figures (shutting down)")
 
 
 def _authorized(token: str, request: web.Request, path: str) -> str | None:

@@ -183,7 +183,7 @@ def pool() -> None:
 
 
 def _store_file(cache: FileCache) -> tuple[int, int] | None:
-    path = getattr(cache.store, "path", None)
+    path = getattr(cache.engine.store, "path", None)
     if path is None:
         return None  # not a file (PostgreSQL, memory): nothing to replace under it
     try:
@@ -232,7 +232,7 @@ class HostSession(ClosesOnExit):
             return cls._pooled(host, host_session_id_, where, paths, store)
         cache = FileCache(where, store=paths.pop("store", store), **paths)
         try:
-            session = cache.session(host_session_id(host, host_session_id_, cache.root))
+            session = cache.session(host_session_id(host, host_session_id_, cache.engine.root))
         except BaseException:
             cache.close()
             raise
@@ -264,7 +264,7 @@ class HostSession(ClosesOnExit):
                                   **{k: v for k, v in paths.items() if k != "store"})  # fmt: skip
                 _POOL.caches[key] = cache
                 _POOL.files[id(cache)] = _store_file(cache)
-        session = cache.session(host_session_id(host, sid, cache.root))
+        session = cache.session(host_session_id(host, sid, cache.engine.root))
         return cls(host, cache, session, pooled=True)
 
     def close(self) -> None:
@@ -311,7 +311,7 @@ class HostSession(ClosesOnExit):
         record = self.session.ledger().calls.get(call_id)
         if record is None or record.version is None or record.start is None:
             return None
-        lines = self.cache.lines_of(record.version)
+        lines = self.cache.engine.versions.lines_of(record.version)
         if lines is None:
             return None
         end = record.end if record.end is not None else len(lines)
@@ -378,10 +378,10 @@ class HostSession(ClosesOnExit):
         return short.rstrip("\n") + extra + end
 
     def _carrier(self) -> str:
-        return self.cache.store.cache_get(_CARRIER, self.session.id) or ""
+        return self.cache.engine.store.cache_get(_CARRIER, self.session.id) or ""
 
     def _set_carrier(self, call_id: str) -> None:
-        self.cache.store.cache_put(_CARRIER, self.session.id, call_id)
+        self.cache.engine.store.cache_put(_CARRIER, self.session.id, call_id)
 
     # -- the host's tools, after the host ran them -----------------------------------------
 
@@ -444,7 +444,7 @@ class HostSession(ClosesOnExit):
         same = content and text == host_text
         assert text is not None
         return HostRead(
-            result.kind, text, result.path, str(self.cache.root / result.path),
+            result.kind, text, result.path, str(self.cache.engine.root / result.path),
             result.start, result.end, result.line_count, result.version, result.base_call_id,
             result.tokens, result.tokens_full, same,
         )  # fmt: skip
@@ -462,7 +462,8 @@ class HostSession(ClosesOnExit):
         from filecache.shell.bash_reads import answer_shell_read
         from filecache.shell.shell_parse import NotServable, parse_shell_read
 
-        here = os.path.join(self.cache.root, cwd) if cwd is not None else str(self.cache.root)
+        root = self.cache.engine.root
+        here = os.path.join(root, cwd) if cwd is not None else str(root)
         self._learn_named(command, here)
         read = parse_shell_read(command)
         if read is not None:
@@ -516,7 +517,7 @@ class HostSession(ClosesOnExit):
         """The raw lines ``result`` stands for (of the version it read), without a notice
         before them (an outside change, an edit of the model's undone): the host shows the
         lines, not the notice. None when they are not known (not kept)."""
-        lines = self.cache.lines_of(result.version)
+        lines = self.cache.engine.versions.lines_of(result.version)
         if lines is None:  # a streamed range of a file too large to keep: its text is the lines
             return result.text if result.kind in (Kind.FULL, Kind.PARTIAL) else None
         return render_lines(result.path, lines, result.start, result.end, numbered=False)
@@ -525,10 +526,11 @@ class HostSession(ClosesOnExit):
         """``path`` relative to the root when filecache serves it (inside the root, not
         denied), else None."""
         try:
-            loc = self.cache.locate(path)
+            loc = self.cache.engine.paths.locate(path)
         except FileCacheError:
             return None
-        if self.cache.denied(loc):  # by name, alias, link target and identity (hard links)
+        # by name, alias, link target and identity (hard links)
+        if self.cache.engine.secrets.denied(loc):
             self._learn_denied(loc)
             return None
         return loc.rel
@@ -540,7 +542,9 @@ class HostSession(ClosesOnExit):
         from filecache.fsio import read_bytes
 
         try:
-            self.cache.version_for(loc, read_bytes(loc, self.cache.settings.max_file_bytes))
+            self.cache.engine.secrets.version_for(
+                loc, read_bytes(loc, self.cache.engine.settings.max_file_bytes)
+            )
         except (OSError, FileCacheError):
             pass
 
@@ -553,7 +557,7 @@ class HostSession(ClosesOnExit):
         except ValueError:
             words = command.split()
         for word in dict.fromkeys(w for w in words if w and not w.startswith("-")):
-            if self.cache.denied(word):
+            if self.cache.engine.secrets.denied(word):
                 self._served(os.path.join(here, word))  # a denied file in the root: learned
 
     def _adopt(
@@ -580,7 +584,7 @@ class HostSession(ClosesOnExit):
 
     def _inside(self, path: str) -> str | None:
         try:
-            return self.cache.locate(path).rel
+            return self.cache.engine.paths.locate(path).rel
         except FileCacheError:
             return None
 

@@ -94,11 +94,15 @@ class HookSite:
         store: the store (default: the root's settings, ``FILECACHE_STORE``, then
             ``<root>/.filecache/cache.db``).
         index_dir: where transcript scans are kept (default: the hook cache folder).
+        seal: the name the seal on filecache's own lines is keyed by (default: the root's
+            path; a replay names its session, since its root is a new temporary folder each
+            run, so that its answers and their token counts repeat).
     """
 
     root: str | None = None
     store: str | None = None
     index_dir: Path | None = None
+    seal: str | None = None
 
 
 _EDITS = frozenset({"Edit", "MultiEdit", "Write"})
@@ -374,6 +378,12 @@ class _Opened:
         self.cwd = os.path.join(call_env.getcwd(), cwd)
         root = site.root or call_env.getenv("CLAUDE_PROJECT_DIR") or cwd
         self.host = HostSession.open(HOST_NAME, context, cwd, root=root, store=site.store)
+        if site.seal is not None:
+            try:
+                self.host.cache.engine.secrets.seal_as(site.seal)
+            except BaseException:
+                self.host.close()
+                raise
         self.event, self.site = event, site
         self.held: Held | None = None
         if current is not None:

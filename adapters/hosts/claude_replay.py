@@ -96,7 +96,10 @@ def replay_claude_code(
         shutil.copytree(trace_dir / "files", root, symlinks=True, dirs_exist_ok=True)
         root = root.resolve()
         location = store if store is not None else str(Path(tmp, "cache.db"))
-        site = HookSite(root=str(root), store=location, index_dir=Path(tmp, "index"))
+        site = HookSite(
+            root=str(root), store=location, index_dir=Path(tmp, "index"),
+            seal=f"replay of {trace_dir.resolve().name}",
+        )  # fmt: skip
         replayer = _Replayer(trace_dir, trace, calls, root, site, Path(tmp, "transcript.jsonl"))
         with FileCache(root, store=":memory:") as plain:
             replayer.run(HostRun(counter), plain.session("claude-code"))

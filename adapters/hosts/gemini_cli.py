@@ -194,7 +194,7 @@ def _subagents(host: HostSession, change: int | None) -> int:
     ended, 0 only asking, None: none runs). A new prompt or a session start (``BeforeAgent``,
     ``SessionStart``) means none, whatever was missed (a cancelled subagent whose end never
     came keeps filecache out of the context until then: its output stands)."""
-    store = host.cache.store
+    store = host.cache.engine.store
     with host.session.lock:
         raw = store.cache_get(_RUNNING, host.session.id)
         now = int(raw) if raw and raw.isdigit() else 0
@@ -237,7 +237,7 @@ class _Calls:
     # -- the table -------------------------------------------------------------------------
 
     def _load(self) -> dict[str, Any]:
-        raw = self.host.cache.store.cache_get(_CALLS, self.host.session.id)
+        raw = self.host.cache.engine.store.cache_get(_CALLS, self.host.session.id)
         try:
             state = json.loads(raw) if raw else {}
         except ValueError:
@@ -249,7 +249,7 @@ class _Calls:
         return state
 
     def _save(self) -> None:
-        self.host.cache.store.cache_put(_CALLS, self.host.session.id, json.dumps(self.state))
+        self.host.cache.engine.store.cache_put(_CALLS, self.host.session.id, json.dumps(self.state))
 
     def add(self, call: str, tool: str, tool_input: dict[str, Any], text: str) -> None:
         """``call`` (ours) showed the model ``text``: resolve it once the session file has it."""

@@ -227,7 +227,7 @@ class Hook:
 
     def _bash(self, host: HostSession, call: str, request: dict[str, Any]) -> str | None:
         workdir = request.get("workdir")
-        in_root = workdir is None or _same_dir(str(workdir), host.cache.root)
+        in_root = workdir is None or _same_dir(str(workdir), host.cache.engine.root)
         if request.get("exit") != 0 or not in_root:
             host.changed(call)  # a failed command may still have changed files
             return None

@@ -44,7 +44,7 @@ from filecache.core.render import (
     render_undone_edit,
 )
 from filecache.core.results import Kind, Source
-from filecache.core.text import render_lines
+from filecache.core.text import content_text
 from filecache.core.views import Deps, Facts, PathView, Span
 from filecache.errors import RangeError, RequestError
 
@@ -56,10 +56,10 @@ __all__ = [
     "ReadLookups",
     "ReadRequest",
     "ReadRules",
+    "base_lines",
     "check_read",
     "choose_cover",
     "complete_definitions",
-    "content_text",
     "diff_bases",
     "line_range",
     "outline_key",
@@ -135,17 +135,18 @@ class ReadLookups:
 
     ``plain(start, end)``: the tokens of the plain content answer of those lines;
     ``outline(budget)``: the rendered outline (``None``: ``render_outline``'s own rule);
-    ``symbol(name)``: the (first, last, qualified name) of a definition; ``bases()``: the lines
-    of the held versions a diff may start from (``diff_bases``, when stored); ``seal()``: the
-    root's seal (``Secrets.ref_seal``; of the root, not the version), asked only for a raw
-    answer that is not content.
+    ``symbol(name)``: the (first, last, qualified name) of a definition; ``lines(version)``: the
+    lines of a version the model holds, None when they are no longer stored (asked for the
+    versions a diff may start from: ``diff_bases``); ``seal()``: the root's seal
+    (``Secrets.ref_seal``; of the root, not the version), asked only for a raw answer that is
+    not content.
     """
 
     count: Callable[[str], int]
     plain: Callable[[int, int], int]
     outline: Callable[[int | None], str]
     symbol: Callable[[str], tuple[int, int, str]]
-    bases: Callable[[], Mapping[str, Sequence[str]]]
+    lines: Callable[[str], Sequence[str] | None]
     seal: Callable[[], str]
     definitions: Callable[[], Sequence[tuple[int, int]]] = lambda: ()
     """The (first, last) lines of every definition of the version (``complete_definitions``)."""
@@ -214,6 +215,19 @@ def diff_bases(view: PathView | None, version: str) -> list[str]:
     if view is None:
         return []
     return [f.version for f in view.recent() if f.version != version][:DIFF_CANDIDATES]
+
+
+def base_lines(
+    view: PathView | None, version: str, lines: Callable[[str], Sequence[str] | None]
+) -> dict[str, Sequence[str]]:
+    """The lines of the held versions a diff to ``version`` may start from (``diff_bases``),
+    those ``lines`` still gives (a version's lines, None when no longer stored)."""
+    out = {}
+    for held in diff_bases(view, version):
+        found = lines(held)
+        if found is not None:
+            out[held] = found
+    return out
 
 
 def wants_outline(
@@ -349,7 +363,8 @@ def _plan(
     if wants_outline(request, view, rules.outline_threshold, may_outline=may_outline):
         return _outline(ask, view, lookups, rules, large=True)
     return plan_lines(
-        request, view, bases=lookups.bases(), call_seq=call_seq, count=lookups.count,
+        request, view, bases=base_lines(view, src.version, lookups.lines), call_seq=call_seq,
+        count=lookups.count,
         diff_max_ratio=rules.diff_max_ratio, max_versions=rules.max_versions,
         margin=rules.margin,
     )  # fmt: skip
@@ -496,16 +511,6 @@ def _diff(
                 request=request,
             )  # fmt: skip
     return None
-
-
-def content_text(src: Source, start: int, end: int, label: str | None = None) -> str:
-    """The content rendering of ``start..end`` of ``src``: what a read answers when it sends
-    content, and what the plain baseline counts (so savings compare like with like)."""
-    if src.output is not None:
-        return src.output
-    return render_lines(
-        src.path, src.lines, start, end, numbered=src.numbered, version=src.version, label=label
-    )
 
 
 def _content(request: ReadRequest, work: PathView, src: Source, count: Counter) -> ReadDecision:

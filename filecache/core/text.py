@@ -25,6 +25,7 @@ from typing import Any, overload
 import xxhash
 
 from filecache.core.hashing import KEYED, PREFIX, short_version
+from filecache.core.results import Source
 from filecache.errors import BinaryFileError, EncodingError, FileTooLargeError, InvalidContentError
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "NO_NEWLINE",
     "LineWindow",
     "Window",
+    "content_text",
     "cut_marker",
     "decode_text",
     "encode_text",
@@ -368,3 +370,13 @@ def render_lines(
     if body.endswith(EOF_MARK):
         return f"{header}\n{body[:-1]}\n{NO_NEWLINE}\n"
     return f"{header}\n{body}\n" if chosen else header + "\n"
+
+
+def content_text(src: Source, start: int, end: int, label: str | None = None) -> str:
+    """The content rendering of ``start..end`` of ``src``: what a read answers when it sends
+    content, and what the plain baseline counts (so savings compare like with like)."""
+    if src.output is not None:
+        return src.output
+    return render_lines(
+        src.path, src.lines, start, end, numbered=src.numbered, version=src.version, label=label
+    )

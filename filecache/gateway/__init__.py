@@ -2,10 +2,12 @@
 
 The HTTP server that speaks the providers' protocols lives in ``filecache.adapters.gateway``; the
 LiteLLM callback in ``filecache.adapters.litellm_gateway``. Both call only ``rewrite_request``
-(or ``rewrite_payload`` for a parsed request) and ``open_memory`` from here (docs/design.md,
-"The gateway").
+(or ``rewrite_payload`` for a parsed request), ``open_memory`` and, after the request went out,
+``record_rewrite`` (its figures: ``filecache.gateway.tally``) from here (docs/design.md, "The
+gateway").
 """
 
+from filecache.gateway.tally import host_label, record_rewrite
 from filecache.gateway.transform import (
     API_PATHS,
     Api,
@@ -27,7 +29,9 @@ __all__ = [
     "Rewrite",
     "RewriteCounts",
     "api_for_path",
+    "host_label",
     "open_memory",
+    "record_rewrite",
     "rewrite_payload",
     "rewrite_request",
 ]

@@ -30,6 +30,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+from filecache.figures import save_session_meta, save_tally
 from filecache.store.opening import open_store
 from filecache.store.store import Store
 
@@ -40,6 +41,7 @@ __all__ = [
     "GatewayMemory",
     "GatewayReport",
     "default_gateway_store",
+    "gateway_store_path",
     "open_memory",
 ]
 
@@ -59,11 +61,16 @@ _KEEP = 256  # conversations cached in this process
 _SEP = "\x1f"  # between the parts of a decision's key and value: PostgreSQL text refuses NUL
 
 
-def default_gateway_store() -> Path:
-    """``$XDG_CACHE_HOME/filecache/gateway/gateway.db`` (``~/.cache`` without it), its folder
-    created 0700."""
+def gateway_store_path() -> Path:
+    """``$XDG_CACHE_HOME/filecache/gateway/gateway.db`` (``~/.cache`` without it); creates
+    nothing."""
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "filecache"
-    folder = base / "gateway"
+    return base / "gateway" / "gateway.db"
+
+
+def default_gateway_store() -> Path:
+    """``gateway_store_path``, its folder created 0700."""
+    folder = gateway_store_path().parent
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(folder, 0o700)
     return folder / "gateway.db"
@@ -82,6 +89,7 @@ class Conversation:
         self._written: float | None = None  # the time this process last stored
         self._touched = -math.inf  # when this process last touched the session row
         self._rows = 0  # rows this conversation holds in the store (decisions, projections)
+        self.meta: object = None  # what ``tally.record_rewrite`` last saved of it
 
     def _load(self) -> None:
         """The stored decisions, in one read."""
@@ -146,10 +154,16 @@ class Conversation:
             if stored is None or now - stored >= _SEEN_EVERY:
                 store.projection_put(f"{_SEEN}:{self.key}", _SEEN_ID, "seen", repr(now))
                 self._written = now
-            if now - self._touched >= _TOUCH_EVERY:  # the session row ``gc`` reads
-                self._touched = now
-                store.touch_session(f"gateway:{self.key}", now)
+            self.touch(now)
         return before
+
+    def touch(self, now: float) -> None:
+        """Touch the session row ``gateway:KEY`` (``gc`` and ``filecache stats`` read it), at
+        most once a minute."""
+        store = self.memory.store
+        if store is not None and now - self._touched >= _TOUCH_EVERY:
+            self._touched = now
+            store.touch_session(f"gateway:{self.key}", now)
 
     def projections(self) -> dict[str, tuple[str, str]]:
         """call id -> (tier, text) of every result pruned so far."""
@@ -240,6 +254,8 @@ class GatewayMemory:
         for key in old:
             for prefix in _PREFIXES:
                 store.delete_session(f"{prefix}:{key}")
+            save_tally(store, f"gateway:{key}", None)  # its figures (``tally``)
+            save_session_meta(store, f"gateway:{key}", None)
             with self._lock:
                 self._conversations.pop(key, None)
         return len(old)

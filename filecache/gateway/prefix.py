@@ -38,7 +38,7 @@ from filecache.prune.codecs.openai_chat import _message as _openai_message
 from filecache.prune.codecs.openai_responses import _message as _responses_item
 from filecache.settings import DEFAULT_DENY, deny_pattern
 
-__all__ = ["Parsed", "denied_calls", "parse_messages"]
+__all__ = ["Parsed", "denied_calls", "message_parser", "parse_messages"]
 
 _KEEP = 16  # conversations whose last parse is kept (each holds its request's parsed JSON)
 _PARSE: dict[str, Callable[[int, object], Message]] = {  # each codec's parse of one message
@@ -73,6 +73,11 @@ class _Entry:
 
 _lock = threading.Lock()
 _last: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+
+
+def message_parser(fmt: str) -> Callable[[int, object], Message]:
+    """The codec's parse of one message (index, message) for ``fmt``."""
+    return _PARSE[fmt]
 
 
 def denied_calls(message: Message) -> frozenset[str]:

@@ -27,13 +27,14 @@ from filecache.errors import TranscriptError
 from filecache.gateway import wire
 from filecache.gateway.delta import Delta, plan_delta
 from filecache.gateway.memory import GatewayMemory, open_memory
-from filecache.gateway.prefix import parse_messages
+from filecache.gateway.prefix import message_parser, parse_messages
 from filecache.gateway.request_shape import (
     MESSAGES_KEY,
     conversation_key,
     untouched_outside,
 )
 from filecache.gateway.shown import request_texts, working_folder
+from filecache.gateway.tally import RequestForms
 from filecache.prune.codecs.base import Transcript, render_inputs, renders_inputs
 from filecache.prune.message_blocks import replaced_body
 from filecache.prune.pruning import PrunePlan, PrunePolicy, plan_prune
@@ -139,6 +140,9 @@ class Rewrite:
     conversation: str | None = None
     passthrough: str = ""  # why nothing was rewritten ("" when something was)
     counts: RewriteCounts = field(default_factory=RewriteCounts)
+    forms: RequestForms | None = field(default=None, compare=False, repr=False)
+    """The request as given and as sent, for the figures (``tally.record_rewrite``; counted
+    when asked, off the request's path); None when no message list was parsed."""
 
 
 _FORMATS = {
@@ -188,20 +192,22 @@ def rewrite_request(
         now = time.time()
     new, rewrite = _rewrite_payload(api, payload, headers, memory, policy, now, owned=True)
     if not rewrite.changed:
-        return Rewrite(body, False, rewrite.conversation, rewrite.passthrough, rewrite.counts)
+        return dataclasses.replace(rewrite, body=body)
     try:
         out = wire.dumps(new, fast)
         if fast and wire.lost_integers(out, body):  # a number beyond 64 bits: as json reads it
             payload, fast = wire.loads(body, exact=True)
             new, rewrite = _rewrite_payload(api, payload, headers, memory, policy, now, owned=True)
             if not rewrite.changed:
-                return Rewrite(
-                    body, False, rewrite.conversation, rewrite.passthrough, rewrite.counts
-                )
+                return dataclasses.replace(rewrite, body=body)
             out = wire.dumps(new, fast)
     except (ValueError, TypeError, RecursionError):
-        return Rewrite(body, False, rewrite.conversation, "cannot serialize", rewrite.counts)
-    return Rewrite(out, True, rewrite.conversation, "", rewrite.counts)
+        unsent = None
+        if rewrite.forms is not None:  # it goes as it came: count it so
+            unsent = dataclasses.replace(rewrite.forms, sent=None, changed=())
+        return Rewrite(body, False, rewrite.conversation, "cannot serialize", rewrite.counts,
+                       unsent)  # fmt: skip
+    return dataclasses.replace(rewrite, body=out)
 
 
 def rewrite_payload(
@@ -265,8 +271,14 @@ def _rewrite(
         raise _Passthrough(f"cannot parse: {exc}") from None
     transcript = parsed.transcript
     untouched = untouched_outside(payload) + parsed.untouched
+    model = payload.get("model")
+    forms = RequestForms(
+        transcript, None, (), message_parser(fmt), _count, model if isinstance(model, str) else "",
+        api.value,
+    )  # fmt: skip
     if not transcript.results():
-        raise _Passthrough("no tool results")
+        counts = RewriteCounts(untouched_blocks=untouched)
+        return payload, Rewrite(b"", False, conversation, "no tool results", counts, forms)
     held = memory.conversation(conversation) if memory is not None else None
     remembered = held is not None and held.memory.store is not None
     previous = held.seen(now) if held is not None and remembered else None
@@ -323,7 +335,7 @@ def _rewrite(
     _keep_references_whole(replacements, delta, results)
     if not replacements and not inputs:
         counts = RewriteCounts(untouched_blocks=untouched)
-        return payload, Rewrite(b"", False, conversation, "nothing to rewrite", counts)
+        return payload, Rewrite(b"", False, conversation, "nothing to rewrite", counts, forms)
     rendered = _render(transcript, replacements) if replacements else messages
     if inputs:
         rendered = render_inputs(transcript, rendered, inputs)
@@ -338,7 +350,11 @@ def _rewrite(
         pruned=pruned,
         untouched_blocks=untouched,
     )
-    return out, Rewrite(b"", True, conversation, "", counts)
+    calls = transcript.calls_by_id()
+    changed = {results[c].message_index for c in replacements}
+    changed |= {calls[c].message_index for c in inputs if c in calls}
+    sent = dataclasses.replace(forms, sent=rendered, changed=frozenset(changed))
+    return out, Rewrite(b"", True, conversation, "", counts, sent)
 
 
 def _prune(

@@ -8,7 +8,10 @@ Invariants: lines are 1-based and ranges inclusive whatever the tool's own conve
 (``start_base``); a range argument that is missing, not an integer or out of range counts as
 absent (the read is taken as reaching the end of the file). A misread kind errs towards a change
 (an edit is never taken for a read), so a planner can only clear too much, never keep a stale
-result for current. Paths are returned as the call gives them (absolute or relative).
+result for current. Paths are returned as the call gives them (absolute or relative), and
+compared as such: ``same_path`` is the lenient identity a result's cut relies on (a later read of
+``f.py`` may show ``sub/f.py``); ``same_written`` the strict one for clearing an input (the
+harmful direction: two relative paths are one file only when equal).
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ from typing import Any, Protocol
 
 from filecache.core.kinds import Tool
 
-__all__ = ["FILE_TOOLS", "Call", "FileAccess", "FileTool", "file_access", "tool_name"]
+__all__ = [
+    "FILE_TOOLS", "Call", "FileAccess", "FileTool", "file_access", "file_name", "same_path",
+    "same_written", "tool_name",
+]  # fmt: skip
 
 
 class Call(Protocol):
@@ -207,3 +213,33 @@ def file_access(call: Call) -> FileAccess | None:
         return FileAccess(call.id, call.message_index, call.name, kind, path)
     start, end = _range(row, call.arguments)
     return FileAccess(call.id, call.message_index, call.name, kind, path, start, end)
+
+
+def _norm(path: str) -> str:
+    return path.removeprefix("./").lstrip("/")
+
+
+def file_name(path: str) -> str:
+    """The last component of ``path``: two paths that may be one file (``same_path``) have
+    the same one."""
+    return _norm(path).rsplit("/", 1)[-1]
+
+
+def same_path(a: str, b: str) -> bool:
+    """Whether two paths as the transcript gives them may name one file: equal, or one ends
+    with the other (``sub/f.py`` and ``f.py``; an absolute path and a relative one)."""
+    a, b = _norm(a), _norm(b)
+    return a == b or a.endswith("/" + b) or b.endswith("/" + a)
+
+
+def same_written(a: str, b: str) -> bool:
+    """``same_path`` for what supersedes an input (clearing is the harmful direction): two
+    relative paths are one file only when equal (``sub/f.py`` is not ``f.py``); an absolute
+    path is the relative one it ends with (the root is not known here)."""
+    x, y = a.removeprefix("./"), b.removeprefix("./")
+    if x == y:
+        return True
+    if x.startswith("/") == y.startswith("/"):
+        return False
+    rel, full = (y, x) if x.startswith("/") else (x, y)
+    return full.endswith("/" + rel)

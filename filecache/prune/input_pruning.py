@@ -35,30 +35,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from filecache.core.kinds import Kind, Tool
 from filecache.core.render import INPUT_MARKER, MARKERS, render_cleared_input
-
-
-class ResultLike(Protocol):
-    """What is read here of ``pruning.ResultInfo`` (named here: pruning imports this module)."""
-
-    @property
-    def call_id(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def path(self) -> str | None: ...
-    @property
-    def answer(self) -> str: ...
-    @property
-    def tier(self) -> str: ...
-    @property
-    def version(self) -> str | None: ...
-
+from filecache.prune.file_tools import same_written
+from filecache.prune.results import ResultInfo
 
 __all__ = [
     "INPUT_SUFFIX", "MIN_PAYLOAD", "Superseded", "cleared_arguments", "cleared_heredocs",
@@ -78,7 +62,7 @@ INPUT_SUFFIX = "#input"
 (a result's are under ``call_id``)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Superseded:
     """Why a call's input may go: ``reason``; ``read``: the later read that shows the file
     (it must stay verbatim), or None when a later write superseded it; ``heredocs``: for a
@@ -132,18 +116,19 @@ def _in_shell_folder(before: str, target: str) -> str | None:
 
 
 def superseded_inputs(
-    infos: Sequence[ResultLike],
+    infos: Sequence[ResultInfo],
     *,
-    kept: Callable[[ResultLike], bool],
+    kept: Collection[str],
     relied: Collection[str],
     protected: Collection[str],
     secret: Collection[str],
-    same_path: Callable[[str, str], bool],
     done: Collection[str] = (),
     commands: Mapping[str, str] | None = None,
 ) -> dict[str, Superseded]:
     """call id of a write or edit (or of a shell command with heredoc writes: ``commands``,
-    call id -> command) -> why its input is superseded. ``done``: inputs already replaced."""
+    call id -> command) -> why its input is superseded. ``kept``: the reads that stay verbatim
+    in this pass (one of them may show the file); ``done``: inputs already replaced. Two paths
+    are one file by ``results.same_written``."""
     commands = commands or {}
     targets: list[list[str]] = []  # per result: the files its call's input wrote
     for info in infos:
@@ -166,10 +151,10 @@ def superseded_inputs(
                 later = infos[n]
                 if later.answer == Kind.ERROR:
                     continue
-                if any(same_path(t, path) for t in targets[n]) and later.kind != Tool.EDIT:
+                if any(same_written(t, path) for t in targets[n]) and later.kind != Tool.EDIT:
                     gone[path] = (f"superseded by write {later.call_id}", None)
                     break
-                if later.path is None or not same_path(later.path, path):
+                if later.path is None or not same_written(later.path, path):
                     continue
                 if later.kind == Tool.CHANGE and later.version is None:
                     break  # the file is gone: the input is the model's only copy; it stays
@@ -180,7 +165,7 @@ def superseded_inputs(
                 if (
                     later.kind == Tool.READ
                     and later.answer == Kind.FULL  # the ledger's: the whole file, as content
-                    and kept(later)
+                    and later.call_id in kept
                 ):
                     gone[path] = (
                         f"the file is shown in full by read {later.call_id}",
@@ -191,13 +176,13 @@ def superseded_inputs(
             continue
         if info.kind in (Tool.WRITE, Tool.EDIT):
             reason, read = gone[targets[i][0]]
-            why[cid] = Superseded(reason, read)
+            why[cid] = Superseded(reason=reason, read=read)
         else:  # a command's heredocs: each superseded one goes (a kept read: the first's)
             reason, read = next(iter(gone.values()))
             reads = {r for _, r in gone.values() if r is not None}
             if len(reads) > 1:
                 continue  # one read to keep verbatim per call, so the check stays simple
-            why[cid] = Superseded(reason, next(iter(reads), None), tuple(gone))
+            why[cid] = Superseded(reason=reason, read=next(iter(reads), None), heredocs=tuple(gone))
     return why
 
 

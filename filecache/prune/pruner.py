@@ -60,7 +60,7 @@ from filecache.store.store import Store
 
 __all__ = [
     "NOT_ARCHIVED",
-    "PruneCache",
+    "PruneEngine",
     "PruneReport",
     "PruneResult",
     "PrunedPart",
@@ -79,19 +79,16 @@ NOT_ARCHIVED = "[filecache: not archived: "
 """Starts what the archive keeps for a denied file's result instead of its text."""
 
 
-class PruneCache(Protocol):
-    """What a prune pass uses of a ``FileCache`` (named here, so pruning never imports it)."""
+class PruneCounts(Protocol):
+    """What a prune pass uses of ``sources.Counts``: the exact counter."""
 
     @property
-    def root(self) -> Path: ...
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def store(self) -> Store: ...
-    @property
     def tokens(self) -> TokenCounter: ...
-    @property
-    def secrets(self) -> Secrets: ...
+
+
+class PruneOutlines(Protocol):
+    """What a prune pass uses of ``sources.Outlines``: a stored version's outline."""
+
     def outline_text(
         self,
         version: str,
@@ -101,14 +98,31 @@ class PruneCache(Protocol):
     ) -> str: ...
 
 
+class PruneEngine(Protocol):
+    """What a prune pass uses of a session's ``Engine`` (named here: pruning sits below it)."""
+
+    @property
+    def root(self) -> Path: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def secrets(self) -> Secrets: ...
+    @property
+    def counts(self) -> PruneCounts: ...
+    @property
+    def outlines(self) -> PruneOutlines: ...
+
+
 class PruneSession(Protocol):
-    """What a prune pass uses of a ``filecache.Session``: its id, its cache, its lock (held for
+    """What a prune pass uses of a ``filecache.Session``: its id, its engine, its lock (held for
     the whole pass), its ledger, and ``forget``."""
 
     @property
     def id(self) -> str: ...
     @property
-    def cache(self) -> PruneCache: ...
+    def engine(self) -> PruneEngine: ...
     @property
     def lock(self) -> contextlib.AbstractContextManager[None]: ...
     def ledger(self) -> Ledger: ...
@@ -247,7 +261,7 @@ def outline_callback(session: PruneSession | None) -> Callable[[ResultInfo], str
         budget = max(info.tokens // 5, 50)  # the middle tier: a fifth of the result
         if session is not None and info.version is not None:
             try:
-                return session.cache.outline_text(info.version, info.path, None, budget)
+                return session.engine.outlines.outline_text(info.version, info.path, None, budget)
             except Exception:  # noqa: BLE001 - no blob any more: fall back to the text
                 pass
         if info.start != 1:
@@ -406,10 +420,10 @@ def prune_messages(
         return PruneResult(envelope.wrap(out), inner.plan, inner.format, inner.report)
     transcript = parse_transcript(envelope.messages, format)
     policy = policy or PrunePolicy()
-    store = store if store is not None else (session.cache.store if session else None)
+    store = store if store is not None else (session.engine.store if session else None)
     sid = session.id if session is not None else (session_id or transcript_session_id(transcript))
     if count is None:
-        count = TokenMemo(session.cache.tokens if session else TokenCounter())
+        count = TokenMemo(session.engine.counts.tokens if session else TokenCounter())
     texts = {r.call_id: r.text for r in transcript.results()}
     arguments = {c.id: c.raw_arguments for c in transcript.calls()}
     # The session's answers wait while a pass plans and forgets: no FileRef can be answered
@@ -417,10 +431,10 @@ def prune_messages(
     with session.lock if session is not None else contextlib.nullcontext():
         ledger = session.ledger() if session is not None else None
         if session is not None:
-            cache = session.cache
-            secrets = cache.secrets
+            engine = session.engine
+            secrets = engine.secrets
             secret = denied_results(
-                transcript, ledger, cache.settings.deny, secrets.secret, cache.root,
+                transcript, ledger, engine.settings.deny, secrets.secret, engine.root,
                 secrets.reveals,
             )  # fmt: skip
             key: Callable[[], bytes] = functools.partial(getattr, secrets, "key")

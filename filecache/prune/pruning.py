@@ -64,6 +64,7 @@ from filecache.core.render import (
 from filecache.errors import ConfigError
 from filecache.ledger import Ledger
 from filecache.prune.codecs.base import Message, ToolCall, Transcript, render_inputs
+from filecache.prune.file_tools import file_name, same_path
 from filecache.prune.input_pruning import (
     Superseded,
     cleared_arguments,
@@ -72,6 +73,7 @@ from filecache.prune.input_pruning import (
     superseded_inputs,
 )
 from filecache.prune.prune_cost import cut_net, session_growth
+from filecache.prune.results import ResultInfo
 from filecache.prune.shell_outputs import superseded_outputs
 from filecache.prune.transcript import file_access
 
@@ -201,29 +203,7 @@ PRESETS: dict[str, dict[str, object]] = {
 }
 
 
-@dataclass(frozen=True)
-class ResultInfo:
-    """A tool result as the planner sees it."""
-
-    call_id: str
-    message_index: int
-    tool: str
-    kind: str  # read / write / edit / change / other
-    path: str | None
-    start: int
-    end: int | None
-    version: str | None
-    answer: str  # the ledger's kind of answer (full, unchanged, ...), "" when unknown
-    base_call_id: str | None
-    tokens: int
-    text: str
-    tier: str  # what it already is: keep / outline / truncate / clear
-    command: str = ""  # a short form of the call's arguments, for placeholders
-    original: str = ""  # the result's text in the transcript, when ``text`` is a projection
-    deps: tuple[str, ...] = ()  # every result an unchanged/diff answer relies on (ledger)
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PruneAction:
     """One result's new body."""
 
@@ -238,7 +218,7 @@ class PruneAction:
     target: str = "result"  # "input": ``text`` is the call's new arguments (``input_pruning``)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PrunePlan:
     """What a pass decided. ``replacements`` holds every body to render (new and sticky);
     ``inputs`` every call's new arguments (JSON object text), new and sticky."""
@@ -266,32 +246,6 @@ def tier_of(text: str) -> str:
     if TRUNCATION_MARKER in text:
         return Tier.TRUNCATE
     return Tier.KEEP
-
-
-def _norm(path: str) -> str:
-    return path.removeprefix("./").lstrip("/")
-
-
-def _file_name(path: str) -> str:
-    return _norm(path).rsplit("/", 1)[-1]
-
-
-def _same_path(a: str, b: str) -> bool:
-    a, b = _norm(a), _norm(b)
-    return a == b or a.endswith("/" + b) or b.endswith("/" + a)
-
-
-def _same_written(a: str, b: str) -> bool:
-    """``_same_path`` for what supersedes an input (clearing is the harmful direction): two
-    relative paths are one file only when equal (``sub/f.py`` is not ``f.py``); an absolute
-    path is the relative one it ends with (the root is not known here)."""
-    x, y = a.removeprefix("./"), b.removeprefix("./")
-    if x == y:
-        return True
-    if x.startswith("/") == y.startswith("/"):
-        return False
-    rel, full = (y, x) if x.startswith("/") else (x, y)
-    return full.endswith("/" + rel)
 
 
 def collect(
@@ -338,9 +292,10 @@ def collect(
         command = _short_command(call.arguments, call.raw_arguments) if call is not None else ""
         infos.append(
             ResultInfo(
-                result.call_id, result.message_index, tool, kind, path, start, end, version,
-                answer, base, count(text), text, tier, command, original,
-                record.deps if record is not None else (),
+                call_id=result.call_id, message_index=result.message_index, tool=tool, kind=kind,
+                path=path, start=start, end=end, version=version, answer=answer,
+                base_call_id=base, tokens=count(text), text=text, tier=tier, command=command,
+                original=original, deps=record.deps if record is not None else (),
             )
         )  # fmt: skip
     return infos
@@ -362,11 +317,11 @@ def _covers(later: ResultInfo, earlier: ResultInfo) -> bool:
 
 def _by_name(infos: Sequence[ResultInfo]) -> dict[str, list[int]]:
     """Indices of the results by their path's file name: two paths that are the same path
-    (``_same_path``) have the same file name, so only those need comparing."""
+    (``same_path``) have the same file name, so only those need comparing."""
     index: dict[str, list[int]] = {}
     for n, info in enumerate(infos):
         if info.path is not None:
-            index.setdefault(_file_name(info.path), []).append(n)
+            index.setdefault(file_name(info.path), []).append(n)
     return index
 
 
@@ -382,11 +337,11 @@ def _superseded(
     for i, info in enumerate(infos):
         if info.kind != Tool.READ or info.path is None or info.tier == Tier.CLEAR:
             continue
-        same = by_name[_file_name(info.path)]
+        same = by_name[file_name(info.path)]
         shown: list[tuple[int, int | None]] = []  # lines later content reads show
         for n in same[bisect_right(same, i) :]:
             later = infos[n]
-            if later.path is None or not _same_path(later.path, info.path):
+            if later.path is None or not same_path(later.path, info.path):
                 continue
             if later.kind in CHANGES:
                 if info.call_id not in why:
@@ -514,13 +469,13 @@ def _relied_on(infos: Sequence[ResultInfo], cleared: set[str]) -> set[str]:
         # be the one named, so every one stays, back to the start.
         unknown = base is None
         start = position[info.call_id] - 1 if base is None else base
-        same = by_name.get(_file_name(info.path), [])
+        same = by_name.get(file_name(info.path), [])
         for n in reversed(same[: bisect_right(same, start)]):
             earlier = infos[n]
             if (
                 earlier.kind not in (Tool.READ, Tool.WRITE, Tool.EDIT)
                 or earlier.tier == Tier.CLEAR
-                or not _same_path(earlier.path or "", info.path)
+                or not same_path(earlier.path or "", info.path)
             ):
                 continue
             alive.add(earlier.call_id)
@@ -547,7 +502,7 @@ def _files_named(
     three characters or fewer would be found anywhere)."""
     for info in infos:
         if info.kind in kinds and info.path and info.call_id not in protected:
-            name = _file_name(info.path)
+            name = file_name(info.path)
             if len(name) > 3:
                 yield info, name
 
@@ -639,7 +594,14 @@ def plan_prune(
     total = sum(msg_tokens)
     window = policy.context_window
     if total <= policy.prune_at * window:
-        return PrunePlan((), sticky, total, 0, False, inputs=sticky_inputs)
+        return PrunePlan(
+            actions=(),
+            replacements=sticky,
+            prompt_tokens=total,
+            reclaimed=0,
+            triggered=False,
+            inputs=sticky_inputs,
+        )
 
     protected = _protected(infos, policy.protect_recent)
     superseded = _superseded(infos, ledger, through_edits=policy.keep_edited)
@@ -658,7 +620,14 @@ def plan_prune(
         if after >= before_tokens:
             return
         actions[info.call_id] = PruneAction(
-            info.call_id, info.message_index, tier, text, reason, info.tokens, after, info.kind
+            call_id=info.call_id,
+            message_index=info.message_index,
+            tier=tier,
+            text=text,
+            reason=reason,
+            tokens_before=info.tokens,
+            tokens_after=after,
+            kind=info.kind,
         )
         excess -= before_tokens - after
 
@@ -734,7 +703,15 @@ def plan_prune(
     chosen.sort(key=lambda a: a.message_index)
     reclaimed = sum(a.tokens_before - a.tokens_after for a in chosen)
     if reclaimed < policy.min_reclaim:
-        return PrunePlan((), sticky, total, 0, True, "under min_reclaim", inputs=sticky_inputs)
+        return PrunePlan(
+            actions=(),
+            replacements=sticky,
+            prompt_tokens=total,
+            reclaimed=0,
+            triggered=True,
+            gate="under min_reclaim",
+            inputs=sticky_inputs,
+        )
     gate: str = ""
     dropped: tuple[str, ...] = ()
     if policy.cache_aware and total <= policy.hard_at * window:
@@ -743,13 +720,29 @@ def plan_prune(
     reclaimed = sum(a.tokens_before - a.tokens_after for a in chosen)
     if chosen and reclaimed < policy.min_reclaim:  # what the gate kept is not worth a cut
         return PrunePlan(
-            (), sticky, total, 0, True, f"{gate}: under min_reclaim", dropped, sticky_inputs
+            actions=(),
+            replacements=sticky,
+            prompt_tokens=total,
+            reclaimed=0,
+            triggered=True,
+            gate=f"{gate}: under min_reclaim",
+            dropped_by_gate=dropped,
+            inputs=sticky_inputs,
         )
     replacements = dict(sticky)
     replacements.update({a.call_id: a.text for a in chosen if a.target == "result"})
     new_inputs = dict(sticky_inputs)
     new_inputs.update({a.call_id: a.text for a in chosen if a.target == "input"})
-    return PrunePlan(tuple(chosen), replacements, total, reclaimed, True, gate, dropped, new_inputs)
+    return PrunePlan(
+        actions=tuple(chosen),
+        replacements=replacements,
+        prompt_tokens=total,
+        reclaimed=reclaimed,
+        triggered=True,
+        gate=gate,
+        dropped_by_gate=dropped,
+        inputs=new_inputs,
+    )
 
 
 def _superseded_inputs(
@@ -766,11 +759,10 @@ def _superseded_inputs(
     the call (``relied`` as the result passes left it)."""
     return superseded_inputs(
         infos,
-        kept=lambda read: read.tier == Tier.KEEP and read.call_id not in actions,
+        kept={i.call_id for i in infos if i.tier == Tier.KEEP and i.call_id not in actions},
         relied=relied | _relied_on(infos, set(actions)),
         protected=protected,
         secret=secret,
-        same_path=_same_written,
         done=done,
         commands={
             cid: command
@@ -806,8 +798,9 @@ def _input_actions(
         if after < before:
             out.append(
                 PruneAction(
-                    cid, call.message_index, Tier.CLEAR, text, reason, before, after, info.kind,
-                    "input",
+                    call_id=cid, message_index=call.message_index, tier=Tier.CLEAR, text=text,
+                    reason=reason, tokens_before=before, tokens_after=after, kind=info.kind,
+                    target="input",
                 )
             )  # fmt: skip
     return out

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 
 from filecache.core.kinds import Kind, Tool
 from filecache.prune.codecs.base import ToolCall
-from filecache.prune.input_pruning import ResultLike
+from filecache.prune.results import ResultInfo
 
 __all__ = ["command_of", "superseded_outputs"]
 
@@ -40,7 +40,7 @@ def command_of(call: ToolCall) -> str | None:
 
 
 def superseded_outputs(
-    infos: Sequence[ResultLike], calls: Mapping[str, ToolCall]
+    infos: Sequence[ResultInfo], calls: Mapping[str, ToolCall]
 ) -> dict[str, str]:
     """call id -> why its output is superseded: the same command ran again later."""
     latest: dict[tuple[str, str], str] = {}  # (tool, command) -> the newest run's call id

@@ -443,8 +443,10 @@ def replay_session(
             FileCache(fc_root, store=store or ":memory:", tokenizer=tokenizer) as cache,
             FileCache(plain_root, store=":memory:", tokenizer=tokenizer) as plain_cache,
         ):
-            cache.store.delete_session(name)
-            cache.secrets.seal_as(f"replay of {name}")  # not the temporary root: the same bytes
+            cache.engine.store.delete_session(name)
+            cache.engine.secrets.seal_as(
+                f"replay of {name}"
+            )  # not the temporary root: the same bytes
             shell_paths = shell_read_paths(shell, fc_root, trace.get("cwd"))
             later = _later_paths(messages, calls, shell_paths)
             session = cache.session(name)  # stored as NAME#<root hash> off the store's home root
@@ -462,10 +464,11 @@ def replay_session(
             run.edit_sites = _edit_sites(messages, calls)
             for message in messages:
                 run.step(message, fc_root, plain_root)
-            tokenizer_used = cache.tokens.encoding
-            save_tally(cache.store, session.id, run.tally())  # what 'filecache stats' reads
-            headline = session_headline(cache.store, session.id, model)
-            reads = [e for e in cache.store.events(session.id) if e.tool == Tool.READ]
+            tokenizer_used = cache.engine.counts.tokens.encoding
+            store = cache.engine.store
+            save_tally(store, session.id, run.tally())  # what 'filecache stats' reads
+            headline = session_headline(store, session.id, model)
+            reads = [e for e in store.events(session.id) if e.tool == Tool.READ]
             ledger = (
                 sum(e.tokens for e in reads),
                 sum(read_baseline(e.kind, e.tokens, e.tokens_full) for e in reads),
@@ -503,7 +506,7 @@ class _Run:
     ) -> None:
         self.session, self.plain, self.calls, self.policy = session, plain, calls, policy
         self.read_mode = read_mode
-        self.memo = TokenMemo(session.cache.tokens)
+        self.memo = TokenMemo(session.engine.counts.tokens)
         self.keys = _Keys(self.memo)
         self.index = 0
         self.recorded: list[tuple[object, int]] = []
@@ -632,7 +635,7 @@ class _Run:
         The recorded result is the plain run's (it is the shell's output) and every peer's:
         their models see it as recorded, and their simulators learn its lines (``inner``)."""
         recorded = str(message.get("content") or "")
-        root = self.session.cache.root
+        root = self.session.engine.root
         served = serve_shell_step(self.session, self.shell[cid], recorded, root, self.cwd, cid)
         if served is None or isinstance(served, str):
             if served is not None:
@@ -716,7 +719,7 @@ class _Run:
         out = []
         for cid in self.edit_sites.get(self.index, ()):
             args = self.calls[cid][1]
-            state = _snapshot(self.session.cache.root, str(args.get("path", "")))
+            state = _snapshot(self.session.engine.root, str(args.get("path", "")))
             target = edit_target(cid, args, state[1], self.memo) if state is not None else None
             if target is not None:
                 out.append(target)

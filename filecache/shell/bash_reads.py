@@ -98,9 +98,9 @@ def answer_shell_read(session: Session, read: ShellRead, call_id: str | None) ->
     # from the version each session.read hashed, never from these bytes.
     rels, placing = [], []
     for path in read.paths:
-        loc = session.cache.locate(path)
+        loc = session.engine.paths.locate(path)
         _check_the_shell_names(path, loc)
-        data = read_bytes(loc, session.cache.settings.max_file_bytes)
+        data = read_bytes(loc, session.engine.settings.max_file_bytes)
         rels.append(loc.rel)
         placing.append(split_lines(decode_text(data, loc.rel)))
     picked = selection(read, [len(lines) for lines in placing], placing)
@@ -176,7 +176,7 @@ def _render(
 ) -> str:
     files = []
     for version in versions:
-        lines = session.cache.lines_of(version) if version else []
+        lines = session.engine.versions.lines_of(version) if version else []
         if lines is None:
             raise NotServable("the version read is no longer held")
         files.append(lines)

@@ -11,10 +11,10 @@ import os
 from pathlib import Path
 
 from filecache.errors import StoreError
-from filecache.store.store import Store, default_store_path, existing_store_path
+from filecache.store.store import Store, default_store_path, existing_store_path, is_store
 from filecache.store.store_url import is_store_url, open_url_store, refuse_url_path
 
-__all__ = ["open_store", "store_location"]
+__all__ = ["open_store", "store_files", "store_location"]
 
 
 def open_store(root: Path, store: str | os.PathLike[str] | Store | None) -> Store:
@@ -36,7 +36,7 @@ def open_store(root: Path, store: str | os.PathLike[str] | Store | None) -> Stor
         from filecache.store.sqlite_store import SqliteStore
 
         return SqliteStore(Path(store))
-    if isinstance(store, Store):
+    if is_store(store):
         return store
     raise StoreError(
         f"store must be a path, ':memory:' or a Store object, not {type(store).__name__}"
@@ -57,3 +57,14 @@ def store_location(root: Path, given: str | None = None, *, create: bool = True)
     if configured:
         return configured
     return str(default_store_path(root) if create else existing_store_path(root))
+
+
+def store_files(store: Store) -> frozenset[Path]:
+    """A SQLite store's database file and its journals (wherever the store lives): the files
+    ``fsio.Paths`` refuses to serve or write; none for another store."""
+    path = getattr(store, "path", None)
+    if not isinstance(path, Path):
+        return frozenset()
+    base = path.resolve()
+    suffixes = ("-wal", "-shm", "-journal", ".lock")
+    return frozenset([base, *(base.with_name(base.name + s) for s in suffixes)])

@@ -186,10 +186,11 @@ class PostgresStore(SqlStore):
 
     # The two ways to run work: one statement, or a transaction retried on serialization.
 
-    def _one(self, work: Callable[[Conn], T]) -> T:
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[Conn]:
         try:
             with self._pool.connection() as conn:
-                return work(conn)
+                yield conn
         except (psycopg.Error, PoolTimeout, PoolClosed) as exc:
             raise _store_error(exc, self.where) from exc
 

@@ -1,10 +1,12 @@
 """The SQL store: every role of ``Store`` written once, over a ``Dialect`` and two ways to run work.
 
 ``SqliteStore`` and ``PostgresStore`` subclass ``SqlStore``; each supplies its connection
-handling (``_one``: one statement on a connection, committing on its own; ``_transaction``: work
-of several statements in one transaction, rolled back when it raises, every storage error turned
-into a ``StoreError``) and what differs beyond SQL text: ``commit``, ``lock``, ``close`` (see
-``dialect``). Everything else is here, with the SQL text once (``statements``).
+handling (``_connection``: a connection whose statements each commit on their own, for a
+``with`` block here, so no code of this module is called back from a subclass; ``_transaction``:
+work of several statements in one transaction, rolled back when it raises, and on PostgreSQL run
+again on a serialization failure, which is why it takes the work as a function; every storage
+error turned into a ``StoreError``) and what differs beyond SQL text: ``commit``, ``lock``,
+``close`` (see ``dialect``). Everything else is here, with the SQL text once (``statements``).
 
 Invariants:
 - Blobs and archived originals are stored ``compress``-ed; blobs are keyed by their version
@@ -20,6 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 import zlib
@@ -234,8 +237,9 @@ class SqlStore(ClosesOnExit):
 
     # How work runs: the subclass's connection handling.
 
-    def _one(self, work: Callable[[Connection], T]) -> T:
-        """``work`` on a connection, each statement committing on its own."""
+    def _connection(self) -> contextlib.AbstractContextManager[Connection]:
+        """A connection for statements that each commit on their own (``with``: the store's
+        failures inside become ``StoreError``)."""
         raise NotImplementedError
 
     def _transaction(self, work: Callable[[Connection], T]) -> T:
@@ -252,16 +256,19 @@ class SqlStore(ClosesOnExit):
         if self.has_blob(version):
             return  # another session, process or machine stored it: skip compressing it again
         row = (version, len(data), compress(data))
-        self._one(lambda c: c.execute(self._sql.insert_blob, row))
+        with self._connection() as c:
+            c.execute(self._sql.insert_blob, row)
 
     def get_blob(self, version: str) -> bytes | None:
         """The bytes stored under ``version``, or None."""
-        found = self._one(lambda c: c.execute(self._sql.select_blob, (version,)).fetchone())
+        with self._connection() as c:
+            found = c.execute(self._sql.select_blob, (version,)).fetchone()
         return None if found is None else decompress(bytes(found[0]))
 
     def has_blob(self, version: str) -> bool:
         """Whether a blob is stored under ``version``."""
-        found = self._one(lambda c: c.execute(self._sql.has_blob, (version,)).fetchone())
+        with self._connection() as c:
+            found = c.execute(self._sql.has_blob, (version,)).fetchone()
         return found is not None
 
     # Events and views ------------------------------------------------------------------------
@@ -269,14 +276,14 @@ class SqlStore(ClosesOnExit):
     def events(self, session_id: str, after: int | None = None) -> list[Event]:
         """The session's events with ``seq > after`` (None: all), in ``seq`` order."""
         since = _NO_SEQ if after is None else after
-        rows = self._one(
-            lambda c: c.execute(self._sql.select_events, (session_id, since)).fetchall()
-        )
+        with self._connection() as c:
+            rows = c.execute(self._sql.select_events, (session_id, since)).fetchall()
         return [event_of_row(row) for row in rows]
 
     def head(self, session_id: str) -> int:
         """The session's newest ``seq``, 0 when it has no events."""
-        found = self._one(lambda c: c.execute(self._sql.head, (session_id,)).fetchone())
+        with self._connection() as c:
+            found = c.execute(self._sql.head, (session_id,)).fetchone()
         return 0 if found is None else int(found[0])
 
     def settled_events(self, session_id: str, after: int) -> list[Event]:
@@ -296,24 +303,24 @@ class SqlStore(ClosesOnExit):
 
     def load_views(self, session_id: str) -> dict[str, str]:
         """Every saved view state of the session, by path."""
-        rows = self._one(lambda c: c.execute(self._sql.select_views, (session_id,)).fetchall())
+        with self._connection() as c:
+            rows = c.execute(self._sql.select_views, (session_id,)).fetchall()
         return {str(p): str(s) for p, s in rows}
 
     def touch_session(self, session_id: str, now: float | None = None) -> None:
         """Create the session if needed and set its last use to ``now`` (default: the time)."""
         when = time.time() if now is None else now
 
-        def work(conn: Connection) -> None:
+        with self._connection() as conn:
             self._forget_last_used(session_id)
             conn.execute(self._sql.upsert_session, (session_id, when, when))
-
-        self._one(work)
 
     # Sessions and retention ------------------------------------------------------------------
 
     def sessions(self) -> list[SessionInfo]:
         """Every session with its event count and token sums, most recently used first."""
-        rows = self._one(lambda c: c.execute(self._sql.select_sessions).fetchall())
+        with self._connection() as c:
+            rows = c.execute(self._sql.select_sessions).fetchall()
         return [
             SessionInfo(
                 session_id=str(s),
@@ -362,19 +369,22 @@ class SqlStore(ClosesOnExit):
 
     def cache_get(self, namespace: str, key: str) -> str | None:
         """The cached value, or None."""
-        found = self._one(lambda c: c.execute(self._sql.select_cache, (namespace, key)).fetchone())
+        with self._connection() as c:
+            found = c.execute(self._sql.select_cache, (namespace, key)).fetchone()
         return None if found is None else str(found[0])
 
     def cache_put(self, namespace: str, key: str, value: str) -> None:
         """Set the cached value, replacing any previous one."""
-        self._one(lambda c: c.execute(self._sql.upsert_cache, (namespace, key, value)))
+        with self._connection() as c:
+            c.execute(self._sql.upsert_cache, (namespace, key, value))
 
     # Pruning's archive and projections -------------------------------------------------------
 
     def archive_put(self, session_id: str, call_id: str, text: str) -> None:
         """Keep the original text of a tool result; the first one stored wins."""
         row = (session_id, call_id, compress(text.encode("utf-8")), time.time())
-        self._one(lambda c: c.execute(self._sql.insert_archive, row))
+        with self._connection() as c:
+            c.execute(self._sql.insert_archive, row)
 
     def archive_get(self, call_id: str, session_id: str | None = None) -> str | None:
         """The archived original of ``call_id`` (in ``session_id``, or the newest anywhere)."""
@@ -383,7 +393,8 @@ class SqlStore(ClosesOnExit):
             sql, params = self._sql.archive_newest, (call_id,)
         else:
             sql, params = self._sql.archive_of, (session_id, call_id)
-        found = self._one(lambda c: c.execute(sql, params).fetchone())
+        with self._connection() as c:
+            found = c.execute(sql, params).fetchone()
         return None if found is None else decompress(bytes(found[0])).decode("utf-8")
 
     def projection_put(
@@ -398,20 +409,19 @@ class SqlStore(ClosesOnExit):
         """Record what a pruned result became (replacing a lower tier); the original's
         ``tokens_before`` is kept from the first projection."""
         row = (session_id, call_id, tier, text, time.time(), tokens_before, tokens_after)
-        self._one(lambda c: c.execute(self._sql.upsert_projection, row))
+        with self._connection() as c:
+            c.execute(self._sql.upsert_projection, row)
 
     def projections(self, session_id: str) -> dict[str, tuple[str, str]]:
         """Every recorded projection of the session: call id -> (tier, text)."""
-        rows = self._one(
-            lambda c: c.execute(self._sql.select_projections, (session_id,)).fetchall()
-        )
+        with self._connection() as c:
+            rows = c.execute(self._sql.select_projections, (session_id,)).fetchall()
         return {str(c): (str(t), str(x)) for c, t, x in rows}
 
     def projection_records(self, session_id: str) -> list[Projection]:
         """The session's projections with their token counts, oldest first."""
-        rows = self._one(
-            lambda c: c.execute(self._sql.select_projection_records, (session_id,)).fetchall()
-        )
+        with self._connection() as c:
+            rows = c.execute(self._sql.select_projection_records, (session_id,)).fetchall()
         return [
             Projection(
                 call_id=str(c),
@@ -429,20 +439,22 @@ class SqlStore(ClosesOnExit):
         """Record a write about to replace a file (replacing one of the same call)."""
         i = intent
         row = (i.session_id, i.call_id, i.root, i.path, i.before, i.after, i.created)
-        self._one(lambda c: c.execute(self._sql.upsert_intent, row))
+        with self._connection() as c:
+            c.execute(self._sql.upsert_intent, row)
 
     def drop_intent(self, session_id: str, call_id: str) -> None:
         """Forget the intent of a call (committed, or recovered)."""
-        self._one(lambda c: c.execute(self._sql.drop_intent, (session_id, call_id)))
+        with self._connection() as c:
+            c.execute(self._sql.drop_intent, (session_id, call_id))
 
     def intents(self, root: str | None = None) -> list[Intent]:
         """The intents left (of ``root``, or all), oldest first."""
         if root is None:
-            rows = self._one(lambda c: c.execute(self._sql.select_intents).fetchall())
+            with self._connection() as c:
+                rows = c.execute(self._sql.select_intents).fetchall()
         else:
-            rows = self._one(
-                lambda c: c.execute(self._sql.select_intents_of_root, (root,)).fetchall()
-            )
+            with self._connection() as c:
+                rows = c.execute(self._sql.select_intents_of_root, (root,)).fetchall()
         return [
             Intent(
                 session_id=str(s),

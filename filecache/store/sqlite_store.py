@@ -183,9 +183,8 @@ class SqliteStore(SqlStore):
     def __repr__(self) -> str:
         return f"SqliteStore({str(self.path)!r})"
 
-    def _one(self, work: Callable[[Connection], _T]) -> _T:
-        with self._guard as conn:
-            return work(conn)
+    def _connection(self) -> _Guard:
+        return self._guard
 
     def _transaction(self, work: Callable[[Connection], _T]) -> _T:
         with self._guard as conn:

@@ -46,7 +46,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Protocol, Self, runtime_checkable
+from typing import Protocol, Self
 
 from filecache.errors import StoreError
 from filecache.fsio import STORE_DIR
@@ -58,6 +58,7 @@ __all__ = [
     "Event",
     "EventStore",
     "GcReport",
+    "is_store",
     "make_private",
     "say_once",
     "Intent",
@@ -180,7 +181,6 @@ class GcReport:
     blobs_deleted: int
 
 
-@runtime_checkable
 class BlobStore(Protocol):
     """Content blobs keyed by their version (content-addressed: a second put is a no-op)."""
 
@@ -189,7 +189,6 @@ class BlobStore(Protocol):
     def has_blob(self, version: str) -> bool: ...
 
 
-@runtime_checkable
 class EventStore(Protocol):
     """A session's ledger and views: the head, the events after it, and ``commit`` (a
     compare-and-swap on the head that appends events and applies view changes at once)."""
@@ -208,7 +207,6 @@ class EventStore(Protocol):
     def touch_session(self, session_id: str, now: float | None = None) -> None: ...
 
 
-@runtime_checkable
 class RetentionStore(Protocol):
     """The stored sessions: listed with their sums, deleted, garbage-collected with the blobs
     no event references."""
@@ -218,7 +216,6 @@ class RetentionStore(Protocol):
     def gc(self, older_than: float) -> GcReport: ...
 
 
-@runtime_checkable
 class ArchiveStore(Protocol):
     """Pruning's memory: every original tool result (the first kept), and what each pruned
     result became (its projection)."""
@@ -238,7 +235,6 @@ class ArchiveStore(Protocol):
     def projection_records(self, session_id: str) -> list[Projection]: ...
 
 
-@runtime_checkable
 class LockStore(Protocol):
     """Named exclusive locks (across threads, processes and, for a shared store, machines) and
     the intents of writes that replace a file under them."""
@@ -249,7 +245,6 @@ class LockStore(Protocol):
     def intents(self, root: str | None = None) -> list[Intent]: ...
 
 
-@runtime_checkable
 class KvStore(Protocol):
     """A key-value cache in namespaces (outlines, token counts, seals, leases)."""
 
@@ -257,7 +252,6 @@ class KvStore(Protocol):
     def cache_put(self, namespace: str, key: str, value: str) -> None: ...
 
 
-@runtime_checkable
 class Store(EventStore, BlobStore, ArchiveStore, LockStore, KvStore, RetentionStore, Protocol):
     """What filecache needs from storage: every role, and ``close`` (also by ``with``)."""
 
@@ -270,6 +264,21 @@ class Store(EventStore, BlobStore, ArchiveStore, LockStore, KvStore, RetentionSt
         tb: TracebackType | None,
         /,
     ) -> None: ...
+
+
+def is_store(obj: object) -> bool:
+    """Whether ``obj`` has every member of ``Store`` (an object given as a store is checked
+    by its members, as ``isinstance`` on a runtime-checkable protocol would)."""
+    return all(hasattr(obj, name) for name in _STORE_MEMBERS)
+
+
+_STORE_MEMBERS = frozenset(
+    name
+    for role in Store.__mro__
+    if role not in (Protocol, object) and role.__module__ == __name__
+    for name in (*vars(role), *getattr(role, "__annotations__", {}))
+    if not name.startswith("_") or name in ("__enter__", "__exit__")
+)
 
 
 class ClosesOnExit:

@@ -115,7 +115,7 @@ def test_a_session_id_with_an_unprintable_character_is_refused(root: Path, bad: 
     with FileCache(root, store=":memory:") as cache:
         with pytest.raises(RequestError, match="unprintable character"):
             cache.session(bad)
-        assert cache.store.sessions() == []  # refused before anything was stored
+        assert cache.engine.store.sessions() == []  # refused before anything was stored
 
 
 def test_the_cli_refuses_a_session_id_with_a_newline_in_one_line(root: Path) -> None:
@@ -134,7 +134,7 @@ def test_sessions_list_stays_one_row_per_session_for_an_old_store(root: Path) ->
     """A store written before ids were checked may hold one with a newline: its row is escaped."""
     store_path = root.parent / "old.db"
     with FileCache(root, store=store_path) as cache:
-        cache.store.touch_session("old\nid|x")
+        cache.engine.store.touch_session("old\nid|x")
         cache.session("fine").read("notes.txt")
     listed = CliRunner().invoke(main, ["sessions", "list", "--store", str(store_path)])
     assert listed.exit_code == 0

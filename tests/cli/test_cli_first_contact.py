@@ -40,6 +40,7 @@ def test_read_only_commands_make_nothing(
     """They left an empty ``.filecache/``; ``archive show`` made a whole store."""
     monkeypatch.chdir(root)
     monkeypatch.delenv("FILECACHE_STORE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(root.parent / "cache"))  # no gateway store either
     before = sorted(p.name for p in root.iterdir())
     result = runner.invoke(main, args)
     assert sorted(p.name for p in root.iterdir()) == before, result.output

@@ -67,7 +67,7 @@ def test_default_answers_use_estimates_and_keep_the_margin(tmp_path: Path) -> No
         diff = session.read("a.py", mode="full", call_id="r3")
         assert diff.kind == "diff"
         assert diff.tokens <= 0.6 * ESTIMATE_MARGIN * diff.tokens_full
-        assert not cache.tokens.loaded  # no vocabulary was needed on the read path
+        assert not cache.engine.counts.tokens.loaded  # no vocabulary was needed on the read path
 
 
 def test_exact_counts_count_every_answer_exactly(tmp_path: Path) -> None:
@@ -82,7 +82,7 @@ def test_exact_counts_count_every_answer_exactly(tmp_path: Path) -> None:
     assert (first.kind, again.kind, diff.kind) == ("full", "unchanged", "diff")
     for result in (first, again, diff):
         assert result.tokens == counter.count(result.text)
-    assert cache.tokens.loaded
+    assert cache.engine.counts.tokens.loaded
     assert first.tokens_full == again.tokens_full == first.tokens
 
 
@@ -109,17 +109,17 @@ def test_held_versions_stay_within_memory_mb_and_evicted_held_ones_reach_the_sto
         for i in range(1, 30):  # ~30 KB of text each, ~60 KB as lines: far over 256 KiB
             (tmp_path / "a.py").write_text(BODY.replace("line 5:", f"line 5 v{i}:"))
             versions.append(churn.read("a.py", mode="full", fresh=True).version)
-            assert cache.memory_used <= 0.25 * 2**20
-        assert cache.held_lines(versions[0]) is None  # it left memory long ago
+            assert cache.engine.versions.memory_used <= 0.25 * 2**20
+        assert cache.engine.versions.held_lines(versions[0]) is None  # it left memory long ago
         (tmp_path / "a.py").write_text(first.replace("line 9:", "line 9!"))
         diff = holder.read("a.py", mode="full")  # from the evicted version: queued or stored
         assert diff.kind == "diff" and "line 9!" in diff.text
-        cache.flush()
-        assert cache.store.has_blob(versions[0])  # held by "holder" when it left memory
-        assert all(cache.store.has_blob(v) for v in versions[-3:])  # in memory at the flush
+        cache.engine.versions.flush()
+        assert cache.engine.store.has_blob(versions[0])  # held by "holder" when it left memory
+        assert all(cache.engine.store.has_blob(v) for v in versions[-3:])  # in memory at the flush
         # churn's view holds its newest versions_per_path versions: older ones that left
         # memory were needed by no live session, so they were dropped unwritten
-        assert not cache.store.has_blob(versions[1])
+        assert not cache.engine.store.has_blob(versions[1])
 
 
 def test_memory_mb_must_be_positive(tmp_path: Path) -> None:

@@ -25,13 +25,12 @@ from filecache.core.planner import (
     ReadRequest,
     ReadRules,
     check_read,
-    content_text,
     plan_lines,
     plan_read,
     streams_window,
 )
 from filecache.core.results import Kind, Source
-from filecache.core.text import join_lines, split_lines
+from filecache.core.text import content_text, join_lines, split_lines
 from filecache.core.tokens import TokenCounter
 from filecache.core.views import Facts, PathView
 from filecache.errors import EditError, RequestError
@@ -320,16 +319,16 @@ def _lookups(
         asked.append(("symbol", name))
         return symbol
 
-    def bases() -> dict[str, list[str]]:
-        asked.append(("bases",))
-        return {}
+    def lines(version: str) -> list[str] | None:
+        asked.append(("lines", version))
+        return None
 
     return ReadLookups(
         count=COUNTER.count,
         plain=lambda s, e: COUNTER.count(content_text(src, s, e)),
         outline=outline,
         symbol=lookup_symbol,
-        bases=bases,
+        lines=lines,
         seal=lambda: (asked.append(("seal",)), "5ea1ed")[1],
     )
 
@@ -355,7 +354,7 @@ def test_plan_read_outlines_a_large_whole_read_and_nothing_else() -> None:
         asked.clear()
         decision = plan_read(ask, None, lookups=lookups, rules=RULES, call_seq={})
         assert decision.kind in (Kind.FULL, Kind.PARTIAL), ask
-        assert asked == [("bases",)]
+        assert asked == []  # no version held: no diff base's lines asked for
     held = plan_read(ReadAsk(src=src, call_id="c6", seq=6), auto.view, lookups=lookups,
                      rules=RULES, call_seq={"c1": 1})  # fmt: skip
     assert held.kind == Kind.OUTLINE and held.base_call_id == "c1"  # a reference, not rendered

@@ -1,4 +1,4 @@
-"""Remembered path resolutions (``fsio.locate``'s ``remember``, ``locations.Root``): a link that
+"""Remembered path resolutions (``fsio.locate``'s ``remember``, ``fsio.Paths``): a link that
 appears on a remembered path, or a path through a link that changes, gives the answer an
 unremembered call gives."""
 
@@ -86,7 +86,7 @@ def test_only_link_free_paths_are_remembered_and_the_memory_is_bounded(
 ) -> None:
     _tree(root)
     (root / "link").symlink_to(root / "a")
-    places = cache.paths
+    places = cache.engine.paths
     for path in ("a/x.py", "a/x.py", "./a//x.py", "./a//x.py", "link/x.py", "link/x.py"):
         places.remembered(path)
     assert list(places.known) == ["a/x.py", "./a//x.py"]  # lexically the real path

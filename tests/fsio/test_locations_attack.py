@@ -77,12 +77,14 @@ def test_a_remembered_path_turned_into_a_link_to_a_denied_file_stores_nothing_of
         (root / "pub").symlink_to("keys")
         for n in range(2):
             got = session.read("public.txt", mode="full", fresh=True)
-            assert got.path == ".env" and cache.denied(cache.locate("public.txt"))
+            assert got.path == ".env" and cache.engine.secrets.denied(
+                cache.engine.paths.locate("public.txt")
+            )
             got = session.read("pub/a.txt", fresh=True)
             assert got.path == "keys/a.txt"
             session.edit("public.txt", f"SECRET-DOTENV-{n}\n", f"SECRET-DOTENV-EDITED-{n}\n")
             session.write("pub/a.txt", f"SECRET-DIR-WRITTEN-{n}\n")
-        cache.flush()
+        cache.engine.versions.flush()
     held = store_bytes(db)
     assert b"SECRET-" not in held
     assert b"public a" in held  # the scan finds what is stored
@@ -173,7 +175,7 @@ def test_a_refusal_of_a_remembered_location_is_retried_though_another_thread_rem
     (root / "a" / "x.txt").write_text("in a\n")
     (root / "b").mkdir()
     (root / "b" / "x.txt").write_text("in b\n")
-    session, places = cache.session("s"), cache.paths
+    session, places = cache.session("s"), cache.engine.paths
     first = places.remembered("a/x.txt")  # remembered
     seen: list[bytes] = []
 

@@ -1,4 +1,4 @@
-"""Attacks on path resolutions remembered per root (``locations.Root.remembered``, shared by every
+"""Attacks on path resolutions remembered per root (``fsio.Paths.remembered``, shared by every
 session of a cache): a remembered path whose folder or file became a link, a store file reached
 through a swapped folder, another root's cache, a rename: nothing outside the root (nor the
 store's own files) is read or written, and a vanished file says so."""
@@ -26,7 +26,7 @@ def test_a_folder_remembered_by_one_session_and_swapped_for_a_link_out_refuses_e
         first = cache.session("first")
         first.read("src/app.py")  # remembered for the root: no link on the way
         first.read(absolute)
-        assert {"src/app.py", absolute} <= set(cache.paths.known)
+        assert {"src/app.py", absolute} <= set(cache.engine.paths.known)
         os.rename(root / "src", tmp_path / "src.old")
         (root / "src").symlink_to(outside)  # the folder now leads outside
         for sid in ("first", "second", "third"):  # a new session finds the memory too
@@ -96,7 +96,7 @@ def test_a_remembered_folder_swapped_for_a_link_to_the_store_never_reaches_the_s
     with FileCache(root, store=str(db)) as cache:
         session = cache.session("s")
         session.read("notes.txt")
-        cache.flush()
+        cache.engine.versions.flush()
         assert "a plain file" in session.read("other/cache.db").text  # remembered
         assert "a plain wal" in session.read("other/cache.db-wal").text
         os.rename(root / "other", root / "other.old")
@@ -108,7 +108,7 @@ def test_a_remembered_folder_swapped_for_a_link_to_the_store_never_reaches_the_s
                 session.write(name, "the store overwritten\n")
             with pytest.raises(OutsideRootError, match="own store"):
                 cache.session("other").edit(name, "a plain", "edited")
-        cache.flush()
+        cache.engine.versions.flush()
     conn = sqlite3.connect(db)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)

@@ -112,7 +112,7 @@ def test_outline_text_is_available_to_the_pruner_for_a_stored_version(tree: Path
     with FileCache(tree, store=str(db)) as cache:
         version = cache.session().read("task_queue.py").version
     with FileCache(tree, store=str(db)) as cache:  # a new process: the blob is in the store
-        text = cache.outline_text(version, "task_queue.py")
+        text = cache.engine.outlines.outline_text(version, "task_queue.py")
     assert text.startswith("task_queue.py outline (python")
 
 

@@ -73,7 +73,7 @@ def test_auto_outline_of_a_large_file_fits_a_fifth_of_its_content(tree: Path) ->
         answer = cache.session().read("task_queue.py")
         assert answer.kind == "outline"
         outline = answer.text.split("\n", 1)[1].rsplit("\n(", 1)[0]  # without marker and hint
-        assert cache.count("task_queue.py " + outline) <= answer.tokens_full // 5
+        assert cache.engine.counts.count("task_queue.py " + outline) <= answer.tokens_full // 5
 
 
 def test_one_version_outlined_under_two_budgets_gets_two_texts(tree: Path) -> None:
@@ -132,5 +132,7 @@ def test_the_pruners_middle_tier_is_budgeted_with_or_without_the_session(tree: P
         explicit = session.read("ring_buffer.rs", mode="outline")
         assert from_store is not None and from_text is not None
         assert from_store == from_text  # the same outline either way
-        assert cache.count(from_store) <= budget
-        assert cache.count(from_store) < explicit.tokens  # the explicit one keeps every detail
+        assert cache.engine.counts.count(from_store) <= budget
+        assert (
+            cache.engine.counts.count(from_store) < explicit.tokens
+        )  # the explicit one keeps every detail

@@ -77,8 +77,8 @@ def test_a_rewritten_files_first_input_is_replaced_archived_and_sticky(tmp_path:
         ]
         assert [r.call_id for r in sent.results()] == [r.call_id for r in original.results()]
         raw = original.calls_by_id()["w1"].raw_arguments
-        assert cache.store.archive_get("w1" + INPUT_SUFFIX, "s") == raw
-        assert cache.store.projections("s")["w1" + INPUT_SUFFIX][1] == plan.inputs["w1"]
+        assert cache.engine.store.archive_get("w1" + INPUT_SUFFIX, "s") == raw
+        assert cache.engine.store.projections("s")["w1" + INPUT_SUFFIX][1] == plan.inputs["w1"]
         # the model no longer holds w1's version: its facts are gone, w2's stay
         assert "w1" not in session.held_call_ids() and "w2" in session.held_call_ids()
         # sticky: a calm pass (no trigger) renders the same bytes
@@ -147,7 +147,7 @@ def test_a_denied_files_input_is_never_replaced_nor_archived(tmp_path: Path, pat
         chat.bash("env", filler(400, "out"), call_id="b1")
         strict = policy(context_window=4_000)
         result = prune_messages(chat.messages, session=session, policy=strict, count=len)
-        archived = cache.store.archive_get("w1" + INPUT_SUFFIX, "s")
+        archived = cache.engine.store.archive_get("w1" + INPUT_SUFFIX, "s")
         if path == ".env":
             assert not result.plan.inputs and archived is None
         else:  # the same calls on a file that is not denied
@@ -463,7 +463,9 @@ def test_a_heredoc_rewritten_later_loses_its_body_and_keeps_its_shape(tmp_path: 
     assert "b1" not in keep.plan.inputs
     chat.bash(first.replace("check", "verify"), filler(300, "again"), call_id="b4")
     with FileCache(tmp_path, store=":memory:") as cache:
-        result = prune_messages(chat.messages, policy=policy(), count=words, store=cache.store)
+        result = prune_messages(
+            chat.messages, policy=policy(), count=words, store=cache.engine.store
+        )
     assert set(result.plan.inputs) == {"b1"}
     command = arguments(result.messages)["b1"]["command"]
     head, marker, rest = command.partition("\n")
@@ -498,10 +500,14 @@ def test_a_heredoc_after_cd_is_that_folders_file(tmp_path: Path) -> None:
     chat.bash(f"cat > f.py <<'EOF'\n{body.replace('check', 'root')}EOF", "", call_id="b2")
     chat.bash("python f.py", filler(300, "out"), call_id="b3")
     with FileCache(tmp_path, store=":memory:") as cache:
-        result = prune_messages(chat.messages, policy=policy(), count=words, store=cache.store)
+        result = prune_messages(
+            chat.messages, policy=policy(), count=words, store=cache.engine.store
+        )
     assert "b1" not in result.plan.inputs
     chat.bash(f"cat > sub/f.py <<'EOF'\n{body.replace('check', 'again')}EOF", "", "b4")
     chat.bash("python sub/f.py", filler(300, "out"), call_id="b5")
     with FileCache(tmp_path, store=":memory:") as cache:
-        later = prune_messages(chat.messages, policy=policy(), count=words, store=cache.store)
+        later = prune_messages(
+            chat.messages, policy=policy(), count=words, store=cache.engine.store
+        )
     assert "b1" in later.plan.inputs  # sub/f.py written again: now it is superseded

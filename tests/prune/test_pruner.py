@@ -80,8 +80,8 @@ def test_prune_messages_archives_records_forgets_and_sticks_after_a_restart(
         assert "r2" not in actions  # the FileRef r3 relies on it
         assert actions.keys() <= {"r1", "e1", "b1"} and "b1" in actions
         for cid, action in actions.items():
-            assert cache.store.archive_get(cid, "s1") == bodies(chat.messages)[cid]
-            assert cache.store.projections("s1")[cid] == (action.tier, action.text)
+            assert cache.engine.store.archive_get(cid, "s1") == bodies(chat.messages)[cid]
+            assert cache.engine.store.projections("s1")[cid] == (action.tier, action.text)
             assert bodies(result.messages)[cid] == action.text
         # the view forgot r1: app.py comes as content; notes.txt is still held
         assert session.sync(parse_transcript(result.messages)) == set()
@@ -92,7 +92,7 @@ def test_prune_messages_archives_records_forgets_and_sticks_after_a_restart(
         again = prune_messages(chat.messages, session=session, policy=CALM)
         assert not again.plan.triggered
         assert json.dumps(again.messages) == json.dumps(result.messages)
-        assert cache.store.archive_get("r1") == bodies(chat.messages)["r1"]
+        assert cache.engine.store.archive_get("r1") == bodies(chat.messages)["r1"]
 
 
 def test_a_second_pass_on_the_pruned_list_changes_nothing(tree: Path) -> None:

@@ -179,7 +179,7 @@ def test_an_edit_retried_after_a_kill_is_answered_and_never_applied_twice(
         # on 114493c: applied a second time, "alpha\nbeta\nbeta\nomega\n"
         assert (root / "a.txt").read_text() == "alpha\nbeta\nomega\n"
         assert result.kind == "edited" and "not applied again" in result.text
-        assert retrier.store.intents() == []
+        assert retrier.engine.store.intents() == []
         again = session.edit("a.txt", "alpha", "alpha\nbeta", call_id="e1")  # and again
         assert (root / "a.txt").read_text() == "alpha\nbeta\nomega\n"
         assert again.version == result.version

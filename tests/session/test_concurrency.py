@@ -161,7 +161,7 @@ def test_two_caches_one_store_share_the_session(tmp_path: Path) -> None:
         b.edit("a.txt", "line 3\n", "line three\n", call_id="e1")
         answer = a.read("a.txt", call_id="r3")
         assert answer.kind == "unchanged"  # a knows of b's edit: the model wrote it
-        assert [e.seq for e in one.store.events("s")] == [1, 2, 3, 4]
+        assert [e.seq for e in one.engine.store.events("s")] == [1, 2, 3, 4]
 
 
 class _FailingCommits(MemoryStore):
@@ -269,8 +269,8 @@ def test_a_write_killed_before_its_commit_is_recovered_as_a_change(tmp_path: Pat
     assert proc.returncode == 9, proc.stderr
     assert (root / "a.txt").read_text() == "alpha\ngamma\n"  # replaced, never committed
     with FileCache(root, store=store) as cache:
-        assert cache.store.intents() == []
-        events = cache.store.events("s")
+        assert cache.engine.store.intents() == []
+        events = cache.engine.store.events("s")
         assert [(e.tool, e.kind) for e in events] == [("read", "full"), ("change", "changed")]
         answer = cache.session("s").read("a.txt", call_id="r2")
         assert answer.kind in ("diff", "full") and "gamma" in answer.text  # never "unchanged"
@@ -300,7 +300,7 @@ def test_concurrent_cli_reads_of_one_session_all_succeed(tmp_path: Path) -> None
     ids = {r["call_id"] for r in results}
     assert all(r["base_call_id"] in ids for r in results if r["kind"] == "unchanged")
     with FileCache(root) as cache:
-        assert [e.seq for e in cache.store.events("shared")] == [1, 2, 3, 4, 5, 6]
+        assert [e.seq for e in cache.engine.store.events("shared")] == [1, 2, 3, 4, 5, 6]
 
 
 OPENER = """

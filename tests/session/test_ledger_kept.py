@@ -13,7 +13,7 @@ LINES = "".join(f"line {i} of a file with some words in it\n" for i in range(40)
 
 
 def _stored(session: Session) -> Ledger:
-    return build_ledger(session.id, session.cache.store.events(session.id))
+    return build_ledger(session.id, session.engine.store.events(session.id))
 
 
 def _same(session: Session) -> None:
@@ -44,19 +44,19 @@ def test_the_kept_ledger_is_the_stores_after_every_other_objects_work(tmp_path: 
         assert list(earlier.calls) == ["r1"] and not earlier.writes
 
         # Deleted and begun again elsewhere, further than this object knew it: a new life
-        known = one.store.head("s")
-        two.store.delete_session("s")
+        known = one.engine.store.head("s")
+        two.engine.store.delete_session("s")
         fresh = FileCache(root, store=store)
         again = fresh.session("s")
         for n in range(6):
             again.read("b.txt", call_id=f"n{n}", fresh=True)
-        assert one.store.head("s") > known  # a head past ours, and none of our events
+        assert one.engine.store.head("s") > known  # a head past ours, and none of our events
         _same(first)
         assert "r1" not in first.ledger().calls and "n5" in first.ledger().calls
 
         # Deleted again, and shorter than this object knew it
-        fresh.store.delete_session("s")
-        again.cache.store.touch_session("s")
+        fresh.engine.store.delete_session("s")
+        again.engine.store.touch_session("s")
         _same(first)
         assert not first.ledger().calls
         fresh.close()

@@ -123,7 +123,7 @@ def test_the_write_guard_reads_the_file_as_fsio_does(tmp_path: Path) -> None:
     with FileCache(root, store=":memory:") as cache:
         session = cache.session("s")
         assert decorators._current_text(session, "a.txt") == "plain\nlines\n"  # as before
-        locate = cache.locate
+        locate = cache.engine.paths.locate
 
         def swapped(path: str) -> object:
             loc = locate(path)
@@ -131,5 +131,5 @@ def test_the_write_guard_reads_the_file_as_fsio_does(tmp_path: Path) -> None:
             (root / "a.txt").symlink_to(outside)  # after the resolution, before the read
             return loc
 
-        cache.locate = swapped  # type: ignore[method-assign]
+        cache.engine.paths.locate = swapped  # type: ignore[method-assign]
         assert decorators._current_text(session, "a.txt") == ""

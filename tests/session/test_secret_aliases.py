@@ -58,14 +58,14 @@ def test_a_hard_link_to_a_denied_file_is_denied(tree: Path, tmp_path: Path, firs
         session = cache.session("s")
         if first == "name":
             session.read(".env", mode="full")  # its identity is learned from this read
-        assert cache.denied(cache.locate("settings.txt"))
+        assert cache.engine.secrets.denied(cache.engine.paths.locate("settings.txt"))
         full = session.read("settings.txt", mode="full")
         assert "SECRET-DOTENV-" in full.text  # the model is shown what it reads
         assert full.version.startswith("keyed:")
         session.read("settings.txt", offset=2, limit=3, fresh=True)
         session.read("settings.txt", mode="outline")
         session.read("notes.txt", mode="full")
-        cache.flush()
+        cache.engine.versions.flush()
     held = store_bytes(db)
     assert b"SECRET-DOTENV-" not in held
     assert b"SECRET-CONTROL-" in held
@@ -75,9 +75,9 @@ def test_a_link_made_after_the_first_walk_is_found(tree: Path, tmp_path: Path) -
     with FileCache(tree, store=tmp_path / "s.db") as cache:
         session = cache.session("s")
         os.link(tree / "notes.txt", tree / "other.txt")  # nlink 2, not denied: a walk runs
-        assert not cache.denied(cache.locate("other.txt"))
+        assert not cache.engine.secrets.denied(cache.engine.paths.locate("other.txt"))
         os.link(tree / ".env", tree / "later.txt")  # made after that walk: its ctime says so
-        assert cache.denied(cache.locate("later.txt"))
+        assert cache.engine.secrets.denied(cache.engine.paths.locate("later.txt"))
         assert session.read("later.txt", mode="full").version.startswith("keyed:")
 
 
@@ -115,7 +115,7 @@ def test_shell_output_of_a_denied_file_is_never_stored(
             pruned = prune_messages(chat, session=cache.session("s"), policy=POLICY)
         else:
             pruned = prune_messages(
-                chat, store=cache.store, policy=POLICY, session_id="anon", root=tree
+                chat, store=cache.engine.store, policy=POLICY, session_id="anon", root=tree
             )
         tiers = {a.call_id: a.tier for a in pruned.plan.actions}
         assert tiers["b1"] == "clear"  # never outlined or truncated (a projection of it)
@@ -143,7 +143,7 @@ def _pruned_without_a_root(tmp_path: Path, chat: list[dict[str, Any]]) -> bytes:
     elsewhere.mkdir()
     db = tmp_path / "s.db"
     with FileCache(elsewhere, store=db) as cache:
-        pruned = prune_messages(chat, store=cache.store, policy=POLICY, session_id="anon")
+        pruned = prune_messages(chat, store=cache.engine.store, policy=POLICY, session_id="anon")
         assert {a.call_id: a.tier for a in pruned.plan.actions}["b1"] == "clear"
     return store_bytes(db)
 
@@ -177,7 +177,7 @@ def test_a_low_entropy_denied_file_leaves_no_hash_to_guess(tree: Path, tmp_path:
         (tree / ".env").write_text(known + "PIN=4713\n")  # same length: only the hash tells
         changed = session.read(".env", call_id="r3")
         assert changed.kind != "unchanged" and "4713" in changed.text
-        cache.flush()
+        cache.engine.versions.flush()
     with FileCache(tree, store=db) as cache:  # another process: the key file is the same
         again = cache.session("s").read(".env", call_id="r4")
         assert again.kind == "unchanged" and again.base_call_id == "r3"
@@ -357,7 +357,7 @@ def test_a_decorated_tools_output_of_a_denied_file_is_not_stored(
 
         assert "SECRET-DOTENV-" in read_file("config.txt")
         assert "SECRET-CONTROL-" in read_file("notes.txt")
-        cache.flush()
+        cache.engine.versions.flush()
     held = store_bytes(db)
     assert b"SECRET-DOTENV-" not in held
     assert b"SECRET-CONTROL-" in held
@@ -380,7 +380,7 @@ def test_a_shell_read_of_a_hard_link_stores_nothing(tree: Path, tmp_path: Path) 
         assert first == run("cat vars.txt")  # byte for byte what the shell prints
         assert serve_bash(session, "cat vars.txt", run, call_id="c2").startswith("[filecache]")
         serve_bash(session, "cat notes.txt", run, call_id="c3")
-        cache.flush()
+        cache.engine.versions.flush()
     held = store_bytes(db)
     assert b"SECRET-DOTENV-" not in held
     assert b"SECRET-CONTROL-" in held

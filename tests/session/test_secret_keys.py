@@ -34,7 +34,7 @@ CONTENT = {"notes.txt": OPENSSH, "backup.asc": PGP, "server.crt.txt": PEM, "k8s.
 def test_private_key_names_are_denied(tmp_path: Path, name: str) -> None:
     (tmp_path / name).write_text(OPENSSH.replace("OPENSSH PRIVATE KEY", "NOT A HEADER"))
     with FileCache(tmp_path) as cache:
-        assert cache.denied(name)
+        assert cache.engine.secrets.denied(name)
         session = cache.session("s")
         session.read(name)
         session.read(name)

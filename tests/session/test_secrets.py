@@ -123,7 +123,7 @@ def test_no_form_of_a_denied_file_reaches_the_store(tree: Path, tmp_path: Path) 
             results.append((f"f{n}", path, full.text))
             session.read(path, offset=3, limit=5, fresh=True)
             session.read(path, mode="outline")
-            cache.outline_text(full.version, full.path, max_tokens=100)
+            cache.engine.outlines.outline_text(full.version, full.path, max_tokens=100)
         session.read("plain.txt")  # the aliased file by its own name: its version is secret
         session.edit(".ENV", "SECRET-ENV-0001", "SECRET-ENV-EDITED")
         changed = (tree / ".ENV").read_text().replace("SECRET-ENV-0002", "SECRET-ENV-OUTSIDE")
@@ -141,12 +141,12 @@ def test_no_form_of_a_denied_file_reaches_the_store(tree: Path, tmp_path: Path) 
         again_here = prune_messages(_chat(results), session=session, policy=POLICY)
         assert again_here.messages == pruned.messages  # sticky: the marker matches the text
         assert not again_here.plan.actions
-        cache.flush()
+        cache.engine.versions.flush()
     # without a session (the CLI's prune with --store), the deny-list still applies
     with FileCache(tree, store=db) as cache:
         again = prune_messages(
             _chat([(f"x{cid}", path, text) for cid, path, text in results]),
-            store=cache.store,
+            store=cache.engine.store,
             policy=POLICY,
             session_id="anon",
             root=tree,
@@ -254,15 +254,46 @@ def test_a_configured_pattern_matches_the_relative_path_in_any_case(tree: Path) 
     (tree / "Private").mkdir()
     (tree / "Private" / "notes.md").write_text("x\n")
     with FileCache(tree, store=":memory:", deny=("private/*",)) as cache:
-        assert cache.denied(cache.locate("Private/notes.md"))
-        assert not cache.denied(cache.locate("notes.txt"))
+        assert cache.engine.secrets.denied(cache.engine.paths.locate("Private/notes.md"))
+        assert not cache.engine.secrets.denied(cache.engine.paths.locate("notes.txt"))
 
 
 def test_a_link_to_a_denied_file_and_a_denied_link_are_both_denied(tree: Path) -> None:
     with FileCache(tree, store=":memory:") as cache:
-        to_secret = cache.locate("config.txt")
-        assert to_secret.rel == ".env" and cache.denied(to_secret)
-        denied_name = cache.locate(".Env.prod")
+        to_secret = cache.engine.paths.locate("config.txt")
+        assert to_secret.rel == ".env" and cache.engine.secrets.denied(to_secret)
+        denied_name = cache.engine.paths.locate(".Env.prod")
         assert denied_name.rel == "plain.txt" and denied_name.aliases == (".Env.prod",)
-        assert cache.denied(denied_name)
-        assert not cache.denied(cache.locate("plain.txt"))  # by its own name, before any read
+        assert cache.engine.secrets.denied(denied_name)
+        assert not cache.engine.secrets.denied(
+            cache.engine.paths.locate("plain.txt")
+        )  # by its own name, before any read
+
+
+def test_a_version_that_becomes_secret_while_its_blob_waits_is_never_stored(
+    tmp_path: Path,
+) -> None:
+    """A version read under a plain name waits for its blob (written on flush, or when it
+    leaves memory); once it is marked secret (a tool's output showed a denied file's lines with
+    it) neither path stores it. ``Versions`` asks ``Secrets`` before it writes: nothing calls
+    back into it when a version is marked."""
+    body = "".join(f"line {i}: {'x' * 60}\n" for i in range(500))  # ~35 KB: a few fill 256 KiB
+    (tmp_path / "a.txt").write_text(body)
+    (tmp_path / "kept.txt").write_text("plain\n")
+    with FileCache(tmp_path, store=tmp_path / "s.db", memory_mb=0.25) as cache:
+        engine = cache.engine
+        holder = cache.session("holder")
+        first = holder.read("a.txt", mode="full").version
+        kept = holder.read("kept.txt").version
+        engine.secrets.mark(first)
+        churn = cache.session("churn")
+        for i in range(12):  # far over memory_mb: ``first`` leaves memory while held
+            (tmp_path / "a.txt").write_text(body.replace("line 5:", f"line 5 v{i}:"))
+            churn.read("a.txt", mode="full", fresh=True)
+        assert engine.versions.held_lines(first) is None
+        (tmp_path / "b.txt").write_text(body.replace("line 7:", "line 7!"))
+        later = holder.read("b.txt", mode="full").version
+        engine.secrets.mark(later)  # still in memory: pending until the flush
+        engine.versions.flush()
+        assert not engine.store.has_blob(first) and not engine.store.has_blob(later)
+        assert engine.store.has_blob(kept)  # a plain one pending beside them is stored

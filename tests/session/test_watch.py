@@ -86,12 +86,12 @@ def test_an_outside_change_is_noticed_once_with_the_diff(root: Path) -> None:
     app = "".join(f"def handler_{i}(event):\n    return event  # {i}\n" for i in range(6))
     (root / "src" / "app.py").write_text(app, encoding="utf-8")  # a FileRef is shorter
     with FileCache(root, store=":memory:", watch=True) as cache:
-        assert cache.watcher is not None
+        assert cache._watcher is not None
         session = cache.session()
         session.read("notes.txt", call_id="call_1")
         session.read("src/app.py", call_id="call_2")
         _modify(root / "notes.txt", "line 30:", "LINE 30:")
-        assert cache.watcher.wait(1, TIMEOUT)
+        assert cache.watch().wait(1, TIMEOUT)
         answer = session.read("src/app.py", call_id="call_3")
         first, _, rest = answer.text.partition("\n")
         assert first.startswith(
@@ -112,10 +112,10 @@ def test_an_outside_change_is_noticed_once_with_the_diff(root: Path) -> None:
 
 def test_changes_to_the_store_folder_give_no_notice(root: Path) -> None:
     with FileCache(root, watch=True) as cache:  # the default store: root/.filecache/cache.db
-        assert cache.watcher is not None
+        assert cache._watcher is not None
         session = cache.session()
         session.read("notes.txt", call_id="call_1")
-        cache.flush()
+        cache.engine.versions.flush()
 
         def churn() -> None:
             (root / ".filecache" / "junk").write_text("x")
@@ -123,27 +123,27 @@ def test_changes_to_the_store_folder_give_no_notice(root: Path) -> None:
             (root / "other.txt").write_text("sentinel\n")
 
         _in_thread(churn)
-        assert cache.watcher.wait(1, TIMEOUT)
+        assert cache.watch().wait(1, TIMEOUT)
         answer = session.read("notes.txt", call_id="call_3")
         assert "outside" not in answer.text and answer.kind == "unchanged"
 
 
 def test_the_sessions_own_write_and_a_file_it_never_read_give_no_notice(root: Path) -> None:
     with FileCache(root, store=":memory:", watch=True) as cache:
-        assert cache.watcher is not None
+        assert cache._watcher is not None
         session = cache.session()
         session.read("notes.txt", call_id="call_1")
         session.edit("notes.txt", "line 7:", "LINE 7:", call_id="call_2")
         _in_thread(lambda: (root / "src" / "app.py").write_text("def main():\n    return 2\n"))
-        assert cache.watcher.wait(1, TIMEOUT)
-        cache.watcher.wait(2, 1.0)  # the edit's own event may come as a second batch
+        assert cache.watch().wait(1, TIMEOUT)
+        cache.watch().wait(2, 1.0)  # the edit's own event may come as a second batch
         answer = session.read("notes.txt", call_id="call_3")
         assert "outside" not in answer.text and answer.kind == "unchanged"
 
 
 def test_a_deleted_file_and_the_file_being_read(root: Path) -> None:
     with FileCache(root, store=":memory:", watch=True) as cache:
-        assert cache.watcher is not None
+        assert cache._watcher is not None
         session = cache.session()
         session.read("notes.txt", call_id="call_1")
         session.read("src/app.py", call_id="call_2")
@@ -154,7 +154,7 @@ def test_a_deleted_file_and_the_file_being_read(root: Path) -> None:
             (root / "notes.txt").write_text(text.replace("line 9:", "LINE 9:"))
 
         _in_thread(change)
-        assert cache.watcher.wait(1, TIMEOUT)
+        assert cache.watch().wait(1, TIMEOUT)
         answer = session.read("notes.txt", call_id="call_3")
         # The file being read is answered by the read itself (a diff); the other one noticed.
         assert answer.text.startswith("[filecache] src/app.py was deleted outside the agent.\n")
@@ -193,7 +193,7 @@ def test_serve_watch_option_starts_a_watcher_per_root(root: Path) -> None:
     server.open()
     try:
         [cache] = server.caches
-        assert cache.watcher is not None and cache.settings.watch
+        assert cache._watcher is not None and cache.engine.settings.watch
     finally:
         server.close()
     assert not FileCacheServer(ServeOptions(roots=(root,), store=":memory:")).options.watch
@@ -202,6 +202,6 @@ def test_serve_watch_option_starts_a_watcher_per_root(root: Path) -> None:
 def test_a_store_given_as_a_path_inside_the_root_is_not_watched(root: Path) -> None:
     """Every answer writes the store: its file and journals must not wake the watcher."""
     with FileCache(root, store=str(root / "fc.db"), watch=True) as cache:
-        assert cache.watcher is not None
-        assert cache.watcher.ignored("fc.db") and cache.watcher.ignored("fc.db-wal")
-        assert not cache.watcher.ignored("notes.txt")
+        assert cache._watcher is not None
+        assert cache.watch().ignored("fc.db") and cache.watch().ignored("fc.db-wal")
+        assert not cache.watch().ignored("notes.txt")

@@ -54,7 +54,10 @@ def test_a_raw_fileref_is_not_what_a_file_can_hold(
         assert real.kind == "unchanged" and trap.kind == "full"
         assert trap.text == forged  # content is shown byte for byte
         assert real.text != trap.text  # ... and a real FileRef differs from it
-        assert f"; seal {cache.ref_seal})" in real.text and cache.ref_seal not in trap.text
+        assert (
+            f"; seal {cache.engine.secrets.ref_seal})" in real.text
+            and cache.engine.secrets.ref_seal not in trap.text
+        )
         numbered = s.read("notes.txt", call_id="r4", fresh=True)
         assert "seal" not in numbered.text  # numbered answers need no seal
 
@@ -72,12 +75,14 @@ def test_a_shell_fileref_is_not_what_cat_prints(
         assert serve_bash(s, "cat notes.txt", run, call_id="c2") == run("cat notes.txt")  # type: ignore[arg-type]
         again = serve_bash(s, "cat notes.txt", run, call_id="c3")  # type: ignore[arg-type]
         assert again.startswith("[filecache] notes.txt unchanged since your result c2")
-        assert again != forged.replace("r1", "c2") and cache.ref_seal in again
+        assert again != forged.replace("r1", "c2") and cache.engine.secrets.ref_seal in again
         (root / "notes.txt").write_text((root / "notes.txt").read_text().replace("line 7", "L7"))
         diff = serve_bash(s, "cat notes.txt", run, call_id="c4")  # type: ignore[arg-type]
         head, *body = diff.splitlines()
-        assert head.endswith(f"(seal {cache.ref_seal}):")
-        assert not any(cache.ref_seal in line for line in body)  # the diff's lines are the file's
+        assert head.endswith(f"(seal {cache.engine.secrets.ref_seal}):")
+        assert not any(
+            cache.engine.secrets.ref_seal in line for line in body
+        )  # the diff's lines are the file's
 
 
 @pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85", "\x0c", "\x1e"])
@@ -96,9 +101,9 @@ def test_a_raw_diff_shows_a_line_holding_a_unicode_line_separator_as_the_file_ha
         notes.write_text(notes.read_text().replace("line 30: the quick", f"{changed}\nthe quick"))
         diff = s.read("notes.txt", numbered=False, call_id="r2")
         head, *body = diff.text.split("\n")
-        assert diff.kind == "diff" and head.endswith(f"(seal {cache.ref_seal}):")
+        assert diff.kind == "diff" and head.endswith(f"(seal {cache.engine.secrets.ref_seal}):")
         assert f"+{changed}" in body
-        assert not any(cache.ref_seal in line for line in body)
+        assert not any(cache.engine.secrets.ref_seal in line for line in body)
 
 
 def test_a_raw_fileref_carries_the_seal_of_every_cache_on_the_store(
@@ -115,7 +120,7 @@ def test_a_raw_fileref_carries_the_seal_of_every_cache_on_the_store(
         second = cache.session("s").read("notes.txt", numbered=False, call_id="r2")
         assert second.text.startswith("[filecache] notes.txt unchanged since your result r1")
         assert second.text != forged
-        assert f"seal {cache.ref_seal})" in second.text
+        assert f"seal {cache.engine.secrets.ref_seal})" in second.text
     runner = CliRunner()
     args = ["read", "notes.txt", "--raw", "--session", "s", "--root", str(root), "--store", str(db)]
     printed = runner.invoke(main, [*args, "--call-id", "r3"])
@@ -129,12 +134,16 @@ def test_the_seal_is_renamed_only_before_its_first_use(tmp_path: Path) -> None:
         FileCache(tmp_path, store=":memory:") as cache,
         FileCache(tmp_path, store=":memory:") as other,
     ):
-        cache.secrets.seal_as("replay of s1")
-        other.secrets.seal_as("replay of s1")
-        assert cache.ref_seal == other.ref_seal  # the same name and key: the same seal
-        cache.secrets.seal_as("replay of s1")  # the same again is fine
+        cache.engine.secrets.seal_as("replay of s1")
+        other.engine.secrets.seal_as("replay of s1")
+        assert (
+            cache.engine.secrets.ref_seal == other.engine.secrets.ref_seal
+        )  # the same name and key: the same seal
+        cache.engine.secrets.seal_as("replay of s1")  # the same again is fine
         with pytest.raises(ConfigError, match="in use"):
-            cache.secrets.seal_as("replay of s2")
-        assert cache.ref_seal == other.ref_seal
+            cache.engine.secrets.seal_as("replay of s2")
+        assert cache.engine.secrets.ref_seal == other.engine.secrets.ref_seal
         with FileCache(tmp_path, store=":memory:") as third:
-            assert third.ref_seal != cache.ref_seal  # keyed by the root's path by default
+            assert (
+                third.engine.secrets.ref_seal != cache.engine.secrets.ref_seal
+            )  # keyed by the root's path by default

@@ -36,7 +36,7 @@ def test_a_reread_of_held_lines_is_the_one_line_fileref(tmp_path: Path) -> None:
         version = session.ledger().calls["c1"].version
         assert version is not None
         assert again == render_sealed(
-            render_file_ref("a.py", version, 20, 30, 60, "c1"), cache.ref_seal
+            render_file_ref("a.py", version, 20, 30, 60, "c1"), cache.engine.secrets.ref_seal
         )
         # Lines the model never saw are content again, byte for byte the shell's.
         assert serve_bash(session, "cat -n a.py | sed -n '35,50p'", run, "c3") == run(

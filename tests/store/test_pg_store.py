@@ -121,16 +121,16 @@ def test_store_urls_from_the_environment_and_pyproject(
 ) -> None:
     monkeypatch.setenv("FILECACHE_STORE", pg_url)
     with FileCache(root) as cache:
-        assert isinstance(cache.store, PostgresStore)
+        assert isinstance(cache.engine.store, PostgresStore)
         cache.session("env").read("notes.txt")
     monkeypatch.delenv("FILECACHE_STORE")
     with FileCache(root, store=pg_url) as cache:  # the same server, named by the caller
-        assert [s.session_id for s in cache.store.sessions()] == ["env"]
+        assert [s.session_id for s in cache.engine.store.sessions()] == ["env"]
     # A repository's own pyproject.toml may not send its reads to a server (issue 31, 6): the
     # URL is ignored with a warning and the local store is used.
     (root / "pyproject.toml").write_text(f'[tool.filecache]\nstore = "{pg_url}"\n')
     with FileCache(root) as cache:
-        assert not isinstance(cache.store, PostgresStore)
+        assert not isinstance(cache.engine.store, PostgresStore)
 
 
 def test_an_unreachable_server_is_one_clear_store_error() -> None:
@@ -573,7 +573,7 @@ def test_threads_share_one_store_object(pg_url: str, root: Path) -> None:
         for th in threads:
             th.join()
         assert errors == []
-        counts = {s.session_id: s.events for s in cache.store.sessions()}
+        counts = {s.session_id: s.events for s in cache.engine.store.sessions()}
     assert counts == {f"t{t}": 10 for t in range(8)}
 
 
@@ -671,8 +671,8 @@ def test_a_write_killed_before_its_commit_is_recovered_on_postgres(
     assert proc.returncode == 9, proc.stderr
     assert (root / "a.txt").read_text() == "alpha\ngamma\n"  # replaced, never committed
     with FileCache(root, store=pg_url) as cache:
-        assert cache.store.intents() == []
-        events = cache.store.events("s")
+        assert cache.engine.store.intents() == []
+        events = cache.engine.store.events("s")
         assert [(e.tool, e.kind) for e in events] == [("read", "full"), ("change", "changed")]
         answer = cache.session("s").read("a.txt", call_id="r2")
         assert answer.kind in ("diff", "full") and "gamma" in answer.text

@@ -228,7 +228,7 @@ def test_a_read_whose_outcome_is_unknown_is_never_relied_on(proxy: Proxy, tree: 
         with pytest.raises(StoreError):
             session.read("value.txt", call_id="c2-lost")
         proxy.up()
-        landed = after_outage(lambda: {e.call_id for e in cache.store.events("x")})
+        landed = after_outage(lambda: {e.call_id for e in cache.engine.store.events("x")})
         assert "c2-lost" in landed  # it did land
         after = after_outage(lambda: session.read("value.txt", call_id="c3"))
         # on 114493c: "unchanged" naming c2-lost, a read the caller saw fail
@@ -261,7 +261,7 @@ def test_an_edit_whose_intent_reply_was_lost_changed_nothing_and_can_be_retried(
         assert proxy.lost.is_set() and value_on_disk(tree) == 0
         done = session.edit("value.txt", "value = 0", "value = 1", call_id="e2-lost")
         assert done.kind == "edited" and value_on_disk(tree) == 1
-        assert cache.store.intents() == []
+        assert cache.engine.store.intents() == []
 
 
 # A retried call on another replica ------------------------------------------------------------
@@ -298,4 +298,4 @@ def test_an_edit_retried_on_another_replica_is_applied_once(pg_url: str, tree: P
         text = (tree / "value.txt").read_text(encoding="utf-8")
         assert text.count("value = 0\n") == 2  # on 114493c: 3, the edit applied twice
         assert "not applied again" in retried.text
-        assert replica_b.store.intents() == []
+        assert replica_b.engine.store.intents() == []

@@ -24,7 +24,8 @@ from filecache.prune.codecs.base import (
     ToolCall,
     ToolResult,
     Transcript,
-    parse_list,
+    link,
+    message_list,
     register_format,
     render_replaced,
 )
@@ -105,7 +106,8 @@ def parse(messages: object) -> Transcript:
         TranscriptError: naming the message index (wrong types, a result without an earlier
             call, a call id used twice, a second result for a call, a block in the wrong role).
     """
-    return parse_list(messages, FORMAT, _message)
+    items = message_list(messages)
+    return link([_message(i, m) for i, m in enumerate(items)], FORMAT, items)
 
 
 def render(transcript: Transcript, replacements: Mapping[str, str]) -> list[Any]:

@@ -54,7 +54,7 @@ __all__ = [
     "Transcript",
     "codec_for",
     "link",
-    "parse_list",
+    "message_list",
     "register_format",
     "registered_formats",
     "render_inputs",
@@ -283,16 +283,12 @@ def render_inputs(
 # -- linking and rendering, for the codecs --------------------------------------------------
 
 
-def parse_list(
-    messages: object,
-    format: str,
-    parse_message: Callable[[int, object], Message],
-    what: str = "messages",
-) -> Transcript:
-    """An adapter's ``parse``: each entry of the list through ``parse_message``, then ``link``."""
+def message_list(messages: object, what: str = "messages") -> list[Any]:
+    """What a codec's ``parse`` starts with: ``messages``, which must be a list. The codec then
+    parses each entry itself and ``link``-s them (nothing here calls back into the codec)."""
     if not isinstance(messages, list):
         raise TranscriptError(f"expected a list of {what}, got {type_name(messages)}")
-    return link([parse_message(i, m) for i, m in enumerate(messages)], format, messages)
+    return messages
 
 
 def link(messages: Sequence[Message], format: str, raw: Sequence[Any]) -> Transcript:

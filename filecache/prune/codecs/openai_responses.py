@@ -25,7 +25,8 @@ from filecache.prune.codecs.base import (
     ToolCall,
     ToolResult,
     Transcript,
-    parse_list,
+    link,
+    message_list,
     register_format,
     render_replaced,
 )
@@ -96,7 +97,8 @@ def parse(messages: object) -> Transcript:
         TranscriptError: naming the item index (wrong types, an output without an earlier
             call, a call id used twice, a second output for a call).
     """
-    return parse_list(messages, FORMAT, _message, "input items")
+    items = message_list(messages, "input items")
+    return link([_message(i, m) for i, m in enumerate(items)], FORMAT, items)
 
 
 def render(transcript: Transcript, replacements: Mapping[str, str]) -> list[Any]:

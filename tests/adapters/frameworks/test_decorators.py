@@ -141,7 +141,7 @@ def test_write_tool_records_a_write(session: Session, root: Path) -> None:
     write_file(path="new.txt", content="hello\n")
     [record] = session.ledger().writes["new.txt"]
     assert record.tool == "write"
-    [event] = [e for e in session.cache.store.events(session.id) if e.path == "new.txt"]
+    [event] = [e for e in session.engine.store.events(session.id) if e.path == "new.txt"]
     assert event.kind == "written"  # once "writeed" (built as tool + "ed")
 
 
@@ -152,7 +152,7 @@ def test_edit_tool_records_the_kind_edited(session: Session, root: Path) -> None
         return "ok"
 
     edit_file("notes.txt", "line", "LINE", call_id="e1")
-    [event] = [e for e in session.cache.store.events(session.id) if e.call_id == "e1"]
+    [event] = [e for e in session.engine.store.events(session.id) if e.call_id == "e1"]
     assert (event.tool, event.kind) == ("edit", "edited")
 
 

@@ -210,3 +210,39 @@ def test_two_replicas_on_one_store_send_the_same_bytes(pg_url: str) -> None:
     finally:
         for replica in replicas:
             replica.close()
+
+
+def test_each_request_is_counted_for_stats_on_the_shared_store(tmp_path: Path) -> None:
+    """What the proxy saved, per conversation, in ``filecache stats`` of its store: equal to
+    the requests LiteLLM sent against the ones the clients gave, counted independently."""
+    from filecache.core.tokens import fast_estimate_text
+    from filecache.figures import RequestTally, keyed_request
+    from filecache.prune.transcript import parse_transcript
+    from filecache.stats import collect_stats
+    from filecache.store.opening import open_store
+
+    store = tmp_path / "gateway.db"
+    callback = FilecacheCallback(store=str(store))
+    want = RequestTally()
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "look at a.py"}]
+    steps = [turn("Read", {"file_path": "/p/a.py"}, f"toolu_r{k}", read("a.py", 60))
+             for k in range(4)]  # fmt: skip
+    for step in [[], *steps, []]:  # the last one again: a retry, counted once
+        messages = [*messages, *step]
+        data = anthropic_data(copy.deepcopy(messages))
+        data["proxy_server_request"]["headers"]["User-Agent"] = "claude-cli/2.1.332 (external)"
+        given = parse_transcript(copy.deepcopy(data["messages"]), "anthropic")
+        assert hook(callback, data, "anthropic_messages") is data
+        sent = parse_transcript(data["messages"], "anthropic")
+        want.add(keyed_request(sent, fast_estimate_text), keyed_request(given, fast_estimate_text))
+    callback.close()  # the counts queued behind the hooks are written first
+    with open_store(tmp_path, str(store)) as opened:
+        (one,) = collect_stats(opened).sessions
+    assert one.session_id.startswith("gateway:session:abcdef0123:")
+    assert one.label.startswith("gateway (Claude Code) conversation abcdef0123")
+    assert one.headline is not None and one.headline.tally is not None
+    assert one.headline.tally.filecache == want.filecache and want.filecache.requests == 5
+    assert one.headline.tally.baseline == want.baseline
+    assert want.filecache.tokens < want.baseline.tokens
+    assert one.headline.prices.model == "claude-sonnet-4-5"
+    assert KEY.encode() not in store_bytes(store)

@@ -186,6 +186,34 @@ def test_rereads_are_filerefs_and_changes_diffs(world: World) -> None:
     log = (Path(world.env["XDG_CACHE_HOME"]) / "filecache" / "gateway.log").read_text()
     assert "refs=" in log and "a.py" not in log  # counts only: no path, no text
 
+    # What it saved: the conversation in `filecache stats`, once the gateway has exited (it
+    # writes the counts still queued before it does).
+    from filecache.adapters.gateway.user_gateway import stop_gateways
+
+    for pid in stop_gateways(world.env):
+        _wait_gone(pid)
+    done = subprocess.run(
+        [sys.executable, "-m", "filecache", "stats", "--json"], cwd=world.project,
+        env=world.env, capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert KEY not in done.stdout
+    main = [s for s in json.loads(done.stdout)["sessions"]
+            if s["headline"]["requests"] >= len(bodies)]  # fmt: skip
+    assert len(main) == 1, done.stdout
+    assert main[0]["label"].startswith("gateway (Claude Code) conversation ")
+    assert main[0]["headline"]["prompt_tokens"]["saved"] > 0
+
+
+def _wait_gone(pid: int) -> None:
+    """Until the process ``pid`` has exited (it is not our child: poll, bounded)."""
+    for _ in range(1200):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        threading.Event().wait(0.05)
+    raise AssertionError(f"the gateway {pid} did not exit")
+
 
 def test_superseded_results_are_pruned_at_a_small_window(world: World) -> None:
     a_text, c_text = lines("a.py"), lines("c.py", 200)

@@ -194,7 +194,7 @@ def test_stats_credit_only_the_answers_the_host_sent(root: Path) -> None:
         short = host.read("notes.txt", "toolu_4", host_text=own)  # the proof a FileRef needs
         assert short is not None and short.kind == "unchanged"
         assert host.short_or_own("toolu_4", short.text, own, note) is not None
-        report = collect_stats(host.cache.store, host.session.id)
+        report = collect_stats(host.cache.engine.store, host.session.id)
     (only,) = report.sessions
     assert dict(only.reads) == {"full": 2, "withdrawn": 1, "unchanged": 1}
     assert only.saved == sent.tokens_full - short.tokens  # toolu_4 only

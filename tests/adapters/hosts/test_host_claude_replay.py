@@ -10,6 +10,7 @@ hook command runs it) given the same events answers exactly what the replay used
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +56,9 @@ def test_the_bundled_transcripts_replay_through_the_hook(imported: Path, name: s
     assert result.files_identical, result.mismatches
     assert result.requests == requests
     assert result.prompt_tokens.recorded == recorded
-    # Each FileRef and diff carries a seal keyed per store: its token count may differ by a
-    # few tokens in every request it stays in (29,767-29,902 over 7 runs for the first).
+    # Each FileRef and diff carries a seal keyed by this machine's key: its token count may
+    # differ by a few tokens on another machine in every request it stays in (29,767-29,902
+    # over 7 keys for the first); on one machine every run gives the same figures (below).
     slack = 3 * result.requests * (unchanged + diff)
     assert abs(result.prompt_tokens.filecache - through_hook) <= slack
     assert result.prompt_tokens.plain == result.prompt_tokens.recorded  # Claude Code's own tools
@@ -68,6 +70,15 @@ def test_the_bundled_transcripts_replay_through_the_hook(imported: Path, name: s
     assert (result.billed.filecache < result.billed.recorded) == saves
     assert result.billed.filecache <= result.billed.recorded
     assert result.prompt_tokens.filecache <= result.prompt_tokens.recorded
+
+
+def test_a_replay_through_the_hook_repeats_its_figures(imported: Path) -> None:
+    """Each run copies the files to a new temporary root; the seal is keyed by the session's
+    name, not that root, so the answers and their token counts repeat (they differed by a few
+    tokens per FileRef between runs)."""
+    first, again = (replay_claude_code(imported / "cc-2.1.328-rereads") for _ in range(2))
+    assert first.prompt_tokens == again.prompt_tokens and first.billed == again.billed
+    assert first.filecache_messages == again.filecache_messages
 
 
 def test_the_hooks_instructions_ride_with_the_first_short_answer(imported: Path) -> None:
@@ -187,7 +198,13 @@ def test_the_live_hook_answers_what_the_replay_used(
         monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
         live = run_hook("claude-code", [], json.dumps(event).encode())
         seen.append((event, out))
-        assert (json.loads(live) if live else None) == out, event.get("tool_use_id")
+        # the seal is the one difference: the replay keys it by the session's name (so its
+        # figures repeat), the live hook by the root
+        unsealed = re.compile(r"seal [0-9a-f]{6}")
+        expected = unsealed.sub("seal", json.dumps(out))
+        assert unsealed.sub("seal", json.dumps(json.loads(live) if live else None)) == expected, (
+            event.get("tool_use_id")
+        )
         return out
 
     monkeypatch.setattr(claude_replay, "answer", both)

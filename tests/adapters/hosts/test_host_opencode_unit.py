@@ -472,7 +472,9 @@ def test_an_edit_the_dead_resident_may_have_applied_is_not_sent_again(
     # recorded, and the next read of the edited file is not taken as known to the model
     host = HostSession.open("opencode", "ses_1", root)
     try:
-        assert [e for e in host.cache.store.events(host.session.id) if e.call_id == "e1"] == []
+        assert [
+            e for e in host.cache.engine.store.events(host.session.id) if e.call_id == "e1"
+        ] == []
     finally:
         host.close()
     assert "unchanged since" not in out["next"] and "line 7: THE quick" in out["next"]

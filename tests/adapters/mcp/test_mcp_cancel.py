@@ -52,7 +52,7 @@ async def cancel_a_blocked_read(session: object, store: Path, *, inline: bool) -
 
 def read_events(root: Path, store: Path) -> list[str]:
     with FileCache(root, store=store) as cache:
-        return [e.kind for e in cache.store.events("agent") if e.tool == "read"]
+        return [e.kind for e in cache.engine.store.events("agent") if e.tool == "read"]
 
 
 async def test_a_cancelled_stdio_read_is_no_fact(root: Path, tmp_path: Path) -> None:
@@ -68,7 +68,7 @@ async def test_a_cancelled_stdio_read_is_no_fact(root: Path, tmp_path: Path) -> 
     # answered before the server read the cancel: committed, then its forgetting recorded
     assert read_events(root, store) == ["full", "full"]
     with FileCache(root, store=store) as cache:
-        assert [e.kind for e in cache.store.events("agent")][1] == "forgot"
+        assert [e.kind for e in cache.engine.store.events("agent")][1] == "forgot"
 
 
 async def test_a_cancelled_http_read_is_no_fact(root: Path, tmp_path: Path) -> None:
