@@ -31,10 +31,13 @@ against no hook, in one run: ``claude -p`` against the scripted model of
 ``tests/anthropic_server.py`` reads a 10 KB file, then re-reads it ``--reads`` times (each a
 FileRef with filecache), ``--runs`` times per setup, the setups interleaved run by run: no
 hook; the command hooks ``filecache install claude-code`` writes (the thin client of the
-resident server); a ``"type": "http"`` PostToolUse hook to ``hook_http``'s server on
-127.0.0.1. A tool call's time is the gap between two requests of the agent loop at the model
-server (the tool, its hooks and Claude Code's own work between them); "added" is a setup's gap
-minus the no-hook gap of the same call of the same run index.
+resident server); the hooks ``filecache install claude-code --http-port PORT`` writes (http
+hooks for PostToolUse and PostToolUseFailure to ``hook_http``'s server on 127.0.0.1, started
+before the runs by ``hook_http.ensure_running``, what the installed SessionStart hook calls,
+so every call is served); an http hook to a server that answers nothing (Claude Code's own
+cost of an http hook). A tool call's time is the gap between two requests of the agent loop at
+the model server (the tool, its hooks and Claude Code's own work between them); "added" is a
+setup's gap minus the no-hook gap of the same call of the same run index.
 
     .venv/bin/python bench/bench_hooks_claude.py --claude PATH [--runs 5] [--reads 12]
 """
@@ -117,7 +120,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
-SETUPS = ("no hook", "command hook", "http hook", "http, empty answer")
+SETUPS = ("no hook", "command hook", "http hook (--http)", "http, empty answer")
 
 
 def _free_port() -> int:
@@ -178,6 +181,10 @@ def _one_run(claude: str, setup: str, base: Path, port: int, reads: int) -> tupl
     if setup == "command hook":
         subprocess.run([sys.executable, "-m", "filecache", "install", "claude-code"],
                        cwd=project, env=env, check=True, capture_output=True)  # fmt: skip
+    elif setup == "http hook (--http)":
+        subprocess.run([sys.executable, "-m", "filecache", "install", "claude-code",
+                        "--http-port", str(port)],
+                       cwd=project, env=env, check=True, capture_output=True)  # fmt: skip
     elif setup.startswith("http"):
         (home / ".claude" / "settings.json").write_text(json.dumps(_http_settings(port)))
     turns: list[Any] = [[tool_use("Read", {"file_path": str(target)}, f"toolu_{i:03d}")]
@@ -211,20 +218,18 @@ def real_binary(claude: str, runs: int, reads: int) -> None:
     gaps: dict[str, list[list[float]]] = {s: [] for s in SETUPS}
     short = dict.fromkeys(SETUPS, 0)
     with tempfile.TemporaryDirectory(prefix="bench-hooks-real-") as tmp:
-        server_env = {**os.environ, "XDG_CACHE_HOME": str(Path(tmp) / "server-cache")}
-        server = subprocess.Popen(
-            [sys.executable, "-I", "-m", "filecache.adapters.hosts.hook_http", "--port",
-             str(port)], env=server_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )  # fmt: skip
-        try:
-            for _ in range(100):  # until it listens
-                try:
-                    import socket
+        from filecache.adapters.hosts import hook_http
 
-                    socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+        runtime = Path(tmp) / "server-run"
+        runtime.mkdir(mode=0o700)
+        os.environ["XDG_RUNTIME_DIR"] = str(runtime)  # the server's pid file, for its stop
+        os.environ["XDG_CACHE_HOME"] = str(Path(tmp) / "server-cache")
+        try:
+            hook_http.ensure_running([port])  # as the installed SessionStart hook starts it
+            for _ in range(600):  # until it answers
+                if hook_http.status(port) is not None:
                     break
-                except OSError:
-                    time.sleep(0.05)
+                time.sleep(0.05)
             for run in range(runs):
                 for setup in SETUPS:
                     base = Path(tmp) / f"{run}-{setup.split()[0]}"
@@ -237,8 +242,7 @@ def real_binary(claude: str, runs: int, reads: int) -> None:
                     gaps[setup].append(got)
                     short[setup] += sent.count("unchanged since your result")
         finally:
-            server.kill()  # the process this bench started
-            server.wait()
+            hook_http.stop_servers()  # the server this bench started
             empty.shutdown()
     load_after = os.getloadavg()
     print(f"Claude Code {_version(claude)}, {runs} runs x {reads} re-reads of a 10 KB file per "
@@ -246,7 +250,7 @@ def real_binary(claude: str, runs: int, reads: int) -> None:
           + ", ".join(f"{s} {short[s]}" for s in SETUPS)
           + f"; load average {load_before[0]:.1f} -> {load_after[0]:.1f} on "
           f"{os.cpu_count()} cores")  # fmt: skip
-    print(f"{'per tool call':34} {'p50 ms':>8} {'p95 ms':>8} {'mean ms':>8}")
+    print(f"{'per tool call':36} {'p50 ms':>8} {'p95 ms':>8} {'mean ms':>8}")
     flat = {s: [g for run in gaps[s] for g in run] for s in SETUPS}
     for setup in SETUPS:
         values = flat[setup]

@@ -726,7 +726,27 @@ _HOSTS = HOST_NAMES  # host_specs imports nothing: the CLI's start stays as it w
     help="Claude Code only: for this project, this developer only (.claude/settings.local.json).",
 )
 @click.option("--uninstall", is_flag=True, help="Remove filecache's hooks (and only them).")
-def install(host: str, user: bool, project: bool, local: bool, uninstall: bool) -> None:
+@click.option(
+    "--http",
+    is_flag=True,
+    help="Claude Code only, Linux: answer each tool call by an http hook to a resident server "
+    "on 127.0.0.1 (no process per call); the server starts with the next session or prompt.",
+)
+@click.option(
+    "--http-port",
+    type=int,
+    default=None,
+    help="The http server's port (implies --http; default: 41000 + uid mod 8000, per user).",
+)
+def install(
+    host: str,
+    user: bool,
+    project: bool,
+    local: bool,
+    uninstall: bool,
+    http: bool,
+    http_port: int | None,
+) -> None:
     """Put filecache inside HOST's own tools (Claude Code: the project by default; Codex and
     opencode: the user by default). Idempotent; merges with the settings already there. One
     installation per host: filecache's hooks of HOST at another scope are removed (the line
@@ -742,17 +762,26 @@ def install(host: str, user: bool, project: bool, local: bool, uninstall: bool) 
     scope = chosen[0] if chosen else None
 
     if uninstall:
+        if http or http_port is not None:
+            raise click.UsageError("--http and --uninstall exclude each other")
         line: str = registry.host_module(host).install(scope=scope, uninstall=True, cwd=Path.cwd())
         click.echo(line + _stopped())
         return
-    click.echo(registry.install(host, scope=scope, cwd=Path.cwd()))
+    port = http_port
+    if http and port is None:
+        from filecache.adapters.hosts.hook_http import default_port
+
+        port = default_port()
+    click.echo(registry.install(host, scope=scope, cwd=Path.cwd(), http_port=port))
 
 
 def _stopped() -> str:
-    """Stop the resident hook servers (a host still installed restarts one); what to add."""
+    """Stop the resident hook servers, the http ones included (a host still installed
+    restarts them); what to add."""
+    from filecache.adapters.hosts import hook_http
     from filecache.adapters.hosts.hook_client import stop_servers
 
-    stopped = stop_servers()
+    stopped = [*stop_servers(), *hook_http.stop_servers()]
     return f"; stopped {len(stopped)} resident hook server(s)" if stopped else ""
 
 

@@ -3,8 +3,9 @@ when the test ends.
 
 ``private_runtime(env)`` sets ``XDG_RUNTIME_DIR`` in ``env`` to a fresh short folder (the
 socket path must fit in ``AF_UNIX``'s 108 bytes; a test's ``tmp_path`` is longer), and on exit
-asks every server there to stop and removes the folder (a server whose socket is gone exits
-too). ``servers(env)`` is what ``filecache hook --status`` lists, as dicts.
+asks every server there to stop (the http hook servers recorded there too) and removes the
+folder (a server whose socket is gone exits too). ``servers(env)`` is what ``filecache hook
+--status`` lists, as dicts.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from filecache.adapters.hosts import hook_http
 from filecache.adapters.hosts.hook_client import ping, server_sockets, stop_servers
 
 
@@ -28,6 +30,7 @@ def private_runtime(env: MutableMapping[str, str]) -> Iterator[Path]:
         yield run
     finally:
         stop_servers(env)
+        hook_http.stop_servers(env)  # the http hook servers a SessionStart hook started
         shutil.rmtree(run, ignore_errors=True)
 
 

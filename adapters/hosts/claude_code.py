@@ -76,12 +76,12 @@ DISPLAY_NAME = spec(HOST_NAME).display
 MIN_VERSION = (2, 1, 121)  # PostToolUse hookSpecificOutput.updatedToolOutput
 
 
-def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
+def install(*, scope: str | None, uninstall: bool, cwd: Path, http_port: int | None = None) -> str:
     """``filecache install claude-code`` (``claude_settings.install``; imported only here, so
     the hook does not load it)."""
     from filecache.adapters.hosts.claude_settings import install as install_hooks
 
-    line: str = install_hooks(scope=scope, uninstall=uninstall, cwd=cwd)
+    line: str = install_hooks(scope=scope, uninstall=uninstall, cwd=cwd, http_port=http_port)
     return line
 
 
@@ -124,11 +124,35 @@ def run_hook(args: list[str], payload: bytes) -> bytes:
     event = json.loads(payload)
     if not isinstance(event, dict):
         return b""
+    if event.get("hook_event_name") in _STARTS_HTTP:
+        _start_http_servers(event)
     if event.get("hook_event_name") == "PostToolUse" and code_mode():
         out = _standing_aside(event)
     else:
         out = answer(event)
     return b"" if out is None else json.dumps(out, ensure_ascii=False).encode("utf-8")
+
+
+_STARTS_HTTP = frozenset({"SessionStart", "UserPromptSubmit"})
+
+
+def _start_http_servers(event: Mapping[str, Any]) -> None:
+    """Start ``hook_http``'s server for each http hook installed for this project whose port
+    nothing listens on (``install --http``); never raises (one log line)."""
+    from filecache.adapters.hosts import call_env
+
+    try:
+        from filecache.adapters.hosts.claude_settings import http_ports
+        from filecache.adapters.hosts.hook_http import ensure_running
+
+        cwd = event.get("cwd")
+        root = call_env.getenv("CLAUDE_PROJECT_DIR") or (cwd if isinstance(cwd, str) else None)
+        if root and os.path.isabs(root):
+            ensure_running(http_ports(Path(root)))
+    except Exception as exc:
+        from filecache.adapters.hosts.base import log_failure
+
+        log_failure(HOST_NAME, f"starting the http hook server: {type(exc).__name__}: {exc}")
 
 
 CODE_MODE = "CLAUDE_CODE_EXPERIMENTAL_CODE_MODE"

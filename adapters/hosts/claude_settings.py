@@ -21,6 +21,16 @@ removes only ours, and an event whose groups were all ours. It never deletes the
 ``"hooks"`` object (install cannot tell afterwards whether it made them): a file install
 created is left as ``{"hooks": {}}``.
 
+With ``--http`` (``http_port``), the per-call events (``HTTP_EVENTS``: ``PostToolUse`` and
+``PostToolUseFailure``) get an ``http`` hook to ``hook_http``'s server on 127.0.0.1:PORT in place
+of the command hook (never beside it: both would answer). The other events keep the command
+hook: ``SessionStart`` because Claude Code 2.1.332 runs no http hook there ("HTTP hooks are not
+supported for SessionStart"); ``UserPromptSubmit``, ``PreCompact`` and ``PostCompact`` because
+they say what the model no longer holds, which must not be lost when the server is down (a
+command hook runs in-process then), and they are rare (a prompt, a compaction), so their cost
+does not matter. ``SessionStart`` and ``UserPromptSubmit`` also start the http server when
+nothing listens on its port (``http_ports``, ``hook_http.ensure_running``).
+
 The settings are written atomically (a temporary file beside it, then a rename), so Claude Code
 never reads half a file. A file that is not a JSON object, or whose ``"hooks"`` is not an object
 of lists (``{EVENT: [GROUP...]}``), is not touched: the error says so.
@@ -49,10 +59,12 @@ from filecache.errors import ConfigError
 
 __all__ = [
     "HOOKS",
+    "HTTP_EVENTS",
     "MARKER",
     "SCOPES",
     "claude_version",
     "hook_command",
+    "http_ports",
     "install",
     "installed",
     "settings_path",
@@ -63,6 +75,8 @@ _SPEC = spec("claude-code")
 HOOKS = _SPEC.events
 """event -> matcher (None: the event has no tool matcher): ``host_specs``."""
 TIMEOUT_SECONDS = _SPEC.hook_timeout
+HTTP_EVENTS = ("PostToolUse", "PostToolUseFailure")
+"""The events ``--http`` serves by an http hook (see the module docstring)."""
 MIN_VERSION = (2, 1, 121)
 
 
@@ -90,18 +104,44 @@ def installed(cwd: Path) -> list[Installed]:
     return found
 
 
-def merged(settings: dict[str, Any], *, uninstall: bool, command: str) -> dict[str, Any]:
-    """``settings`` with filecache's hooks replaced (or removed); pure."""
+def http_ports(root: Path) -> list[int]:
+    """The ports of filecache's http hooks for Claude Code in the settings that apply to the
+    project at ``root`` (the user's, the project's, the local ones; unreadable ones skipped)."""
+    from filecache.adapters.hosts.matcher_groups import our_http_ports
+
+    ports: list[int] = []
+    for scope in SCOPES:
+        try:
+            ports += our_http_ports(load_json_object(settings_path(scope, root)), "claude-code")
+        except ConfigError:
+            continue
+    return list(dict.fromkeys(ports))
+
+
+def merged(
+    settings: dict[str, Any], *, uninstall: bool, command: str, http_port: int | None = None
+) -> dict[str, Any]:
+    """``settings`` with filecache's hooks replaced (or removed); pure. ``http_port``: the
+    ``HTTP_EVENTS`` get an http hook to that port instead of the command."""
     hook = {"type": "command", "command": command, "timeout": TIMEOUT_SECONDS}
+    instead = {}
+    if http_port is not None:
+        from filecache.adapters.hosts.hook_http import http_hook
+
+        instead = {event: http_hook(http_port, timeout=TIMEOUT_SECONDS or 30)
+                   for event in HTTP_EVENTS}  # fmt: skip
     out: dict[str, Any] = matcher_groups(
-        settings, host="claude-code", uninstall=uninstall, events=HOOKS, hook=hook
-    )
+        settings, host="claude-code", uninstall=uninstall, events=HOOKS, hook=hook,
+        instead=instead,
+    )  # fmt: skip
     return out
 
 
-def _merged(path: Path, settings: dict[str, Any], *, uninstall: bool) -> dict[str, Any]:
+def _merged(
+    path: Path, settings: dict[str, Any], *, uninstall: bool, http_port: int | None = None
+) -> dict[str, Any]:
     try:
-        return merged(settings, uninstall=uninstall, command=hook_command())
+        return merged(settings, uninstall=uninstall, command=hook_command(), http_port=http_port)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
 
@@ -139,9 +179,12 @@ def _version_note() -> str:
     return f" (Claude Code {shown})"
 
 
-def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
-    """Install (or remove) filecache's hooks; returns the one line to print."""
+def install(*, scope: str | None, uninstall: bool, cwd: Path, http_port: int | None = None) -> str:
+    """Install (or remove) filecache's hooks; returns the one line to print. ``http_port``:
+    http hooks for ``HTTP_EVENTS`` (``--http``)."""
     scope = scope or "project"
+    if http_port is not None and not 0 < http_port < 65536:
+        raise ConfigError(f"--http-port {http_port}: not a TCP port (1 to 65535)")
     if scope not in SCOPES:
         raise ConfigError(f"unknown scope {scope!r}; use --project, --local or --user")
     path = settings_path(scope, cwd)
@@ -154,13 +197,18 @@ def install(*, scope: str | None, uninstall: bool, cwd: Path) -> str:
             return f"no filecache hooks for Claude Code in {path}; nothing changed"
         write_atomically(path, _dumped(after), within=None if scope == "user" else cwd)
         return f"removed filecache hooks for Claude Code from {path}"
-    after = _merged(path, current or {}, uninstall=False)
+    after = _merged(path, current or {}, uninstall=False, http_port=http_port)
     again = current is not None and after == current
     if not again:
         write_atomically(path, _dumped(after), within=None if scope == "user" else cwd)
     verb = "filecache hooks for Claude Code already in" if again else "installed filecache hooks"
     where = f"{verb} {path}" if again else f"{verb} for Claude Code in {path}"
-    return where + _version_note() + (_git_note(path) if scope == "local" else "")
+    http = "" if http_port is None else (
+        f"; {' and '.join(HTTP_EVENTS)} by http hooks to 127.0.0.1:{http_port} (the server "
+        "starts with the next session or prompt; until it listens, Claude Code's own results "
+        "stand)"
+    )  # fmt: skip
+    return where + http + _version_note() + (_git_note(path) if scope == "local" else "")
 
 
 def _git_note(path: Path) -> str:

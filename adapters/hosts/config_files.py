@@ -123,8 +123,9 @@ def _client(path: str) -> bool:
 
 @dataclass(frozen=True)
 class Installed:
-    """filecache's hooks for one host at one scope: the file that holds them and what each
-    of its commands (or opencode's plugin entries) runs."""
+    """filecache's hooks for one host at one scope: the file that holds them, what each of its
+    commands (or opencode's plugin entries) runs, and the ports its http hooks call (Claude
+    Code's ``install --http``; ``count`` includes them)."""
 
     host: str
     scope: str
@@ -133,6 +134,7 @@ class Installed:
     script: str | None
     guarded: bool
     count: int
+    http_ports: tuple[int, ...] = ()
 
     @property
     def runs(self) -> bool:

@@ -3,8 +3,10 @@
 ``diagnose`` gathers, without changing anything: filecache's hooks of every host at every scope
 (``registry.installed``: the file, the interpreter and client script each names, whether both
 are still there, whether the command is guarded), the store the hooks of this project use and
-whether it can be written, this user's resident hook servers (``hook_client.ping``), and the
-last line of the hook log. ``format_diagnosis`` renders it for a terminal; ``to_json`` as data.
+whether it can be written, this user's resident hook servers (``hook_client.ping``), the state of
+the server behind each port Claude Code's http hooks call (``hook_http.status``: running, not
+running, or the port held by another program), and the last line of the hook log.
+``format_diagnosis`` renders it for a terminal; ``to_json`` as data.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ class Diagnosis:
     servers: tuple[dict[str, Any], ...]
     log: Path
     last_error: str | None
+    http: tuple[dict[str, Any], ...] = ()
+    """One per port of the installed http hooks: ``port``, ``state`` (``running``,
+    ``stopped``, ``taken``) and, when running, the server's ``status``."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -43,12 +48,14 @@ class Diagnosis:
                     "runs": h.runs,
                     "guarded": h.guarded,
                     "entries": h.count,
+                    "http_ports": list(h.http_ports),
                 }
                 for h in self.hooks
             ],  # fmt: skip
             "store": self.store,
             "store_writable": self.store_writable,
             "servers": list(self.servers),
+            "http_servers": list(self.http),
             "log": str(self.log),
             "last_error": self.last_error,
         }
@@ -71,9 +78,19 @@ def diagnose(cwd: Path) -> Diagnosis:
 
             servers.append(json.loads(answer[1]))
     log = log_path()
-    return Diagnosis(
-        tuple(registry.installed(cwd)), store, writable, tuple(servers), log, _last_line(log)
-    )
+    hooks = tuple(registry.installed(cwd))
+    ports = dict.fromkeys(port for h in hooks for port in h.http_ports)
+    return Diagnosis(hooks, store, writable, tuple(servers), log, _last_line(log),
+                     tuple(_http_state(port) for port in ports))  # fmt: skip
+
+
+def _http_state(port: int) -> dict[str, Any]:
+    from filecache.adapters.hosts.hook_http import listening, status
+
+    found = status(port)
+    if found is not None:
+        return {"port": port, "state": "running", "status": found}
+    return {"port": port, "state": "taken" if listening(port) else "stopped"}
 
 
 def _writable(path: Path) -> bool:
@@ -104,9 +121,10 @@ def format_diagnosis(found: Diagnosis) -> str:
         state = "ok" if h.runs else "INTERPRETER OR SCRIPT GONE (does nothing)"
         if not h.guarded:
             state += "; UNGUARDED (an earlier release's: run filecache install again)"
+        http = "".join(f", http hooks to 127.0.0.1:{port}" for port in h.http_ports)
         out.append(
             f"hooks: {h.host} --{h.scope} in {h.path}: {h.count} entr"
-            f"{'y' if h.count == 1 else 'ies'}, python {h.interpreter or '?'}, "
+            f"{'y' if h.count == 1 else 'ies'}{http}, python {h.interpreter or '?'}, "
             f"script {h.script or '(module)'}: {state}"
         )
     if len({h.host for h in found.hooks}) < len(found.hooks):
@@ -119,5 +137,20 @@ def format_diagnosis(found: Diagnosis) -> str:
     for s in found.servers:
         out.append(f"server: pid {s.get('pid')}, filecache {s.get('version')}, "
                    f"{s.get('calls')} calls, {s.get('socket')}")  # fmt: skip
+    for each in found.http:
+        port = each["port"]
+        if each["state"] == "running":
+            st = each["status"]
+            out.append(f"http server: 127.0.0.1:{port}, pid {st.get('pid')}, filecache "
+                       f"{st.get('version')}, {st.get('calls')} calls")  # fmt: skip
+        elif each["state"] == "stopped":
+            out.append(
+                f"http server: 127.0.0.1:{port} not running (the next Claude Code "
+                "session or prompt starts it; its own results stand until then)"
+            )
+        else:
+            out.append(f"http server: 127.0.0.1:{port} HELD BY ANOTHER PROGRAM: the http hooks "
+                       "are not served; filecache install claude-code --http-port N (a free "
+                       "port)")  # fmt: skip
     out.append(f"last error: {found.last_error or 'none'} ({found.log})")
     return "\n".join(out)

@@ -18,19 +18,50 @@ shows, so a request is answered only when all of these hold (else 403, and nothi
   never grants (it answers no ``OPTIONS``).
 
 No secret is needed, so nothing secret is written into Claude Code's settings (which are often
-readable by others). Owned state: none across requests but the store; one thread per request.
+readable by others). Owned state: none across requests but the store and the call count (under
+a lock); one thread per request.
+
+Lifetime: nothing runs it as a service. ``filecache install claude-code --http`` keeps
+``SessionStart`` and ``UserPromptSubmit`` command hooks, and they call ``ensure_running`` with
+the ports of the http hooks installed for the project: a port where nothing listens gets a
+server, started detached (a new session, stdio on ``/dev/null``) without waiting for it, so the
+calls before it listens are simply not served (Claude Code's own result stands). The server
+records itself in the hook socket folder (``http-PORT.pid``; ``stop_servers`` ends those of
+this environment's folder), answers ``GET /status`` (its pid and call count, under the same
+checks as a hook call), and exits after ``FILECACHE_HOOK_SERVER_IDLE`` seconds without a call
+(600 by default, as the Unix-socket server does), so a changed filecache is loaded again by the
+next prompt's hook. ``FILECACHE_HOOK_SERVER=0`` starts none.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import socket
+import subprocess
 import sys
+import threading
+import time
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-__all__ = ["ENV_HEADER", "HEADER", "HookHTTPServer", "http_hook", "peer_uid", "serve"]
+__all__ = [
+    "ENV_HEADER",
+    "HEADER",
+    "HookHTTPServer",
+    "default_port",
+    "ensure_running",
+    "http_hook",
+    "hook_port",
+    "listening",
+    "peer_uid",
+    "serve",
+    "status",
+    "stop_servers",
+]
 
 HEADER = "X-Filecache-Hook"
 ENV_HEADER = "X-Filecache-Env-"
@@ -81,31 +112,67 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    def do_POST(self) -> None:  # noqa: N802
+    def _allowed(self, host: str) -> bool:
         from filecache.adapters.hosts.host_specs import HOST_NAMES
 
-        host = self.path.strip("/").removeprefix("hook/")
         port = self.server.server_address[1]
-        allowed = (
+        return (
             host in HOST_NAMES
             and self.headers.get(HEADER) == host
             and self.headers.get("Origin") is None
             and self.headers.get("Host") == f"127.0.0.1:{port}"
             and self._peer_is_this_user(port)
         )
+
+    def do_GET(self) -> None:  # noqa: N802
+        """``GET /status`` (``HEADER: status``): this server's pid, port and call count."""
+        if self.path != "/status" or not self._allowed_status():
+            self._refuse(403)
+            return
+        body = json.dumps(self.server.status()).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _allowed_status(self) -> bool:
+        port = self.server.server_address[1]
+        return (
+            self.headers.get(HEADER) == "status"
+            and self.headers.get("Origin") is None
+            and self.headers.get("Host") == f"127.0.0.1:{port}"
+            and self._peer_is_this_user(port)
+        )
+
+    def do_POST(self) -> None:  # noqa: N802
+        host = self.path.strip("/").removeprefix("hook/")
+        allowed = self._allowed(host)
         length = int(self.headers.get("Content-Length") or 0)
         if not allowed or not 0 < length <= MAX_BODY:
             self._refuse(403 if not allowed else 413)
             return
         payload = self.rfile.read(length)
+        self.server.began()
+        try:
+            self._answer_call(host, payload)
+        finally:
+            self.server.ended()
+
+    def _answer_call(self, host: str, payload: bytes) -> None:
         per_call = {name: value for name in _per_call_names()
                     if (value := self.headers.get(ENV_HEADER + name))}  # fmt: skip
         answer = _answer(host, payload, per_call)
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+            self.wfile.flush()
+        except OSError:  # Claude Code gave up (its timeout): nothing may rely on the answer
+            _abandon(host, payload, per_call)
+            raise
 
 
 def _per_call_names() -> tuple[str, ...]:
@@ -133,6 +200,23 @@ def _answer(host: str, payload: bytes, env: dict[str, str] | None = None) -> byt
     return out
 
 
+def _abandon(host: str, payload: bytes, env: dict[str, str]) -> None:
+    """``registry.abandon`` for an answer that could not be sent (best effort: a peer that
+    closed without a reset is not seen; the unix-socket client's acknowledgement has no
+    equivalent in HTTP)."""
+    from filecache.adapters.hosts import call_env
+    from filecache.adapters.hosts.registry import abandon
+
+    try:
+        event = json.loads(payload)
+        cwd = event.get("cwd") if isinstance(event, dict) else None
+    except ValueError:
+        return
+    if isinstance(cwd, str) and os.path.isabs(cwd):
+        with call_env.calling(cwd, env):
+            abandon(host, [], payload)
+
+
 def http_hook(port: int, host: str = "claude-code", timeout: int = 30) -> dict[str, object]:
     """The hook entry for Claude Code's settings that calls this server on ``port``."""
     from filecache.adapters.hosts.call_env import PER_CALL
@@ -143,23 +227,193 @@ def http_hook(port: int, host: str = "claude-code", timeout: int = 30) -> dict[s
 
 
 class HookHTTPServer(ThreadingHTTPServer):
+    """The server; ``idle`` seconds without a call (and none running) end ``serve``."""
+
     daemon_threads = True
     allow_reuse_address = True
 
+    def __init__(self, address: tuple[str, int], handler: type[_Handler],
+                 idle: float | None = None) -> None:  # fmt: skip
+        super().__init__(address, handler)
+        self.idle = idle
+        self.calls = 0
+        self._running = 0
+        self._last = time.monotonic()
+        self._lock = threading.Lock()
 
-def serve(port: int) -> int:
-    """Answer hook requests on 127.0.0.1:``port`` until killed."""
+    def began(self) -> None:
+        with self._lock:
+            self.calls += 1
+            self._running += 1
+
+    def ended(self) -> None:
+        with self._lock:
+            self._running -= 1
+            self._last = time.monotonic()
+
+    def is_idle(self) -> bool:
+        with self._lock:
+            return (self.idle is not None and not self._running
+                    and time.monotonic() - self._last > self.idle)  # fmt: skip
+
+    def status(self) -> dict[str, object]:
+        from filecache.adapters.hosts.hook_server import _version
+
+        with self._lock:
+            calls, idle = self.calls, time.monotonic() - self._last
+        return {"pid": os.getpid(), "port": self.server_address[1], "calls": calls,
+                "idle_seconds": round(idle, 1), "version": _version()}  # fmt: skip
+
+
+IDLE_SECONDS = 600.0
+_URL = re.compile(r"http://127\.0\.0\.1:(\d{1,5})/hook/([a-z-]+)")
+
+
+def default_port() -> int:
+    """The port ``filecache install claude-code --http`` writes when none is given: fixed per
+    user (41000 + uid mod 8000), so installing twice writes the same settings."""
+    return 41000 + os.getuid() % 8000
+
+
+def hook_port(hook: object, host: str = "claude-code") -> int | None:
+    """The port of ``hook`` when it is an http hook filecache wrote for ``host`` (any port),
+    else None."""
+    if not isinstance(hook, dict) or hook.get("type") != "http":
+        return None
+    url = hook.get("url")
+    match = _URL.fullmatch(url) if isinstance(url, str) else None
+    if match is None or match.group(2) != host or not 0 < int(match.group(1)) < 65536:
+        return None
+    return int(match.group(1))
+
+
+def listening(port: int, timeout: float = 0.5) -> bool:
+    """Whether something accepts connections on 127.0.0.1:``port``."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def status(port: int, timeout: float = 2.0) -> dict[str, object] | None:
+    """The status of filecache's http server on ``port`` (None: nothing, or not ours)."""
+    import http.client
+
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        connection.request("GET", "/status", headers={HEADER: "status"})
+        response = connection.getresponse()
+        body = response.read()
+        found = json.loads(body) if response.status == 200 else None
+    except (OSError, ValueError, http.client.HTTPException):
+        return None
+    finally:
+        connection.close()
+    return found if isinstance(found, dict) else None
+
+
+def _folder(env: Mapping[str, str] | None = None) -> str | None:
+    from filecache.adapters.hosts.hook_client import Refused, socket_folder
+
+    try:
+        return socket_folder(env)
+    except (Refused, OSError):
+        return None
+
+
+def ensure_running(ports: list[int]) -> list[int]:
+    """Start a detached server on each of ``ports`` where nothing listens (none when
+    ``FILECACHE_HOOK_SERVER=0``); returns the ports started, without waiting for them. Racing
+    starts are harmless: the second cannot bind the port and exits."""
+    if os.environ.get("FILECACHE_HOOK_SERVER") == "0" or not Path("/proc/net/tcp").exists():
+        return []
+    started = []
+    for port in dict.fromkeys(ports):
+        if listening(port, 0.2):
+            continue
+        # sh starts the server in the background and exits at once (waited for here), so the
+        # server is init's child: a resident caller keeps no zombie when it exits.
+        command = ["/bin/sh", "-c", '"$@" </dev/null >/dev/null 2>&1 &', "filecache-http",
+                   sys.executable, "-I", "-m", "filecache.adapters.hosts.hook_http", "--port",
+                   str(port)]  # fmt: skip
+        subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+                       cwd="/", timeout=10, check=False)  # fmt: skip
+        started.append(port)
+    return started
+
+
+def _pid_file(folder: str, port: int) -> Path:
+    return Path(folder) / f"http-{port}.pid"
+
+
+def _is_server(pid: int, port: int) -> bool:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"filecache.adapters.hosts.hook_http" in argv and str(port).encode() in argv
+
+
+def stop_servers(env: Mapping[str, str] | None = None) -> list[int]:
+    """End the http servers recorded in the hook socket folder of ``env`` (default: this
+    process's; SIGTERM, each checked to be such a server by its command line); their pids."""
+    folder = _folder(env)
+    stopped: list[int] = []
+    for path in Path(folder).glob("http-*.pid") if folder else []:
+        port = path.stem.removeprefix("http-")
+        try:
+            pid = int(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if port.isdigit() and _is_server(pid, int(port)):
+            try:
+                os.kill(pid, signal.SIGTERM)
+                stopped.append(pid)
+            except OSError:
+                pass
+        path.unlink(missing_ok=True)
+    return stopped
+
+
+def serve(port: int, idle: float | None = None) -> int:
+    """Answer hook requests on 127.0.0.1:``port`` until killed, or idle for ``idle`` seconds
+    (default ``FILECACHE_HOOK_SERVER_IDLE``, else ``IDLE_SECONDS``)."""
     if not Path("/proc/net/tcp").exists():
         print("hook_http: needs Linux's /proc/net/tcp to check who calls", file=sys.stderr)
         return 2
-    import filecache.adapters.hosts.claude_code  # noqa: F401  (warm before the first call)
+    if idle is None:
+        idle = float(os.environ.get("FILECACHE_HOOK_SERVER_IDLE") or IDLE_SECONDS)
+    try:
+        server = HookHTTPServer(("127.0.0.1", port), _Handler, idle)
+    except OSError as exc:  # another server took the port first
+        print(f"hook_http: 127.0.0.1:{port}: {exc.strerror}", file=sys.stderr)
+        return 1
     from filecache.adapters.hosts.base import pool
+    from filecache.adapters.hosts.registry import host_module
+
+    host_module("claude-code")  # warm before the first call
 
     pool()  # each root's store stays open between calls
-
-    with HookHTTPServer(("127.0.0.1", port), _Handler) as server:
+    folder = _folder()
+    record = _pid_file(folder, port) if folder else None
+    if record is not None:
+        record.write_text(str(os.getpid()))
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    watcher = threading.Thread(target=_stop_when_idle, args=(server,), daemon=True)
+    watcher.start()
+    with server:
         server.serve_forever()
+    if record is not None and record.exists() and record.read_text() == str(os.getpid()):
+        record.unlink(missing_ok=True)
     return 0
+
+
+def _stop_when_idle(server: HookHTTPServer) -> None:
+    while not server.is_idle():
+        time.sleep(min(5.0, server.idle or 5.0))
+    server.shutdown()
 
 
 if __name__ == "__main__":

@@ -3,10 +3,11 @@
 it, for any host whose settings have that shape (pure: dicts in, dicts out).
 
 Ours are recognised by what the command runs (``config_files.hook_parts``: every form filecache
-ever wrote, from any interpreter) for the given host, and replaced as a whole on every install,
-so installing twice is installing once. Everything else is kept; an uninstall removes only ours,
-and an event whose groups were all ours. A ``"hooks"`` that is not an object of lists is not
-touched: ``ConfigError`` says so.
+ever wrote, from any interpreter) for the given host, or, for an ``http`` hook, by its URL
+(``hook_http.hook_port``: ``http://127.0.0.1:PORT/hook/HOST``, any port), and replaced as a
+whole on every install, so installing twice is installing once. Everything else is kept; an
+uninstall removes only ours, and an event whose groups were all ours. A ``"hooks"`` that is not
+an object of lists is not touched: ``ConfigError`` says so.
 """
 
 from __future__ import annotations
@@ -19,10 +20,14 @@ from filecache.adapters.hosts.config_files import Installed, hook_parts, load_js
 
 from filecache.errors import ConfigError
 
-__all__ = ["installed_at", "merged", "our_commands"]
+__all__ = ["installed_at", "merged", "our_commands", "our_http_ports"]
 
 
 def _ours(hook: Any, host: str) -> bool:
+    from filecache.adapters.hosts.hook_http import hook_port
+
+    if hook_port(hook, host) is not None:
+        return True
     command = hook.get("command") if isinstance(hook, dict) else None
     if not isinstance(command, str):
         return False
@@ -30,17 +35,28 @@ def _ours(hook: Any, host: str) -> bool:
     return parts is not None and parts.host == host
 
 
-def our_commands(settings: Any, host: str) -> list[str]:
-    """The commands of ``host``'s hooks that filecache wrote into ``settings``."""
+def _hooks(settings: Any) -> list[Any]:
+    """Every hook entry in ``settings``, in order."""
     hooks = settings.get("hooks") if isinstance(settings, dict) else None
     found = []
     for groups in hooks.values() if isinstance(hooks, dict) else []:
         for group in groups if isinstance(groups, list) else []:
             inner = group.get("hooks") if isinstance(group, dict) else None
-            for hook in inner if isinstance(inner, list) else []:
-                if _ours(hook, host):
-                    found.append(str(hook["command"]))
+            found.extend(inner if isinstance(inner, list) else [])
     return found
+
+
+def our_commands(settings: Any, host: str) -> list[str]:
+    """The commands of ``host``'s hooks that filecache wrote into ``settings``."""
+    return [str(hook["command"]) for hook in _hooks(settings)
+            if _ours(hook, host) and "command" in hook]  # fmt: skip
+
+
+def our_http_ports(settings: Any, host: str) -> list[int]:
+    """The port of each of ``host``'s http hooks that filecache wrote into ``settings``."""
+    from filecache.adapters.hosts.hook_http import hook_port
+
+    return [port for hook in _hooks(settings) if (port := hook_port(hook, host)) is not None]
 
 
 def installed_at(
@@ -52,14 +68,17 @@ def installed_at(
     for scope in scopes:
         path = path_of(scope)
         try:
-            commands = our_commands(load_json_object(path), host)
+            settings = load_json_object(path)
         except ConfigError:
             continue
-        if commands:
-            parts = hook_parts(commands[0])
-            assert parts is not None
-            found.append(Installed(host, scope, path, parts.interpreter, parts.script,
-                                   parts.guarded, len(commands)))  # fmt: skip
+        commands, ports = our_commands(settings, host), our_http_ports(settings, host)
+        if commands or ports:
+            parts = hook_parts(commands[0]) if commands else None
+            found.append(Installed(
+                host, scope, path, parts.interpreter if parts else None,
+                parts.script if parts else None, parts.guarded if parts else True,
+                len(commands) + len(ports), tuple(dict.fromkeys(ports)),
+            ))  # fmt: skip
     return found
 
 
@@ -89,9 +108,11 @@ def merged(
     uninstall: bool,
     events: Mapping[str, str | None],
     hook: Mapping[str, Any],
+    instead: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """``settings`` with ``host``'s filecache hooks replaced by ``hook`` under each of
-    ``events`` (event -> matcher, None: the event has no tool matcher), or removed."""
+    ``events`` (event -> matcher, None: the event has no tool matcher), or removed.
+    ``instead``: event -> the hook written for that event in place of ``hook``."""
     hooks = settings.get("hooks", {})
     if not isinstance(hooks, dict):
         raise ConfigError(
@@ -107,7 +128,7 @@ def merged(
     if not uninstall:
         for event, matcher in events.items():
             group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
-            group["hooks"] = [dict(hook)]
+            group["hooks"] = [dict((instead or {}).get(event, hook))]
             hooks[event] = [*hooks.get(event, []), group]
     out = dict(settings)  # "hooks" keeps its place; an empty one stays (it may be the user's)
     if hooks or "hooks" in settings:

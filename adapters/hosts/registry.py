@@ -18,7 +18,7 @@ whatever interpreter or release wrote them and whether or not it still exists.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
 
@@ -127,12 +127,25 @@ def notice_text(name: str, session: str, reason: str) -> str | None:
     )
 
 
-def install(name: str, *, scope: str | None, cwd: Path) -> str:
+def install(name: str, *, scope: str | None, cwd: Path, http_port: int | None = None) -> str:
     """Install host ``name``'s hooks at ``scope`` (None: the host's default) and remove its
-    hooks at every other scope (one installation per host); the line to print."""
+    hooks at every other scope (one installation per host); the line to print.
+    ``http_port``: Claude Code's per-call events by http hooks (``claude_settings``).
+
+    Raises:
+        ConfigError: ``http_port`` for a host other than Claude Code.
+    """
     module = host_module(name)
     scope = scope or spec(name).scopes[0]
-    line = module.install(scope=scope, uninstall=False, cwd=cwd)
+    if http_port is None:
+        line = module.install(scope=scope, uninstall=False, cwd=cwd)
+    elif name == "claude-code":  # its install takes http_port too (the protocol's does not)
+        install_claude: Callable[..., str] = module.install
+        line = install_claude(scope=scope, uninstall=False, cwd=cwd, http_port=http_port)
+    else:
+        from filecache.errors import ConfigError
+
+        raise ConfigError(f"--http is for Claude Code only, not {spec(name).display}")
     found = module.installed(cwd)
     here = {os.path.realpath(f.path) for f in found if f.scope == scope}
     others = [f for f in found if f.scope != scope and os.path.realpath(f.path) not in here]

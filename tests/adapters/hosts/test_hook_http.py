@@ -12,14 +12,27 @@ import http.client
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from anthropic_server import Script, ScriptedModel, result_text, text, tool_results, tool_use
-from filecache.adapters.hosts.hook_http import HEADER, HookHTTPServer, _Handler, http_hook
+from filecache.adapters.hosts.hook_http import (
+    HEADER,
+    HookHTTPServer,
+    _Handler,
+    http_hook,
+    listening,
+    status,
+)
+from hook_servers import private_runtime
 
 pytestmark = pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="Linux only")
 
@@ -140,3 +153,181 @@ def test_an_http_hook_answers_inside_claude_code_and_a_dead_server_leaves_it_alo
                        [[tool_use("Read", {"file_path": notes}, "toolu_h3")],
                         [tool_use("Read", {"file_path": notes}, "toolu_h4")]])  # fmt: skip
     assert "line 59: the quick" in again["toolu_h4"] and "[filecache]" not in again["toolu_h4"]
+
+
+# -- as `filecache install claude-code --http` writes it, in the real binary --------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def need_claude() -> str:
+    if CLAUDE and os.access(CLAUDE, os.X_OK):
+        return CLAUDE
+    if os.environ.get("CI"):
+        pytest.fail("under CI the Claude Code binary must be installed", pytrace=False)
+    pytest.skip("FILECACHE_TEST_CLAUDE is not an executable claude binary")
+
+
+class Installed:
+    """A user (HOME) with a project holding ``notes.txt``, filecache installed there with
+    ``install claude-code`` (``--http-port PORT`` when ``port``), and a private hook socket
+    folder (``env``, set by ``private_runtime``)."""
+
+    def __init__(self, base: Path, port: int | None, env: dict[str, str]) -> None:
+        self.base, self.home, self.project = base, base / "home", base / "project"
+        (self.home / ".claude").mkdir(parents=True)
+        self.project.mkdir()
+        (self.project / "notes.txt").write_text(NOTES)
+        self.notes = str(self.project / "notes.txt")
+        env.update({"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.home),
+                    "ANTHROPIC_API_KEY": "sk-test", "XDG_CACHE_HOME": str(self.home / ".cache"),
+                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
+                    "DISABLE_TELEMETRY": "1"})  # fmt: skip
+        self.env = env
+        if port is not None:
+            done = subprocess.run(
+                [sys.executable, "-m", "filecache", "install", "claude-code", "--http-port",
+                 str(port)], cwd=self.project, env=env, capture_output=True, text=True,
+                timeout=120,
+            )  # fmt: skip
+            assert done.returncode == 0 and "by http hooks" in done.stdout, done
+
+    def claude(self, turns: list[Any]) -> list[dict[str, Any]]:
+        """One ``claude -p`` session on ``turns``: the agent loop's requests."""
+        with ScriptedModel(Script([*turns, [text("done")]])) as model:
+            env = {**self.env, "ANTHROPIC_BASE_URL": model.base_url}
+            done = subprocess.run(
+                [need_claude(), "-p", "read the notes", "--allowedTools", "Read,Edit,Bash",
+                 "--output-format", "json"],
+                cwd=self.project, env=env, capture_output=True, text=True, timeout=180,
+            )  # fmt: skip
+            assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
+            assert not json.loads(done.stdout).get("is_error"), done.stdout
+            return model.main_requests()
+
+
+def tool_use_ids(body: dict[str, Any]) -> set[str]:
+    return {block["id"] for message in body.get("messages", [])
+            if isinstance(message.get("content"), list)
+            for block in message["content"] if block.get("type") == "tool_use"}  # fmt: skip
+
+
+def wait_for_server(port: int) -> dict[str, object]:
+    for _ in range(1200):
+        found = status(port)
+        if found is not None:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"no http hook server on {port} after 60 s")
+
+
+@pytest.mark.hosts
+def test_installed_with_http_a_reread_is_a_fileref_and_a_killed_server_leaves_claude_alone(
+    tmp_path: Path,
+) -> None:
+    need_claude()
+    port = free_port()
+    env: dict[str, str] = {}
+    with private_runtime(env):
+        user = Installed(tmp_path, port, env)
+        # A first session: its SessionStart hook (a command hook) starts the http server.
+        user.claude([])
+        pid = wait_for_server(port)["pid"]
+        assert isinstance(pid, int)
+
+        def kill_the_server(body: dict[str, Any]) -> list[Any]:
+            os.kill(pid, signal.SIGKILL)  # the server this test's session started
+            while status(port) is not None or listening(port):
+                time.sleep(0.05)
+            return [tool_use("Read", {"file_path": user.notes}, "toolu_k3")]
+
+        requests = user.claude([[tool_use("Read", {"file_path": user.notes}, "toolu_k1")],
+                                [tool_use("Read", {"file_path": user.notes}, "toolu_k2")],
+                                kill_the_server])  # fmt: skip
+        seen = {call: result_text(block) for body in requests
+                for call, block in tool_results(body).items()}  # fmt: skip
+        assert "line 59: the quick" in seen["toolu_k1"]
+        assert "[filecache] notes.txt unchanged since your result toolu_k1" in seen["toolu_k2"]
+        assert "line 59" not in seen["toolu_k2"]
+        (carrier,) = [body for body in requests if "toolu_k2" in tool_results(body)][:1]
+        assert "toolu_k1" in tool_use_ids(carrier)  # the FileRef names a result the request has
+        # The server is dead: the re-read is Claude Code's own content, served by nobody.
+        assert "line 59: the quick" in seen["toolu_k3"] and "[filecache]" not in seen["toolu_k3"]
+        plain = Installed(tmp_path / "plain", None, {})
+        own = plain.claude([[tool_use("Read", {"file_path": plain.notes}, "toolu_k3")]])
+        assert seen["toolu_k3"] == result_text(tool_results(own[-1])["toolu_k3"]).replace(
+            str(plain.base), str(tmp_path)
+        )
+
+        # The next session's SessionStart starts it again (the first turn waits until it
+        # listens), and its re-reads are served.
+        def once_it_listens(body: dict[str, Any]) -> list[Any]:
+            assert wait_for_server(port)["pid"] != pid
+            return [tool_use("Read", {"file_path": user.notes}, "toolu_k4")]
+
+        again = user.claude(
+            [once_it_listens, [tool_use("Read", {"file_path": user.notes}, "toolu_k5")]]
+        )
+        last = result_text(tool_results(again[-1])["toolu_k5"])
+        assert "[filecache] notes.txt unchanged since your result toolu_k4" in last
+
+
+def strip_reminders(messages: list[Any]) -> list[Any]:
+    """Claude Code's messages without its ``<system-reminder>`` text blocks (their git status
+    context differs between any two runs)."""
+    out = []
+    for each in messages:
+        content = each.get("content")
+        if isinstance(content, list):
+            content = [
+                b for b in content
+                if not (b.get("type") == "text" and b.get("text", "").startswith("<system-"))
+            ]  # fmt: skip
+        out.append({**each, "content": content})
+    return out
+
+
+@pytest.mark.hosts
+def test_with_the_http_server_down_every_tool_result_is_plain_claude_codes(
+    tmp_path: Path,
+) -> None:
+    """Installed with --http, the server never running (``FILECACHE_HOOK_SERVER=0``: nothing
+    starts it): the requests Claude Code sends equal those of a user without filecache."""
+    need_claude()
+
+    def session(user: Installed) -> list[Any]:
+        turns = [
+            [tool_use("Read", {"file_path": user.notes}, "toolu_p1")],
+            [tool_use("Read", {"file_path": user.notes}, "toolu_p2")],
+            [tool_use("Bash", {"command": "cat notes.txt", "description": "x"}, "toolu_p3")],
+            [
+                tool_use(
+                    "Edit",
+                    {"file_path": user.notes, "old_string": "line 7:", "new_string": "line seven:"},
+                    "toolu_p4",
+                )
+            ],  # fmt: skip
+            [tool_use("Bash", {"command": "false", "description": "x"}, "toolu_p5")],
+            [tool_use("Read", {"file_path": user.notes}, "toolu_p6")],
+        ]
+        requests = user.claude(turns)
+        text_of = json.dumps([strip_reminders(body["messages"]) for body in requests])
+        return json.loads(text_of.replace(str(user.base), "WORLD"))
+
+    port = free_port()
+    env_down: dict[str, str] = {"FILECACHE_HOOK_SERVER": "0"}
+    with private_runtime(env_down):
+        down = Installed(tmp_path / "down", port, env_down)
+        got = session(down)
+        assert not listening(port)  # nothing was started
+        hooks = json.loads((down.project / ".claude" / "settings.json").read_text())["hooks"]
+        assert hooks["PostToolUse"][0]["hooks"][0]["type"] == "http"  # not vacuous
+    env_plain: dict[str, str] = {}
+    with private_runtime(env_plain):
+        want = session(Installed(tmp_path / "plain", None, env_plain))
+    assert len(got) == len(want) == 7
+    assert got == want
