@@ -118,6 +118,13 @@ def _for_shell_reads() -> str:
     return shell_instructions()
 
 
+# opencode's plugin, which Kilo (an opencode fork) loads as it is
+_OPENCODE_PLUGIN_EVENTS: Mapping[str, str | None] = {
+    "tool.execute.after": "read|bash|edit|write|apply_patch|multiedit",
+    "experimental.chat.messages.transform": None,
+}
+_OPENCODE_PLUGIN_TRANSCRIPT = "the messages of each request, handed over by the plugin"
+
 SPECS: tuple[HostSpec, ...] = (
     HostSpec(
         name="claude-code",
@@ -165,14 +172,11 @@ SPECS: tuple[HostSpec, ...] = (
         name="opencode",
         display="opencode",
         scopes=("user", "project"),
-        events={
-            "tool.execute.after": "read|bash|edit|write|apply_patch|multiedit",
-            "experimental.chat.messages.transform": None,
-        },  # fmt: skip
+        events=_OPENCODE_PLUGIN_EVENTS,
         hook_timeout=None,
         answer_timeout=25.0,
         answers="the plugin replaces the numbered lines of a read result (or a bash output)",
-        transcript="the messages of each request, handed over by the plugin",
+        transcript=_OPENCODE_PLUGIN_TRANSCRIPT,
         told=_for_opencode,
         module="opencode",
         run="opencode",
@@ -200,14 +204,11 @@ SPECS: tuple[HostSpec, ...] = (
         name="kilo",  # wording (tests/adapters/hosts/test_host_kilo_unit.py holds them equal)
         display="Kilo CLI",
         scopes=("user", "project"),
-        events={
-            "tool.execute.after": "read|bash|edit|write|apply_patch|multiedit",
-            "experimental.chat.messages.transform": None,
-        },  # fmt: skip
+        events=_OPENCODE_PLUGIN_EVENTS,
         hook_timeout=None,
         answer_timeout=25.0,
         answers="opencode's plugin replaces the numbered lines of a read result (or a bash output)",
-        transcript="the messages of each request, handed over by the plugin",
+        transcript=_OPENCODE_PLUGIN_TRANSCRIPT,
         told=_for_kilo,
         module="kilo",
     ),
