@@ -109,10 +109,9 @@ def _text_of_full_answer(inv: Any, rec: dict[str, Any]) -> str | None:
 
 
 def oracle(root: Path, store: Path, logs: Path, counts: Counts, initial: dict[str, str]) -> None:
-    from filecache.engine.store.opening import open_store
-
     from filecache import FileCache
     from filecache.core.hashing import version_of
+    from filecache.store.opening import open_store
 
     inv = import_model()
     raw = open_store(root, str(store))

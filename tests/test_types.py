@@ -35,7 +35,7 @@ MUTANTS = [
     ),
     (  # the same through claude_code's own context manager (_Opened.__enter__)
         "adapters/hosts/claude_code.py",
-        "host.keep_only(_held(event, site).ids)\n        return None\n",
+        "host.keep_only(_held(event, site, among=host.relied_on()).ids)\n        return None\n",
         "host.keep_only(42)\n        return None\n",
         'Argument 1 to "keep_only" of "HostSession" has incompatible type "int"',
     ),
