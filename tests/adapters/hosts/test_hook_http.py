@@ -33,6 +33,7 @@ from filecache.adapters.hosts.hook_http import (
     status,
 )
 from hook_servers import private_runtime
+from host_leftovers_kit import without_reminders
 
 pytestmark = pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="Linux only")
 
@@ -276,21 +277,6 @@ def test_installed_with_http_a_reread_is_a_fileref_and_a_killed_server_leaves_cl
         assert "[filecache] notes.txt unchanged since your result toolu_k4" in last
 
 
-def strip_reminders(messages: list[Any]) -> list[Any]:
-    """Claude Code's messages without its ``<system-reminder>`` text blocks (their git status
-    context differs between any two runs)."""
-    out = []
-    for each in messages:
-        content = each.get("content")
-        if isinstance(content, list):
-            content = [
-                b for b in content
-                if not (b.get("type") == "text" and b.get("text", "").startswith("<system-"))
-            ]  # fmt: skip
-        out.append({**each, "content": content})
-    return out
-
-
 @pytest.mark.hosts
 def test_with_the_http_server_down_every_tool_result_is_plain_claude_codes(
     tmp_path: Path,
@@ -315,7 +301,7 @@ def test_with_the_http_server_down_every_tool_result_is_plain_claude_codes(
             [tool_use("Read", {"file_path": user.notes}, "toolu_p6")],
         ]
         requests = user.claude(turns)
-        text_of = json.dumps([strip_reminders(body["messages"]) for body in requests])
+        text_of = json.dumps([without_reminders(body["messages"]) for body in requests])
         return json.loads(text_of.replace(str(user.base), "WORLD"))
 
     port = free_port()

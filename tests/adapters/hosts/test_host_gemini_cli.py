@@ -34,6 +34,7 @@ from gemini_server import (
     text,
 )
 from hook_servers import private_runtime, servers
+from host_leftovers_kit import throwaway_install
 from test_secrets import store_bytes
 
 pytestmark = pytest.mark.hosts
@@ -48,7 +49,6 @@ if not GEMINI or not os.access(GEMINI, os.X_OK):
         pytest.fail(f"under CI the Gemini CLI binary must be installed: {message}", pytrace=False)
     pytest.skip(message, allow_module_level=True)
 
-REPO = Path(__file__).resolve().parents[3]
 SECRET = "STRIPE_KEY=sk_live_5f3a9c1e7d2b8a4f6e0c9d1b"
 # Nothing leaves the machine: no usage statistics, telemetry or update check; the API key
 # (not a Google login) is the auth, so no Code Assist or experiments server is asked.
@@ -248,20 +248,6 @@ def test_a_subagent_never_gets_a_fileref_to_the_main_context(gemini: Gemini) -> 
     assert "a.py line 59:" in seen["s1"][0] and "[filecache]" not in seen["s1"][0]
     assert seen["m3"][0].startswith("[filecache] a.py unchanged since your result m1 ")
     assert gemini.hook_log() == ""
-
-
-def throwaway_install(base: Path) -> tuple[Path, Path]:
-    """A virtualenv with a copy of filecache in its site-packages, as test_host_leftovers
-    makes it (not imported: that module skips without the Codex binary)."""
-    venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    (site,) = (venv / "lib").glob("python3*/site-packages")
-    deps = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
-    (site / "deps.pth").write_text("".join(f"{p}\n" for p in deps))
-    skip = shutil.ignore_patterns("__pycache__")
-    shutil.copytree(REPO / "filecache", site / "filecache", ignore=skip)
-    shutil.copytree(REPO / "adapters", site / "filecache" / "adapters", ignore=skip)
-    return venv / "bin" / "python", site / "filecache"
 
 
 @pytest.mark.parametrize("removed", ["package", "virtualenv"])

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 from filecache.adapters.hosts.host_specs import spec
 from hook_servers import private_runtime
+from host_leftovers_kit import throwaway_install
 from kilo_run import KiloHome, need_kilo
 from scripted_chat import Call, ScriptedChat, Step
-from test_host_leftovers import throwaway_install
 from test_host_opencode import bash, content_of, no_dangling, read
 
 from filecache.core.hashing import version_of

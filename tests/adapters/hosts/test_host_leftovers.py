@@ -21,7 +21,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +29,13 @@ from anthropic_server import Script, ScriptedModel, text, tool_use
 from codex_driver import MODEL as CODEX_MODEL
 from codex_driver import codex_binary
 from hook_servers import private_runtime
+from host_leftovers_kit import throwaway_install, without_reminders
 from opencode_run import OpencodeHome, need_opencode
 from responses_server import ScriptedResponses, exec_call, message
 from scripted_chat import Call, Step
 
 pytestmark = pytest.mark.hosts
 
-REPO = Path(__file__).resolve().parents[3]
 CLAUDE = os.environ.get("FILECACHE_TEST_CLAUDE", "")  # read before conftest clears FILECACHE_*
 CODEX = codex_binary()
 NOTES = "".join(f"line {i}: the quick brown fox jumps over the lazy dog\n" for i in range(1, 81))
@@ -52,20 +51,6 @@ def need_claude() -> str:
     pytest.skip(message)
 
 
-def throwaway_install(base: Path) -> tuple[Path, Path]:
-    """A virtualenv with a copy of filecache in its site-packages (its dependencies from this
-    interpreter's, by a ``.pth`` line); (its python, the copied package)."""
-    venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    (site,) = (venv / "lib").glob("python3*/site-packages")
-    deps = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
-    (site / "deps.pth").write_text("".join(f"{p}\n" for p in deps))
-    skip = shutil.ignore_patterns("__pycache__")
-    shutil.copytree(REPO / "filecache", site / "filecache", ignore=skip)
-    shutil.copytree(REPO / "adapters", site / "filecache" / "adapters", ignore=skip)
-    return venv / "bin" / "python", site / "filecache"
-
-
 _VARYING = re.compile(r"(Wall time: )[0-9.]+( seconds)|(Chunk ID: )\w+")
 
 
@@ -79,22 +64,6 @@ def _stable(value: Any) -> Any:
     if isinstance(value, str):
         return _VARYING.sub(lambda m: "".join(g for g in m.groups() if g) + "X", value)
     return value
-
-
-def _without_reminders(messages: list[Any]) -> list[Any]:
-    """Claude Code's messages without its ``<system-reminder>`` text blocks: their context
-    (git status, or the attribution note when git status did not answer in time on a loaded
-    machine) differs between any two runs."""
-    out = []
-    for each in messages:
-        content = each.get("content")
-        if isinstance(content, list):
-            content = [
-                b for b in content
-                if not (b.get("type") == "text" and b.get("text", "").startswith("<system-"))
-            ]  # fmt: skip
-        out.append({**each, "content": content})
-    return out
 
 
 class World:
@@ -138,7 +107,7 @@ class World:
             )  # fmt: skip
             assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
             assert not json.loads(done.stdout).get("is_error"), done.stdout
-            return [_without_reminders(self.normalized(body["messages"]))
+            return [without_reminders(self.normalized(body["messages"]))
                     for body in model.main_requests()]  # fmt: skip
 
     def codex(self) -> list[Any]:
