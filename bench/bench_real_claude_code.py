@@ -170,7 +170,8 @@ def table(sessions: Sequence[Mapping[str, Any]], window: int) -> list[str]:
             f"| {run.billed:,.0f} | {_pct(rec.billed, run.billed)} "
             f"| {_pct(hook.billed, run.billed)} "
             f"| {above} | {100 * run.recall:.1f}% | {100 * run.recall_all:.1f}% "
-            f"| {grounding_cell(run.grounding)} | {run.stale} | {run.dangling} |"
+            f"| {'not counted' if name == 'hook' else grounding_cell(run.grounding)} "
+            f"| {run.stale} | {run.dangling} |"
         )  # fmt: skip
     return lines
 
