@@ -165,11 +165,12 @@ SCRIPTED = ("repl_", "toolu_cc_")
 it writes JavaScript whose ``Read(...)``, ``$`cat ...```, ``file(...).text()`` and ``edit(...)``
 calls run Claude Code's tools, each with a ``PostToolUse`` hook like any other call, and the
 result goes to the script, not to the model. Nothing else in the hook's input says so, but the
-id does: Claude Code names such a call ``repl_<id>`` (2.1.323 to 2.1.332) or
-``toolu_cc_<hex>`` (2.1.332), and tells them from the model's own calls by these two prefixes
-itself. An id from the model API (``toolu_01...``) never has them. A FileRef or diff handed to
-a script that expects the file's text would break it silently, so such a call gets Claude
-Code's own output and is not recorded: the model never held its result."""
+id does: Claude Code names such a call ``repl_<uuid>`` (2.1.323 and 2.1.328; 2.1.332 in the
+terminal) or ``toolu_cc_<hex>`` (2.1.332 in ``claude -p``), and tells them from the model's own
+calls by these two prefixes itself. An id from the model API (``toolu_01...``) never has them.
+A FileRef or diff handed to a script that expects the file's text would break it silently, so
+such a call gets Claude Code's own output and is not recorded: the model never held its
+result."""
 
 
 def scripted(event: Mapping[str, Any]) -> bool:

@@ -19,8 +19,8 @@ from test_host_claude_hook import base, hook, lines, payloads, post, read_event,
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "hosts" / "claude-code"
 NOTICE = "Code Mode is on: a tool result goes to the model's script, not to the model"
 REPL_ID = "repl_0f9c2a4e-7b1d-4c3e-9a8f-5d6e7f8a9b0c"
-"""The other form Claude Code gives a script's call (``repl_`` and a UUID: 2.1.323 to 2.1.328
-always, 2.1.332 outside the SDK's session)."""
+"""The other form Claude Code gives a script's call (``repl_`` and a UUID: 2.1.323 and 2.1.328,
+and 2.1.332 in the interactive terminal)."""
 
 __all__ = ["base"]  # the 2.1.328 capture's project and transcript (test_host_claude_hook)
 
