@@ -4,7 +4,8 @@ accepts, so a test asserts what the host sent, never filecache's own records.
 
 A server subclasses ``LoopbackServer`` and answers in ``post(reply, path, raw, body)``: ``path``
 without its query, ``raw`` the body's bytes, ``body`` their JSON (a body that is not JSON gets
-``bad_json`` and never reaches ``post``). ``reply`` sends a JSON answer (``reply.json``) or opens
+``bad_json`` and never reaches ``post``); a ``GET`` goes to ``get(reply, path)``
+(``not_found`` unless a server answers it). ``reply`` sends a JSON answer (``reply.json``) or opens
 a server-sent-event stream (``reply.stream``) that ends with the connection. Nothing here
 touches the network beyond the loopback socket it binds.
 """

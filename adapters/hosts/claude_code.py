@@ -111,7 +111,7 @@ class HookSite:
 _EDITS = frozenset({"Edit", "MultiEdit", "Write"})
 _RESETS = frozenset({"PreCompact", "PostCompact"})
 _RESET_SOURCES = frozenset({"compact", "clear"})
-_PER_CALL = frozenset({"PostToolUse", "PostToolUseFailure"})
+_TOOL_CALLS = frozenset({"PostToolUse", "PostToolUseFailure"})
 
 
 def installed(cwd: Path) -> list[Installed]:
@@ -203,7 +203,7 @@ def answer(event: Mapping[str, Any], site: HookSite | None = None) -> dict[str, 
     """The hook's output object for one event (None: Claude Code's own output stands)."""
     site = site or HookSite()
     name = event.get("hook_event_name")
-    if name in _PER_CALL and scripted(event):
+    if name in _TOOL_CALLS and scripted(event):
         return None  # its result went to a Code Mode script: nothing the model holds
     if name == "PostToolUse":
         return _post_tool_use(event, site)
