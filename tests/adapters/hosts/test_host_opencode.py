@@ -390,4 +390,5 @@ def test_in_code_mode_the_models_own_calls_are_served(home: OpencodeHome) -> Non
                      Step(calls=(bash("b1", "cat notes.txt"),))])  # fmt: skip
     assert "unchanged since your result r1" in content_of(chat.result("r2"))
     assert "unchanged since your result r1" in chat.result("b1")
-    assert "filecache" not in home.last_stderr
+    assert "filecache serves" not in home.last_stderr
+    assert "filecache leaves" not in home.last_stderr
