@@ -233,7 +233,9 @@ const read = async (callID) => {{
   return result.output
 }}
 const seen = {{}}
-for (const callID of ["c1", "code_1/1", "code_1/2", "c2", "code_2/1"]) seen[callID] = await read(callID)
+for (const callID of ["c1", "code_1/1", "code_1/2", "c2", "code_2/1"]) {{
+  seen[callID] = await read(callID)
+}}
 console.log(JSON.stringify(seen))
 await hooks.dispose()
 clearInterval(alive)
@@ -273,4 +275,5 @@ def test_a_scripts_calls_keep_the_hosts_output_and_the_models_are_served(
     assert "unchanged since your result c1" in seen["c2"]  # never names a script's call
     told = [line for line in done.stderr.splitlines() if "model's scripts alone" in line]
     assert len(told) == 1 and told[0].endswith(
-        f"{'Kilo' if host == 'kilo' else 'opencode'}'s own results stand for them.")
+        f"{'Kilo' if host == 'kilo' else 'opencode'}'s own results stand for them."
+    )
