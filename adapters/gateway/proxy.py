@@ -51,10 +51,11 @@ from urllib.parse import urlsplit
 
 from filecache.adapters.gateway.routes import Route, RouteTable, api_of
 
+from filecache.extras import install_hint
 from filecache.gateway import Api, GatewayMemory, GatewayPolicy, Rewrite, rewrite_request
 from filecache.gateway.tally import host_label, record_rewrite
 
-INSTALL_HINT = "the gateway needs aiohttp: pip install 'filecache-agent[gateway]'"
+INSTALL_HINT = f"the gateway needs aiohttp: {install_hint('gateway')}"
 try:
     import aiohttp
     from aiohttp import web
