@@ -19,8 +19,9 @@ extra arguments and environment variables, nothing persisted.
   ``options.baseURL``.
 - Gemini CLI: ``GOOGLE_GEMINI_BASE_URL`` (the variable, else the one line of it in the ``.env``
   file Gemini CLI loads, which never overrides the process's own variable), with API-key auth
-  (``security.auth.selectedType`` ``gemini-api-key`` or ``gateway`` in its settings files): a
-  Google login (Code Assist) and Vertex AI are other APIs and run without the gateway.
+  (``security.auth.selectedType`` ``gemini-api-key`` or ``gateway`` in its settings files, or
+  none and a base URL already set: Gemini CLI's "gateway" auth either way): a Google login
+  (Code Assist) and Vertex AI are other APIs and run without the gateway.
 """
 
 from __future__ import annotations
@@ -363,10 +364,21 @@ def _gemini(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> HostPlan:
     security = settings.get("security") if isinstance(settings.get("security"), dict) else {}
     auth = (security or {}).get("auth")
     selected = auth.get("selectedType") if isinstance(auth, dict) else None
-    if selected not in _GEMINI_AUTH:
-        why = f"auth {selected!r}" if selected else "no security.auth.selectedType in its settings"
-        return HostPlan((), _nothing, f"{why} (the gateway serves gemini-api-key auth)")
-    upstream = env.get(GEMINI_BASE) or _env_file_value(env, cwd, GEMINI_BASE) or GEMINI_DEFAULT
+
+    def variable(name: str) -> str | None:  # the process's own wins over its .env file
+        return env.get(name) or _env_file_value(env, cwd, name)
+
+    given = variable(GEMINI_BASE)
+    if selected is None:  # Gemini CLI picks its auth from the environment
+        other = [n for n in ("GOOGLE_GENAI_USE_GCA", "GOOGLE_GENAI_USE_VERTEXAI")
+                 if variable(n) == "true"]  # fmt: skip
+        if other:
+            return HostPlan((), _nothing, f"{other[0]} is set (not the Gemini API)")
+        if not given:  # its base URL would turn gemini-api-key auth into "gateway" auth
+            return HostPlan((), _nothing, "set security.auth.selectedType to gemini-api-key")
+    elif selected not in _GEMINI_AUTH:
+        return HostPlan((), _nothing, f"auth {selected!r} (the gateway serves gemini-api-key)")
+    upstream = given or GEMINI_DEFAULT
 
     def apply(urls: Sequence[str]) -> tuple[list[str], dict[str, str]]:
         return [], {GEMINI_BASE: urls[0]}
