@@ -1,8 +1,8 @@
 """What the model saw through the gateway, checked from the requests the upstream received alone.
 
 Independent of filecache's records and code: each request body (Anthropic Messages, OpenAI Chat
-Completions, Responses or the Gemini API's ``contents``) is reduced to its tool calls and results in order (``exchange``), and
-the checks read those:
+Completions, Responses or the Gemini API's ``contents``) is reduced to its tool calls and
+results in order (``exchange``), and the checks read those:
 - ``check_pairing``: every call has exactly one result after it, every result answers a call
   before it (Anthropic: in the very next message);
 - ``references``: every ``[filecache] ... since your result ID`` line a result carries, and

@@ -45,10 +45,14 @@ def body_of(contents: list[Any], **extra: Any) -> bytes:
 
 
 def test_gemini_paths_speak_the_gemini_api() -> None:
-    for path in ("/v1beta/models/gemini-3.8-flash:streamGenerateContent?alt=sse",
-                 "/v1beta/models/gemini-3.5-flash-lite:generateContent", "/v1/models/m:generateContent"):  # fmt: skip
+    speaking = (
+        "/v1beta/models/gemini-3.8-flash:streamGenerateContent?alt=sse",
+        "/v1beta/models/gemini-3.5-flash-lite:generateContent",
+        "/v1/models/m:generateContent",
+    )
+    for path in speaking:
         assert api_for_path(path) == Api.GEMINI
-    for path in ("/v1beta/models/m:countTokens", "/v1beta/models", "/v1beta/models/a/b:generateContent"):  # fmt: skip
+    for path in ("/v1beta/models/m:countTokens", "/v1beta/models", "/v1beta/models/a/b:x"):
         assert api_for_path(path) is None
 
 
@@ -76,9 +80,12 @@ def test_a_recorded_gemini_cli_request_gets_filerefs_and_keeps_everything_else()
         for c in sent["contents"] for p in c["parts"] if "functionResponse" in p
     }  # fmt: skip
     assert outputs["c001"].startswith("[filecache] ") and "since your result r1 " in outputs["c001"]
-    assert outputs["r1"] == [  # the base stays content, as Gemini CLI sent it
-        p["functionResponse"]["response"]["output"] for p in given_body["contents"][2]["parts"]
-    ][0]
+    assert (
+        outputs["r1"]
+        == [  # the base stays content, as Gemini CLI sent it
+            p["functionResponse"]["response"]["output"] for p in given_body["contents"][2]["parts"]
+        ][0]
+    )
     assert changed and all(given_body["contents"][k]["role"] == "user" for k in changed)
 
 
@@ -142,8 +149,14 @@ def _turn(world: World, name: str, args: dict[str, Any], output: str) -> str:
     world.contents.append({"role": "model", "parts": [
         {"functionCall": {"id": cid, "args": args, "name": name},
          "thoughtSignature": "skip_thought_signature_validator"}]})  # fmt: skip
-    world.contents.append({"role": "user", "parts": [
-        {"functionResponse": {"name": name, "response": {"output": output}, "id": cid}}]})
+    world.contents.append(
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"name": name, "response": {"output": output}, "id": cid}}
+            ],
+        }
+    )
     return cid
 
 
@@ -267,8 +280,9 @@ def test_every_reference_holds_and_repeats_in_later_requests(world: World, prune
         sent = _outputs(sent_body["contents"])
         assert list(sent) == list(_outputs(contents))
         for cid, text in sent.items():
-            if "[filecache] " in text.split("\n", 2)[0] or text.startswith("<untrusted_context>\n"
-                                                                            "Output: [filecache]"):
+            if "[filecache] " in text.split("\n", 2)[0] or text.startswith(
+                "<untrusted_context>\nOutput: [filecache]"
+            ):
                 _check_reference(world, sent, cid, text)
             if not prune:
                 assert seen.setdefault(cid, text) == text, cid

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from filecache.core.kinds import Format
 from filecache.errors import TranscriptError
-from filecache.prune.codecs.gemini_contents import parse, render
 from filecache.prune.codecs.base import render_inputs
+from filecache.prune.codecs.gemini_contents import parse, render
 from filecache.prune.transcript import detect_format, parse_transcript
 
 FIXTURES = Path(__file__).resolve().parent.parent.parent / "fixtures" / "gateway"
@@ -82,8 +82,10 @@ def test_calls_without_ids_are_named_by_their_position() -> None:
     assert [c.id for c in transcript.calls()] == ["#1.1", "#1.2"]
     assert transcript.results_by_id()["#1.2"].text == "B"
     out = render(transcript, {"#1.1": "[cleared]"})
-    assert out[2]["parts"][0]["functionResponse"] == {"name": "read_file",
-                                                      "response": {"output": "[cleared]"}}
+    assert out[2]["parts"][0]["functionResponse"] == {
+        "name": "read_file",
+        "response": {"output": "[cleared]"},
+    }
     assert out[2]["parts"][1] is not contents[2]["parts"][1]  # a copy of the content
     assert out[2]["parts"][1] == contents[2]["parts"][1] and out[1] is contents[1]
     assert contents[2]["parts"][0]["functionResponse"]["response"] == {"output": "A"}
