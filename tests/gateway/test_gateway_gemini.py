@@ -289,3 +289,48 @@ def test_every_reference_holds_and_repeats_in_later_requests(world: World, prune
         for a, b in zip(sent_body["contents"], contents, strict=True):
             if a != b:  # only function responses' outputs differ
                 assert a["role"] == "user" and len(a["parts"]) == len(b["parts"])
+
+
+def test_the_hooks_fileref_in_an_error_keeps_the_result_it_names() -> None:
+    """With filecache's Gemini CLI hooks installed too, a re-read reaches the request as the
+    call's ``error`` naming an earlier result: pruning never leaves it naming a cleared one."""
+    big = "".join(
+        f"big line {i}: the quick brown fox jumps over the lazy dog\n" for i in range(300)
+    )
+    world = World({})
+    world.contents.append({"role": "user", "parts": [{"text": "go"}]})
+    first = _turn(world, "read_file", {"file_path": "/p/big.txt"}, big)
+    hook = f"[filecache] big.txt unchanged since your result {first} (301 lines, xxh3:ab12): ..."
+    world.n += 1
+    world.contents += [
+        {"role": "model", "parts": [{"functionCall": {"id": "h1", "name": "read_file",
+                                                      "args": {"file_path": "/p/big.txt"}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"id": "h1", "name": "read_file",
+                                                         "response": {"error": hook}}}]},
+    ]  # fmt: skip
+    for i in range(6):
+        out = SHELL.format(out="\n".join(map(str, range(1, 300 + i))))
+        _turn(world, "run_shell_command", {"command": f"seq 1 {300 + i}"}, out)
+    for again in (False, True):  # a later read of the file supersedes the first one
+        contents = list(world.contents)
+        if again:
+            contents += [
+                {"role": "model", "parts": [{"functionCall": {
+                    "id": "r9", "name": "read_file", "args": {"file_path": "/p/big.txt"}}}]},
+                {"role": "user", "parts": [{"functionResponse": {
+                    "id": "r9", "name": "read_file", "response": {"output": big.upper()}}}]},
+            ]  # fmt: skip
+        rewrite = rewrite_request(
+            Api.GEMINI, body_of(contents), memory=open_memory(":memory:"),
+            policy=GatewayPolicy(context_window=2000),
+        )  # fmt: skip
+        assert rewrite.changed and rewrite.counts.pruned, rewrite
+        sent = json.loads(rewrite.body)["contents"]
+        texts = {
+            p["functionResponse"]["id"]: next(iter(p["functionResponse"]["response"].values()))
+            for c in sent for p in c["parts"] if "functionResponse" in p
+        }  # fmt: skip
+        if texts["h1"] == hook:  # still a reference: its base is content
+            assert texts[first] == big
+        else:
+            assert texts["h1"].startswith("[cleared tool result")

@@ -5,7 +5,8 @@ A content is ``{"role": "user" | "model", "parts": [...]}`` (``role`` may be abs
 ``args`` object, optional ``id``); results are ``functionResponse`` parts of user (or
 ``function``) contents (``name``, ``response`` object, optional ``id``). A result's text is its
 ``response.output`` string (what Gemini CLI sends), or its ``response.error`` string
-(``is_error``); a response of any other shape, or one carrying ``parts`` (multimodal function
+(``is_error``, unless it is filecache's own answer: the Gemini CLI hook answers a re-read as
+the call's ``error``, and a FileRef there relies on the result it names as any other does); a response of any other shape, or one carrying ``parts`` (multimodal function
 responses), counts as a non-text block and is never replaced. ``text`` parts with
 ``thought: true``, ``thoughtSignature`` keys, ``inlineData``, ``fileData``, ``executableCode`` and
 ``codeExecutionResult`` parts are kept as they are.
@@ -31,6 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from filecache.core.kinds import Format
+from filecache.core.render import MARKER
 from filecache.errors import TranscriptError
 from filecache.prune.codecs.base import (
     Message,
@@ -106,7 +108,8 @@ def _result(index: int, j: int, k: int, part: Mapping[str, Any], role: object) -
     if body is None:
         return ToolResult(call_id, "", False, index, j, non_text + 1)
     key, text = body
-    return ToolResult(call_id, text, key == "error", index, j, non_text)
+    error = key == "error" and not text.startswith(MARKER + " ")
+    return ToolResult(call_id, text, error, index, j, non_text)
 
 
 def _message(index: int, raw: object) -> Message:
