@@ -6,8 +6,9 @@ A content is ``{"role": "user" | "model", "parts": [...]}`` (``role`` may be abs
 ``function``) contents (``name``, ``response`` object, optional ``id``). A result's text is its
 ``response.output`` string (what Gemini CLI sends), or its ``response.error`` string
 (``is_error``, unless it is filecache's own answer: the Gemini CLI hook answers a re-read as
-the call's ``error``, and a FileRef there relies on the result it names as any other does); a response of any other shape, or one carrying ``parts`` (multimodal function
-responses), counts as a non-text block and is never replaced. ``text`` parts with
+the call's ``error``, and a FileRef there relies on the result it names as any other does); a
+response of any other shape, or one carrying ``parts`` (multimodal function responses), counts
+as a non-text block and is never replaced. ``text`` parts with
 ``thought: true``, ``thoughtSignature`` keys, ``inlineData``, ``fileData``, ``executableCode`` and
 ``codeExecutionResult`` parts are kept as they are.
 
