@@ -56,7 +56,9 @@ __all__ = [
     "ensure_running",
     "http_hook",
     "hook_port",
+    "listener_uids",
     "listening",
+    "other_users_listener",
     "peer_uid",
     "serve",
     "status",
@@ -89,6 +91,35 @@ def peer_uid(peer: tuple[str, int], local: tuple[str, int]) -> int | None:
         if len(fields) > 7 and fields[1] == want_local and fields[2] == want_remote:
             return int(fields[7])
     return None
+
+
+_LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's "st" column
+_REACHES_LOOPBACK = ("0100007F", "00000000", "0" * 32, "0000000000000000FFFF00000100007F")
+"""Local addresses of a listening socket that takes connections to 127.0.0.1 (the address
+itself, every IPv4 address, every address of a dual-stack IPv6 socket, ``::ffff:127.0.0.1``)."""
+
+
+def listener_uids(port: int) -> list[int]:
+    """The uids owning a socket that listens for connections to 127.0.0.1:``port``
+    (``/proc/net/tcp`` and ``tcp6``; empty where they cannot be read)."""
+    wanted = {f"{address}:{port:04X}" for address in _REACHES_LOOPBACK}
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 7 and fields[3] == _LISTEN and fields[1] in wanted:
+                found.append(int(fields[7]))
+    return found
+
+
+def other_users_listener(port: int) -> int | None:
+    """The uid of another user's program listening on 127.0.0.1:``port`` (where this
+    user's http hooks send every tool result), else None."""
+    return next((uid for uid in listener_uids(port) if uid != os.getuid()), None)
 
 
 class _Handler(BaseHTTPRequestHandler):
