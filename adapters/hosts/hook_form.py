@@ -18,16 +18,30 @@ http only where nobody else can log in to run such a program:
 
 System accounts (below ``PEOPLE_UIDS``, or without a login shell) do not count: they run the
 machine's services, not people's programs. In doubt (an unreadable database) the answer is the
-command hook. ``choose`` says which, and why, in the line install prints.
+command hook.
+
+And a proxy: Claude Code 2.1.332 sends an http hook through the proxy of ``HTTPS_PROXY`` /
+``HTTP_PROXY`` (a ``CONNECT 127.0.0.1:PORT`` to it) unless ``NO_PROXY`` names ``127.0.0.1`` (or is
+``*``; a CIDR range or ``localhost`` is not matched), so with such a proxy set when installing
+(``proxy_in_the_way``) the answer is the command hook too. ``choose`` says which, and why, in
+the line install prints.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-__all__ = ["LOCAL_SOURCES", "NSSWITCH", "PASSWD", "PEOPLE_UIDS", "choose", "other_people"]
+__all__ = [
+    "LOCAL_SOURCES",
+    "NSSWITCH",
+    "PASSWD",
+    "PEOPLE_UIDS",
+    "choose",
+    "other_people",
+    "proxy_in_the_way",
+]
 
 PEOPLE_UIDS = range(1000, 60001)
 """The uids of people's accounts (``UID_MIN`` to ``UID_MAX`` of most distributions'
@@ -56,6 +70,19 @@ def other_people(uid: int, accounts: Iterable[tuple[str, int, str]],
     return found
 
 
+_PROXIES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+def proxy_in_the_way(env: Mapping[str, str]) -> str | None:
+    """The proxy variable of ``env`` through which Claude Code would send an http hook to
+    127.0.0.1 (None: it connects directly)."""
+    bypass = ",".join(env.get(name, "") for name in ("NO_PROXY", "no_proxy"))
+    hosts = {entry.strip() for entry in bypass.split(",")}
+    if "*" in hosts or "127.0.0.1" in hosts:
+        return None
+    return next((name for name in _PROXIES if env.get(name, "").strip()), None)
+
+
 def _sources(text: str) -> list[str]:
     for line in text.splitlines():
         key, _, rest = line.split("#", 1)[0].partition(":")
@@ -75,11 +102,18 @@ def _accounts(text: str) -> list[tuple[str, int, str]]:
     return found
 
 
-def choose() -> tuple[bool, str]:
+def choose(env: Mapping[str, str] | None = None) -> tuple[bool, str]:
     """Whether install writes http hooks by default on this machine (``PASSWD``,
-    ``NSSWITCH``), and why (a clause for the line install prints)."""
+    ``NSSWITCH``) with the proxy settings of ``env`` (default: this process's), and why (a
+    clause for the line install prints)."""
     if not Path("/proc/net/tcp").exists():
         return False, "command hooks: http hooks need Linux"
+    proxy = proxy_in_the_way(os.environ if env is None else env)
+    if proxy is not None:
+        return False, (
+            f"command hooks: {proxy} is set, and Claude Code would send http hooks through "
+            "that proxy; add 127.0.0.1 to NO_PROXY and install again for http hooks"
+        )
     try:
         sources = _sources(NSSWITCH.read_text(errors="replace")) if NSSWITCH.exists() else []
         accounts = _accounts(PASSWD.read_text(errors="replace"))

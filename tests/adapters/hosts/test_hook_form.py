@@ -45,6 +45,15 @@ def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, passwd: str, passwd
     (tmp_path / "nsswitch.conf").write_text(f"# comment\n{passwd_line}\ngroup: files\n")
     monkeypatch.setattr(hook_form, "PASSWD", tmp_path / "passwd")
     monkeypatch.setattr(hook_form, "NSSWITCH", tmp_path / "nsswitch.conf")
+    for name in (
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ):
+        monkeypatch.delenv(name, raising=False)  # no proxy: test_a_proxy_means_command_hooks
 
 
 ALONE = f"root:x:0:0:root:/root:/bin/bash\nme:x:{ME}:{ME}::/home/me:/bin/bash\n"
@@ -118,3 +127,33 @@ def test_install_without_a_flag_follows_the_machine_and_a_flag_overrides_it(
     assert per_call_types(project) == {"http"}  # a refused command changed nothing
     gone = runner.invoke(main, ["uninstall", "claude-code"])
     assert gone.exit_code == 0 and installed(project) == []
+
+
+@pytest.mark.parametrize(
+    ("env", "found"),
+    [
+        ({}, None),
+        ({"HTTPS_PROXY": "http://proxy:3128"}, "HTTPS_PROXY"),
+        ({"http_proxy": "http://proxy:3128", "NO_PROXY": "localhost"}, "http_proxy"),
+        ({"ALL_PROXY": "socks5://proxy", "no_proxy": "127.0.0.0/8"}, "ALL_PROXY"),  # no CIDR
+        ({"HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": "example.com, 127.0.0.1"}, None),
+        ({"HTTP_PROXY": "http://proxy:3128", "no_proxy": "*"}, None),
+        ({"HTTPS_PROXY": ""}, None),
+    ],
+)
+def test_a_proxy_that_claude_code_would_send_http_hooks_through(
+    env: dict[str, str], found: str | None
+) -> None:
+    """Claude Code 2.1.332 sends an http hook to 127.0.0.1 as a CONNECT to the proxy of
+    HTTPS_PROXY / HTTP_PROXY unless NO_PROXY names 127.0.0.1 or is *: probed with the real
+    binary (a CIDR range or localhost in NO_PROXY did not keep the hook off the proxy)."""
+    assert hook_form.proxy_in_the_way(env) == found
+
+
+def test_a_proxy_means_command_hooks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    machine(tmp_path, monkeypatch, ALONE, "passwd: files")
+    if not Path("/proc/net/tcp").exists():
+        pytest.skip("http hooks: Linux only")
+    http, why = hook_form.choose({"HTTPS_PROXY": "http://proxy:3128"})
+    assert not http and "HTTPS_PROXY is set" in why and "NO_PROXY" in why
+    assert hook_form.choose({"HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": "127.0.0.1"})[0]
