@@ -21,7 +21,12 @@ No secret is needed, so nothing secret is written into Claude Code's settings (w
 readable by others). Owned state: none across requests but the store and the call count (under
 a lock); one thread per request.
 
-Lifetime: nothing runs it as a service. ``filecache install claude-code --http`` keeps
+Each response goes out in one write on a socket with ``TCP_NODELAY``: Claude Code keeps its
+connection open between calls, and a response written in two parts waited, under Nagle's
+algorithm, for the client's delayed ACK of the first (40 ms or more per call).
+
+Lifetime: nothing runs it as a service. ``filecache install claude-code --http`` (the default
+where only this user can log in: ``hook_form``) keeps
 ``SessionStart`` and ``UserPromptSubmit`` command hooks, and they call ``ensure_running`` with
 the ports of the http hooks installed for the project: a port where nothing listens gets a
 server, started detached (a new session, stdio on ``/dev/null``) without waiting for it, so the
