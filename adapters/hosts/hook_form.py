@@ -39,6 +39,7 @@ __all__ = [
     "PASSWD",
     "PEOPLE_UIDS",
     "choose",
+    "default_port",
     "other_people",
     "proxy_in_the_way",
 ]
@@ -53,6 +54,12 @@ holding only services (``systemd``'s dynamic users); any other (``sss``, ``ldap`
 PASSWD = Path("/etc/passwd")
 NSSWITCH = Path("/etc/nsswitch.conf")
 _NO_LOGIN = ("nologin", "false", "sync", "shutdown", "halt")
+
+
+def default_port() -> int:
+    """The port of the http hooks when none is given (``--http-port``): fixed per user (41000 +
+    uid mod 8000), so installing twice writes the same settings."""
+    return 41000 + os.getuid() % 8000
 
 
 def other_people(uid: int, accounts: Iterable[tuple[str, int, str]],

@@ -53,6 +53,8 @@ from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from filecache.adapters.hosts.hook_form import default_port
+
 __all__ = [
     "ENV_HEADER",
     "HEADER",
@@ -307,12 +309,6 @@ class HookHTTPServer(ThreadingHTTPServer):
 
 IDLE_SECONDS = 600.0
 _URL = re.compile(r"http://127\.0\.0\.1:(\d{1,5})/hook/([a-z-]+)")
-
-
-def default_port() -> int:
-    """The port ``filecache install claude-code --http`` writes when none is given: fixed per
-    user (41000 + uid mod 8000), so installing twice writes the same settings."""
-    return 41000 + os.getuid() % 8000
 
 
 def hook_port(hook: object, host: str = "claude-code") -> int | None:

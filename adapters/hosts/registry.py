@@ -137,7 +137,7 @@ def install(
     Args:
         http_port: Claude Code's per-call events by http hooks to this port
             (``claude_settings``); implies ``http``.
-        http: http hooks (to ``hook_http.default_port`` when no ``http_port``); None: as
+        http: http hooks (to ``hook_form.default_port`` when no ``http_port``); None: as
             ``hook_form.choose`` decides for this machine (Claude Code; the other hosts have
             command hooks only), and the line says which and why.
 
@@ -153,7 +153,7 @@ def install(
         http, why = choose()
         why = f"; {why}"
     if http and http_port is None:
-        from filecache.adapters.hosts.hook_http import default_port
+        from filecache.adapters.hosts.hook_form import default_port
 
         http_port = default_port()
     if http_port is None:
