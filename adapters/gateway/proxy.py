@@ -367,7 +367,7 @@ def _abort(request: web.Request) -> None:
 
 
 def _unreachable(upstream: str, rest: str, exc: BaseException) -> web.Response:
-    host = urlsplit(upstream).netloc
+    host = _host(upstream)
     why = type(exc).__name__
     message = f"filecache gateway: the upstream {host} is unreachable ({why})"
     log.warning("upstream unreachable: %s (%s)", host, why)
@@ -379,6 +379,14 @@ def _unreachable(upstream: str, rest: str, exc: BaseException) -> web.Response:
     else:
         payload = {"error": {"message": message, "type": "upstream_unreachable", "code": 502}}
     return _json(502, payload)
+
+
+def _host(url: str) -> str:
+    """``url``'s host and port, never its user and password (``https://user:pw@host``)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    return host if parts.port is None else f"{host}:{parts.port}"
 
 
 def _json(status: int, payload: dict[str, Any]) -> web.Response:
