@@ -122,7 +122,8 @@ def main() -> None:
                           f"{_pct(r.prompt_tokens.recorded, g.prompt_tokens)} "
                           f"| {_pct(r.billed.recorded, r.billed.plain)} / "
                           f"{_pct(r.billed.recorded, r.billed.filecache)} / "
-                          f"{_pct(r.billed.recorded, g.billed)} | | | | | |")  # fmt: skip
+                          f"{_pct(r.billed.recorded, g.billed)} | {r.recall:.0%} / {g.recall:.0%} "
+                          f"| peak {r.peak_request.recorded:,.0f} | | | |")  # fmt: skip
 
 
 if __name__ == "__main__":
