@@ -75,9 +75,12 @@ def main() -> None:
         hook = _hook(dirs) if args.hook else None
         for window in (int(w) for w in args.windows.split(",")):
             rules = PrunePolicy.preset("cost", context_window=window)
-            runs = [replay_session(
+            runs = [
+                replay_session(
                     d, window=window, policy=rules, peers=PEERS, read_mode=args.read_mode
-                ) for d in dirs]
+                )
+                for d in dirs
+            ]
             base = (
                 sum(r.prompt_tokens.recorded for r in runs),
                 sum(r.billed.recorded for r in runs),
