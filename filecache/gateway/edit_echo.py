@@ -84,13 +84,19 @@ def echo_of(call: ToolCall, text: str) -> Echo | None:
         texts.append(found[2])
     if len(texts) < len(wanted) or any(t.endswith(_CUT) for t in texts):
         return None
-    for k in range(len(texts) - len(wanted) + 1):
-        if texts[k : k + len(wanted)] == wanted:
-            at = first_row + k
-            first, last = numbers[k], numbers[k + len(wanted) - 1]
-            line = gateway_edit_echo(first, last)
-            out = "\n".join([*rows[:at], line, *rows[at + len(wanted) :]])
-            if len(text) - len(out) < MIN_SAVED:
-                return None
-            return Echo(out, first, last)
-    return None
+    k = _rows_at(texts, wanted)
+    if k is None:
+        return None
+    at = first_row + k
+    first, last = numbers[k], numbers[k + len(wanted) - 1]
+    out = "\n".join([*rows[:at], gateway_edit_echo(first, last), *rows[at + len(wanted) :]])
+    return Echo(out, first, last) if len(text) - len(out) >= MIN_SAVED else None
+
+
+def _rows_at(texts: list[str], wanted: list[str]) -> int | None:
+    """The first row from which ``texts`` holds ``wanted`` row for row, or None: one ``find``
+    of the wanted rows between line ends in the rows between line ends (row-aligned by
+    construction; linear in the snippet's size, not a comparison per row)."""
+    rows = "\n" + "\n".join(texts) + "\n"
+    at = rows.find("\n" + "\n".join(wanted) + "\n")
+    return None if at < 0 else rows.count("\n", 0, at)

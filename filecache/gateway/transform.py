@@ -490,13 +490,13 @@ def _keep_references_whole(
     replacements: dict[str, str],
     delta: Delta,
     results: Mapping[str, object],
-    inputs: Mapping[str, str],
+    inputs: Mapping[str, str] | None = None,
 ) -> None:
     """Drop every FileRef/diff whose base is not in the request as content (pruned, or gone),
     every edit echo whose call's input is not sent as written (``inputs``: replaced), and every
     prune of a result a live host stub relies on: content goes instead."""
     for cid in delta.echoes:
-        if cid in inputs and replacements.get(cid) == delta.sent.get(cid):
+        if inputs and cid in inputs and replacements.get(cid) == delta.sent.get(cid):
             del replacements[cid]
     for cid, bases in delta.bases.items():
         if replacements.get(cid) != delta.sent.get(cid):
