@@ -649,8 +649,11 @@ def import_(
     from filecache.importers import import_logs
 
     hidden = not sys.stderr.isatty()
+    empty: list[Path] = []
     with click.progressbar(length=0, label="importing", file=sys.stderr, hidden=hidden) as bar:
-        results = import_logs(fmt, sources, output, repo=repo, progress=lambda _: bar.update(1))
+        results = import_logs(
+            fmt, sources, output, repo=repo, progress=lambda _: bar.update(1), empty=empty.append
+        )
     if as_json:
         click.echo(json.dumps([r.to_json() for r in results], indent=2))
         return
@@ -668,6 +671,8 @@ def import_(
             )
         for note in r.notes:
             click.echo(f"  note: {note}")
+    for log in empty:
+        click.echo(f"{log}: no message in it, no trace")
     click.echo(f"next: filecache replay {output}/*")
 
 
