@@ -17,7 +17,9 @@ Invariants:
 - ``record_rewrite`` never raises: a failure (a read-only store, a broken connection) is one
   log line naming the exception's type, and the request has long gone out as it was.
 - Stored per conversation: the tally (digests and counts) and ``SessionMeta`` (the model the
-  request names, a fixed host label, the API). Never a header, a key, or text.
+  request names, a fixed host label, the API, and ``side``: no request of it so far carried a
+  tool result, so it is one of the host's side requests, a title, a summary, a quota check,
+  which ``stats`` reports on one line). Never a header, a key, or text.
 - A request retried as it was (the same messages) is counted once (``RequestTally.add``).
 """
 
@@ -34,6 +36,7 @@ import xxhash
 from filecache.figures import (
     MESSAGE_OVERHEAD,
     SessionMeta,
+    load_session_meta,
     message_text,
     record_request,
     save_session_meta,
@@ -125,7 +128,11 @@ def record_rewrite(
         session = session_of(conversation)
         added = record_request(store, session, sent, given)
         held = memory.conversation(conversation)
-        meta = SessionMeta(forms.model[:200], host, forms.api)
+        if held.meta is None:  # first seen by this process: what another one saved of it
+            held.meta = load_session_meta(store, session)
+        before = held.meta if isinstance(held.meta, SessionMeta) else None
+        side = not forms.transcript.results() and (before is None or before.side)
+        meta = SessionMeta(forms.model[:200], host, forms.api, side)
         if held.meta != meta:
             save_session_meta(store, session, meta)
             held.meta = meta
