@@ -60,6 +60,7 @@ from typing import Any
 from filecache.extras import requires
 from filecache.gateway import (
     Api,
+    CountedForms,
     GatewayMemory,
     GatewayPolicy,
     Rewrite,
@@ -140,10 +141,13 @@ class _Process:
 
 @dataclass(frozen=True)
 class _Pending:
-    """A rewritten request waiting for LiteLLM's word before it is counted."""
+    """A rewritten request waiting for LiteLLM's word before it is counted: its conversation
+    and its counts (``RequestForms.counted``, computed in the transform thread right after the
+    hook: digests and numbers, never the request's text, so what waits is small)."""
 
     process: _Process
-    rewrite: Rewrite
+    conversation: str | None
+    counted: Future[CountedForms]
     host: str
     since: float
 
@@ -204,7 +208,9 @@ class FilecacheCallback(CustomLogger):  # type: ignore[misc]  # LiteLLM's class 
             if rewrite is not None and rewrite.forms is not None and isinstance(call_id, str):
                 # Counted once LiteLLM reports the upstream answered (async_log_success_event).
                 host = host_label(_header(data, "user-agent"))
-                self._wait_for_word(call_id, _Pending(process, rewrite, host, time.monotonic()))
+                counted = process.executor.submit(rewrite.forms.counted)
+                pending = _Pending(process, rewrite.conversation, counted, host, time.monotonic())
+                self._wait_for_word(call_id, pending)
         except Exception as exc:  # never hurt the host: the request goes on as it came
             self.counts["failed"] += 1
             log.warning("filecache: request passed through unchanged (%s)", type(exc).__name__)
@@ -227,11 +233,7 @@ class FilecacheCallback(CustomLogger):  # type: ignore[misc]  # LiteLLM's class 
             )
             if pending is not None:
                 self.counts["counted"] += 1
-                rewrite = pending.rewrite
-                pending.process.executor.submit(
-                    record_rewrite, pending.process.memory, rewrite.conversation, rewrite.forms,
-                    host=pending.host,
-                )  # fmt: skip
+                pending.process.executor.submit(_record, pending)
         except Exception as exc:  # never hurt the host
             log.warning("filecache: a request was not counted (%s)", type(exc).__name__)
 
@@ -331,6 +333,16 @@ class FilecacheCallback(CustomLogger):  # type: ignore[misc]  # LiteLLM's class 
             return None
         process.failed_at = None
         return process.memory
+
+
+def _record(pending: _Pending) -> None:
+    """In the transform thread, after the job that counted the request (one thread: in order)."""
+    try:
+        counted = pending.counted.result(timeout=0)
+    except Exception as exc:
+        log.warning("filecache: a request was not counted (%s)", type(exc).__name__)
+        return
+    record_rewrite(pending.process.memory, pending.conversation, counted, host=pending.host)
 
 
 def _close(process: _Process) -> None:

@@ -291,6 +291,8 @@ def test_only_requests_litellm_says_succeeded_are_counted(
             succeeded(callback, f"call-{k}")  # a late word on it: already forgotten
     succeeded(callback, "call-unknown")
     assert callback.counts["counted"] == 2 and callback.counts["refused"] == 2
+    (waiting,) = callback._pending.values()  # call-4: digests and counts, no text of it
+    assert "lorem ipsum" not in repr(waiting.counted.result(timeout=60))
     monkeypatch.setattr(module, "PENDING_MAX", 1)  # call-4 waits; one more pushes it out
     data = anthropic_data(copy.deepcopy(messages))
     data["litellm_call_id"] = "call-6"
