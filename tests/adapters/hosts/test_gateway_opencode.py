@@ -35,7 +35,7 @@ from gateway_checks import (
     results,
     shown_lines,
 )
-from gateway_run import log_and_store_bytes, stop_user_gateways, user_env
+from gateway_run import log_and_store_bytes, stop_and_wait, stop_user_gateways, user_env
 from kilo_run import KiloHome, need_kilo
 from opencode_run import OpencodeHome, need_opencode
 from scripted_chat import Call, ScriptedChat, Step
@@ -140,6 +140,21 @@ def test_rereads_are_filerefs_and_changes_diffs(world: World) -> None:
     old_lines = [old[n] for n in sorted(old)]
     assert old_lines == old_app.splitlines()
     assert apply_diff(old_lines, diff_body(answer)) == new_app.splitlines()
+
+    # What it saved: one row for the conversation, the host's title requests on one line.
+    stop_and_wait(world.env)
+    done = subprocess.run(
+        [sys.executable, "-m", "filecache", "stats", "--json"], cwd=world.home.project,
+        env=world.env, capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    report = json.loads(done.stdout)
+    (main,) = report["sessions"]
+    assert main["headline"]["requests"] >= len(chat.tool_requests()), done.stdout
+    assert main["headline"]["prompt_tokens"]["saved"] > 0
+    titles = [b for b in chat.requests if not b.get("tools")]  # kilo run (7.7.7) asks none
+    assert titles or world.host == "kilo", "opencode asked for no title"
+    side = report["side_requests"]
+    assert (side["headline"]["requests"] if side else 0) == len(titles), done.stdout
 
     assert SECRET in results(chat.tool_requests()[-1])["s1"]  # the host's own answer
     held = log_and_store_bytes(world.store.parent, world.home.home / ".cache" / "filecache")
