@@ -377,6 +377,8 @@ def _unreachable(upstream: str, rest: str, exc: BaseException) -> web.Response:
             "type": "error",
             "error": {"type": "api_error", "message": message},
         }
+    elif api_of(upstream, rest) == Api.GEMINI:  # Google's error shape
+        payload = {"error": {"code": 502, "message": message, "status": "UNAVAILABLE"}}
     else:
         payload = {"error": {"message": message, "type": "upstream_unreachable", "code": 502}}
     return _json(502, payload)
