@@ -214,5 +214,5 @@ def test_run_takes_the_host_tables_programs_and_each_has_a_plan(tmp_path: Path) 
     assert HOSTS == tuple(s.run for s in SPECS if s.run)
     assert HOSTS == ("claude", "codex", "opencode", "gemini", "kilo")
     assert set(PLANNERS) == set(HOSTS)
-    with pytest.raises(ValueError, match="no plan for 'kilo'"):
-        plan("kilo", [], _home(tmp_path), tmp_path)
+    with pytest.raises(ValueError, match="no plan for 'aider'"):
+        plan("aider", [], _home(tmp_path), tmp_path)
