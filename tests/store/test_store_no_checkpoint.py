@@ -49,7 +49,8 @@ def _check(db: Path) -> list[tuple[str, int]]:
     conn = sqlite3.connect(db)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        return conn.execute("SELECT session_id, seq FROM events ORDER BY session_id, seq").fetchall()
+        sql = "SELECT session_id, seq FROM events ORDER BY session_id, seq"
+        return conn.execute(sql).fetchall()
     finally:
         conn.close()
 
