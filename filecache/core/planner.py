@@ -34,7 +34,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from filecache.core.diffing import diff_lines, equal_blocks, hunks_touching, unified_hunks
-from filecache.core.edits import old_span
 from filecache.core.render import (
     render_diff,
     render_file_ref,
@@ -488,7 +487,12 @@ def _diff(
             if not whole:
                 hunks = hunks_touching(hunks, start, end)
             base = _newest(need, call_seq)
-            mapped = None if whole else old_span(ops, start, end)
+            if whole:
+                mapped = None
+            else:
+                from filecache.core.edits import old_span  # edits: not on a read's start
+
+                mapped = old_span(ops, start, end)
             text = render_diff(
                 src.path, base, held.version, src.version, hunks, (start, end, total), mapped
             )
