@@ -95,7 +95,7 @@ def main() -> None:
         _exit(exc.code)
 
 
-def _exit(code: object) -> None:
+def _exit(code: str | int | None) -> None:
     """End the process with ``code`` (as ``sys.exit`` would): through ``os._exit`` when a store
     left its connection open (``sqlite_store.defer_checkpoints``), once the output is out."""
     store = sys.modules.get("filecache.store.sqlite_store")
