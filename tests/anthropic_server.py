@@ -1,8 +1,10 @@
 """A scripted Anthropic Messages API on 127.0.0.1, for driving real hosts (Claude Code) in tests.
 
 The server answers ``POST /v1/messages`` (streamed as server-sent events when the request asks
-for ``stream``, as Claude Code does; a JSON message otherwise) and ``POST
-/v1/messages/count_tokens``. Every request body is RECORDED (``ScriptedModel.requests``), so a
+for ``stream``, as Claude Code does; a JSON message otherwise), ``POST
+/v1/messages/count_tokens``, and ``GET /api/claude_code/policy_limits`` with no restrictions (what
+Claude Code asks the Anthropic API at start-up, when it reaches it as ``api.anthropic.com``:
+``anthropic_tls``). Every request body is RECORDED (``ScriptedModel.requests``), so a
 test asserts what the model saw, i.e. what the host sent, never filecache's own records.
 
 Who answers what: a test gives a ``responder``, a function from the request body to the assistant
@@ -119,6 +121,12 @@ class ScriptedModel(LoopbackServer):
         events = _events(body, blocks)
         reply.stream((f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events),
                      no_cache=True)  # fmt: skip
+
+    def get(self, reply: Reply, path: str) -> None:
+        if path == "/api/claude_code/policy_limits":  # as for an account without restrictions
+            reply.json(200, {"restrictions": {}})
+            return
+        reply.json(404, self.not_found)
 
     def __enter__(self) -> ScriptedModel:
         super().__enter__()

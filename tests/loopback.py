@@ -4,7 +4,8 @@ accepts, so a test asserts what the host sent, never filecache's own records.
 
 A server subclasses ``LoopbackServer`` and answers in ``post(reply, path, raw, body)``: ``path``
 without its query, ``raw`` the body's bytes, ``body`` their JSON (a body that is not JSON gets
-``bad_json`` and never reaches ``post``). ``reply`` sends a JSON answer (``reply.json``) or opens
+``bad_json`` and never reaches ``post``); a ``GET`` goes to ``get(reply, path)``
+(``not_found`` unless a server answers it). ``reply`` sends a JSON answer (``reply.json``) or opens
 a server-sent-event stream (``reply.stream``) that ends with the connection. Nothing here
 touches the network beyond the loopback socket it binds.
 """
@@ -77,7 +78,7 @@ class LoopbackServer:
                 self.end_headers()
 
             def do_GET(self) -> None:  # noqa: N802
-                Reply(self).json(404, server.not_found)
+                server.get(Reply(self), self.path.split("?", 1)[0])
 
             def do_POST(self) -> None:  # noqa: N802
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -95,14 +96,23 @@ class LoopbackServer:
     def post(self, reply: Reply, path: str, raw: bytes, body: dict[str, Any]) -> None:
         raise NotImplementedError
 
+    def get(self, reply: Reply, path: str) -> None:
+        """A ``GET``: ``not_found`` unless a server answers it."""
+        reply.json(404, self.not_found)
+
     def record(self, body: dict[str, Any]) -> None:
         with self._lock:
             self.requests.append(body)
 
     @property
-    def base_url(self) -> str:
+    def address(self) -> tuple[str, int]:
         host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return str(host), int(port)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.address
+        return f"http://{host}:{port}"
 
     def __enter__(self) -> LoopbackServer:
         self._thread.start()

@@ -30,6 +30,9 @@ with the hook's JSON on stdin and reads the answer on stdout (``run_hook``):
   notebook, a file outside the project, Claude Code's own "unchanged" stub, a result cut to a
   token cap: nothing is printed. Any internal error is one line in the hook log and nothing
   printed (``registry.run_hook``), so the session never breaks.
+- A tool call made by a Code Mode script (its ``tool_use_id`` says so: ``SCRIPTED``) goes back
+  to the script, not to the model: Claude Code's own output, nothing recorded, and the user is
+  told once per session.
 
 One filecache session per Claude Code context: the ``session_id`` of the hook (a subagent,
 ``agent_id``, is its own context with its own transcript), on the project root
@@ -108,6 +111,7 @@ class HookSite:
 _EDITS = frozenset({"Edit", "MultiEdit", "Write"})
 _RESETS = frozenset({"PreCompact", "PostCompact"})
 _RESET_SOURCES = frozenset({"compact", "clear"})
+_TOOL_CALLS = frozenset({"PostToolUse", "PostToolUseFailure"})
 
 
 def installed(cwd: Path) -> list[Installed]:
@@ -126,7 +130,7 @@ def run_hook(args: list[str], payload: bytes) -> bytes:
         return b""
     if event.get("hook_event_name") in _STARTS_HTTP:
         _start_http_servers(event)
-    if event.get("hook_event_name") == "PostToolUse" and code_mode():
+    if event.get("hook_event_name") == "PostToolUse" and scripted(event):
         out = _standing_aside(event)
     else:
         out = answer(event)
@@ -155,30 +159,33 @@ def _start_http_servers(event: Mapping[str, Any]) -> None:
         log_failure(HOST_NAME, f"starting the http hook server: {type(exc).__name__}: {exc}")
 
 
-CODE_MODE = "CLAUDE_CODE_EXPERIMENTAL_CODE_MODE"
-"""Claude Code's Code Mode (2.1.323 and later): the model writes a script whose tool calls run
-PostToolUse hooks like any other, and nothing in the hook's input says that the result goes to
-the script, not to the model. A FileRef or diff handed to a program that expects the file's
-text would break it silently, so while the variable turns the mode on in the hook's
-environment (set in the shell, or in a settings file's ``env``), filecache answers no tool call
-in that session (it still follows compactions and resets)."""
+SCRIPTED = ("repl_", "toolu_cc_")
+"""How the ``tool_use_id`` of a tool call made by a Code Mode script begins. In Code Mode
+(``CLAUDE_CODE_EXPERIMENTAL_CODE_MODE``, 2.1.323 and later) the model's one tool is ``REPL``:
+it writes JavaScript whose ``Read(...)``, ``$`cat ...```, ``file(...).text()`` and ``edit(...)``
+calls run Claude Code's tools, each with a ``PostToolUse`` hook like any other call, and the
+result goes to the script, not to the model. Nothing else in the hook's input says so, but the
+id does: Claude Code names such a call ``repl_<uuid>`` (2.1.323 and 2.1.328; 2.1.332 in the
+terminal) or ``toolu_cc_<hex>`` (2.1.332 in ``claude -p``), and tells them from the model's own
+calls by these two prefixes itself. An id from the model API (``toolu_01...``) never has them.
+A FileRef or diff handed to a script that expects the file's text would break it silently, so
+such a call gets Claude Code's own output and is not recorded: the model never held its
+result."""
 
 
-def code_mode() -> bool:
-    """Whether ``CODE_MODE`` is on in the calling hook's environment, as Claude Code reads it
-    (``1``, ``true``, ``yes``, ``on``; any case)."""
-    from filecache.adapters.hosts import call_env
-
-    value = call_env.getenv(CODE_MODE)
-    return value is not None and value.strip().lower() in ("1", "true", "yes", "on")
+def scripted(event: Mapping[str, Any]) -> bool:
+    """Whether the hook call is a tool call of a Code Mode script (``SCRIPTED``)."""
+    call = event.get("tool_use_id")
+    return isinstance(call, str) and call.startswith(SCRIPTED)
 
 
 def _standing_aside(event: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Code Mode is on: Claude Code's own result stands; the user is told once per session."""
+    """A script's tool call: Claude Code's own result stands; the user is told once per
+    session."""
     from filecache.adapters.hosts.registry import notice_text
 
     session = event.get("session_id")
-    reason = f"{CODE_MODE} is on: a tool result may go to the model's script, not to the model"
+    reason = "Code Mode is on: a tool result goes to the model's script, not to the model"
     said = notice_text(HOST_NAME, session, reason) if isinstance(session, str) else None
     return None if said is None else {"systemMessage": said}
 
@@ -196,6 +203,8 @@ def answer(event: Mapping[str, Any], site: HookSite | None = None) -> dict[str, 
     """The hook's output object for one event (None: Claude Code's own output stands)."""
     site = site or HookSite()
     name = event.get("hook_event_name")
+    if name in _TOOL_CALLS and scripted(event):
+        return None  # its result went to a Code Mode script: nothing the model holds
     if name == "PostToolUse":
         return _post_tool_use(event, site)
     if name == "PostToolUseFailure":

@@ -38,27 +38,20 @@ const MAX_STARTS = 3 // a child that keeps dying is given up on: opencode's outp
 // nothing the second time. Not `edit`/`write`: adopted against the version the model holds, a
 // second one is not the first; they go again only to replace a write that failed.
 const REPEATABLE = new Set(["read", "bash", "changed", "keep"])
-// opencode's code mode (OPENCODE_EXPERIMENTAL_CODE_MODE, read as opencode reads it; Kilo's:
-// KILO_EXPERIMENTAL_CODE_MODE, or KILO_EXPERIMENTAL when that is unset, as Kilo 7.7.7 reads them,
-// codeModeOn): the model's
-// scripts call tools, and nothing in `tool.execute.after` tells a script's call from the
-// model's. A FileRef or diff handed to a script that expects the file's text would break it, so
-// while the mode is on filecache answers no call (what the model holds is still followed).
-const CODE_MODE = "OPENCODE_EXPERIMENTAL_CODE_MODE"
-const CODE_MODE_ON = new Set(["1", "true"])
-const CODE_MODE_NOTICE =
-  "filecache serves nothing in this session (OPENCODE_EXPERIMENTAL_CODE_MODE is on: a tool " +
-  "result may go to the model's script, not to the model); opencode's own results stand."
-const KILO_CODE_MODE_NOTICE = CODE_MODE_NOTICE.replace("OPENCODE_", "KILO_").replace(
-  "opencode's own",
-  "Kilo's own",
-)
+// opencode's code mode (OPENCODE_EXPERIMENTAL_CODE_MODE; Kilo's: KILO_EXPERIMENTAL_CODE_MODE):
+// the model writes a script for its code tool, and each tool the script calls runs
+// `tool.execute.after` with the call id of the code tool's call and `/<n>` (`${callID}/${n}`:
+// opencode 1.18.33 and Kilo 7.7.7 both), a result that goes to the script, not to the model. A
+// FileRef or diff handed to a script that expects the file's text would break it, so such a call
+// keeps the host's output, nothing relies on it, and the user is told once per session. (In
+// those versions a script reaches only MCP tools, which filecache never answers; the model's own
+// read, bash, edit and write stay its direct calls, with the provider's ids, and are served.)
+const SCRIPTED_NOTICE =
+  "filecache leaves the tool calls of the model's scripts alone (code mode: their results go " +
+  "to the script, not to the model); opencode's own results stand for them."
 
-function codeModeOn(host) {
-  const on = (name) => CODE_MODE_ON.has(String(process.env[name] || "").trim().toLowerCase())
-  if (host !== "kilo") return on(CODE_MODE)
-  const own = process.env.KILO_EXPERIMENTAL_CODE_MODE
-  return own === undefined ? on("KILO_EXPERIMENTAL") : on("KILO_EXPERIMENTAL_CODE_MODE")
+function scriptedCall(call) {
+  return typeof call.callID === "string" && call.callID.includes("/")
 }
 
 // What a dangling answer becomes when filecache cannot say (its process is gone): no reference.
@@ -73,8 +66,7 @@ export const FilecachePlugin = async (input, options) => {
   const named = options && typeof options.host === "string" ? options.host : ""
   const host = /^[a-z][a-z0-9_]*$/.test(named) ? named : "opencode" // a module name, nothing else
   const root = input.directory
-  const codeMode = codeModeOn(host)
-  const toldCodeMode = new Set() // sessions told that filecache stands aside
+  const toldScripted = new Set() // sessions told that filecache leaves scripts' calls alone
   const bridge = new Bridge(python, `filecache.adapters.hosts.${host}`, (text) =>
     tellUser(input, text),
   )
@@ -108,11 +100,11 @@ export const FilecachePlugin = async (input, options) => {
       if (!result || typeof result.output !== "string") return
       const request = toolRequest(call, result, root)
       if (!request) return
-      if (codeMode) {
-        // A script's call looks like the model's own here: opencode's output stands.
-        if (!toldCodeMode.has(call.sessionID)) {
-          toldCodeMode.add(call.sessionID)
-          tellUser(input, host === "kilo" ? KILO_CODE_MODE_NOTICE : CODE_MODE_NOTICE)
+      if (scriptedCall(call)) {
+        if (!toldScripted.has(call.sessionID)) {
+          toldScripted.add(call.sessionID)
+          tellUser(input, host === "kilo" ? SCRIPTED_NOTICE.replace("opencode's", "Kilo's")
+                                          : SCRIPTED_NOTICE)
         }
         return
       }

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from anthropic_server import Script, ScriptedModel, result_text, text, tool_results, tool_use
+from anthropic_tls import Tunnel, openssl
 from hook_servers import private_runtime, servers
 from test_secrets import store_bytes
 
@@ -59,8 +60,10 @@ class Claude:
     def path(self, name: str) -> str:
         return str(self.project / name)
 
-    def run(self, model: ScriptedModel, *args: str) -> dict[str, Any]:
-        env = {**self.env, "ANTHROPIC_BASE_URL": model.base_url}
+    def run(self, model: ScriptedModel, *args: str, tunnel: Tunnel | None = None) -> dict[str, Any]:
+        """``claude -p``: against ``model`` at its own address, or as ``api.anthropic.com``
+        through ``tunnel`` (``anthropic_tls``; ``tunnel`` relays to ``model``)."""
+        env = {**self.env, **(tunnel.env if tunnel else {"ANTHROPIC_BASE_URL": model.base_url})}
         done = subprocess.run(
             [CLAUDE, *args, "--output-format", "json"], cwd=self.project, env=env,
             capture_output=True, text=True, timeout=180, check=False,
@@ -302,15 +305,81 @@ def test_a_bash_read_after_cd_is_the_subfolders_file(claude: Claude) -> None:
     assert claude.hook_log() == ""
 
 
-@pytest.mark.parametrize("where", ["shell", "settings"])
-def test_code_mode_turns_filecache_off_for_the_session(claude: Claude, where: str) -> None:
-    """Code Mode's scripted tool calls run PostToolUse like any other and nothing in the hook's
-    input marks them: with ``CLAUDE_CODE_EXPERIMENTAL_CODE_MODE`` on (in the shell, or in the
-    user's settings ``env``, which Claude Code hands its hooks), Claude Code's own results
-    stand and the user is told once. (Against a model server on 127.0.0.1 Claude Code offers
-    no code tool: only the hook's side of it can be run here.)"""
+CODE_MODE_FLAG = json.dumps({"env": {"CLAUDE_CODE_EXPERIMENTAL_CODE_MODE": "1"}})
+"""Code Mode for one ``claude -p``: 2.1.332 takes it only from ``--settings`` there."""
+
+
+def test_in_code_mode_a_scripts_reads_get_claude_codes_own_output(
+    claude: Claude, tmp_path: Path
+) -> None:
+    """Code Mode for real (2.1.332, reached as the Anthropic API: ``anthropic_tls``): the
+    model's one tool is ``REPL``, and each ``Read``, ``$`cat```, ``file().text()`` and
+    ``edit`` of its script runs PostToolUse with an id Claude Code makes (``toolu_cc_...``).
+    The script gets Claude Code's own output every time, a re-read and a read after a change
+    included, never a FileRef or a diff; the user is told once."""
+    if openssl() is None:
+        if os.environ.get("CI"):
+            pytest.fail("under CI openssl must be installed (anthropic_tls)", pytrace=False)
+        pytest.skip("openssl is not installed (anthropic_tls)")
+    a = claude.path("a.py")
+    (claude.project / "a.py").write_text(lines("a.py"))
+    first = f"""
+const p = {json.dumps(a)};
+const r1 = await Read({{file_path: p}});
+const r2 = await Read({{file_path: p}});
+({{r1: r1.file.content, r2: r2.file.content, s1: await $`cat a.py`.text(),
+   f1: await file(p).text()}})
+"""
+    second = f"""
+const q = {json.dumps(a)};
+const r3 = await Read({{file_path: q}});
+const s2 = await $`cat a.py`.text();
+await edit(q, "a.py line 10:", "a.py LINE TEN:");
+const r4 = await Read({{file_path: q}});
+({{r3: r3.file.content, s2, r4: r4.file.content}})
+"""
+
+    def change_outside(body: dict[str, Any]) -> list[dict[str, Any]]:
+        path = claude.project / "a.py"  # the user edits a.py between two turns
+        path.write_text(path.read_text().replace("a.py line 40:", "a.py LINE FORTY:"))
+        return [tool_use("REPL", {"code": second, "description": "Read again"}, "toolu_s2")]
+
+    script = Script([
+        [tool_use("REPL", {"code": first, "description": "Read a.py"}, "toolu_s1")],
+        change_outside,
+        [tool_use("Read", {"file_path": a}, "toolu_d1")],
+        [text("done")],
+    ])  # fmt: skip
+    with ScriptedModel(script) as model, Tunnel(model, tmp_path / "tls") as tunnel:
+        claude.run(model, "-p", "read a.py", "--settings", CODE_MODE_FLAG,
+                   "--allowedTools", f"REPL,{TOOLS}", tunnel=tunnel)  # fmt: skip
+    assert [t["name"] for t in model.main_requests()[0]["tools"]] == ["REPL"]
+    seen = results_seen(model)
+    last = "line 59: the quick brown fox jumps over the lazy dog"
+    assert seen["toolu_s1"].count(f"a.py {last}") == 4  # r1, r2, s1, f1: each the whole file
+    assert seen["toolu_s2"].count(f"a.py {last}") == 3  # r3, s2, r4
+    assert seen["toolu_s2"].count("a.py LINE FORTY:") == 3
+    assert seen["toolu_s2"].count("a.py LINE TEN:") == 1  # r4, after the script's own edit
+    assert "No such tool available: Read" in seen["toolu_d1"]  # only scripts read here
+    assert "[filecache]" not in json.dumps(model.requests)
+    said = claude.home / ".cache" / "filecache" / "notices"
+    assert len(list(said.iterdir())) == 1  # told once (a systemMessage), for this session
+    assert claude.hook_log() == ""
+
+
+@pytest.mark.parametrize("where", ["shell", "settings", "flag"])
+def test_code_mode_asked_for_but_refused_leaves_filecache_serving(
+    claude: Claude, where: str
+) -> None:
+    """``CLAUDE_CODE_EXPERIMENTAL_CODE_MODE`` on, but against a model server at another
+    address than the Anthropic API Claude Code refuses Code Mode (and in ``claude -p`` it takes
+    it only from ``--settings``): the model has its usual tools, their calls carry the model's
+    own ids, and filecache serves them as in any session."""
+    args = ["-p", "read a.py", "--allowedTools", TOOLS]
     if where == "shell":
         claude.env["CLAUDE_CODE_EXPERIMENTAL_CODE_MODE"] = "1"
+    elif where == "flag":
+        args += ["--settings", CODE_MODE_FLAG]
     else:
         settings = claude.home / ".claude" / "settings.json"
         mine = json.loads(settings.read_text()) if settings.exists() else {}
@@ -327,10 +396,12 @@ def test_code_mode_turns_filecache_off_for_the_session(claude: Claude, where: st
         [text("done")],
     ])  # fmt: skip
     with ScriptedModel(script) as model:
-        claude.run(model, "-p", "read a.py", "--allowedTools", TOOLS)
+        claude.run(model, *args)
+    offered = [t["name"] for t in model.main_requests()[0]["tools"]]
+    assert "Read" in offered and "REPL" not in offered
     seen = results_seen(model)
-    assert "[filecache]" not in json.dumps(model.requests)
-    assert "a.py line 59:" in seen["toolu_k2"] and "a.py line 59:" in seen["toolu_k3"]
-    said = claude.home / ".cache" / "filecache" / "notices"
-    assert len(list(said.iterdir())) == 1  # told once (a systemMessage), for this session
+    assert "a.py line 59:" in seen["toolu_k1"]
+    assert "[filecache] a.py unchanged since your result toolu_k1" in seen["toolu_k2"]
+    assert "[filecache] a.py unchanged since your result toolu_k1" in seen["toolu_k3"]
+    assert not (claude.home / ".cache" / "filecache" / "notices").exists()
     assert claude.hook_log() == ""

@@ -222,18 +222,37 @@ def test_the_plugins_host_option_names_the_resident(
     assert stored in stored_sessions(root)
 
 
+SCRIPTED_CALLS = """
+import {{ FilecachePlugin }} from {plugin}
+const alive = setInterval(() => {{}}, 1000)
+const hooks = await FilecachePlugin({{ directory: {root} }}, {{ python: {python}, host: {host} }})
+const read = async (callID) => {{
+  const result = {{ output: {shown}, metadata: {{}} }}
+  await hooks["tool.execute.after"]({{ tool: "read", sessionID: "ses_9", callID,
+                                       args: {{ filePath: {path} }} }}, result)
+  return result.output
+}}
+const seen = {{}}
+for (const callID of ["c1", "code_1/1", "code_1/2", "c2", "code_2/1"]) {{
+  seen[callID] = await read(callID)
+}}
+console.log(JSON.stringify(seen))
+await hooks.dispose()
+clearInterval(alive)
+"""
+
+
+@pytest.mark.parametrize("host", ["kilo", "opencode"])
 @pytest.mark.parametrize(
-    ("env", "served"),
-    [({}, True), ({"KILO_EXPERIMENTAL_CODE_MODE": "1"}, False),
-     ({"KILO_EXPERIMENTAL": "true"}, False),
-     ({"KILO_EXPERIMENTAL": "1", "KILO_EXPERIMENTAL_CODE_MODE": "0"}, True),
-     ({"OPENCODE_EXPERIMENTAL_CODE_MODE": "1"}, True)],
-)  # fmt: skip
-def test_in_kilos_code_mode_kilos_output_stands(
-    tmp_path: Path, root: Path, notes: str, env: dict[str, str], served: bool
+    "env", [{}, {"KILO_EXPERIMENTAL_CODE_MODE": "1"}, {"OPENCODE_EXPERIMENTAL_CODE_MODE": "1"}]
+)
+def test_a_scripts_calls_keep_the_hosts_output_and_the_models_are_served(
+    tmp_path: Path, root: Path, notes: str, host: str, env: dict[str, str]
 ) -> None:
-    """Kilo's code mode is KILO_EXPERIMENTAL_CODE_MODE, or KILO_EXPERIMENTAL when that is unset
-    (as Kilo 7.7.7 reads them): a script's call looks like the model's, so no call is answered."""
+    """In code mode (opencode 1.18.33, Kilo 7.7.7) a tool the model's script calls runs
+    ``tool.execute.after`` with the id ``<the code tool's call id>/<n>``: its output stands,
+    nothing relies on it, the user is told once; the model's own calls are served, with the
+    mode's variable on or off."""
     import os
 
     node = shutil.which("node")
@@ -241,15 +260,20 @@ def test_in_kilos_code_mode_kilos_output_stands(
         pytest.skip("node is not installed")
     path = root / "notes.txt"
     script = tmp_path / "check.mjs"
-    script.write_text(PLUGIN_HOST.format(
+    shown = opencode_read(path, notes)
+    script.write_text(SCRIPTED_CALLS.format(
         plugin=json.dumps(PLUGIN.as_uri()), root=json.dumps(str(root)),
-        python=json.dumps(sys.executable), host=json.dumps("kilo"), path=json.dumps(str(path)),
-        shown=json.dumps(opencode_read(path, notes)),
+        python=json.dumps(sys.executable), host=json.dumps(host), path=json.dumps(str(path)),
+        shown=json.dumps(shown),
     ))  # fmt: skip
     clean = {k: v for k, v in os.environ.items() if "EXPERIMENTAL" not in k}
     done = subprocess.run([node, str(script)], capture_output=True, text=True, timeout=120,
                           env={**clean, **env})  # fmt: skip
     assert done.returncode == 0, done.stderr
-    second = json.loads(done.stdout.strip().splitlines()[-1])
-    assert ("unchanged since your result c1" in second) == served
-    assert ("KILO_EXPERIMENTAL_CODE_MODE is on" in done.stderr) == (not served)
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["c1"] == seen["code_1/1"] == seen["code_1/2"] == seen["code_2/1"] == shown
+    assert "unchanged since your result c1" in seen["c2"]  # never names a script's call
+    told = [line for line in done.stderr.splitlines() if "model's scripts alone" in line]
+    assert len(told) == 1 and told[0].endswith(
+        f"{'Kilo' if host == 'kilo' else 'opencode'}'s own results stand for them."
+    )
