@@ -9,6 +9,7 @@ as on any dataclass) and adds the same six methods as closures over the fields, 
 with this module.
 
 Invariants (``tests/core/test_records.py`` compares each with ``dataclass(frozen=True)``):
+- Instances keep their fields in ``__dict__`` (in field order; no ``__slots__``).
 - ``__init__`` takes the fields in order (positionally unless ``kw_only``, always by keyword),
   fills defaults and default factories, then calls ``__post_init__`` if the class has one; a
   missing, repeated or unknown argument is a ``TypeError``.
@@ -24,6 +25,7 @@ Invariants (``tests/core/test_records.py`` compares each with ``dataclass(frozen
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable
 from typing import Any, TypeVar, dataclass_transform, overload
 
@@ -68,28 +70,34 @@ def _build(cls: _C, *, kw_only: bool, eq: bool) -> _C:
     setter = object.__setattr__
     frozen_error = dataclasses.FrozenInstanceError
 
+    name_set = frozenset(names)
+    required = frozenset(n for n in names if n not in defaults and n not in factories)
+    factory_items = tuple(factories.items())
+
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        if len(args) > len(positional):
-            raise TypeError(
-                f"{qualname}.__init__() takes {len(positional) + 1} positional arguments but "
-                f"{len(args) + 1} were given"
-            )
-        for name, value in zip(positional, args, strict=False):
-            if name in kwargs:
-                raise TypeError(f"{qualname}.__init__() got multiple values for argument {name!r}")
-            kwargs[name] = value
-        for name in names:
-            if name in kwargs:
-                setter(self, name, kwargs.pop(name))
-            elif name in defaults:
-                setter(self, name, defaults[name])
-            elif name in factories:
-                setter(self, name, factories[name]())
-            else:
-                raise TypeError(f"{qualname}.__init__() missing required argument: {name!r}")
-        if kwargs:
-            unknown = next(iter(kwargs))
+        if args:
+            if len(args) > len(positional):
+                raise TypeError(
+                    f"{qualname}.__init__() takes {len(positional) + 1} positional arguments "
+                    f"but {len(args) + 1} were given"
+                )
+            for name, value in zip(positional, args, strict=False):
+                if name in kwargs:
+                    raise TypeError(
+                        f"{qualname}.__init__() got multiple values for argument {name!r}"
+                    )
+                kwargs[name] = value
+        if not name_set.issuperset(kwargs):
+            unknown = next(k for k in kwargs if k not in name_set)
             raise TypeError(f"{qualname}.__init__() got an unexpected keyword argument {unknown!r}")
+        if not required.issubset(kwargs):
+            missing = next(n for n in names if n in required and n not in kwargs)
+            raise TypeError(f"{qualname}.__init__() missing required argument: {missing!r}")
+        for name, factory in factory_items:
+            if name not in kwargs:
+                kwargs[name] = factory()
+        given = {**defaults, **kwargs}
+        self.__dict__.update({n: given[n] for n in names})  # in field order, as dataclasses
         if post_init:
             self.__post_init__()
 
@@ -97,13 +105,16 @@ def _build(cls: _C, *, kw_only: bool, eq: bool) -> _C:
         shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
         return f"{self.__class__.__qualname__}({shown})"
 
-    def values(obj: Any) -> tuple[Any, ...]:
-        return tuple([getattr(obj, n) for n in names])
+    values: Callable[[Any], Any] = (  # the fields' tuple, built in C
+        operator.attrgetter(*names)
+        if len(names) > 1
+        else lambda obj: tuple(getattr(obj, n) for n in names)
+    )
 
     def __eq__(self: Any, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return values(self) == values(other)
+        return bool(values(self) == values(other))
 
     def __hash__(self: Any) -> int:
         return hash(values(self))
