@@ -444,21 +444,29 @@ def gateway(
 
 
 def _gateway_memory(store: str | None, gc_days: float | None, as_json: bool) -> None:
-    """``filecache gateway --memory`` and ``--gc DAYS``."""
+    """``filecache gateway --memory`` and ``--gc DAYS``: they only read, so a store file that
+    was never made is reported empty and not created."""
     from filecache.gateway import open_memory
+    from filecache.gateway.memory import gateway_store_path
+    from filecache.store.store_url import is_store_url
 
-    memory = open_memory(store)
-    try:
-        deleted = memory.gc(gc_days) if gc_days is not None else None
-        report = memory.report()
-    finally:
-        memory.close()
-    out = {"conversations": report.conversations, "rows": report.rows,
-           "store_bytes": report.store_bytes}  # fmt: skip
+    location = store if store is not None else str(gateway_store_path())
+    if location != ":memory:" and not is_store_url(location) and not Path(location).exists():
+        deleted: int | None = 0 if gc_days is not None else None
+        out: dict[str, int | None] = {"conversations": 0, "rows": 0, "store_bytes": None}
+    else:
+        memory = open_memory(store)
+        try:
+            deleted = memory.gc(gc_days) if gc_days is not None else None
+            report = memory.report()
+        finally:
+            memory.close()
+        out = {"conversations": report.conversations, "rows": report.rows,
+               "store_bytes": report.store_bytes}  # fmt: skip
     if deleted is not None:
         out["deleted"] = deleted
-    size = "" if report.store_bytes is None else f", {report.store_bytes / 1024:,.0f} KB on disk"
-    line = f"{report.conversations} conversations, {report.rows} rows{size}"
+    size = "" if out["store_bytes"] is None else f", {out['store_bytes'] / 1024:,.0f} KB on disk"
+    line = f"{out['conversations']} conversations, {out['rows']} rows{size}"
     if deleted is not None:
         line = f"deleted {deleted} idle conversations; now {line}"
     click.echo(json.dumps(out) if as_json else line)
@@ -506,8 +514,8 @@ def _background_gateway(
 @click.argument("host", type=click.Choice(RUN_NAMES))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def run(window: int | None, host: str, args: tuple[str, ...]) -> None:
-    """Run HOST (claude, codex or opencode) with ARGS through this user's gateway (started when
-    none runs). Only this process is pointed at it; if the gateway cannot start, the plain host
+    """Run HOST (claude, codex, opencode, gemini) with ARGS through this user's gateway (started
+    when none runs). Only this process is pointed at it; if the gateway cannot start, the plain host
     runs, with one line on stderr."""  # fmt: skip
     from filecache.adapters.gateway.run import run_host
 
@@ -649,8 +657,11 @@ def import_(
     from filecache.importers import import_logs
 
     hidden = not sys.stderr.isatty()
+    empty: list[Path] = []
     with click.progressbar(length=0, label="importing", file=sys.stderr, hidden=hidden) as bar:
-        results = import_logs(fmt, sources, output, repo=repo, progress=lambda _: bar.update(1))
+        results = import_logs(
+            fmt, sources, output, repo=repo, progress=lambda _: bar.update(1), empty=empty.append
+        )
     if as_json:
         click.echo(json.dumps([r.to_json() for r in results], indent=2))
         return
@@ -668,6 +679,8 @@ def import_(
             )
         for note in r.notes:
             click.echo(f"  note: {note}")
+    for log in empty:
+        click.echo(f"{log}: no message in it, no trace")
     click.echo(f"next: filecache replay {output}/*")
 
 

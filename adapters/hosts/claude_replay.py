@@ -27,7 +27,8 @@ view (0 stale, 0 dangling) from the messages as sent.
 Not replayed: a compaction inside one trace (the importer splits a session file at each
 compaction into traces ``<id>.1``, ``<id>.2``..., each replayed from an empty view, as the hook
 resets at ``PreCompact``); results Claude Code cleared later (``microcompact_boundary``), which
-the stream-json logs do not record; subagents (sidechains are left out by the importer).
+the stream-json logs do not record; subagents inside a session file (the importer leaves
+sidechains out; a subagent's own log, ``agent-<id>.jsonl``, imports as a trace of its own).
 """
 
 from __future__ import annotations

@@ -65,10 +65,9 @@ def diagnose(cwd: Path) -> Diagnosis:
     """The state of filecache's host integration for the project at ``cwd``."""
     from filecache.adapters.hosts import hook_client, registry
 
-    from filecache.store.opening import store_location
     from filecache.store.store_url import is_store_url
 
-    store = store_location(cwd.resolve())
+    store = _store_of(cwd.resolve())
     writable = None if store == ":memory:" or is_store_url(store) else _writable(Path(store))
     servers = []
     for path in hook_client.server_sockets():
@@ -82,6 +81,23 @@ def diagnose(cwd: Path) -> Diagnosis:
     ports = dict.fromkeys(port for h in hooks for port in h.http_ports)
     return Diagnosis(hooks, store, writable, tuple(servers), log, _last_line(log),
                      tuple(_http_state(port) for port in ports))  # fmt: skip
+
+
+def _store_of(root: Path) -> str:
+    """Where the hooks' store is or would be made, found without creating anything (a
+    diagnosis writes nothing): the project's ``.filecache/cache.db``, or, when the project
+    cannot hold it, the user cache's fallback that the hooks would use instead."""
+    from filecache.fsio import STORE_DIR
+    from filecache.store.opening import store_location
+    from filecache.store.store import fallback_store_folder
+    from filecache.store.store_url import is_store_url
+
+    store = store_location(root, create=False)
+    local = root / STORE_DIR / "cache.db"
+    if store != str(local) or is_store_url(store) or local.exists() or _writable(local):
+        return store
+    fallback = fallback_store_folder(root) / "cache.db"
+    return str(fallback) if _writable(fallback) else store
 
 
 def _http_state(port: int) -> dict[str, Any]:

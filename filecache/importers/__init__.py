@@ -60,6 +60,7 @@ def import_logs(
     *,
     repo: Path | None = None,
     progress: Callable[[Path], None] | None = None,
+    empty: Callable[[Path], None] | None = None,
 ) -> list[ImportResult]:
     """Convert the logs in ``sources`` into trace directories under ``out_dir``.
 
@@ -70,9 +71,11 @@ def import_logs(
         repo: a checkout with the files as they were before the sessions; without one,
             ``files/`` is rebuilt from the logs and what they do not show is marked unknown.
         progress: called with each log before it is read.
+        empty: called with each log that holds no conversation (a Claude Code session file of
+            ``summary`` lines only); it gives no trace.
 
     Raises:
-        RequestError: an unknown format, or no logs found.
+        RequestError: an unknown format, no logs found, or no conversation in any of them.
         PathError: ``out_dir`` cannot be made or written to.
         TranscriptError: a log that is not of the format.
     """
@@ -89,6 +92,8 @@ def import_logs(
         if progress is not None:
             progress(log)
         records = _PARSERS[format](log)
+        if not records and empty is not None:
+            empty(log)
         _distinct_names(records, trace_name(log), taken)
         for recorded in records:
             try:
@@ -98,6 +103,8 @@ def import_logs(
                     f"{out_dir}: cannot write the trace of {log} ({exc.strerror or exc}"
                     + (f": {exc.filename})" if exc.filename else ")")
                 ) from None
+    if not results:
+        raise RequestError(f"no conversation in the {format} logs given (no message in any)")
     return results
 
 

@@ -10,9 +10,11 @@ Two kinds of log, told apart by their lines:
   ``user``/``assistant`` entries linked by ``uuid``/``parentUuid`` (``toolUseResult`` for the
   payload), plus ``summary``, ``file-history-snapshot`` and other bookkeeping lines. The
   conversation is the chain from the last entry back; entries off it (rewound branches) and
-  sidechains (subagents) are left out. A compaction starts a new chain (``parentUuid`` null,
-  ``logicalParentUuid`` naming the old one): each chain becomes its own trace, ``<id>.1``,
-  ``<id>.2``..., since the model's context restarted there.
+  sidechains (subagents) are left out, unless the file is a subagent's own log (every entry a
+  sidechain: ``agent-<id>.jsonl``, ``<session>/subagents/agent-<id>.jsonl``). A compaction
+  starts a new chain (``parentUuid`` null, ``logicalParentUuid`` naming the old one): each
+  chain becomes its own trace, ``<id>.1``, ``<id>.2``..., since the model's context restarted
+  there. A file with no message (titles only, a ``/agents`` run, empty) gives no trace.
 
 Messages: consecutive assistant blocks of one API message become one assistant message (text
 joined; ``thinking`` left out), each ``tool_result`` a tool message in the order the results
@@ -58,6 +60,11 @@ _READ_ONLY_TOOLS = frozenset(
 )
 _READ_ONLY_AGENTS = frozenset({"Explore"})  # subagents with no tool that changes a file
 _AGENT_TOOLS = frozenset({"Task", "Agent"})
+# lines of a session file that are no part of the conversation
+_NO_MESSAGE = frozenset(
+    "summary custom-title file-history-snapshot queue-operation last-prompt mode "
+    "system attachment progress".split()
+)
 
 
 def _events(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
@@ -117,19 +124,18 @@ def _chains(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     it join it (as ``claude_transcript`` reads a context). A compaction's ``logicalParentUuid``
     names the chain before it; when the log lacks that entry, the newest message before the
     compaction not yet taken ends the chain before it, so no part of the log is lost."""
-    talk = [
-        e
-        for e in events
-        if e.get("type") in ("user", "assistant", "system", "attachment")
-        and not e.get("isSidechain")
-    ]
+    kinds = ("user", "assistant", "system", "attachment")
+    # a subagent's own log (``agent-<id>.jsonl``, ``<session>/subagents/agent-<id>.jsonl``) is
+    # all sidechain: there the sidechain is the conversation
+    side = not any(e.get("type") in kinds and not e.get("isSidechain") for e in events)
+    talk = [e for e in events if e.get("type") in kinds and bool(e.get("isSidechain")) == side]
     position = {id(e): n for n, e in enumerate(talk)}
     by_uuid = {str(e["uuid"]): e for e in talk if e.get("uuid")}
     # entries off the conversation (progress...) that sit on the chain: uuid -> their parent
     bridge = {
         str(e["uuid"]): e.get("parentUuid")
         for e in events
-        if e.get("uuid") and str(e["uuid"]) not in by_uuid and not e.get("isSidechain")
+        if e.get("uuid") and str(e["uuid"]) not in by_uuid and bool(e.get("isSidechain")) == side
     }
 
     def parent(uid: Any) -> str | None:
@@ -412,7 +418,10 @@ class _Builder:
 def parse_claude_code(path: Path) -> list[Recorded]:
     """Parse a stream-json transcript or a project session file (plain or gzipped).
 
-    Returns one ``Recorded`` per conversation chain (one, unless the session was compacted).
+    Returns one ``Recorded`` per conversation chain (one, unless the session was compacted);
+    none for a session file with no message: empty, or bookkeeping lines only (Claude Code 1.0
+    leaves files of ``summary`` lines in a project's folder, beside the sessions they title; a
+    session that only ran ``/agents`` holds ``system`` lines).
 
     Raises:
         TranscriptError: not a Claude Code log.
@@ -420,6 +429,8 @@ def parse_claude_code(path: Path) -> list[Recorded]:
     events, skipped = _events(path)
     kinds = {e.get("type") for e in events}
     if not kinds & {"user", "assistant"}:
+        if kinds <= _NO_MESSAGE:
+            return []  # empty, titles, snapshots, a local command (/agents...): no conversation
         raise TranscriptError(f"{path}: no Claude Code user/assistant lines; is this its log?")
     name = trace_name(path)
     project = any("parentUuid" in e for e in events)
