@@ -13,7 +13,7 @@ instead the instructions each command executes once (valgrind's callgrind, ``Ir`
 a loaded machine as on an idle one, though not a time (a wait on the disk counts nothing).
 ``--tree DIR`` runs the ``filecache`` package of the folder DIR instead of the installed one
 (an older commit: ``git archive C filecache adapters | tar -x -C DIR``, then move ``DIR/adapters``
-to ``DIR/filecache/adapters``); it adds about 9 M instructions to each command. Usage::
+to ``DIR/filecache/adapters``); it adds about 2 M instructions to each command. Usage::
 
     .venv/bin/python bench/bench_coldstart.py [--runs 30] [--instructions] [--tree DIR]
 """
