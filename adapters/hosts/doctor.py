@@ -34,7 +34,8 @@ class Diagnosis:
     last_error: str | None
     http: tuple[dict[str, Any], ...] = ()
     """One per port of the installed http hooks: ``port``, ``state`` (``running``,
-    ``stopped``, ``taken``) and, when running, the server's ``status``."""
+    ``stopped``, ``taken``), when running the server's ``status``, and when taken the ``uid``
+    of another user's program listening there (None: this user's, not filecache's)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -101,12 +102,14 @@ def _store_of(root: Path) -> str:
 
 
 def _http_state(port: int) -> dict[str, Any]:
-    from filecache.adapters.hosts.hook_http import listening, status
+    from filecache.adapters.hosts.hook_http import listening, other_users_listener, status
 
     found = status(port)
     if found is not None:
         return {"port": port, "state": "running", "status": found}
-    return {"port": port, "state": "taken" if listening(port) else "stopped"}
+    if not listening(port):
+        return {"port": port, "state": "stopped"}
+    return {"port": port, "state": "taken", "uid": other_users_listener(port)}
 
 
 def _writable(path: Path) -> bool:
@@ -164,6 +167,10 @@ def format_diagnosis(found: Diagnosis) -> str:
                 f"http server: 127.0.0.1:{port} not running (the next Claude Code "
                 "session or prompt starts it; its own results stand until then)"
             )
+        elif each.get("uid") is not None:
+            out.append(f"http server: 127.0.0.1:{port} HELD BY ANOTHER USER'S PROGRAM (uid "
+                       f"{each['uid']}): Claude Code sends it every tool result; filecache "
+                       "install claude-code --command")  # fmt: skip
         else:
             out.append(f"http server: 127.0.0.1:{port} HELD BY ANOTHER PROGRAM: the http hooks "
                        "are not served; filecache install claude-code --http-port N (a free "

@@ -333,8 +333,9 @@ def _rewrite(
     if plan and held is not None:
         held.planned_at = size
         found = _prune(
-            api, transcript, planned, prior, prior_inputs, secret, parsed.thinking, policy, expired
-        )
+            api, transcript, planned, prior, prior_inputs, secret, parsed.thinking, policy, expired,
+            frozenset(delta.echoes),
+        )  # fmt: skip
         fresh = {
             a.call_id: (a.tier, a.text, a.tokens_before, a.tokens_after)
             for a in found.actions
@@ -347,7 +348,7 @@ def _rewrite(
         fresh_inputs = {a.call_id: (a.tier, a.text) for a in found.actions if a.target == "input"}
         held.remember(fresh, fresh_inputs)
         pruned = len(kept)
-    _keep_references_whole(replacements, delta, results)
+    _keep_references_whole(replacements, delta, results, inputs)
     if not replacements and not inputs:
         counts = RewriteCounts(untouched_blocks=untouched)
         return payload, Rewrite(b"", False, conversation, "nothing to rewrite", counts, forms)
@@ -382,11 +383,13 @@ def _prune(
     thinking: bool,
     policy: GatewayPolicy,
     expired: bool = False,
+    keep_inputs: frozenset[str] = frozenset(),
 ) -> PrunePlan:
     """The pruning planner over the request as the delta step left it; ``expired``: the
     provider's cache of the conversation has expired, so this request writes the whole prompt
     whether it cuts or not (the gate sees no invalidation cost: the write price is the read
-    price; every later request reads the cut prompt from the cache as usual)."""
+    price; every later request reads the cut prompt from the cache as usual); ``keep_inputs``:
+    calls whose input a result relies on (``delta.echoes``), never pruned."""
     read, write = policy.cache_prices or _PRICES[api]
     if expired:
         write = read
@@ -407,7 +410,7 @@ def _prune(
     inputs_ok = renders_inputs(transcript.format) and not thinking
     return plan_prune(
         seen, None, rules, _count, prior=prior, prior_inputs=prior_inputs, secret=secret,
-        inputs=inputs_ok,
+        inputs=inputs_ok, keep_inputs=keep_inputs,
     )  # fmt: skip
 
 
@@ -503,10 +506,17 @@ def _with_texts(transcript: Transcript, texts: Mapping[str, str]) -> Transcript:
 
 
 def _keep_references_whole(
-    replacements: dict[str, str], delta: Delta, results: Mapping[str, object]
+    replacements: dict[str, str],
+    delta: Delta,
+    results: Mapping[str, object],
+    inputs: Mapping[str, str] | None = None,
 ) -> None:
     """Drop every FileRef/diff whose base is not in the request as content (pruned, or gone),
-    and every prune of a result a live host stub relies on: content goes instead."""
+    every edit echo whose call's input is not sent as written (``inputs``: replaced), and every
+    prune of a result a live host stub relies on: content goes instead."""
+    for cid in delta.echoes:
+        if inputs and cid in inputs and replacements.get(cid) == delta.sent.get(cid):
+            del replacements[cid]
     for cid, bases in delta.bases.items():
         if replacements.get(cid) != delta.sent.get(cid):
             continue  # pruned itself: no longer a reference

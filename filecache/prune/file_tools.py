@@ -229,8 +229,9 @@ def _norm(path: str) -> str:
 
 def file_name(path: str) -> str:
     """The last component of ``path``: two paths that may be one file (``same_path``) have
-    the same one."""
-    return _norm(path).rsplit("/", 1)[-1]
+    the same one. A backslash ends a component too: a Windows host's paths (``X:\\app\\a.py``)
+    are named by their file name in later turns as anywhere else."""
+    return _norm(path).rsplit("/", 1)[-1].rsplit("\\", 1)[-1]
 
 
 def same_path(a: str, b: str) -> bool:

@@ -21,6 +21,7 @@ Policies: ``gateway`` (the ``cost`` preset at the replay's window), ``gateway+co
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -30,6 +31,7 @@ from unidiff.patch import PatchSet
 
 from filecache.core.render import gateway_bases
 from filecache.gateway import Api, GatewayPolicy, open_memory, rewrite_payload
+from filecache.gateway.edit_echo import is_echo
 from filecache.replay.gateway_shape import HostCall, anthropic_request, rewritten_results
 from filecache.replay.replay_metrics import CACHE_READ, CACHE_WRITE
 
@@ -40,6 +42,7 @@ _NUMBERED = re.compile(r"^ *(\d+)(?:\t|→)(.*)$")
 _SPAN = re.compile(r" \(lines? (\d+)(?:-(\d+))? (?:as shown there|now)\)")
 _INNER = re.compile(r" since your results? \S+(?: and \S+)* \((.*)\): use that text;")
 _RANGE = re.compile(r"(\d+)(?:-(\d+))?")
+_ECHO_LINE = re.compile(r"^\[filecache\] lines? (\d+)(?:-(\d+))?: this edit's new text, ")
 
 Message = Mapping[str, Any]
 
@@ -70,6 +73,23 @@ def _lines_of(text: str, first: int, last: int) -> list[str] | None:
     if rows and rows[-1] == "":
         rows.pop()
     return rows if len(rows) == last - first + 1 else None
+
+
+def _new_text(cid: str, messages: Sequence[Message]) -> str | None:
+    """The new text of the edit call ``cid`` (its ``new_string``), from the trace's calls."""
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            if call.get("id") != cid:
+                continue
+            try:
+                args = json.loads((call.get("function") or {}).get("arguments") or "{}")
+            except (TypeError, ValueError):
+                return None
+            for key in ("new_string", "newString", "new_str"):
+                if isinstance(args, dict) and isinstance(args.get(key), str):
+                    return str(args[key])
+            return None
+    return None
 
 
 def _spans(text: str) -> list[tuple[int, int]]:
@@ -136,6 +156,7 @@ class GatewayRun:
         self.problems: dict[str, str] = {}
         self.file_refs: set[str] = set()
         self.diffs: set[str] = set()
+        self.echoed: dict[tuple[str, str], str | None] = {}  # edit echoes checked -> problem
         self.host_calls: dict[str, HostCall] = {}  # empty: the trace's OpenAI chat requests
         self.cwd: str | None = None
 
@@ -153,8 +174,51 @@ class GatewayRun:
         }
         out = self._anthropic(messages) if self.host_calls else self._openai(messages)
         for cid, text in out.items():
-            self._check(cid, text, recorded)
+            if is_echo(text):
+                self._check_echo(cid, text, recorded, messages)
+            else:
+                self._check(cid, text, recorded)
         return out
+
+    def _check_echo(
+        self, cid: str, text: str, recorded: Mapping[str, str], messages: Sequence[Message]
+    ) -> None:
+        """An edit's result sent with the rows of its own new text named (``edit_echo``): its
+        numbered lines with the call's new text put at the lines named equal the recorded
+        result's, line for line, and every other row is the recorded one."""
+        key = (cid, text)
+        if key in self.echoed:
+            return
+        self.echoed[key] = problem = self._echo_problem(cid, text, recorded, messages)
+        if problem is not None:
+            self.problems.setdefault(cid, problem)
+
+    def _echo_problem(
+        self, cid: str, text: str, recorded: Mapping[str, str], messages: Sequence[Message]
+    ) -> str | None:
+        new = _new_text(cid, messages)
+        original = recorded.get(cid)
+        if new is None or original is None:
+            return f"{self.name}: {cid}: an edit echo without its call's new text"
+        wanted = (new[:-1] if new.endswith("\n") else new).split("\n")
+        rows, lines, span = [], {}, None
+        for row in text.split("\n"):
+            found = _ECHO_LINE.match(row)
+            if found is not None and span is None:
+                span = (int(found[1]), int(found[2] or found[1]))
+                continue
+            numbered = _NUMBERED.match(row)
+            if numbered is not None:
+                lines[int(numbered[1])] = numbered[2]
+            else:
+                rows.append(row)
+        if span is None or span[1] - span[0] + 1 != len(wanted):
+            return f"{self.name}: {cid}: its echo names lines its call's new text does not fill"
+        lines.update({span[0] + k: line for k, line in enumerate(wanted)})
+        theirs = [row for row in original.split("\n") if _NUMBERED.match(row) is None]
+        if lines != _numbered(original) or rows != theirs:
+            return f"{self.name}: {cid}: its echo does not give the recorded lines"
+        return None
 
     def _openai(self, messages: Sequence[Message]) -> dict[str, str]:
         payload = {"model": "replay", "messages": list(messages)}
@@ -255,6 +319,8 @@ class GatewayRun:
         a FileRef or diff: the claim checked out and the result it names is sent as recorded.
         (The replay's model simulator then sees the recorded text for it.)"""
         text = replaced.get(cid, "")
+        if is_echo(text):
+            return (cid, text) in self.echoed and self.echoed[(cid, text)] is None
         found = text.find("[filecache] ")
         bases = self.bases.get(cid)
         return (
