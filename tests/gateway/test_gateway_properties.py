@@ -131,9 +131,9 @@ def _bash(draw: Any, world: World, name: str) -> None:
     else:
         rows = list(printed)
     text = claude_code_bash(rows)
-    cut = draw(st.integers(0, 9)) == 0 and len(text) > 40
+    cut = draw(st.integers(0, 3)) == 0 and len(text) > 40
     if cut:
-        keep = draw(st.integers(10, len(text) - 1))
+        keep = draw(st.integers(len(text) // 2, len(text) - 1))
         rest = text[keep:].count("\n") + 1
         text = f"{text[:keep]}\n\n... [{rest} lines truncated] ..."
     cid = _turn(world, "Bash", {"command": command}, text)

@@ -150,8 +150,9 @@ def test_a_read_named_by_an_earlier_sed_range_checks_out() -> None:
     assert sent["r1"].startswith(
         "[filecache] /p/build.sh unchanged since your result b1 (lines 1460-1469 as shown there)"
     )
-    expanded = sed.split("\n")[1460 - 1460 : 1469 - 1460 + 1]  # the model's reading, by hand
-    assert _arrows(expanded, 1460) + REMINDER == read
+    named = sed.split("\n")[1460 - 1460 : 1469 - 1460 + 1]  # the sed output's rows 1460-1469
+    below = sent["r1"].partition("\n")[2]  # the Read's own frame (its reminder)
+    assert _arrows(named, 1460) + "\n" + below == read  # the model's view, expanded by hand
     assert run.problems == {} and run.file_refs == {"r1"}
     assert run.holds("r1", sent)
 
@@ -170,8 +171,7 @@ def test_a_whole_read_named_by_an_earlier_cat_checks_out() -> None:
     head, _, below = sent["r1"].partition("\n")
     assert "(lines 1-53 as shown there; line 54 is below, as read)" in head
     assert below.startswith("    54→\n")
-    expanded = _arrows(cat.split("\n")) + "\n" + below  # the model's reading, by hand
-    assert expanded.rstrip("\n") + REMINDER.rstrip("\n") == read.rstrip("\n")
+    assert _arrows(cat.split("\n")) + "\n" + below == read  # the model's view, by hand
     assert run.problems == {} and run.file_refs == {"r1"}
 
 
