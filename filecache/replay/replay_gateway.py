@@ -339,6 +339,7 @@ class GatewayRun:
         rows = below.split("\n")
         for a, b, base in segments:
             wanted = mine[a - first : b - first + 1]
+            got: list[str] | list[str | None] | None
             if base is None:
                 given, rows = rows[: b - a + 1], rows[b - a + 1 :]
                 shown = _numbered("\n".join(given))

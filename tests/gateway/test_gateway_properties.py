@@ -3,9 +3,10 @@
 A conversation grows one turn at a time: each turn is a Claude Code tool call on a small set of
 files (``Read`` with or without a range, ``Edit``, ``Write``, Bash ``cat``, ``cat -n``,
 ``nl -ba``, ``sed -n``, ``head``, ``tail -n +N``), its result as Claude Code shows it (a Bash
-output without its leading and trailing blank lines, sometimes cut by the shell tool). Files
-hold blank, spaces-only, tab-indented and ``\r``-ended lines, maybe as their last line, with
-or without a last newline; a whole Read may show the empty line after the last newline. Every request (all messages so far) goes through
+output without its leading and trailing blank lines, sometimes cut by the shell tool), so Bash
+reads are named by later Reads and the reverse. Files hold blank, spaces-only, tab-indented and
+CR-ended lines, maybe as their last line, with or without a last newline; a whole Read may show
+the empty line after the last newline. Every request (all messages so far) goes through
 ``rewrite_request`` with one memory. The oracle is the generator's own record of what each
 result shows (path, first line, lines), never the transform's parser:
 
@@ -55,7 +56,7 @@ def line_text(draw: Any) -> str:
 
 def file_line(draw: Any) -> str:
     """A line of a file: mostly words, sometimes blank, spaces only, tab-indented or ending in
-    ``\r`` (a CRLF file)."""
+    a carriage return (a CRLF file)."""
     kind = draw(st.sampled_from(["words"] * 6 + ["blank", "spaces", "tab", "cr"]))
     if kind == "blank":
         return ""
@@ -150,7 +151,7 @@ def conversations(draw: Any) -> World:
     files = {p: [line_text(draw) for _ in range(draw(st.integers(8, 60)))] for p in PATHS[:2]}
     for lines in files.values():
         for k in draw(st.lists(st.integers(0, len(lines) - 1), max_size=6)):
-            lines[k] = file_line(draw)  # blank, spaces-only, tabbed, \r lines; maybe the last
+            lines[k] = file_line(draw)  # blank, spaces-only, tabbed, CR lines; maybe the last
     world = World(files)
     world.messages.append({"role": "user", "content": "tidy the files"})
     for _ in range(draw(st.integers(2, 14))):

@@ -122,7 +122,9 @@ def _session(calls: list[tuple[str, str, dict[str, Any], str]]) -> tuple[list[An
     return messages, host
 
 
-def _through(calls: list[tuple[str, str, dict[str, Any], str]]) -> tuple[GatewayRun, dict[str, str]]:
+def _through(
+    calls: list[tuple[str, str, dict[str, Any], str]],
+) -> tuple[GatewayRun, dict[str, str]]:
     messages, host = _session(calls)
     run = GatewayRun("gateway-delta", 200_000)
     run.host_shape(host, "/p")
