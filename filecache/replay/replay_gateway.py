@@ -10,7 +10,9 @@ per session, as the gateway would see the session's requests one after another.
 The simulator does not read the gateway's FileRefs and diffs (it sees them as results gone: a
 lower recall, never a higher one), so this module checks them itself, against the recorded
 texts and independently of the transform's own parser: a FileRef's lines (numbered lines, or a
-shell read's output) equal the named result's at the same line numbers; a diff, applied with
+shell read's output rows counted from the line its command starts at, ``_shell_first``) equal
+the named result's at the same line numbers, and cover every line the rewritten result showed;
+a result whose lines it cannot place fails the check; a diff, applied with
 ``unidiff`` to the named result's lines, gives the rewritten result's lines; the named result
 is in the request as recorded. A claim that fails is counted ``stale``; a named result that is
 missing or not sent as recorded is ``dangling`` (``dangling``, used by ``PeerRun``).
