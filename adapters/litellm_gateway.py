@@ -63,7 +63,7 @@ from filecache.gateway import (
     rewrite_payload,
 )
 
-with requires("litellm", "filecache-agent[litellm]", "the LiteLLM callback"):
+with requires("litellm", "litellm", "the LiteLLM callback", extra="litellm"):
     from litellm.integrations.custom_logger import CustomLogger
 
 __all__ = [

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from filecache.errors import RequestError
-from filecache.extras import DISTRIBUTION
+from filecache.extras import DISTRIBUTION, install_hint
 from filecache.store.store import Store
 
 __all__ = [
@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 MCP_INSTALL_HINT = (
-    f"filecache's MCP server and middleware need the mcp extra: pip install '{DISTRIBUTION}[mcp]'"
+    f"filecache's MCP server and middleware need the mcp extra: {install_hint('mcp')}"
 )
 _EXTRA_MODULES = ("mcp", "mcp_types", "anyio", "pydantic", "pydantic_core")
 

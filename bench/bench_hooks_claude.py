@@ -120,7 +120,13 @@ def pct(values: list[float], q: float) -> float:
 
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
-SETUPS = ("no hook", "command hook", "http hook (--http)", "http, empty answer")
+SETUPS = (
+    "no hook",
+    "command hook",
+    "http hook (--http)",
+    "http, empty answer",
+    "http, nothing listening",
+)
 
 
 def _free_port() -> int:
@@ -179,7 +185,7 @@ def _one_run(claude: str, setup: str, base: Path, port: int, reads: int) -> tupl
            "DISABLE_TELEMETRY": "1"}  # fmt: skip
     (base / "run").mkdir(mode=0o700)
     if setup == "command hook":
-        subprocess.run([sys.executable, "-m", "filecache", "install", "claude-code"],
+        subprocess.run([sys.executable, "-m", "filecache", "install", "claude-code", "--command"],
                        cwd=project, env=env, check=True, capture_output=True)  # fmt: skip
     elif setup == "http hook (--http)":
         subprocess.run([sys.executable, "-m", "filecache", "install", "claude-code",
@@ -231,10 +237,13 @@ def real_binary(claude: str, runs: int, reads: int) -> None:
                     break
                 time.sleep(0.05)
             for run in range(runs):
-                for setup in SETUPS:
-                    base = Path(tmp) / f"{run}-{setup.split()[0]}"
+                for number, setup in enumerate(SETUPS):
+                    base = Path(tmp) / f"{run}-{number}"
                     try:
-                        to = empty_port if setup == "http, empty answer" else port
+                        to = {
+                            "http, empty answer": empty_port,
+                            "http, nothing listening": _free_port(),
+                        }.get(setup, port)
                         got, sent = _one_run(claude, setup, base, to, reads)
                     finally:
                         stop_servers({"XDG_RUNTIME_DIR": str(base / "run"),

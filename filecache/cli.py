@@ -444,21 +444,29 @@ def gateway(
 
 
 def _gateway_memory(store: str | None, gc_days: float | None, as_json: bool) -> None:
-    """``filecache gateway --memory`` and ``--gc DAYS``."""
+    """``filecache gateway --memory`` and ``--gc DAYS``: they only read, so a store file that
+    was never made is reported empty and not created."""
     from filecache.gateway import open_memory
+    from filecache.gateway.memory import gateway_store_path
+    from filecache.store.store_url import is_store_url
 
-    memory = open_memory(store)
-    try:
-        deleted = memory.gc(gc_days) if gc_days is not None else None
-        report = memory.report()
-    finally:
-        memory.close()
-    out = {"conversations": report.conversations, "rows": report.rows,
-           "store_bytes": report.store_bytes}  # fmt: skip
+    location = store if store is not None else str(gateway_store_path())
+    if location != ":memory:" and not is_store_url(location) and not Path(location).exists():
+        deleted: int | None = 0 if gc_days is not None else None
+        out: dict[str, int | None] = {"conversations": 0, "rows": 0, "store_bytes": None}
+    else:
+        memory = open_memory(store)
+        try:
+            deleted = memory.gc(gc_days) if gc_days is not None else None
+            report = memory.report()
+        finally:
+            memory.close()
+        out = {"conversations": report.conversations, "rows": report.rows,
+               "store_bytes": report.store_bytes}  # fmt: skip
     if deleted is not None:
         out["deleted"] = deleted
-    size = "" if report.store_bytes is None else f", {report.store_bytes / 1024:,.0f} KB on disk"
-    line = f"{report.conversations} conversations, {report.rows} rows{size}"
+    size = "" if out["store_bytes"] is None else f", {out['store_bytes'] / 1024:,.0f} KB on disk"
+    line = f"{out['conversations']} conversations, {out['rows']} rows{size}"
     if deleted is not None:
         line = f"deleted {deleted} idle conversations; now {line}"
     click.echo(json.dumps(out) if as_json else line)
@@ -506,8 +514,8 @@ def _background_gateway(
 @click.argument("host", type=click.Choice(RUN_NAMES))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def run(window: int | None, host: str, args: tuple[str, ...]) -> None:
-    """Run HOST (claude, codex or opencode) with ARGS through this user's gateway (started when
-    none runs). Only this process is pointed at it; if the gateway cannot start, the plain host
+    """Run HOST (claude, codex, opencode, gemini) with ARGS through this user's gateway (started
+    when none runs). Only this process is pointed at it; if the gateway cannot start, the plain host
     runs, with one line on stderr."""  # fmt: skip
     from filecache.adapters.gateway.run import run_host
 
@@ -735,13 +743,21 @@ _HOSTS = HOST_NAMES  # host_specs imports nothing: the CLI's start stays as it w
     "--http",
     is_flag=True,
     help="Claude Code only, Linux: answer each tool call by an http hook to a resident server "
-    "on 127.0.0.1 (no process per call); the server starts with the next session or prompt.",
+    "on 127.0.0.1 (no process per call); the server starts with the next session or prompt. "
+    "The default where no one else can log in to this machine.",
 )
 @click.option(
     "--http-port",
     type=int,
     default=None,
     help="The http server's port (implies --http; default: 41000 + uid mod 8000, per user).",
+)
+@click.option(
+    "--command",
+    "command_hooks",
+    is_flag=True,
+    help="Claude Code only: a command hook (a process per tool call) for every event; the "
+    "default where others can log in, or off Linux.",
 )
 def install(
     host: str,
@@ -751,13 +767,15 @@ def install(
     uninstall: bool,
     http: bool,
     http_port: int | None,
+    command_hooks: bool,
 ) -> None:
     """Put filecache inside HOST's own tools (Claude Code: the project by default; Codex and
     opencode: the user by default). Idempotent; merges with the settings already there. One
     installation per host: filecache's hooks of HOST at another scope are removed (the line
     printed names them). --user, --project and --local exclude each other. The hooks run
     this machine's Python by its absolute path: commit a project's file only if every
-    teammate's path is the same."""
+    teammate's path is the same. Claude Code's hooks are http hooks where only you can log in
+    to this machine (Linux), else command hooks: the line printed says which and why."""
     from filecache.adapters.hosts import registry
 
     chosen = [name for name, on in (("user", user), ("project", project), ("local", local)) if on]
@@ -766,18 +784,20 @@ def install(
         raise click.UsageError(f"{given} exclude each other; pass one (or none: the default)")
     scope = chosen[0] if chosen else None
 
+    wants_http = http or http_port is not None
+    if uninstall and (wants_http or command_hooks):
+        flag = "--command" if command_hooks else "--http"
+        raise click.UsageError(f"{flag} and --uninstall exclude each other")
+    if wants_http and command_hooks:
+        raise click.UsageError("--http and --command exclude each other")
+    if command_hooks and host != "claude-code":
+        raise click.UsageError("--command is for Claude Code only (its hooks are commands)")
     if uninstall:
-        if http or http_port is not None:
-            raise click.UsageError("--http and --uninstall exclude each other")
         line: str = registry.host_module(host).install(scope=scope, uninstall=True, cwd=Path.cwd())
         click.echo(line + _stopped())
         return
-    port = http_port
-    if http and port is None:
-        from filecache.adapters.hosts.hook_http import default_port
-
-        port = default_port()
-    click.echo(registry.install(host, scope=scope, cwd=Path.cwd(), http_port=port))
+    form = True if wants_http else False if command_hooks else None
+    click.echo(registry.install(host, scope=scope, cwd=Path.cwd(), http_port=http_port, http=form))
 
 
 def _stopped() -> str:

@@ -65,7 +65,8 @@ def record(claude: str, base: Path, hooked: bool) -> tuple[Path, dict[str, str]]
            "XDG_CACHE_HOME": str(home / ".cache"), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
            "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1"}  # fmt: skip
     if hooked:
-        subprocess.run([sys.executable, "-m", "filecache", "install", "claude-code"], cwd=project,
+        subprocess.run([sys.executable, "-m", "filecache", "install", "claude-code", "--command"],
+                       cwd=project,
                        env=env, check=True, capture_output=True)  # fmt: skip
     with private_runtime(env):  # the hooks' resident server: stopped when the run ends
         return _run(claude, home, project, env)

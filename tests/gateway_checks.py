@@ -1,8 +1,8 @@
 """What the model saw through the gateway, checked from the requests the upstream received alone.
 
 Independent of filecache's records and code: each request body (Anthropic Messages, OpenAI Chat
-Completions or Responses) is reduced to its tool calls and results in order (``exchange``), and
-the checks read those:
+Completions, Responses or the Gemini API's ``contents``) is reduced to its tool calls and
+results in order (``exchange``), and the checks read those:
 - ``check_pairing``: every call has exactly one result after it, every result answers a call
   before it (Anthropic: in the very next message);
 - ``references``: every ``[filecache] ... since your result ID`` line a result carries, and
@@ -51,8 +51,31 @@ def _text(content: Any) -> str:
     return ""
 
 
+def _gemini_text(response: dict[str, Any]) -> str:
+    body = response.get("response") or {}
+    value = body.get("output", body.get("error", "")) if isinstance(body, dict) else ""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _gemini(body: dict[str, Any]) -> list[Item]:
+    items: list[Item] = []
+    for content in body["contents"]:
+        parts = content.get("parts") or []
+        calls = [p["functionCall"] for p in parts if "functionCall" in p]
+        answers = [p["functionResponse"] for p in parts if "functionResponse" in p]
+        for fn in calls:
+            _extend(items, "calls", fn["id"])
+        for fn in answers:
+            _extend(items, "results", fn["id"], _gemini_text(fn))
+        if not calls and not answers:
+            items.append(Item("text", ()))
+    return items
+
+
 def exchange(body: dict[str, Any]) -> list[Item]:
     """The request's tool calls and results, in order, whatever its API."""
+    if isinstance(body.get("contents"), list):  # Gemini
+        return _gemini(body)
     items: list[Item] = []
     if "input" in body and isinstance(body["input"], list):  # Responses
         for entry in body["input"]:

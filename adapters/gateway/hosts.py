@@ -17,6 +17,11 @@ extra arguments and environment variables, nothing persisted.
   provider that speaks a known API (``anthropic``, ``openai``, and ``@ai-sdk/anthropic``,
   ``@ai-sdk/openai``, ``@ai-sdk/openai-compatible`` entries with a base URL) its route as
   ``options.baseURL``.
+- Gemini CLI: ``GOOGLE_GEMINI_BASE_URL`` (the variable, else the one line of it in the ``.env``
+  file Gemini CLI loads, which never overrides the process's own variable), with API-key auth
+  (``security.auth.selectedType`` ``gemini-api-key`` or ``gateway`` in its settings files, or
+  none and a base URL already set: Gemini CLI's "gateway" auth either way): a Google login
+  (Code Assist) and Vertex AI are other APIs and run without the gateway.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from filecache.adapters.gateway.routes import ANTHROPIC_DEFAULT, OPENAI_DEFAULT
+from filecache.adapters.gateway.routes import ANTHROPIC_DEFAULT, GEMINI_DEFAULT, OPENAI_DEFAULT
 from filecache.adapters.hosts.host_specs import RUN_NAMES
 
 __all__ = ["HOSTS", "HostPlan", "plan"]
@@ -307,7 +312,86 @@ def _opencode(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> HostPla
     return HostPlan(tuple(chosen[name] for name in names), apply)
 
 
+# -- Gemini CLI ----------------------------------------------------------------------------------
+
+GEMINI_BASE = "GOOGLE_GEMINI_BASE_URL"
+_GEMINI_AUTH = ("gemini-api-key", "gateway")  # the Gemini API at a base URL
+
+
+def _gemini_settings(env: Mapping[str, str], cwd: Path) -> dict[str, Any]:
+    """Gemini CLI's settings merged as it merges them: the user's, the workspace's, the
+    system's (which overrides both)."""
+    home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME") or "~").expanduser()
+    system = env.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH") or "/etc/gemini-cli/settings.json"
+    merged: dict[str, Any] = {}
+    for path in (home / ".gemini" / "settings.json", cwd / ".gemini" / "settings.json",
+                 Path(system)):  # fmt: skip
+        merged = _merge(merged, _jsonc(path))
+    return merged
+
+
+def _env_file_value(env: Mapping[str, str], cwd: Path, key: str) -> str | None:
+    """``key`` from the ``.env`` file Gemini CLI loads (``.gemini/.env`` or ``.env`` in the
+    folder or the nearest parent, else ``~/.gemini/.env``, ``~/.env``): that one line only,
+    read and forgotten (nothing of the file is kept or logged)."""
+    home = Path(env.get("HOME") or "~").expanduser()
+    found = None
+    for folder in [cwd, *cwd.parents]:
+        for path in (folder / ".gemini" / ".env", folder / ".env"):
+            if path.is_file():
+                found = path
+                break
+        if found is not None:
+            break
+    if found is None:
+        found = next((p for p in (home / ".gemini" / ".env", home / ".env") if p.is_file()), None)
+    try:
+        rows = found.read_text(encoding="utf-8").splitlines() if found is not None else []
+    except (OSError, UnicodeDecodeError):
+        return None
+    for row in rows:
+        name, sep, value = row.strip().removeprefix("export ").partition("=")
+        if sep and name.strip() == key:
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            return value or None
+    return None
+
+
+def _gemini(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> HostPlan:
+    settings = _gemini_settings(env, cwd)
+    security = settings.get("security") if isinstance(settings.get("security"), dict) else {}
+    auth = (security or {}).get("auth")
+    selected = auth.get("selectedType") if isinstance(auth, dict) else None
+
+    def variable(name: str) -> str | None:  # the process's own wins over its .env file
+        return env.get(name) or _env_file_value(env, cwd, name)
+
+    given = variable(GEMINI_BASE)
+    if selected is None:  # Gemini CLI picks its auth from the environment
+        other = [n for n in ("GOOGLE_GENAI_USE_GCA", "GOOGLE_GENAI_USE_VERTEXAI")
+                 if variable(n) == "true"]  # fmt: skip
+        if other:
+            return HostPlan((), _nothing, f"{other[0]} is set (not the Gemini API)")
+        if not given:  # its base URL would turn gemini-api-key auth into "gateway" auth
+            return HostPlan((), _nothing, "set security.auth.selectedType to gemini-api-key")
+    elif selected not in _GEMINI_AUTH:
+        return HostPlan((), _nothing, f"auth {selected!r} (the gateway serves gemini-api-key)")
+    upstream = given or GEMINI_DEFAULT
+
+    def apply(urls: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+        return [], {GEMINI_BASE: urls[0]}
+
+    return HostPlan((upstream,), apply)
+
+
 Planner = Callable[[Sequence[str], Mapping[str, str], Path], HostPlan]
-PLANNERS: Mapping[str, Planner] = {"claude": _claude, "codex": _codex, "opencode": _opencode}
+PLANNERS: Mapping[str, Planner] = {
+    "claude": _claude,
+    "codex": _codex,
+    "opencode": _opencode,
+    "gemini": _gemini,
+}
 """How each program of ``HOSTS`` is pointed at the gateway (tests/adapters/gateway/
 test_gateway_hosts.py checks the two lists agree)."""

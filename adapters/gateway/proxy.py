@@ -51,10 +51,11 @@ from urllib.parse import urlsplit
 
 from filecache.adapters.gateway.routes import Route, RouteTable, api_of
 
+from filecache.extras import install_hint
 from filecache.gateway import Api, GatewayMemory, GatewayPolicy, Rewrite, rewrite_request
 from filecache.gateway.tally import host_label, record_rewrite
 
-INSTALL_HINT = "the gateway needs aiohttp: pip install 'filecache-agent[gateway]'"
+INSTALL_HINT = f"the gateway needs aiohttp: {install_hint('gateway')}"
 try:
     import aiohttp
     from aiohttp import web
@@ -367,7 +368,7 @@ def _abort(request: web.Request) -> None:
 
 
 def _unreachable(upstream: str, rest: str, exc: BaseException) -> web.Response:
-    host = urlsplit(upstream).netloc
+    host = _host(upstream)
     why = type(exc).__name__
     message = f"filecache gateway: the upstream {host} is unreachable ({why})"
     log.warning("upstream unreachable: %s (%s)", host, why)
@@ -376,9 +377,19 @@ def _unreachable(upstream: str, rest: str, exc: BaseException) -> web.Response:
             "type": "error",
             "error": {"type": "api_error", "message": message},
         }
+    elif api_of(upstream, rest) == Api.GEMINI:  # Google's error shape
+        payload = {"error": {"code": 502, "message": message, "status": "UNAVAILABLE"}}
     else:
         payload = {"error": {"message": message, "type": "upstream_unreachable", "code": 502}}
     return _json(502, payload)
+
+
+def _host(url: str) -> str:
+    """``url``'s host and port, never its user and password (``https://user:pw@host``)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    return host if parts.port is None else f"{host}:{parts.port}"
 
 
 def _json(status: int, payload: dict[str, Any]) -> web.Response:

@@ -6,11 +6,13 @@ prefixes:
   its context window), listed in the user's routes file (``user_gateway``); ``id`` is a digest of
   the upstream and the window, so registering it again changes nothing.
 - what ``--upstream PREFIX=URL`` names (``/anthropic=https://...``);
-- the root: ``--upstream URL`` (everything), ``--upstream anthropic=URL`` / ``openai=URL`` (per
-  API family), else the provider defaults: a ``/v1/messages`` path (Anthropic's) to
-  ``ANTHROPIC_BASE_URL`` or ``https://api.anthropic.com``, any other to the origin of
-  ``OPENAI_BASE_URL`` or ``https://api.openai.com`` (an OpenAI client's base URL carries
-  ``/v1``: point it at ``http://127.0.0.1:PORT/v1``).
+- the root: ``--upstream URL`` (everything), ``--upstream anthropic=URL`` / ``openai=URL`` /
+  ``gemini=URL`` (per API family), else the provider defaults: a ``/v1/messages`` path
+  (Anthropic's) to ``ANTHROPIC_BASE_URL`` or ``https://api.anthropic.com``; a Gemini path
+  (``/v1beta/...``, ``/v1alpha/...``, ``/v1/models/M:method``) to ``GOOGLE_GEMINI_BASE_URL`` or
+  ``https://generativelanguage.googleapis.com``; any other to the origin of ``OPENAI_BASE_URL``
+  or ``https://api.openai.com`` (an OpenAI client's base URL carries ``/v1``: point it at
+  ``http://127.0.0.1:PORT/v1``).
 
 Pure: no I/O here (the routes file is read by the caller and handed over as a mapping).
 """
@@ -26,6 +28,7 @@ from filecache.gateway import Api, api_for_path
 
 __all__ = [
     "ANTHROPIC_DEFAULT",
+    "GEMINI_DEFAULT",
     "OPENAI_DEFAULT",
     "Route",
     "RouteTable",
@@ -36,6 +39,7 @@ __all__ = [
 
 ANTHROPIC_DEFAULT = "https://api.anthropic.com"
 OPENAI_DEFAULT = "https://api.openai.com/v1"
+GEMINI_DEFAULT = "https://generativelanguage.googleapis.com"
 ROUTE_PREFIX = "/r/"
 
 
@@ -93,7 +97,8 @@ class RouteTable:
     ) -> None:
         """``upstreams``: ``--upstream`` specs parsed (``parse_specs``); ``env``: where the
         provider defaults' variables are read (``ANTHROPIC_BASE_URL``, ``OPENAI_BASE_URL``);
-        ``window``: the context window of every route but the registered ones."""
+        ``window``: the context window of every route but the registered ones (and
+        ``GOOGLE_GEMINI_BASE_URL``)."""
         self.window = window
         given = dict(upstreams or {})
         env = env or {}
@@ -106,6 +111,9 @@ class RouteTable:
         )
         # The root's OpenAI requests carry their /v1 (a client pointed at http://gw/v1).
         self.openai = openai if "openai" in (upstreams or {}) else _origin(openai)
+        self.gemini = given.pop("gemini", "") or check_upstream(
+            env.get("GOOGLE_GEMINI_BASE_URL") or GEMINI_DEFAULT
+        )
         self.prefixed = {prefix.rstrip("/"): url for prefix, url in given.items()}
         self.registered: dict[str, Route] = {}
 
@@ -125,22 +133,29 @@ class RouteTable:
                 return Route(prefix, url, self.window), path[len(prefix) :] or "/"
         if self.everything is not None:
             return Route("", self.everything, self.window), path
-        if path.split("?", 1)[0].startswith("/v1/messages"):
+        bare = path.split("?", 1)[0]
+        if bare.startswith("/v1/messages"):
             return Route("", self.anthropic, self.window), path
+        if bare.startswith(_GEMINI_ROOTS) or (bare.startswith("/v1/models/") and ":" in bare):
+            return Route("", self.gemini, self.window), path
         return Route("", self.openai, self.window), path
 
 
+_GEMINI_ROOTS = ("/v1beta/", "/v1alpha/", "/upload/v1beta/")
+
+
 def parse_specs(specs: list[str]) -> dict[str, str]:
-    """``--upstream`` values: ``URL``, ``anthropic=URL``, ``openai=URL`` or ``/prefix=URL``.
-    ValueError names the bad one."""
+    """``--upstream`` values: ``URL``, ``anthropic=URL``, ``openai=URL``, ``gemini=URL`` or
+    ``/prefix=URL``. ValueError names the bad one."""
     found: dict[str, str] = {}
     for spec in specs:
         key, sep, url = spec.partition("=")
         if not sep or "://" in key:
             key, url = "", spec
-        elif key not in ("anthropic", "openai") and not key.startswith("/"):
+        elif key not in ("anthropic", "openai", "gemini") and not key.startswith("/"):
             raise ValueError(
-                f"--upstream {spec!r}: give URL, anthropic=URL, openai=URL or /prefix=URL"
+                f"--upstream {spec!r}: give URL, anthropic=URL, openai=URL, gemini=URL or "
+                "/prefix=URL"
             )
         if key.startswith(ROUTE_PREFIX) or key.startswith("/_filecache"):
             raise ValueError(f"--upstream {spec!r}: {key} is the gateway's own prefix")

@@ -29,6 +29,22 @@ _LOG = logging.getLogger("filecache.gateway")
 __all__ = ["ServeOptions", "check_bind", "is_loopback", "serve"]
 
 _TICK = 1.0
+# aiohttp's own loggers: what they write is reduced to an exception's type (``_Withheld``).
+_AIOHTTP_LOGGERS = ("aiohttp.access", "aiohttp.client", "aiohttp.internal", "aiohttp.server",
+                    "aiohttp.web", "aiohttp.websocket")  # fmt: skip
+
+
+class _Withheld(logging.Filter):
+    """Reduce an aiohttp log record to the type of its exception. aiohttp's parser logs the
+    request line or header line it refuses, with a traceback quoting it, and that line may hold
+    an API key or the gateway's token (``/t/TOKEN``): the gateway's logs never hold either."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        record.msg = "aiohttp: %s (details withheld: they may quote a header or the path)"
+        record.args = (type(exc).__name__ if exc is not None else record.levelname.lower(),)
+        record.exc_info = record.exc_text = record.stack_info = None
+        return True
 
 
 @dataclass(frozen=True)
@@ -81,6 +97,10 @@ def serve(
     """Serve until stopped; see the module docstring."""
     check_bind(options.host, options.token)
     logging.getLogger("filecache.gateway").setLevel(logging.INFO)
+    for name in _AIOHTTP_LOGGERS:
+        aiohttp_log = logging.getLogger(name)
+        if not any(isinstance(f, _Withheld) for f in aiohttp_log.filters):
+            aiohttp_log.addFilter(_Withheld())
     asyncio.run(_serve(options, on_ready, reload, clients_alive))
 
 

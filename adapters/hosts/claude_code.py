@@ -128,35 +128,49 @@ def run_hook(args: list[str], payload: bytes) -> bytes:
     event = json.loads(payload)
     if not isinstance(event, dict):
         return b""
-    if event.get("hook_event_name") in _STARTS_HTTP:
-        _start_http_servers(event)
+    warning = _start_http_servers(event) if event.get("hook_event_name") in _STARTS_HTTP else None
     if event.get("hook_event_name") == "PostToolUse" and scripted(event):
         out = _standing_aside(event)
     else:
         out = answer(event)
+    if warning is not None and out is None:  # SessionStart, UserPromptSubmit: no other output
+        out = {"systemMessage": warning}
     return b"" if out is None else json.dumps(out, ensure_ascii=False).encode("utf-8")
 
 
 _STARTS_HTTP = frozenset({"SessionStart", "UserPromptSubmit"})
 
 
-def _start_http_servers(event: Mapping[str, Any]) -> None:
+def _start_http_servers(event: Mapping[str, Any]) -> str | None:
     """Start ``hook_http``'s server for each http hook installed for this project whose port
-    nothing listens on (``install --http``); never raises (one log line)."""
+    nothing listens on (``install --http``); never raises (one log line). Returns the warning
+    for the user when another user's program listens on such a port: Claude Code sends it
+    every tool result, and nothing a hook does can stop that for this session."""
     from filecache.adapters.hosts import call_env
+    from filecache.adapters.hosts.base import log_failure
 
     try:
         from filecache.adapters.hosts.claude_settings import http_ports
-        from filecache.adapters.hosts.hook_http import ensure_running
+        from filecache.adapters.hosts.hook_http import ensure_running, other_users_listener
 
         cwd = event.get("cwd")
         root = call_env.getenv("CLAUDE_PROJECT_DIR") or (cwd if isinstance(cwd, str) else None)
-        if root and os.path.isabs(root):
-            ensure_running(http_ports(Path(root)))
+        if not root or not os.path.isabs(root):
+            return None
+        ports = http_ports(Path(root))
+        ensure_running(ports)
+        for port in ports:
+            uid = other_users_listener(port)
+            if uid is not None:
+                log_failure(HOST_NAME, f"127.0.0.1:{port} is held by uid {uid}'s program")
+                return (
+                    f"WARNING: filecache's http hooks send every tool result to 127.0.0.1:"
+                    f"{port}, and another user's program (uid {uid}) listens there. Quit this "
+                    "session and run `filecache install claude-code --command`."
+                )
     except Exception as exc:
-        from filecache.adapters.hosts.base import log_failure
-
         log_failure(HOST_NAME, f"starting the http hook server: {type(exc).__name__}: {exc}")
+    return None
 
 
 SCRIPTED = ("repl_", "toolu_cc_")

@@ -21,7 +21,8 @@ removes only ours, and an event whose groups were all ours. It never deletes the
 ``"hooks"`` object (install cannot tell afterwards whether it made them): a file install
 created is left as ``{"hooks": {}}``.
 
-With ``--http`` (``http_port``), the per-call events (``HTTP_EVENTS``: ``PostToolUse`` and
+With ``--http`` (``http_port``; ``registry.install`` chooses it by default where
+``hook_form.choose`` says so), the per-call events (``HTTP_EVENTS``: ``PostToolUse`` and
 ``PostToolUseFailure``) get an ``http`` hook to ``hook_http``'s server on 127.0.0.1:PORT in place
 of the command hook (never beside it: both would answer). The other events keep the command
 hook: ``SessionStart`` because Claude Code 2.1.332 runs no http hook there ("HTTP hooks are not

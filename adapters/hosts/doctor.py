@@ -34,7 +34,8 @@ class Diagnosis:
     last_error: str | None
     http: tuple[dict[str, Any], ...] = ()
     """One per port of the installed http hooks: ``port``, ``state`` (``running``,
-    ``stopped``, ``taken``) and, when running, the server's ``status``."""
+    ``stopped``, ``taken``), when running the server's ``status``, and when taken the ``uid``
+    of another user's program listening there (None: this user's, not filecache's)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -65,10 +66,9 @@ def diagnose(cwd: Path) -> Diagnosis:
     """The state of filecache's host integration for the project at ``cwd``."""
     from filecache.adapters.hosts import hook_client, registry
 
-    from filecache.store.opening import store_location
     from filecache.store.store_url import is_store_url
 
-    store = store_location(cwd.resolve())
+    store = _store_of(cwd.resolve())
     writable = None if store == ":memory:" or is_store_url(store) else _writable(Path(store))
     servers = []
     for path in hook_client.server_sockets():
@@ -84,13 +84,32 @@ def diagnose(cwd: Path) -> Diagnosis:
                      tuple(_http_state(port) for port in ports))  # fmt: skip
 
 
+def _store_of(root: Path) -> str:
+    """Where the hooks' store is or would be made, found without creating anything (a
+    diagnosis writes nothing): the project's ``.filecache/cache.db``, or, when the project
+    cannot hold it, the user cache's fallback that the hooks would use instead."""
+    from filecache.fsio import STORE_DIR
+    from filecache.store.opening import store_location
+    from filecache.store.store import fallback_store_folder
+    from filecache.store.store_url import is_store_url
+
+    store = store_location(root, create=False)
+    local = root / STORE_DIR / "cache.db"
+    if store != str(local) or is_store_url(store) or local.exists() or _writable(local):
+        return store
+    fallback = fallback_store_folder(root) / "cache.db"
+    return str(fallback) if _writable(fallback) else store
+
+
 def _http_state(port: int) -> dict[str, Any]:
-    from filecache.adapters.hosts.hook_http import listening, status
+    from filecache.adapters.hosts.hook_http import listening, other_users_listener, status
 
     found = status(port)
     if found is not None:
         return {"port": port, "state": "running", "status": found}
-    return {"port": port, "state": "taken" if listening(port) else "stopped"}
+    if not listening(port):
+        return {"port": port, "state": "stopped"}
+    return {"port": port, "state": "taken", "uid": other_users_listener(port)}
 
 
 def _writable(path: Path) -> bool:
@@ -148,6 +167,10 @@ def format_diagnosis(found: Diagnosis) -> str:
                 f"http server: 127.0.0.1:{port} not running (the next Claude Code "
                 "session or prompt starts it; its own results stand until then)"
             )
+        elif each.get("uid") is not None:
+            out.append(f"http server: 127.0.0.1:{port} HELD BY ANOTHER USER'S PROGRAM (uid "
+                       f"{each['uid']}): Claude Code sends it every tool result; filecache "
+                       "install claude-code --command")  # fmt: skip
         else:
             out.append(f"http server: 127.0.0.1:{port} HELD BY ANOTHER PROGRAM: the http hooks "
                        "are not served; filecache install claude-code --http-port N (a free "

@@ -21,7 +21,12 @@ No secret is needed, so nothing secret is written into Claude Code's settings (w
 readable by others). Owned state: none across requests but the store and the call count (under
 a lock); one thread per request.
 
-Lifetime: nothing runs it as a service. ``filecache install claude-code --http`` keeps
+Each response goes out in one write on a socket with ``TCP_NODELAY``: Claude Code keeps its
+connection open between calls, and a response written in two parts waited, under Nagle's
+algorithm, for the client's delayed ACK of the first (40 ms or more per call).
+
+Lifetime: nothing runs it as a service. ``filecache install claude-code --http`` (the default
+where only this user can log in: ``hook_form``) keeps
 ``SessionStart`` and ``UserPromptSubmit`` command hooks, and they call ``ensure_running`` with
 the ports of the http hooks installed for the project: a port where nothing listens gets a
 server, started detached (a new session, stdio on ``/dev/null``) without waiting for it, so the
@@ -48,6 +53,8 @@ from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from filecache.adapters.hosts.hook_form import default_port
+
 __all__ = [
     "ENV_HEADER",
     "HEADER",
@@ -56,7 +63,9 @@ __all__ = [
     "ensure_running",
     "http_hook",
     "hook_port",
+    "listener_uids",
     "listening",
+    "other_users_listener",
     "peer_uid",
     "serve",
     "status",
@@ -91,9 +100,43 @@ def peer_uid(peer: tuple[str, int], local: tuple[str, int]) -> int | None:
     return None
 
 
+_LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's "st" column
+_REACHES_LOOPBACK = ("0100007F", "00000000", "0" * 32, "0000000000000000FFFF00000100007F")
+"""Local addresses of a listening socket that takes connections to 127.0.0.1 (the address
+itself, every IPv4 address, every address of a dual-stack IPv6 socket, ``::ffff:127.0.0.1``)."""
+
+
+def listener_uids(port: int) -> list[int]:
+    """The uids owning a socket that listens for connections to 127.0.0.1:``port``
+    (``/proc/net/tcp`` and ``tcp6``; empty where they cannot be read)."""
+    wanted = {f"{address}:{port:04X}" for address in _REACHES_LOOPBACK}
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 7 and fields[3] == _LISTEN and fields[1] in wanted:
+                found.append(int(fields[7]))
+    return found
+
+
+def other_users_listener(port: int) -> int | None:
+    """The uid of another user's program listening on 127.0.0.1:``port`` (where this
+    user's http hooks send every tool result), else None."""
+    return next((uid for uid in listener_uids(port) if uid != os.getuid()), None)
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: HookHTTPServer
     protocol_version = "HTTP/1.1"
+    # Claude Code keeps the connection open between calls. With Nagle's algorithm on, a
+    # response written in two parts (headers, then body) waits for the client's delayed ACK of
+    # the first part: about 40 ms per call on Linux. So: TCP_NODELAY, and one write per response.
+    disable_nagle_algorithm = True
+    wbufsize = 1 << 16
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
         pass
@@ -107,10 +150,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._peer_ok = known
         return known
 
-    def _refuse(self, status: int) -> None:
+    def _reply(self, status: int, body: bytes = b"", content_type: str | None = None) -> None:
+        """The whole response in one write (``wbufsize``: ``end_headers`` only buffers the
+        headers, ``flush`` sends them with the body)."""
         self.send_response(status)
-        self.send_header("Content-Length", "0")
+        if content_type is not None:
+            self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+
+    def _refuse(self, status: int) -> None:
+        self._reply(status)
 
     def _allowed(self, host: str) -> bool:
         from filecache.adapters.hosts.host_specs import HOST_NAMES
@@ -129,12 +181,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path != "/status" or not self._allowed_status():
             self._refuse(403)
             return
-        body = json.dumps(self.server.status()).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self._reply(200, json.dumps(self.server.status()).encode(), "application/json")
 
     def _allowed_status(self) -> bool:
         port = self.server.server_address[1]
@@ -164,12 +211,7 @@ class _Handler(BaseHTTPRequestHandler):
                     if (value := self.headers.get(ENV_HEADER + name))}  # fmt: skip
         answer = _answer(host, payload, per_call)
         try:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
-            self.wfile.flush()
+            self._reply(200, answer, "application/json")
         except OSError:  # Claude Code gave up (its timeout): nothing may rely on the answer
             _abandon(host, payload, per_call)
             raise
@@ -267,12 +309,6 @@ class HookHTTPServer(ThreadingHTTPServer):
 
 IDLE_SECONDS = 600.0
 _URL = re.compile(r"http://127\.0\.0\.1:(\d{1,5})/hook/([a-z-]+)")
-
-
-def default_port() -> int:
-    """The port ``filecache install claude-code --http`` writes when none is given: fixed per
-    user (41000 + uid mod 8000), so installing twice writes the same settings."""
-    return 41000 + os.getuid() % 8000
 
 
 def hook_port(hook: object, host: str = "claude-code") -> int | None:

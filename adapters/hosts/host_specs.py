@@ -199,6 +199,7 @@ SPECS: tuple[HostSpec, ...] = (
         told=_for_gemini_reads,
         module="gemini_cli",
         notice="systemMessage",  # shown in the terminal (coreEvents), never sent to the model
+        run="gemini",
     ),
     HostSpec(  # an opencode fork: opencode's plugin and Python side, so opencode's events and
         name="kilo",  # wording (tests/adapters/hosts/test_host_kilo_unit.py holds them equal)

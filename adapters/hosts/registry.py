@@ -127,16 +127,35 @@ def notice_text(name: str, session: str, reason: str) -> str | None:
     )
 
 
-def install(name: str, *, scope: str | None, cwd: Path, http_port: int | None = None) -> str:
+def install(
+    name: str, *, scope: str | None, cwd: Path, http_port: int | None = None,
+    http: bool | None = False,
+) -> str:  # fmt: skip
     """Install host ``name``'s hooks at ``scope`` (None: the host's default) and remove its
     hooks at every other scope (one installation per host); the line to print.
-    ``http_port``: Claude Code's per-call events by http hooks (``claude_settings``).
+
+    Args:
+        http_port: Claude Code's per-call events by http hooks to this port
+            (``claude_settings``); implies ``http``.
+        http: http hooks (to ``hook_form.default_port`` when no ``http_port``); None: as
+            ``hook_form.choose`` decides for this machine (Claude Code; the other hosts have
+            command hooks only), and the line says which and why.
 
     Raises:
-        ConfigError: ``http_port`` for a host other than Claude Code.
+        ConfigError: ``http`` or ``http_port`` for a host other than Claude Code.
     """
     module = host_module(name)
     scope = scope or spec(name).scopes[0]
+    why = ""
+    if http is None and http_port is None and name == "claude-code":
+        from filecache.adapters.hosts.hook_form import choose
+
+        http, why = choose()
+        why = f"; {why}"
+    if http and http_port is None:
+        from filecache.adapters.hosts.hook_form import default_port
+
+        http_port = default_port()
     if http_port is None:
         line = module.install(scope=scope, uninstall=False, cwd=cwd)
     elif name == "claude-code":  # its install takes http_port too (the protocol's does not)
@@ -146,6 +165,7 @@ def install(name: str, *, scope: str | None, cwd: Path, http_port: int | None = 
         from filecache.errors import ConfigError
 
         raise ConfigError(f"--http is for Claude Code only, not {spec(name).display}")
+    line += why
     found = module.installed(cwd)
     here = {os.path.realpath(f.path) for f in found if f.scope == scope}
     others = [f for f in found if f.scope != scope and os.path.realpath(f.path) not in here]

@@ -55,3 +55,4 @@ class Format(StrEnum):
     OPENAI = "openai"
     RESPONSES = "responses"
     ANTHROPIC = "anthropic"
+    GEMINI = "gemini"

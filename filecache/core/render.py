@@ -33,6 +33,7 @@ __all__ = [
     "for_host_tools",
     "gateway_bases",
     "gateway_diff",
+    "gateway_edit_echo",
     "gateway_file_ref",
     "gateway_file_refs",
     "host_instructions",
@@ -509,6 +510,16 @@ def gateway_file_refs(
         f"longer in your context, {GATEWAY_AGAIN}.\n"
     )
     return head + content
+
+
+GATEWAY_EDIT_ECHO = ": this edit's new text, as in your call (not repeated here)"
+
+
+def gateway_edit_echo(first: int, last: int) -> str:
+    """The line that replaces the rows of an edit's snippet showing the edit's own new text
+    (``gateway.edit_echo``): lines ``first..last`` of the file as edited."""
+    span = f"line {first}" if first == last else f"lines {first}-{last}"
+    return f"{MARKER} {span}{GATEWAY_EDIT_ECHO}"
 
 
 def gateway_diff(path: str, base: str, hunks: Sequence[Hunk], start: int, end: int) -> str:

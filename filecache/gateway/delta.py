@@ -12,6 +12,9 @@ file (``shown.shown_by``) it asks, using only the results before it and their OR
    these, when clearly smaller (``DIFF_RATIO``). Applying it to the earlier lines gives these.
 3. Else the result stays as it is.
 
+An edit's result that shows the model's own new text in a snippet of the file names those rows
+instead (``edit_echo``; ``echoes``: the transform keeps those calls' inputs unpruned).
+
 Escape hatch: a read that comes right after a FileRef or diff for the same file (the model read
 again) is always left as content. A host's own dedup stub (Claude Code's "File unchanged since
 last read", ...) names no id; ``pins`` maps it to the content result of its file it relies on,
@@ -39,6 +42,7 @@ from filecache.core.render import (
     gateway_file_ref,
     gateway_file_refs,
 )
+from filecache.gateway.edit_echo import Echo, echo_of
 from filecache.gateway.shown import UNKNOWN, Shown, changed_path, shown_by
 from filecache.prune.codecs.base import ToolCall, ToolResult, Transcript
 from filecache.prune.file_tools import file_access
@@ -89,8 +93,9 @@ class Delta:
     planned: dict[str, str] = field(default_factory=dict)
     pins: dict[str, str] = field(default_factory=dict)
     bases: dict[str, tuple[str, ...]] = field(default_factory=dict)  # call id -> what it names
-    kinds: dict[str, str] = field(default_factory=dict)  # call id -> "ref" | "diff"
+    kinds: dict[str, str] = field(default_factory=dict)  # call id -> "ref" | "diff" | "echo"
     reads: int = 0
+    echoes: set[str] = field(default_factory=set)  # edits whose result names their own input
 
 
 class _Lru:
@@ -117,6 +122,7 @@ class _Lru:
 
 _SHOWN = _Lru(8192)  # (digest of call and result, cwd) -> Shown | None
 _CHANGED = _Lru(8192)  # (name, arguments, cwd) -> changed_path
+_ECHOES = _Lru(8192)  # digest of call and result -> Echo | None
 
 
 def _shown(call: ToolCall, result: ToolResult, cwd: str | None, key: str) -> Shown | None:
@@ -125,6 +131,15 @@ def _shown(call: ToolCall, result: ToolResult, cwd: str | None, key: str) -> Sho
         found = shown_by(call, result.text, cwd)
         _SHOWN.put((key, cwd), found)
     return found if isinstance(found, Shown) else None
+
+
+def _echo(call: ToolCall, result: ToolResult, key: str) -> Echo | None:
+    """``edit_echo.echo_of``, memoised (a function of the call and its result)."""
+    hit, found = _ECHOES.get(key)
+    if not hit:
+        found = echo_of(call, result.text)
+        _ECHOES.put(key, found)
+    return found if isinstance(found, Echo) else None
 
 
 def _changed(call: ToolCall, cwd: str | None) -> str | None:
@@ -295,6 +310,11 @@ def plan_delta(
                 answered.clear()
             elif changed is not None:
                 answered.pop(changed, None)
+                echo = _echo(call, result, key) if cid not in unusable else None
+                if echo is not None:
+                    out.sent[cid] = out.planned[cid] = echo.text
+                    out.kinds[cid] = "echo"
+                    out.echoes.add(cid)
             continue
         out.reads += 1
         access = file_access(call)

@@ -34,6 +34,7 @@ from filecache.core.kinds import Format
 from filecache.gateway.request_shape import message_thinking, message_untouched
 from filecache.prune.codecs.anthropic_messages import _message as _anthropic_message
 from filecache.prune.codecs.base import Message, Transcript, link
+from filecache.prune.codecs.gemini_contents import _message as _gemini_content
 from filecache.prune.codecs.openai_chat import _message as _openai_message
 from filecache.prune.codecs.openai_responses import _message as _responses_item
 from filecache.settings import DEFAULT_DENY, deny_pattern
@@ -45,6 +46,7 @@ _PARSE: dict[str, Callable[[int, object], Message]] = {  # each codec's parse of
     Format.ANTHROPIC: _anthropic_message,
     Format.OPENAI: _openai_message,
     Format.RESPONSES: _responses_item,
+    Format.GEMINI: _gemini_content,
 }
 _DENY = deny_pattern(DEFAULT_DENY)
 

@@ -28,9 +28,15 @@ __all__ = [
     "untouched_outside",
 ]
 
-MESSAGES_KEY = {Format.ANTHROPIC: "messages", Format.OPENAI: "messages", Format.RESPONSES: "input"}
+MESSAGES_KEY = {
+    Format.ANTHROPIC: "messages",
+    Format.OPENAI: "messages",
+    Format.RESPONSES: "input",
+    Format.GEMINI: "contents",
+}
 _SESSION = re.compile(r"session[_\"':\s]*([0-9A-Za-z][0-9A-Za-z_-]{7,})")
 _ID_HEADERS = ("x-claude-code-session-id", "session_id", "session-id", "conversation_id")
+_GEMINI_UNTOUCHED = ("thought", "inlineData", "fileData", "executableCode", "codeExecutionResult")
 _UNTOUCHED = frozenset(
     {"thinking", "redacted_thinking", "image", "document", "input_image", "input_file",
      "image_url", "input_audio", "reasoning"}
@@ -38,8 +44,13 @@ _UNTOUCHED = frozenset(
 
 
 def _first_message(messages: list[Any]) -> Any:
-    for message in messages:
+    for k, message in enumerate(messages):
         if isinstance(message, dict) and message.get("role") in ("user", "developer"):
+            after = messages[k + 1] if k + 1 < len(messages) else None
+            if "parts" in message and isinstance(after, dict) and after.get("role") == "user":
+                # Gemini: a session context (the same for every session in a folder on one
+                # day) may come as a content of its own, the user's first prompt next to it.
+                return [message, after]
             return message
     return messages[0] if messages else None
 
@@ -61,13 +72,26 @@ def conversation_key(
     for name, value in (headers or {}).items():
         if name.lower() in _ID_HEADERS and value:
             return f"header:{digest(value)}:{first}"
-    system = payload.get("system", payload.get("instructions"))
+    system = _system(payload)
     head = json.dumps(system, ensure_ascii=False, sort_keys=True)
     return f"prefix:{fmt}:{digest(head)}:{first}"
 
 
+def _system(payload: Mapping[str, Any]) -> Any:
+    """The system prompt: Anthropic's ``system``, Responses' ``instructions``, Gemini's
+    ``systemInstruction``."""
+    for key in ("system", "instructions", "systemInstruction"):
+        if key in payload:
+            return payload[key]
+    return None
+
+
 def _blocks(value: object) -> list[Any]:
     return value if isinstance(value, list) else []
+
+
+def _gemini_part_thinking(part: Any) -> bool:
+    return isinstance(part, dict) and (bool(part.get("thought")) or "thoughtSignature" in part)
 
 
 def has_thinking(messages: list[Any]) -> bool:
@@ -82,6 +106,8 @@ def message_thinking(message: Any) -> bool:
         return False
     if message.get("type") == "reasoning":
         return True
+    if any(_gemini_part_thinking(p) for p in _blocks(message.get("parts"))):
+        return True  # Gemini: a thought, or a signature over the turn's calls
     for block in _blocks(message.get("content")):
         if isinstance(block, dict) and block.get("type") in ("thinking", "redacted_thinking"):
             return True
@@ -97,7 +123,9 @@ def untouched_blocks(payload: Mapping[str, Any], messages: list[Any]) -> int:
 def untouched_outside(payload: Mapping[str, Any]) -> int:
     """The system blocks and tool definitions of a request (``untouched_blocks``)."""
     count = len(_blocks(payload.get("tools")))
-    system = payload.get("system", payload.get("instructions"))
+    system = _system(payload)
+    if isinstance(system, dict) and isinstance(system.get("parts"), list):  # Gemini
+        return count + len(system["parts"])
     return count + (len(system) if isinstance(system, list) else int(bool(system)))
 
 
@@ -117,4 +145,11 @@ def message_untouched(message: Any) -> int:
     for part in _blocks(message.get("output")):
         if isinstance(part, dict) and part.get("type") in _UNTOUCHED:
             count += 1
+    for part in _blocks(message.get("parts")):  # Gemini
+        if not isinstance(part, dict):
+            continue
+        count += int(any(part.get(key) for key in _GEMINI_UNTOUCHED))
+        response = part.get("functionResponse")
+        if isinstance(response, dict):
+            count += len(_blocks(response.get("parts")))
     return count

@@ -64,9 +64,29 @@ _TRUNCATED = re.compile(
     r"|\u2026\d+ (?:tokens|chars) truncated\u2026",  # Codex
     re.MULTILINE,
 )
-_SHELL_TOOLS = frozenset({"Bash", "bash", "shell", "exec_command", "local_shell", "run_shell"})
+_SHELL_TOOLS = frozenset(
+    {"Bash", "bash", "shell", "exec_command", "local_shell", "run_shell", "run_shell_command"}
+)
 _PATCH_TOOLS = frozenset({"apply_patch", "patch"})
 _READ_TOOLS = frozenset({"Read", "read_file", "read", "view", "str_replace_editor"})
+_GEMINI_PATHS = ("file_path", "absolute_path")  # Gemini CLI's read_file (numbers no lines)
+_GEMINI_RANGE = re.compile(
+    r"\nIMPORTANT: The file content has been truncated\.\n"
+    r"Status: Showing lines (\d+)-(\d+) of \d+ total lines\.\n.*?\n"
+    r"--- FILE CONTENT \(truncated\) ---\n",
+    re.DOTALL,
+)
+_GEMINI_NOT_CONTENT = (
+    "Cannot display content of", "Could not read file", "File size exceeds", "Error reading file",
+    "Unhandled file type", "[filecache]",
+)  # fmt: skip
+_GEMINI_CUT = "... [truncated]"
+_GEMINI_SHELL = re.compile(
+    r"<untrusted_context>\nOutput: (.*)(\nProcess Group PGID: \d+\n</untrusted_context>)",
+    re.DOTALL,
+)
+_GEMINI_SECTION = re.compile(r"^(?:Error|Exit Code|Signal|Background PIDs|Process Group PGID): ",
+                             re.MULTILINE)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -180,7 +200,8 @@ def shell_command(call: ToolCall) -> tuple[str, str | None] | None:
         return None
     args = call.arguments
     given: Any = args.get("command", args.get("cmd"))
-    folder = args.get("workdir") if isinstance(args.get("workdir"), str) else None
+    given_folder = args.get("workdir", args.get("dir_path"))  # Codex, Gemini CLI
+    folder = given_folder if isinstance(given_folder, str) else None
     if isinstance(given, list) and all(isinstance(w, str) for w in given):
         if len(given) == 3 and given[0] in ("bash", "sh", "zsh") and given[1] in ("-lc", "-c"):
             return given[2], folder
@@ -206,9 +227,25 @@ def _shell_output(call: ToolCall, text: str) -> str | None:
             return None
         out = data.get("output")
         return out if isinstance(out, str) else None
+    if call.name == "run_shell_command":  # Gemini CLI: the terminal drops the last newline
+        found = _gemini_shell(text)
+        if found is None:
+            return None
+        output = found[1]
+        return output + "\n" if output and not output.endswith("\n") else output
     if call.name == "Bash":  # Claude Code strips the output's last newline
         return text + "\n" if text and not text.endswith("\n") else text
     return text
+
+
+def _gemini_shell(text: str) -> tuple[str, str, str] | None:
+    """(prefix, output, suffix) of a Gemini CLI shell result that exited 0 in the foreground
+    and printed something (no ``Exit Code``, ``Error``, ``Signal`` or ``Background PIDs``
+    section: any line of the output that looks like one is refused)."""
+    found = _GEMINI_SHELL.fullmatch(text)
+    if found is None or found[1] == "(empty)" or _GEMINI_SECTION.search(found[1]):
+        return None
+    return text[: found.start(1)], found[1], found[2]
 
 
 def _order(read: ShellRead, rows: int) -> list[int] | None:
@@ -244,6 +281,10 @@ def _shell_shown(call: ToolCall, text: str, cwd: str | None) -> Shown | None:
     if output is None or not output or _TRUNCATED.search(output) is not None:
         return None  # failed, empty, or cut by the host: its rows are not the file's lines
     frame = text[: len(text) - len(output)] if text.endswith(output) else ""
+    suffix = ""
+    gemini = _gemini_shell(text) if call.name == "run_shell_command" else None
+    if gemini is not None:
+        frame, _, suffix = gemini
     window = f"shell:{read.numbering}:{read.stages!r}"
     path = _norm(read.path, where)
     if read.numbering:
@@ -251,7 +292,7 @@ def _shell_shown(call: ToolCall, text: str, cwd: str | None) -> Shown | None:
         if parsed is None or parsed[2]:
             return None
         start, lines, _, _ = parsed
-        return Shown(path, start, lines, window, frame)
+        return Shown(path, start, lines, window, frame, suffix)
     rows = output.split("\n")
     if rows[-1] != "":
         return None  # an unterminated last line: not told apart from a cut one
@@ -259,7 +300,7 @@ def _shell_shown(call: ToolCall, text: str, cwd: str | None) -> Shown | None:
     order = _order(read, len(rows))
     if not rows or order is None:
         return None
-    return Shown(path, order[0], tuple(rows), window, frame)
+    return Shown(path, order[0], tuple(rows), window, frame, suffix)
 
 
 def _range_window(call: ToolCall) -> str:
@@ -284,11 +325,33 @@ def shown_by(call: ToolCall, text: str, cwd: str | None = None) -> Shown | None:
         return Shown(_norm(path, cwd), start, lines, _range_window(call), prefix, suffix)
     if path is None:
         return None
+    if call.name == "read_file" and any(k in call.arguments for k in _GEMINI_PATHS):
+        return _gemini_read(call, text, _norm(path, cwd))
     parsed = numbered_lines(text)
     if parsed is None:
         return None
     start, lines, prefix, suffix = parsed
     return Shown(_norm(path, cwd), start, lines, _range_window(call), prefix, suffix)
+
+
+def _gemini_read(call: ToolCall, text: str, path: str) -> Shown | None:
+    """Gemini CLI's ``read_file``: the file's lines as they are (split on ``\\r?\\n``, so a
+    final newline shows as a last, empty line), after a header naming the range when the read
+    was partial. A line cut to 2,000 characters, or a text that is a message, is no content."""
+    if text.startswith(_GEMINI_NOT_CONTENT):
+        return None
+    start, skip = 1, 0
+    head = _GEMINI_RANGE.match(text)
+    if head is not None:  # a reference replaces the header too: it names the lines itself
+        start, skip = int(head[1]), head.end()
+    elif text.startswith("\nIMPORTANT:"):
+        return None
+    lines = tuple(text[skip:].split("\n"))
+    if head is not None and int(head[2]) - start + 1 != len(lines):
+        return None
+    if any(line.endswith(_GEMINI_CUT) for line in lines):
+        return None
+    return Shown(path, start, lines, _range_window(call))
 
 
 _CHANGE_TOOLS = ("write", "edit")
@@ -331,27 +394,32 @@ def _working_folder(texts: Sequence[str]) -> str | None:
     for text in texts:
         found = _CWD.search(text)
         if found is not None:
-            return posixpath.normpath(found[1] or found[2])
+            return posixpath.normpath(found[1] or found[2] or found[3])
     return None
 
 
-_CWD = re.compile(r"(?:[Ww]orking directory|cwd): *(/[^\s<>\"']*)|<cwd>(/[^<\n]*)</cwd>")
+_CWD = re.compile(
+    r"(?:[Ww]orking directory|cwd): *(/[^\s<>\"']*)|<cwd>(/[^<\n]*)</cwd>"
+    r"|\*\*Workspace Directories:\*\*\n *- (/[^\n]*)"  # Gemini CLI's session context
+)
 
 
 def request_texts(payload: Mapping[str, Any], messages: Sequence[Any]) -> list[str]:
     """The texts a host states its working folder in: the system prompt, the instructions, the
     first user messages."""
     out: list[str] = []
-    for key in ("system", "instructions"):
+    for key in ("system", "instructions", "systemInstruction"):
         value = payload.get(key)
         out.extend(_texts(value))
     for message in messages[:3]:
         if isinstance(message, dict):
-            out.extend(_texts(message.get("content")))
+            out.extend(_texts(message.get("content", message.get("parts"))))
     return out
 
 
 def _texts(value: object) -> list[str]:
+    if isinstance(value, dict):  # Gemini's systemInstruction
+        value = value.get("parts")
     if isinstance(value, str):
         return [value]
     if isinstance(value, list):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,7 +36,12 @@ from filecache.gateway.request_shape import (
 )
 from filecache.gateway.shown import request_texts, working_folder
 from filecache.gateway.tally import RequestForms
-from filecache.prune.codecs.base import Transcript, render_inputs, renders_inputs
+from filecache.prune.codecs.base import (
+    Transcript,
+    render_inputs,
+    render_transcript,
+    renders_inputs,
+)
 from filecache.prune.message_blocks import replaced_body
 from filecache.prune.pruning import PrunePlan, PrunePolicy, plan_prune
 from filecache.prune.transcript import parse_transcript as _register_codecs  # noqa: F401
@@ -60,6 +66,7 @@ class Api(enum.StrEnum):
     ANTHROPIC_MESSAGES = "anthropic-messages"
     OPENAI_CHAT = "openai-chat"
     OPENAI_RESPONSES = "openai-responses"
+    GEMINI = "gemini"
 
 
 API_PATHS: Mapping[str, Api] = {
@@ -70,12 +77,18 @@ API_PATHS: Mapping[str, Api] = {
     "/responses": Api.OPENAI_RESPONSES,
 }
 """Request paths (without a query) whose POST body the transform reads; any other path is
-forwarded untouched."""
+forwarded untouched. Gemini's paths name the model (``GEMINI_PATH``)."""
+GEMINI_PATH = re.compile(r"/v1(?:alpha|beta)?/models/[^/:]+:(?:stream)?[gG]enerateContent")
+"""The Gemini API's ``generateContent`` and ``streamGenerateContent`` (``?alt=sse``) paths."""
 
 
 def api_for_path(path: str) -> Api | None:
     """The API a request path speaks, or None (forward it untouched)."""
-    return API_PATHS.get(path.split("?", 1)[0].rstrip("/") or "/")
+    bare = path.split("?", 1)[0].rstrip("/") or "/"
+    found = API_PATHS.get(bare)
+    if found is None and GEMINI_PATH.fullmatch(bare):
+        return Api.GEMINI
+    return found
 
 
 @dataclass(frozen=True)
@@ -110,7 +123,7 @@ class GatewayPolicy:
     far to come (a session that has run long is likely to run on)."""
     cache_prices: tuple[float, float] | None = None
     """(cache read, cache write) per uncached input token for the cost gate; None: the API's
-    provider's (Anthropic 0.1/1.25, OpenAI 0.1/1.0)."""
+    provider's (Anthropic 0.1/1.25, OpenAI and Gemini 0.1/1.0)."""
     cache_ttl: float | None = None
     """Seconds the provider keeps a prompt cached after its last use; None: the request's own
     (``cache_ttl``: Anthropic 5 minutes, 1 hour when a ``cache_control`` asks ``"ttl": "1h"``;
@@ -149,11 +162,13 @@ _FORMATS = {
     Api.ANTHROPIC_MESSAGES: Format.ANTHROPIC,
     Api.OPENAI_CHAT: Format.OPENAI,
     Api.OPENAI_RESPONSES: Format.RESPONSES,
+    Api.GEMINI: Format.GEMINI,
 }
 _PRICES = {  # (cache read, cache write) relative to an uncached input token
     Api.ANTHROPIC_MESSAGES: (0.1, 1.25),
     Api.OPENAI_CHAT: (0.1, 1.0),
     Api.OPENAI_RESPONSES: (0.1, 1.0),
+    Api.GEMINI: (0.1, 1.0),  # implicit caching: Gemini 3 reads at 10%, no write surcharge
 }
 _COUNTS: dict[str, int] = {}
 _COUNTS_MAX = 65_536
@@ -318,8 +333,9 @@ def _rewrite(
     if plan and held is not None:
         held.planned_at = size
         found = _prune(
-            api, transcript, planned, prior, prior_inputs, secret, parsed.thinking, policy, expired
-        )
+            api, transcript, planned, prior, prior_inputs, secret, parsed.thinking, policy, expired,
+            frozenset(delta.echoes),
+        )  # fmt: skip
         fresh = {
             a.call_id: (a.tier, a.text, a.tokens_before, a.tokens_after)
             for a in found.actions
@@ -332,7 +348,7 @@ def _rewrite(
         fresh_inputs = {a.call_id: (a.tier, a.text) for a in found.actions if a.target == "input"}
         held.remember(fresh, fresh_inputs)
         pruned = len(kept)
-    _keep_references_whole(replacements, delta, results)
+    _keep_references_whole(replacements, delta, results, inputs)
     if not replacements and not inputs:
         counts = RewriteCounts(untouched_blocks=untouched)
         return payload, Rewrite(b"", False, conversation, "nothing to rewrite", counts, forms)
@@ -367,11 +383,13 @@ def _prune(
     thinking: bool,
     policy: GatewayPolicy,
     expired: bool = False,
+    keep_inputs: frozenset[str] = frozenset(),
 ) -> PrunePlan:
     """The pruning planner over the request as the delta step left it; ``expired``: the
     provider's cache of the conversation has expired, so this request writes the whole prompt
     whether it cuts or not (the gate sees no invalidation cost: the write price is the read
-    price; every later request reads the cut prompt from the cache as usual)."""
+    price; every later request reads the cut prompt from the cache as usual); ``keep_inputs``:
+    calls whose input a result relies on (``delta.echoes``), never pruned."""
     read, write = policy.cache_prices or _PRICES[api]
     if expired:
         write = read
@@ -392,18 +410,20 @@ def _prune(
     inputs_ok = renders_inputs(transcript.format) and not thinking
     return plan_prune(
         seen, None, rules, _count, prior=prior, prior_inputs=prior_inputs, secret=secret,
-        inputs=inputs_ok,
+        inputs=inputs_ok, keep_inputs=keep_inputs,
     )  # fmt: skip
 
 
-_TTL = {Api.ANTHROPIC_MESSAGES: 300.0, Api.OPENAI_CHAT: 600.0, Api.OPENAI_RESPONSES: 600.0}
+_TTL = {Api.ANTHROPIC_MESSAGES: 300.0, Api.OPENAI_CHAT: 600.0, Api.OPENAI_RESPONSES: 600.0,
+        Api.GEMINI: 600.0}  # fmt: skip
 
 
 def cache_ttl(api: Api, payload: Mapping[str, Any]) -> float:
     """Seconds the provider keeps this request's prompt cached after its last use: Anthropic 5
     minutes, or 1 hour when any ``cache_control`` asks ``"ttl": "1h"``; OpenAI 10 minutes of
     inactivity (its documented 5 to 10: the longer, so an expired cache is never assumed too
-    early), or 24 hours with ``prompt_cache_retention: "24h"``."""
+    early), or 24 hours with ``prompt_cache_retention: "24h"``; Gemini 10 minutes (its implicit
+    cache's life is not documented: the longer guess, as for OpenAI)."""
     if api != Api.ANTHROPIC_MESSAGES:
         return 86_400.0 if payload.get("prompt_cache_retention") == "24h" else _TTL[api]
     for value in _cache_controls(payload):
@@ -445,6 +465,8 @@ def _render(transcript: Transcript, replacements: Mapping[str, str]) -> list[Any
     """``codec.render`` with copies only along the path to each replaced body (a message, its
     content list, the result block), never a deep copy: the output shares every other object
     with the input, which is never changed."""
+    if transcript.format not in _BODY:  # Gemini: the codec's render (a copy per content)
+        return render_transcript(transcript, replacements)
     body, text_type = _BODY[Format(transcript.format)]
     out = list(transcript.raw)
     for message in transcript.messages:
@@ -484,10 +506,17 @@ def _with_texts(transcript: Transcript, texts: Mapping[str, str]) -> Transcript:
 
 
 def _keep_references_whole(
-    replacements: dict[str, str], delta: Delta, results: Mapping[str, object]
+    replacements: dict[str, str],
+    delta: Delta,
+    results: Mapping[str, object],
+    inputs: Mapping[str, str] | None = None,
 ) -> None:
     """Drop every FileRef/diff whose base is not in the request as content (pruned, or gone),
-    and every prune of a result a live host stub relies on: content goes instead."""
+    every edit echo whose call's input is not sent as written (``inputs``: replaced), and every
+    prune of a result a live host stub relies on: content goes instead."""
+    for cid in delta.echoes:
+        if inputs and cid in inputs and replacements.get(cid) == delta.sent.get(cid):
+            del replacements[cid]
     for cid, bases in delta.bases.items():
         if replacements.get(cid) != delta.sent.get(cid):
             continue  # pruned itself: no longer a reference

@@ -54,6 +54,7 @@ class FileTool:
         start: argument holding the first line, if any.
         start_base: the ``start`` value that means the first line (1, or 0 for 0-based tools).
         limit: argument holding a line count, if any.
+        end: argument holding the last line (1-based, inclusive), if any.
         line_range: argument holding ``[first, last]`` (1-based; ``last`` -1 = to the end).
         command: argument whose value chooses the kind (the text editor tool's ``command``).
         commands: that value → kind; a value not listed means "not a file access".
@@ -65,6 +66,7 @@ class FileTool:
     start: str | None = None
     start_base: int = 1
     limit: str | None = None
+    end: str | None = None
     line_range: str | None = None
     command: str | None = None
     commands: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -93,15 +95,18 @@ FILE_TOOLS: tuple[FileTool, ...] = (
     FileTool("read_file", Tool.READ, ("path",), start="offset", limit="limit"),
     FileTool("write_file", Tool.WRITE, ("path",)),
     FileTool("edit_file", Tool.EDIT, ("path",)),
-    # Gemini CLI: read_file's offset is 0-based; its path argument tells it from the row above.
+    # Gemini CLI: its path argument tells it from the row above. Before 0.2x read_file took
+    # ``absolute_path`` and a 0-based ``offset`` with ``limit``; 0.61 takes ``file_path`` with
+    # 1-based ``start_line`` and ``end_line`` (inclusive).
     FileTool(
         "read_file",
         Tool.READ,
-        ("absolute_path", "file_path"),
+        ("absolute_path",),
         start="offset",
         start_base=0,
         limit="limit",
     ),
+    FileTool("read_file", Tool.READ, ("file_path",), start="start_line", end="end_line"),
     FileTool("write_file", Tool.WRITE, ("file_path",)),
     FileTool("replace", Tool.EDIT, ("file_path",)),
     # Claude Code.
@@ -194,6 +199,9 @@ def _range(row: FileTool, args: Mapping[str, Any]) -> tuple[int, int | None]:
     limit = _int(args.get(row.limit)) if row.limit is not None else None
     if limit is not None and limit >= 1:
         return start, start + limit - 1
+    last = _int(args.get(row.end)) if row.end is not None else None
+    if last is not None and last >= start:
+        return start, last
     return start, None
 
 
@@ -221,8 +229,9 @@ def _norm(path: str) -> str:
 
 def file_name(path: str) -> str:
     """The last component of ``path``: two paths that may be one file (``same_path``) have
-    the same one."""
-    return _norm(path).rsplit("/", 1)[-1]
+    the same one. A backslash ends a component too: a Windows host's paths (``X:\\app\\a.py``)
+    are named by their file name in later turns as anywhere else."""
+    return _norm(path).rsplit("/", 1)[-1].rsplit("\\", 1)[-1]
 
 
 def same_path(a: str, b: str) -> bool:

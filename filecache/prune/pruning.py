@@ -576,13 +576,16 @@ def plan_prune(
     secret: frozenset[str] = frozenset(),
     prior_inputs: Mapping[str, tuple[str, str]] | None = None,
     inputs: bool = True,
+    keep_inputs: frozenset[str] = frozenset(),
 ) -> PrunePlan:
     """Decide this pass (see the module docstring). ``prior``: call id -> (tier, text).
 
     ``secret``: results of denied files; they clear instead of degrading, so no outline or
     head and tail of their content becomes a (stored) projection. ``prior_inputs``: call id ->
     (tier, arguments) of the inputs replaced before; ``inputs``: whether the format can render
-    new ones (``codecs.base.renders_inputs``; ``policy.inputs`` too).
+    new ones (``codecs.base.renders_inputs``; ``policy.inputs`` too); ``keep_inputs``: calls
+    whose input another part of the request relies on (the gateway's edit echoes): never
+    replaced.
     """
     prior = prior or {}
     infos = collect(transcript, ledger, count, prior)
@@ -697,7 +700,9 @@ def plan_prune(
 
     found: dict[str, Superseded] = {}
     if inputs and policy.inputs:
-        found = _superseded_inputs(infos, actions, relied, protected, secret, sticky_inputs, calls)
+        found = _superseded_inputs(
+            infos, actions, relied | keep_inputs, protected, secret, sticky_inputs, calls
+        )
     chosen = sorted(actions.values(), key=lambda a: a.message_index)
     chosen += _input_actions(found, infos, calls, count)
     chosen.sort(key=lambda a: a.message_index)

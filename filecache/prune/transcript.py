@@ -3,10 +3,11 @@
 The transcript itself (``Transcript``, ``Message``, ``ToolCall``, ``ToolResult``), the
 invariants every codec keeps and the codec registry are in ``filecache.prune.codecs.base``; the
 built-in codecs are ``filecache.prune.codecs.openai_chat`` (OpenAI chat completions),
-``.openai_responses`` (Responses input items) and ``.anthropic_messages`` (Anthropic Messages),
+``.openai_responses`` (Responses input items), ``.anthropic_messages`` (Anthropic Messages) and
+``.gemini_contents`` (the Gemini API's ``contents``),
 imported here so that their formats are registered whenever a transcript is parsed. An adapter
 adds a format with ``register_format``; it is then accepted by ``parse_transcript(messages,
-format)`` (detection knows only the built-in three).
+format)`` (detection knows only the built-in four).
 
 This module detects a list's format (``detect_format``) and accepts the wrappers requests come
 in (``unwrap``: a bare list, ``{"messages": [...]}``, ``{"input": [...]}``).
@@ -21,7 +22,12 @@ from typing import Any
 from filecache.core.json_input import check_json
 from filecache.core.kinds import Format
 from filecache.errors import TranscriptError
-from filecache.prune.codecs import anthropic_messages, openai_chat, openai_responses
+from filecache.prune.codecs import (
+    anthropic_messages,
+    gemini_contents,
+    openai_chat,
+    openai_responses,
+)
 from filecache.prune.codecs.base import (
     Codec,
     Transcript,
@@ -53,8 +59,13 @@ __all__ = [
 
 FORMATS = tuple(Format)
 """The built-in formats: OpenAI chat completions, OpenAI Responses input items, Anthropic
-Messages (``registered_formats()`` adds any an adapter registered)."""
-BUILT_IN = (openai_chat.CODEC, openai_responses.CODEC, anthropic_messages.CODEC)
+Messages, Gemini ``contents`` (``registered_formats()`` adds any an adapter registered)."""
+BUILT_IN = (
+    openai_chat.CODEC,
+    openai_responses.CODEC,
+    anthropic_messages.CODEC,
+    gemini_contents.CODEC,
+)
 """The built-in codecs (importing them here registers them)."""
 
 
@@ -101,6 +112,8 @@ def needs_convert(messages: list[Any]) -> bool:
 
 
 def _item_format(item: Mapping[str, Any]) -> str | None:
+    if isinstance(item.get("parts"), list) and "content" not in item:
+        return Format.GEMINI
     kind = item.get("type")
     if isinstance(kind, str) and kind != "message":
         return Format.RESPONSES

@@ -319,10 +319,11 @@ class _Checker:
 
 
 def _peer_sources(peer: PeerRun, path: str) -> list[Lines]:
-    """The lines each tool result of a peer's last request shows of ``path``, as sent."""
+    """The lines each tool result of a peer's last request shows of ``path``, as sent (a
+    gateway's checked FileRef or edit echo as the lines it names: ``PeerRun.shown``)."""
     return [
         shown_lines(peer.calls[cid], str(m.get("content") or ""))
-        for m in peer.sent
+        for m in peer.shown
         if (cid := str(m.get("tool_call_id") or "")) in peer.calls and peer.calls[cid].path == path
     ]
 

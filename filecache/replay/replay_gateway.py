@@ -34,6 +34,7 @@ from unidiff.patch import PatchSet
 
 from filecache.core.render import gateway_bases
 from filecache.gateway import Api, GatewayPolicy, open_memory, rewrite_payload
+from filecache.gateway.edit_echo import is_echo
 from filecache.replay.gateway_shape import HostCall, anthropic_request, rewritten_results
 from filecache.replay.replay_metrics import CACHE_READ, CACHE_WRITE
 from filecache.shell.shell_parse import NotServable, parse_shell_read, selection
@@ -49,6 +50,7 @@ _CD = re.compile(r"^\s*cd\s+[^\s;&|]+\s*&&\s*")
 _SED_FIRST = re.compile(r"(\d+)(?:,(?:\d+|\$|\+\d+))?p", re.ASCII)
 _HEAD = re.compile(r"-n ?\d+|-\d+", re.ASCII)
 _SHELL_TOOLS = frozenset({"Bash", "bash", "shell", "exec_command", "local_shell", "run_shell"})
+_ECHO_LINE = re.compile(r"^\[filecache\] lines? (\d+)(?:-(\d+))?: this edit's new text, ")
 
 Message = Mapping[str, Any]
 
@@ -147,6 +149,23 @@ def _known_first(command: str) -> tuple[int, bool] | None:
     return None
 
 
+def _new_text(cid: str, messages: Sequence[Message]) -> str | None:
+    """The new text of the edit call ``cid`` (its ``new_string``), from the trace's calls."""
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            if call.get("id") != cid:
+                continue
+            try:
+                args = json.loads((call.get("function") or {}).get("arguments") or "{}")
+            except (TypeError, ValueError):
+                return None
+            for key in ("new_string", "newString", "new_str"):
+                if isinstance(args, dict) and isinstance(args.get(key), str):
+                    return str(args[key])
+            return None
+    return None
+
+
 def _spans(text: str) -> list[tuple[int, int]]:
     return [(int(m[1]), int(m[2] or m[1])) for m in _RANGE.finditer(text)]
 
@@ -211,6 +230,7 @@ class GatewayRun:
         self.problems: dict[str, str] = {}
         self.file_refs: set[str] = set()
         self.diffs: set[str] = set()
+        self.echoed: dict[tuple[str, str], str | None] = {}  # edit echoes checked -> problem
         self.host_calls: dict[str, HostCall] = {}  # empty: the trace's OpenAI chat requests
         self.cwd: str | None = None
         self.commands: dict[str, str] = {}  # call id -> the shell command of a shell call
@@ -232,7 +252,10 @@ class GatewayRun:
                 self._command(call)
         out = self._anthropic(messages) if self.host_calls else self._openai(messages)
         for cid, text in out.items():
-            self._check(cid, text, recorded)
+            if is_echo(text):
+                self._check_echo(cid, text, recorded, messages)
+            else:
+                self._check(cid, text, recorded)
         return out
 
     def _command(self, call: Mapping[str, Any]) -> None:
@@ -258,6 +281,46 @@ class GatewayRun:
 
     def _lines(self, cid: str, recorded: Mapping[str, str]) -> dict[int, str] | None:
         return _placed(recorded[cid], self.commands.get(cid))
+
+    def _check_echo(
+        self, cid: str, text: str, recorded: Mapping[str, str], messages: Sequence[Message]
+    ) -> None:
+        """An edit's result sent with the rows of its own new text named (``edit_echo``): its
+        numbered lines with the call's new text put at the lines named equal the recorded
+        result's, line for line, and every other row is the recorded one."""
+        key = (cid, text)
+        if key in self.echoed:
+            return
+        self.echoed[key] = problem = self._echo_problem(cid, text, recorded, messages)
+        if problem is not None:
+            self.problems.setdefault(cid, problem)
+
+    def _echo_problem(
+        self, cid: str, text: str, recorded: Mapping[str, str], messages: Sequence[Message]
+    ) -> str | None:
+        new = _new_text(cid, messages)
+        original = recorded.get(cid)
+        if new is None or original is None:
+            return f"{self.name}: {cid}: an edit echo without its call's new text"
+        wanted = (new[:-1] if new.endswith("\n") else new).split("\n")
+        rows, lines, span = [], {}, None
+        for row in text.split("\n"):
+            found = _ECHO_LINE.match(row)
+            if found is not None and span is None:
+                span = (int(found[1]), int(found[2] or found[1]))
+                continue
+            numbered = _NUMBERED.match(row)
+            if numbered is not None:
+                lines[int(numbered[1])] = numbered[2]
+            else:
+                rows.append(row)
+        if span is None or span[1] - span[0] + 1 != len(wanted):
+            return f"{self.name}: {cid}: its echo names lines its call's new text does not fill"
+        lines.update({span[0] + k: line for k, line in enumerate(wanted)})
+        theirs = [row for row in original.split("\n") if _NUMBERED.match(row) is None]
+        if lines != _numbered(original) or rows != theirs:
+            return f"{self.name}: {cid}: its echo does not give the recorded lines"
+        return None
 
     def _openai(self, messages: Sequence[Message]) -> dict[str, str]:
         payload = {"model": "replay", "messages": list(messages)}
@@ -358,6 +421,8 @@ class GatewayRun:
         a FileRef or diff: the claim checked out and the result it names is sent as recorded.
         (The replay's model simulator then sees the recorded text for it.)"""
         text = replaced.get(cid, "")
+        if is_echo(text):
+            return (cid, text) in self.echoed and self.echoed[(cid, text)] is None
         found = text.find("[filecache] ")
         bases = self.bases.get(cid)
         return (

@@ -106,6 +106,7 @@ class PeerRun:
         self.shown_changed = 0
         self._replaced: dict[tuple[str, str], Message] = {}
         self.sent: list[Message] = []  # the last request as sent
+        self.shown: list[Message] = []  # the same, a checked gateway reference as what it names
         self.replaced: set[str] = set()  # the results its policy changed in it
 
     def add(
@@ -150,6 +151,7 @@ class PeerRun:
         )
         self.meter.add([self.keyed(m) for m in sent])
         self.sent, self.replaced = sent, set(replacements)
+        self.shown = sent if held is replacements else [self._sent(m, held) for m in self.history]
         self.checker.request(index, self.shadow, shadow, set(held))
 
     def _sent(self, message: Message, replacements: Mapping[str, str]) -> Message:

@@ -12,7 +12,7 @@ import re
 from typing import TYPE_CHECKING
 
 from filecache.errors import ConfigError, StoreError
-from filecache.extras import DISTRIBUTION
+from filecache.extras import install_hint
 
 if TYPE_CHECKING:
     from filecache.store.store import Store
@@ -20,9 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["POSTGRES_INSTALL_HINT", "is_store_url", "open_url_store", "refuse_url_path"]
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
-POSTGRES_INSTALL_HINT = (
-    f"the PostgreSQL store needs psycopg: pip install '{DISTRIBUTION}[postgres]'"
-)
+POSTGRES_INSTALL_HINT = f"the PostgreSQL store needs psycopg: {install_hint('postgres')}"
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
 _COLLAPSED = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/(?!/)")

@@ -9,7 +9,12 @@ import click
 
 from filecache.cli import main
 from filecache.core.kinds import CHANGES, FILE_ACCESSES, Format, Kind, Tier, Tool
-from filecache.prune.codecs import anthropic_messages, openai_chat, openai_responses
+from filecache.prune.codecs import (
+    anthropic_messages,
+    gemini_contents,
+    openai_chat,
+    openai_responses,
+)
 from filecache.prune.file_tools import FILE_TOOLS
 from filecache.prune.pruning import TIERS
 from filecache.prune.transcript import FORMATS, detect_format
@@ -32,7 +37,8 @@ def test_the_file_tool_table_speaks_tool() -> None:
 
 def test_formats_are_the_codecs_and_detection_answers_with_them() -> None:
     assert FORMATS == tuple(Format)
-    assert (openai_chat.FORMAT, openai_responses.FORMAT, anthropic_messages.FORMAT) == FORMATS
+    codecs = (openai_chat, openai_responses, anthropic_messages, gemini_contents)
+    assert tuple(codec.FORMAT for codec in codecs) == FORMATS
     found = detect_format([{"role": "user", "content": [{"type": "input_text", "text": "x"}]}])
     assert found is Format.RESPONSES
 

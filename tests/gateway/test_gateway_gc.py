@@ -107,3 +107,20 @@ def test_the_cli_reports_and_collects(tmp_path: Path) -> None:
     collected = runner.invoke(main, ["gateway", "--store", store, "--gc", "30"])
     assert collected.exit_code == 0
     assert collected.output.startswith("deleted 1 idle conversations; now 0 conversations, 0 rows")
+
+
+def test_the_report_of_a_store_never_made_creates_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--memory`` and ``--gc`` only read: without a gateway store they say so and make none
+    (neither the user's default one nor the one ``--store`` names)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    runner = CliRunner()
+    for extra in ([], ["--store", str(tmp_path / "gone" / "gateway.db")]):
+        shown = runner.invoke(main, ["gateway", *extra, "--memory", "--json"])
+        assert shown.exit_code == 0, shown.output
+        assert json.loads(shown.output) == {"conversations": 0, "rows": 0, "store_bytes": None}
+        collected = runner.invoke(main, ["gateway", *extra, "--gc", "30"])
+        assert collected.exit_code == 0, collected.output
+        assert collected.output.startswith("deleted 0 idle conversations; now 0 conversations")
+    assert list(tmp_path.iterdir()) == []

@@ -104,6 +104,7 @@ class World:
     messages: list[dict[str, Any]] = field(default_factory=list)
     shows: dict[str, tuple[str, int, list[str]]] = field(default_factory=dict)
     tabbed: set[str] = field(default_factory=set)  # results numbered ``N<TAB>`` (cat -n, nl)
+    snippets: dict[str, str] = field(default_factory=dict)  # edit call id -> its new text
     n: int = 0
 
 
@@ -179,12 +180,22 @@ def conversations(draw: Any) -> World:
             world.shows[cid] = (path, start, list(shown))
         elif op == "edit":
             k = draw(st.integers(0, len(lines) - 1))
-            new = line_text(draw)
-            if lines.count(lines[k]) > 1:
-                continue  # Claude Code's Edit refuses an old_string found twice
+            added = [line_text(draw) for _ in range(draw(st.integers(1, 12)))]
+            new = "\n".join(added)
             args = {"file_path": path, "old_string": lines[k], "new_string": new}
-            lines[k] = new
-            _turn(world, "Edit", args, f"The file {path} has been updated successfully.")
+            lines[k : k + 1] = added
+            if draw(st.booleans()):  # Claude Code before 2.x: a snippet around the edit
+                first = max(0, k - draw(st.integers(0, 4)))
+                last = min(len(lines), k + len(added) + draw(st.integers(0, 4)))
+                rows = "\n".join(f"{n:>6}→{t}" for n, t in enumerate(lines[first:last], first + 1))
+                text = (
+                    f"The file {path} has been updated. Here's the result of running `cat -n` "
+                    f"on a snippet of the edited file:\n{rows}"
+                )
+                cid = _turn(world, "Edit", args, text)
+                world.snippets[cid] = new
+            else:
+                _turn(world, "Edit", args, f"The file {path} has been updated successfully.")
         else:
             world.files[name] = [line_text(draw) for _ in range(draw(st.integers(8, 60)))]
             content = "\n".join(world.files[name]) + draw(st.sampled_from(["\n", ""]))
@@ -299,11 +310,53 @@ def check_several(
     assert expanded == lines, (text, lines)
 
 
+_ECHO = re.compile(
+    r"^\[filecache\] lines? (\d+)(?:-(\d+))?: this edit's new text, as in your call", re.M
+)
+
+
+def _inputs(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        b["id"]: b["input"]
+        for m in messages
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_use"
+    }
+
+
+def check_echo(
+    world: World,
+    original: list[dict[str, Any]],
+    sent: list[dict[str, Any]],
+    cid: str,
+    recorded: str,
+    text: str,
+) -> None:
+    """An edit's snippet sent with its new text's rows named: the call's input is sent as
+    written, and putting its new text back (numbered as the host numbers rows) at the lines
+    named gives the result the host returned, byte for byte."""
+    assert _inputs(sent)[cid] == _inputs(original)[cid]
+    new = _inputs(sent)[cid]["new_string"]
+    assert new == world.snippets[cid]
+    found = _ECHO.search(text)
+    assert found is not None
+    first, added = int(found[1]), new.split("\n")
+    assert int(found[2] or found[1]) == first + len(added) - 1
+    rows = "\n".join(f"{n:>6}→{t}" for n, t in enumerate(added, first))
+    end = text.find("\n", found.start())
+    end = len(text) if end < 0 else end
+    assert text[: found.start()] + rows + text[end:] == recorded
+
+
 def check_request(world: World, original: list[dict[str, Any]], sent: list[dict[str, Any]]) -> None:
     assert _ids(sent) == _ids(original)
     before, after = _results(original), _results(sent)
     for cid, text in after.items():
         if text == before[cid] or text.startswith("[cleared tool result"):
+            continue
+        if cid in world.snippets and _ECHO.search(text):
+            check_echo(world, original, sent, cid, before[cid], text)
             continue
         head = text.split("\n", 1)[0]
         if " as read): use" in head or " since your results " in head:
@@ -374,6 +427,21 @@ def test_without_memory_the_delta_is_a_function_of_the_prefix(world: World) -> N
         check_request(world, original, sent)
         for cid, text in _results(sent).items():
             assert seen.setdefault(cid, text) == text
+
+
+@settings(max_examples=EXAMPLES)
+@given(conversations())
+def test_edit_echoes_give_back_the_snippet(world: World) -> None:
+    """Every edit snippet sent with its new text named gives back the host's bytes, with the
+    call's input as written (``check_echo``); at least the long ones are named."""
+    original = world.messages
+    rewrite = rewrite_request("anthropic-messages", _request(original))
+    sent = json.loads(rewrite.body)["messages"] if rewrite.changed else original
+    check_request(world, original, sent)
+    after = _results(sent)
+    for cid, new in world.snippets.items():
+        if len(new) >= 400 and new.count("\n") >= 2:
+            assert _ECHO.search(after[cid]), after[cid]
 
 
 KEYS = st.sampled_from(["messages", "input", "role", "content", "type", "id", "tool_use_id"])

@@ -54,7 +54,7 @@ def _render_wrapped(transcript: Transcript, replacements: Mapping[str, str]) -> 
 
 
 def test_the_built_in_formats_are_registered_by_importing_the_transcript() -> None:
-    assert FORMATS == ("openai", "responses", "anthropic")
+    assert FORMATS == ("openai", "responses", "anthropic", "gemini")
     assert set(FORMATS) <= set(registered_formats())
     assert base.codec_for("openai") is openai_chat.CODEC
 

@@ -96,6 +96,21 @@ def test_in_use_turns_keeps_reads_of_files_the_last_turns_name() -> None:
     assert tier(bodies(wide)["call_2"]) == tier(bodies(wide)["call_3"]) == "clear"
 
 
+def test_in_use_turns_finds_a_windows_paths_file_name() -> None:
+    # a Windows Claude Code session: its reads name X:\\...\\app.php, later turns app.php or
+    # X:/.../app.php; the whole path taken for the file's name cleared every read five turns
+    # after it was made (gateway recall 41% on that session)
+    chat = Chat()
+    chat.read("X:\\proj\\src\\parser.py", numbered(50))  # call_1: named again
+    chat.read("X:\\proj\\src\\other.py", numbered(50))  # call_2: never again
+    chat.bash("ls", filler(10))
+    chat.bash("grep -n parse X:/proj/src/parser.py", filler(10))
+    chat.bash("true", filler(10))
+    out = bodies(plan(chat.messages, knobs(in_use_turns=2))[1])
+    assert tier(out["call_1"]) == "keep"
+    assert tier(out["call_2"]) == "clear"
+
+
 def test_revisit_turns_keeps_reads_of_files_the_model_came_back_to() -> None:
     # sympy-14531: printer.py read whole, grepped 15 turns later, then not named for 26 turns;
     # its read cleared at the very request where the model turned to it again (recall 79.6%)

@@ -480,8 +480,8 @@ def test_detect_format_refuses(obj: Any, message: str) -> None:
 
 
 def test_unknown_format_is_refused() -> None:
-    with pytest.raises(TranscriptError, match="unknown format 'gemini'"):
-        parse_transcript([], "gemini")
+    with pytest.raises(TranscriptError, match="unknown format 'bedrock'"):
+        parse_transcript([], "bedrock")
 
 
 def test_envelope_writes_the_same_shape_back() -> None:

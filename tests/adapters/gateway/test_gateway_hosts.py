@@ -164,7 +164,8 @@ def test_run_takes_the_host_tables_programs_and_each_has_a_plan(tmp_path: Path) 
     from filecache.adapters.gateway.hosts import HOSTS, PLANNERS
     from filecache.adapters.hosts.host_specs import SPECS
 
-    assert HOSTS == tuple(s.run for s in SPECS if s.run) == ("claude", "codex", "opencode")
+    assert HOSTS == tuple(s.run for s in SPECS if s.run)
+    assert HOSTS == ("claude", "codex", "opencode", "gemini")
     assert set(PLANNERS) == set(HOSTS)
-    with pytest.raises(ValueError, match="no plan for 'gemini'"):
-        plan("gemini", [], _home(tmp_path), tmp_path)
+    with pytest.raises(ValueError, match="no plan for 'kilo'"):
+        plan("kilo", [], _home(tmp_path), tmp_path)

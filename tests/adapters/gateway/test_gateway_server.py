@@ -314,3 +314,53 @@ def test_no_key_and_no_denied_file_reaches_the_log_or_the_store(tmp_path: Path) 
     held = log_and_store_bytes(gw.log, store.parent)
     assert KEY.encode() not in held
     assert secret.encode() not in held and b"sk_live_GATEWAY" not in held
+
+
+def _raw(url: str, data: bytes) -> bytes:
+    """Send ``data`` as it is (no HTTP client would write it) and read the answer to its end."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=60) as conn:
+        conn.sendall(data)
+        out = b""
+        while chunk := conn.recv(65536):
+            out += chunk
+    return out
+
+
+def test_a_malformed_request_leaves_no_key_and_no_token_in_the_log(tmp_path: Path) -> None:
+    """aiohttp's parser logs the line it refuses (a header with a control character, a path with
+    a byte URLs may not hold), and that line holds what the client sent: a key, the token."""
+    token = "gw-token-7ac41e"
+    key = KEY.encode()
+    malformed = [
+        b"POST /v1/messages HTTP/1.1\r\nHost: a\r\nx-api-key: " + key + b"\x01\r\n"
+        b"Content-Length: 2\r\n\r\n{}",
+        b"POST /t/" + token.encode() + b"/v1/messages?k=\x7f HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"POST /v1/messages HTTP/1.1\r\nHost: a\r\nauthorization: Bearer " + key + b"\r\n"
+        b"Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n{}",
+    ]
+    with (
+        RawUpstream() as up,
+        foreground(tmp_path, "--token", token, "--upstream", up.url) as gw,
+    ):
+        for data in malformed:
+            assert _raw(gw.url, data).startswith(b"HTTP/1.0 400 "), data
+        good = _request(gw.url, "POST", f"/t/{token}/v1/messages", _messages())
+        assert good.status == 200  # the gateway still serves
+        good.read()
+    assert len(up.seen) == 1
+    logged = log_and_store_bytes(gw.log)
+    assert key not in logged and token.encode() not in logged and b"sk-ant" not in logged
+
+
+def test_an_upstream_url_with_a_password_is_named_by_its_host_only(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    dead = f"http://proxyuser:pw-5e1d9b@127.0.0.1:{port}"
+    with foreground(tmp_path, "--upstream", dead) as gw:
+        got = _request(gw.url, "POST", "/v1/messages", _messages())
+        assert got.status == 502
+        message = json.loads(got.read())["error"]["message"]
+    assert f"the upstream 127.0.0.1:{port} is unreachable" in message
+    assert b"pw-5e1d9b" not in log_and_store_bytes(gw.log) and "proxyuser" not in message

@@ -8,14 +8,19 @@ peer whose socket is this user's (``/proc/net/tcp``), with ``Host: 127.0.0.1:POR
 
 from __future__ import annotations
 
+import fcntl
 import http.client
 import json
 import os
+import re
+import select
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 from collections.abc import Iterator
@@ -317,3 +322,54 @@ def test_with_the_http_server_down_every_tool_result_is_plain_claude_codes(
         want = session(Installed(tmp_path / "plain", None, env_plain))
     assert len(got) == len(want) == 7
     assert got == want
+
+
+# -- one write per response, Nagle off ----------------------------------------------------------
+
+
+class _Keeping(HookHTTPServer):
+    """The server, keeping the sockets it accepts (to read their options)."""
+
+    accepted: list[socket.socket]
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        conn, address = super().get_request()
+        self.accepted.append(conn)
+        return conn, address
+
+
+def test_each_response_leaves_in_one_segment_with_nagle_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claude Code keeps its connection to the server open between calls. A response written
+    in two parts (the headers, then the body) waited with Nagle's algorithm for the client's
+    delayed ACK of the first: 40 ms per call. The client here delays its ACKs too
+    (``TCP_QUICKACK`` off), and finds each whole response readable as soon as any of it is."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    server = _Keeping(("127.0.0.1", 0), _Handler)
+    server.accepted = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    request = (f"GET /status HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{HEADER}: status\r\n"
+               "\r\n").encode()  # fmt: skip
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
+            for _ in range(5):  # one connection, as Claude Code keeps it
+                client.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 0)
+                client.sendall(request)
+                assert select.select([client], [], [], 30)[0]
+                ready = struct.unpack("i", fcntl.ioctl(client, termios.FIONREAD, b"\0" * 4))[0]
+                response = client.recv(1 << 16)
+                while b"\r\n\r\n" not in response:
+                    response += client.recv(1 << 16)
+                head, _, body = response.partition(b"\r\n\r\n")
+                length = int(re.search(rb"Content-Length: (\d+)", head)[1])  # type: ignore[index]
+                while len(body) < length:
+                    body += client.recv(1 << 16)
+                assert json.loads(body)["port"] == port
+                assert ready == len(head) + 4 + length  # the body came with the headers
+            (accepted,) = server.accepted
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+    finally:
+        server.shutdown()
+        server.server_close()

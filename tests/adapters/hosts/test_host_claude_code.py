@@ -94,8 +94,8 @@ def claude(tmp_path: Path) -> Iterator[Claude]:
         "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
     }
     installed = subprocess.run(
-        [sys.executable, "-m", "filecache", "install", "claude-code"], cwd=project, env=env,
-        capture_output=True, text=True, check=True,
+        [sys.executable, "-m", "filecache", "install", "claude-code", "--command"], cwd=project,
+        env=env, capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert "installed filecache hooks for Claude Code" in installed.stdout, installed
     with private_runtime(env):  # the hooks' resident server: started by them, stopped here

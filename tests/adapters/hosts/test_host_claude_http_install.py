@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -234,3 +235,47 @@ def test_an_idle_server_exits_and_a_second_one_on_its_port_gives_way(runtime: Pa
         first.kill()  # the process this test started (gone already when it passed)
         first.wait()
     assert not (Path(socket_folder()) / f"http-{port}.pid").exists()
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to listen as another user")
+@pytest.mark.parametrize("address", ["127.0.0.1", "0.0.0.0", "::"])
+def test_another_users_program_on_the_port_is_named_to_the_user(
+    address: str, home: Path, tmp_path: Path, runtime: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While filecache's server is down, another user's program takes the port (on any
+    address that takes connections to 127.0.0.1): the next prompt's hook warns the user, and
+    doctor names it; nothing is started beside it."""
+    python = shutil.which("python3", path="/usr/bin:/bin")  # the venv may be root's only
+    if python is None:
+        pytest.skip("no system python3 for the other user")
+    port = free_port()
+    family = "socket.AF_INET6" if ":" in address else "socket.AF_INET"
+    squat = (f"import socket, sys\ns = socket.socket({family})\n"
+             + ("s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)\n" if ":" in address
+                else "")
+             + f"s.bind(({address!r}, {port}))\ns.listen()\nprint('up', flush=True)\n"
+             "sys.stdin.read()\n")  # fmt: skip
+    with subprocess.Popen([python, "-I", "-c", squat], user=65534, cwd="/", text=True,
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE) as other:  # fmt: skip
+        try:
+            assert other.stdout is not None and other.stdout.readline() == "up\n"
+            assert hook_http.other_users_listener(port) == 65534
+            project = tmp_path / "project"
+            install(scope="project", uninstall=False, cwd=project, http_port=port)
+            event = {"hook_event_name": "UserPromptSubmit", "session_id": "s1", "prompt": "x",
+                     "cwd": str(project), "transcript_path": str(tmp_path / "t.jsonl")}  # fmt: skip
+            said = json.loads(registry.run_hook("claude-code", [], json.dumps(event).encode()))
+            assert (
+                f"127.0.0.1:{port}" in said["systemMessage"]
+                and "uid 65534" in said["systemMessage"]
+            )
+            assert "--command" in said["systemMessage"]
+            monkeypatch.chdir(project)
+            doctor = CliRunner().invoke(main, ["doctor"])
+            assert f"127.0.0.1:{port} HELD BY ANOTHER USER'S PROGRAM (uid 65534)" in doctor.output
+        finally:
+            other.kill()  # the process this test started
+    assert hook_http.other_users_listener(port) is None
+    said_now = registry.run_hook("claude-code", [], json.dumps(event).encode())
+    assert b"systemMessage" not in said_now  # the port is free: the hook started our server
+    assert wait_for(port) is not None

@@ -188,7 +188,7 @@ def test_the_installed_claude_version_is_checked(
 def test_the_cli_command(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
-    done = runner.invoke(main, ["install", "claude-code"])
+    done = runner.invoke(main, ["install", "claude-code", "--command"])
     assert done.exit_code == 0 and done.output.count("\n") == 1, done.output
     assert ours(settings(tmp_path / ".claude" / "settings.json"))
     (tmp_path / ".claude" / "settings.json").write_text("{oops")

@@ -186,12 +186,31 @@ def test_doctor_lists_every_hosts_hooks_the_store_and_the_last_error(
     assert found["last_error"].endswith(f"pid={os.getpid()}: StoreError: the store is read-only")
     shown = CliRunner().invoke(main, ["doctor"]).output
     assert "INTERPRETER OR SCRIPT GONE" in shown and "store: " in shown, shown
-    user.chmod(0o500)  # the project (where the store would be made) is read-only
+    user.chmod(0o500)  # the project is read-only: the hooks would use the user cache's store
     try:
         if not os.access(user, os.W_OK):  # not as root
-            assert "NOT WRITABLE" in CliRunner().invoke(main, ["doctor"]).output
+            found = json.loads(CliRunner().invoke(main, ["doctor", "--json"]).output)
+            assert found["store"].startswith(str(user.parent / "home" / ".cache" / "filecache"))
+            assert found["store_writable"] is True
+            (user.parent / "home" / ".cache" / "filecache").chmod(0o500)  # and the user cache
+            try:
+                assert "NOT WRITABLE" in CliRunner().invoke(main, ["doctor"]).output
+            finally:
+                (user.parent / "home" / ".cache" / "filecache").chmod(0o700)
     finally:
         user.chmod(0o700)
+
+
+def test_doctor_creates_nothing(user: Path) -> None:
+    """A diagnosis writes nothing: run in a folder filecache never served, it leaves no store
+    folder there (nor in the user cache), and still says where the store would be."""
+    done = CliRunner().invoke(main, ["doctor", "--json"])
+    assert done.exit_code == 0, done.output
+    found = json.loads(done.output)
+    assert found["store"] == str(user / ".filecache" / "cache.db")
+    assert found["store_writable"] is True
+    assert sorted(user.iterdir()) == []
+    assert not list((user.parent / "home").rglob("cache.db"))
 
 
 def test_a_store_that_cannot_be_written_is_said_once_per_session(

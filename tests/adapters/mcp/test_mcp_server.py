@@ -354,7 +354,7 @@ def test_serve_without_the_extra_says_what_to_install(missing: str) -> None:
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
         "filecache: filecache's MCP server and middleware need the mcp extra: "
-        "pip install 'filecache-agent[mcp]'"
+        "pip install 'filecache-agent[mcp]' (from a clone: pip install '.[mcp]')"
     ]
 
 
