@@ -25,10 +25,16 @@ Invariants:
   (``filecache.gateway.tally.HOST_AGENTS``). It writes only the conversation (``messages``, or
   ``input`` on ``/responses``), replaced by a new list. So no API key reaches the transform,
   the store or a log, and nothing of LiteLLM's own bookkeeping changes.
-- Figures: each request whose messages the transform parsed is counted for its conversation
+- Figures: a request whose messages the transform parsed is counted for its conversation
   (``filecache.gateway.tally``: the request as sent against the request as it came, so
-  ``filecache stats --store URL`` shows what the proxy saved) in the transform thread after the
-  hook returned; a failure there is one log line, and the request has gone on already.
+  ``filecache stats --store URL`` shows what the proxy saved) only once LiteLLM reports that
+  it went upstream and succeeded: ``async_log_success_event`` of the request's
+  ``litellm_call_id`` (for a stream, once it has ended), then in the transform thread. A
+  request LiteLLM refuses (a rate limit or a guardrail after this hook, a budget) or whose
+  upstream fails, even after retries, is never counted: ``async_post_call_failure_hook``
+  forgets it, and what neither hook settles is forgotten after ``PENDING_SECONDS`` (at most
+  ``PENDING_MAX`` wait at once). A failed attempt LiteLLM retries (``async_log_failure_event``)
+  leaves the request waiting for the retry's outcome. A failure in counting is one log line.
 - Concurrency: each process (a gunicorn or uvicorn worker, a replica) opens its own memory on its
   first request, after any fork, and runs the transform in one thread of its own (the memory is
   used from that thread only, as in the local gateway). Processes agree through the store: a
@@ -45,7 +51,7 @@ import logging
 import os
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -54,6 +60,7 @@ from typing import Any
 from filecache.extras import requires
 from filecache.gateway import (
     Api,
+    CountedForms,
     GatewayMemory,
     GatewayPolicy,
     Rewrite,
@@ -115,6 +122,10 @@ ID_HEADERS = frozenset({"x-claude-code-session-id", "session_id", "session-id", 
 
 RETRY_STORE_SECONDS = 30.0
 """After the store failed to open, requests pass through for this long before the next try."""
+PENDING_SECONDS = 3600.0
+"""How long a rewritten request waits for LiteLLM's word on it before it is never counted."""
+PENDING_MAX = 10_000
+"""Requests waiting for LiteLLM's word at once, per process; the oldest is dropped beyond."""
 
 
 @dataclass
@@ -126,6 +137,19 @@ class _Process:
     memory: GatewayMemory | None = None
     failed_at: float | None = None
     stuck: Future[Any] | None = None  # a rewrite that outlived its request's timeout
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A rewritten request waiting for LiteLLM's word before it is counted: its conversation
+    and its counts (``RequestForms.counted``, computed in the transform thread right after the
+    hook: digests and numbers, never the request's text, so what waits is small)."""
+
+    process: _Process
+    conversation: str | None
+    counted: Future[CountedForms]
+    host: str
+    since: float
 
 
 class FilecacheCallback(CustomLogger):  # type: ignore[misc]  # LiteLLM's class is untyped here
@@ -152,9 +176,11 @@ class FilecacheCallback(CustomLogger):  # type: ignore[misc]  # LiteLLM's class 
         self.timeout = timeout
         self.counts: Counter[str] = Counter()
         """``rewritten``, ``unchanged``; ``failed`` and ``skipped`` (the thread is still in a
-        rewrite that timed out): the request went on unchanged."""
+        rewrite that timed out): the request went on unchanged. For the figures: ``counted``
+        (LiteLLM reported success), ``refused`` (it reported a failure), ``expired``."""
         self._process: _Process | None = None
         self._lock = threading.Lock()
+        self._pending: OrderedDict[str, _Pending] = OrderedDict()  # by litellm_call_id
 
     async def async_pre_call_hook(
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: str
@@ -178,12 +204,13 @@ class FilecacheCallback(CustomLogger):  # type: ignore[misc]  # LiteLLM's class 
             except TimeoutError:
                 process.stuck = future
                 raise
-            if rewrite is not None and rewrite.forms is not None:
-                # Counted after the hook returns, in the transform thread (never awaited here).
+            call_id = data.get("litellm_call_id")
+            if rewrite is not None and rewrite.forms is not None and isinstance(call_id, str):
+                # Counted once LiteLLM reports the upstream answered (async_log_success_event).
                 host = host_label(_header(data, "user-agent"))
-                process.executor.submit(
-                    record_rewrite, process.memory, rewrite.conversation, rewrite.forms, host=host
-                )
+                counted = process.executor.submit(rewrite.forms.counted)
+                pending = _Pending(process, rewrite.conversation, counted, host, time.monotonic())
+                self._wait_for_word(call_id, pending)
         except Exception as exc:  # never hurt the host: the request goes on as it came
             self.counts["failed"] += 1
             log.warning("filecache: request passed through unchanged (%s)", type(exc).__name__)
@@ -194,6 +221,59 @@ class FilecacheCallback(CustomLogger):  # type: ignore[misc]  # LiteLLM's class 
         data[CONVERSATION_KEY[api]] = new
         self.counts["rewritten"] += 1
         return data
+
+    async def async_log_success_event(
+        self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        """LiteLLM's word that a request went upstream and succeeded: count it (in the
+        transform thread, never awaited here)."""
+        try:
+            pending = self._settle(
+                kwargs.get("litellm_call_id") if isinstance(kwargs, dict) else None
+            )
+            if pending is not None:
+                self.counts["counted"] += 1
+                pending.process.executor.submit(_record, pending)
+        except Exception as exc:  # never hurt the host
+            log.warning("filecache: a request was not counted (%s)", type(exc).__name__)
+
+    async def async_post_call_failure_hook(
+        self,
+        request_data: dict[str, Any],
+        original_exception: Exception,
+        user_api_key_dict: Any,
+        traceback_str: str | None = None,
+    ) -> None:
+        """LiteLLM refused the request or its upstream failed: it is never counted. Returns
+        None: the error goes to the client as LiteLLM made it."""
+        try:
+            call_id = (
+                request_data.get("litellm_call_id") if isinstance(request_data, dict) else None
+            )
+            if self._settle(call_id) is not None:
+                self.counts["refused"] += 1
+        except Exception as exc:  # never hurt the host
+            log.warning("filecache: a failed request not forgotten (%s)", type(exc).__name__)
+
+    def _wait_for_word(self, call_id: str, pending: _Pending) -> None:
+        with self._lock:
+            self._pending.pop(call_id, None)
+            self._pending[call_id] = pending
+            while self._pending:
+                oldest = next(iter(self._pending.values()))
+                if len(self._pending) <= PENDING_MAX and (
+                    pending.since - oldest.since < PENDING_SECONDS
+                ):
+                    break
+                self._pending.popitem(last=False)
+                self.counts["expired"] += 1
+
+    def _settle(self, call_id: object) -> _Pending | None:
+        """The request ``call_id`` no longer waits: what it waited with (None: not ours)."""
+        if not isinstance(call_id, str):
+            return None
+        with self._lock:
+            return self._pending.pop(call_id, None)
 
     def close(self) -> None:
         """Release this process's memory and thread (the next request opens them again)."""
@@ -253,6 +333,16 @@ class FilecacheCallback(CustomLogger):  # type: ignore[misc]  # LiteLLM's class 
             return None
         process.failed_at = None
         return process.memory
+
+
+def _record(pending: _Pending) -> None:
+    """In the transform thread, after the job that counted the request (one thread: in order)."""
+    try:
+        counted = pending.counted.result(timeout=0)
+    except Exception as exc:
+        log.warning("filecache: a request was not counted (%s)", type(exc).__name__)
+        return
+    record_rewrite(pending.process.memory, pending.conversation, counted, host=pending.host)
 
 
 def _close(process: _Process) -> None:

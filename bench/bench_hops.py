@@ -48,12 +48,20 @@ EAGER = PrunePolicy(
 )  # fmt: skip
 
 
+RECORDS = Path(filecache.__file__).resolve().parent / "core" / "records.py"
+"""Not counted: the methods ``record`` gives a class (``__init__``, ``__eq__``...) are part of
+that class, as ``dataclasses`` compiles them from a string (``<string>``, not counted either)."""
+
+
 def module_of(filename: str, cache: dict[str, str | None]) -> str | None:
     """The dotted module name of a source file of ours, or None."""
     if filename in cache:
         return cache[filename]
     found = None
     path = Path(filename).resolve()
+    if path == RECORDS:
+        cache[filename] = None
+        return None
     for package, root in sorted(ROOTS.items(), key=lambda kv: -len(str(kv[1]))):
         if path.is_relative_to(root) and path.suffix == ".py":
             parts = [package, *path.relative_to(root).with_suffix("").parts]

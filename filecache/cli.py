@@ -514,9 +514,9 @@ def _background_gateway(
 @click.argument("host", type=click.Choice(RUN_NAMES))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def run(window: int | None, host: str, args: tuple[str, ...]) -> None:
-    """Run HOST (claude, codex, opencode, gemini) with ARGS through this user's gateway (started
-    when none runs). Only this process is pointed at it; if the gateway cannot start, the plain host
-    runs, with one line on stderr."""  # fmt: skip
+    """Run HOST (claude, codex, opencode, gemini or kilo) with ARGS through this user's gateway
+    (started when none runs). Only this process is pointed at it; if the gateway cannot start,
+    the plain host runs, with one line on stderr."""  # fmt: skip
     from filecache.adapters.gateway.run import run_host
 
     try:

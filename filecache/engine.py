@@ -22,9 +22,9 @@ session still holds a version that left memory (only the cache knows its session
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
+from filecache.core.records import record
 from filecache.fsio import Paths
 from filecache.secrecy import Secrets
 from filecache.settings import Settings
@@ -36,7 +36,7 @@ from filecache.store.store import Store
 __all__ = ["Engine"]
 
 
-@dataclass(frozen=True, kw_only=True, eq=False)
+@record(kw_only=True, eq=False)
 class Engine:
     """One root's parts (module docstring); built by ``FileCache``."""
 

@@ -373,14 +373,17 @@ SESSION_NAMESPACE = "figures-session"
 class SessionMeta:
     """What a session's requests named: the model (its prices price the session's cost when
     the table has them), the program that sent them (a fixed label, never a header's text)
-    and the API. No content, no header."""
+    and the API; ``side``: no request of it carried a tool result (a host's side request: a
+    title, a summary, a quota check; ``stats`` shows these on one line). No content, no
+    header."""
 
     model: str = ""
     host: str = ""
     api: str = ""
+    side: bool = False
 
-    def to_json(self) -> dict[str, str]:
-        return {"model": self.model, "host": self.host, "api": self.api}
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.model, "host": self.host, "api": self.api, "side": self.side}
 
 
 def load_session_meta(store: Store, session_id: str) -> SessionMeta | None:
@@ -390,7 +393,8 @@ def load_session_meta(store: Store, session_id: str) -> SessionMeta | None:
         return None
     try:
         data = json.loads(raw)
-        return SessionMeta(str(data["model"]), str(data["host"]), str(data["api"]))
+        side = data.get("side") is True  # absent in rows from before it was recorded
+        return SessionMeta(str(data["model"]), str(data["host"]), str(data["api"]), side)
     except (ValueError, TypeError, KeyError):
         return None
 

@@ -40,9 +40,9 @@ import re
 import stat
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
+from filecache.core.records import record
 from filecache.core.text import MAX_LINE_CHARS, Window, scan_window
 from filecache.errors import (
     AccessDeniedError,
@@ -92,7 +92,7 @@ SWEEP_MAX_ENTRIES = 100_000  # names a whole-tree sweep looks at, at most (about
 _SWEEP_SKIP = frozenset({".git", ".hg", ".svn", STORE_DIR, "node_modules"})
 
 
-@dataclass(frozen=True)
+@record
 class Located:
     """A path confined to the root.
 

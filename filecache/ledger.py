@@ -7,19 +7,20 @@ public way to get one (of the events its object keeps, ``turns.SessionState.even
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from operator import attrgetter
 from types import MappingProxyType
 
 from filecache.core.hashing import KEYED
 from filecache.core.json_input import json_strings
 from filecache.core.kinds import CHANGES, Kind, Tool
+from filecache.core.records import record
 from filecache.store.store import Event
 
 __all__ = ["CallRecord", "Ledger", "LedgerFold", "WriteRecord", "build_ledger", "stale_calls"]
 
 
-@dataclass(frozen=True)  # positional: built in one place, from ``_record_values`` of an event
+@record  # positional: built in one place, from ``_record_values`` of an event
 class CallRecord:
     """One tool call as the ledger saw it.
 
@@ -46,7 +47,7 @@ class CallRecord:
     args: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class WriteRecord:
     """A change of a path: the session's own write/edit, or a change seen from outside."""
 
@@ -57,7 +58,7 @@ class WriteRecord:
     after: str | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Ledger:
     """Snapshot of a session's ledger. ``writes`` are in order per path."""
 

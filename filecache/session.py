@@ -42,7 +42,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from filecache.core.edits import ChangePlan, plan_adopt, plan_edit, plan_write
 from filecache.core.hashing import args_hash
 from filecache.core.kinds import Tool
 from filecache.core.planner import (
@@ -73,13 +72,14 @@ from filecache.errors import (
     StoreConflictError,
 )
 from filecache.fsio import Located, read_bytes, read_window, remove_file, write_bytes
-from filecache.ledger import Ledger, LedgerFold, stale_calls
 from filecache.outside import OutsideChanges
 from filecache.sources import read_lookups
 from filecache.store.store import Intent
 from filecache.turns import SessionState, Turn
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # edits and the ledger are imported where used: not on a read's start
+    from filecache.core.edits import ChangePlan
+    from filecache.ledger import Ledger, LedgerFold
     from filecache.prune.codecs.base import Transcript
 
 __all__ = ["MODES", "Session", "check_session_id", "new_call_id"]
@@ -237,6 +237,8 @@ class Session:
 
         def write_at(loc: Located) -> WriteResult:
             def plan(old: str | None, held: Facts | None) -> ChangePlan:
+                from filecache.core.edits import plan_write
+
                 return plan_write(loc.rel, old, content, cid)
 
             return self._change(loc, cid, "written", plan, [content], must_exist=False,
@@ -273,6 +275,8 @@ class Session:
         else:
             pairs = list(edits)
         cid = self._call_id(call_id)
+        from filecache.core.edits import plan_edit
+
         return self._attempt(cid, path, lambda loc: self._change(
             loc, cid, "edited",
             lambda old, held: plan_edit(loc.rel, old, held, pairs, replace_all, cid),
@@ -342,6 +346,8 @@ class Session:
         """
         texts = {r.call_id: r.text for r in transcript.results()}
         arguments = {cid: call.arguments for cid, call in transcript.calls_by_id().items()}
+        from filecache.ledger import stale_calls
+
         with self.lock:
             calls = self.ledger().calls
             gone = stale_calls(
@@ -405,6 +411,8 @@ class Session:
         """A snapshot of this session's ledger (what the pruner consumes): of the events this
         object keeps, caught up with the store first (another object, thread or process of the
         session may have moved it on)."""
+        from filecache.ledger import LedgerFold
+
         with self._hold():
             state = self._state
             if self._current is None:  # a turn caught up when it began
@@ -563,6 +571,8 @@ class Session:
                     lines = None
                     if content is None and held is not None:
                         lines = self._versions.lines_of(held)  # what the edits apply to
+                    from filecache.core.edits import plan_adopt
+
                     planned = plan_adopt(
                         loc.rel, lines, facts, content=content, edits=edits,
                         replace_all=replace_all, call_id=call_id,
@@ -926,6 +936,7 @@ def check_session_id(session_id: str) -> None:
             )
 
 
-_Plan = Callable[[str | None, Facts | None], ChangePlan]
-"""What a write or edit makes of the file's current text (or None) and the facts the model
-holds of that version (``plan_write``, ``plan_edit``)."""
+if TYPE_CHECKING:
+    _Plan = Callable[[str | None, Facts | None], ChangePlan]
+    """What a write or edit makes of the file's current text (or None) and the facts the model
+    holds of that version (``plan_write``, ``plan_edit``)."""

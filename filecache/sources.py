@@ -152,6 +152,10 @@ class Versions:
             self._stored.update(v for v, _ in pending)
         for version, lines in pending:
             data = join_lines(lines).encode("utf-8")
+            if self.seal.check_tag(self.store, "blob", version, data) and self.store.has_blob(
+                version
+            ):
+                continue  # an earlier process stored both (each CLI call would rewrite the tag)
             self.store.put_blob(version, data)
             self.seal.put_tag(self.store, "blob", version, data)
         self._writer.drain()

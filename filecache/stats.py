@@ -39,6 +39,7 @@ from filecache.figures import (
     BILLED_BASIS,
     REQUESTS_BASELINE,
     Headline,
+    Prices,
     SessionMeta,
     headline_of,
     load_session_meta,
@@ -52,9 +53,9 @@ from filecache.report_html import html_page, line_chart, sortable_table
 from filecache.store.store import Event, Projection, Store
 
 __all__ = [
-    "BASELINE", "FileSaving", "GATEWAY_PREFIX", "HOST_LABELS", "SessionStats", "StatsReport",
-    "collect_stats", "format_events", "format_sessions", "format_stats", "host_of", "read_baseline",
-    "register_host", "session_label", "session_rows", "stats_html",
+    "BASELINE", "FileSaving", "GATEWAY_PREFIX", "HOST_LABELS", "SIDE_REQUESTS", "SessionStats",
+    "StatsReport", "collect_stats", "format_events", "format_sessions", "format_stats", "host_of",
+    "read_baseline", "register_host", "session_label", "session_rows", "side_label", "stats_html",
 ]  # fmt: skip
 
 KIND_NAMES = {"unchanged": "FileRef", "diff": "diff", "symbol": "symbol"}
@@ -216,18 +217,40 @@ class SessionStats:
         }
 
 
+SIDE_REQUESTS = "side requests"
+"""The session id of ``StatsReport.side``: the gateway's conversations whose requests carried
+no tool result (``SessionMeta.side``), summed."""
+
+
 @dataclass(frozen=True)
 class StatsReport:
-    """Per-session statistics and the aggregate over them."""
+    """Per-session statistics and the aggregate over them (``overall``: every session,
+    ``side`` included). ``side``: the host's side requests through the gateway (titles,
+    summaries, quota checks: conversations none of whose requests carried a tool result), summed
+    into one row rather than a row each; None when there were none."""
 
     sessions: tuple[SessionStats, ...]
     overall: SessionStats
+    side: SessionStats | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "overall": self.overall.to_json(),
             "sessions": [s.to_json() for s in self.sessions],
+            "side_requests": None if self.side is None else self.side.to_json(),
         }
+
+
+def side_label(side: SessionStats) -> str:
+    """How a report names ``StatsReport.side``."""
+    requests = (
+        side.headline.tally.filecache.requests if side.headline and side.headline.tally else 0
+    )
+    many = "s" if side.sessions != 1 else ""
+    return (
+        f"side requests: {side.sessions:,} conversation{many} without a tool result "
+        f"({requests:,} requests: titles, summaries, quota checks)"
+    )
 
 
 def _iso(ts: float) -> str | None:
@@ -330,6 +353,7 @@ def collect_stats(
             raise RequestError(f"no session {session_id!r}; 'filecache sessions list' shows them")
     infos = [info for _, info in found]
     per: list[SessionStats] = []
+    side: list[SessionStats] = []
     all_events: list[Event] = []
     all_projections: list[Projection] = []
     for each, info in found:
@@ -342,17 +366,31 @@ def collect_stats(
         own = model_prices(meta.model) if meta is not None and model is None else None
         headline = headline_of(info.session_id, events, tally, own or prices)
         times = (info.created, info.last_used)
-        folded = _fold(info.session_id, events, projections, times, 1, top, headline)
-        per.append(dataclasses.replace(folded, meta=meta))
+        folded = dataclasses.replace(
+            _fold(info.session_id, events, projections, times, 1, top, headline), meta=meta
+        )
+        aside = session_id is None and meta is not None and meta.side and not events
+        (side if aside else per).append(folded)
     times = (
         min((s.created for s in infos), default=0.0),
         max((s.last_used for s in infos), default=0.0),
     )
+    headlines = [s.headline for s in (*per, *side) if s.headline is not None]
     overall = _fold(
         "overall", all_events, all_projections, times, len(infos), top,
-        sum_headlines([s.headline for s in per if s.headline is not None], prices=prices),
+        sum_headlines(headlines, prices=prices),
     )  # fmt: skip
-    return StatsReport(tuple(per), overall)
+    return StatsReport(tuple(per), overall, _sum_side(side, prices))
+
+
+def _sum_side(side: Sequence[SessionStats], prices: Prices) -> SessionStats | None:
+    """The side requests' conversations as one row (``StatsReport.side``)."""
+    if not side:
+        return None
+    headlines = [s.headline for s in side if s.headline is not None]
+    times = (min(s.created for s in side), max(s.last_used for s in side))
+    summed = sum_headlines(headlines, SIDE_REQUESTS, prices=prices)
+    return _fold(SIDE_REQUESTS, [], [], times, len(side), 0, summed)
 
 
 def _row(cells: Sequence[object]) -> str:
@@ -382,10 +420,17 @@ _STATS_HEAD = ("session", "reads", "tokens served", "plain reads", "saved", "sav
 def _ordered(report: StatsReport) -> list[SessionStats]:
     """The overall row first, then the sessions, those that cost more than their baseline
     first (one session: its row only)."""
-    if len(report.sessions) == 1:
+    if len(report.sessions) == 1 and report.side is None:
         one = report.sessions[0]
         return [dataclasses.replace(report.overall, session_id=one.session_id, meta=one.meta)]
-    return [report.overall, *sorted(report.sessions, key=lambda s: not _regressed(s))]
+    side = [] if report.side is None else [report.side]
+    return [report.overall, *sorted(report.sessions, key=lambda s: not _regressed(s)), *side]
+
+
+def _label(s: SessionStats) -> str:
+    if s.session_id == "overall":
+        return f"**{s.session_id}**"
+    return side_label(s) if s.session_id == SIDE_REQUESTS else s.label
 
 
 def _cells(s: SessionStats) -> list[str]:
@@ -434,9 +479,8 @@ def format_stats(report: StatsReport) -> str:
     """Markdown: the overall row, then one row per session; saved by kind and top files."""
     lines = [_row(_STATS_HEAD), _row(["---", *("---:" for _ in _STATS_HEAD[1:])])]
     for s in _ordered(report):
-        label = f"**{s.session_id}**" if s.session_id == "overall" else s.label
         mark = " (costs more)" if _regressed(s) else ""
-        lines.append(_row([label + mark, *_cells(s)]))
+        lines.append(_row([_label(s) + mark, *_cells(s)]))
     o = report.overall
     out = "" if o.headline is None else o.headline.sentence() + "\n\n"
     out += "\n".join(lines) + "\n\n"
@@ -467,7 +511,7 @@ def stats_html(report: StatsReport) -> str:
     session its cumulative read tokens."""
     o = report.overall
     ordered = _ordered(report)
-    rows = [[s.label, *_cells(s)] for s in ordered]
+    rows = [[s.label if s.session_id == "overall" else _label(s), *_cells(s)] for s in ordered]
     pinned, sessions = (rows[:1], rows[1:]) if len(rows) > 1 else ([], rows)
     worse = [_regressed(s) for s in (ordered[1:] if len(rows) > 1 else ordered)]
     legend = "" if o.headline is None else stats_legend(o.headline.prices.describe())

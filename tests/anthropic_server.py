@@ -37,6 +37,15 @@ Turn = list[Block] | Callable[[dict[str, Any]], list[Block]]
 _ids = itertools.count(1)
 
 
+class Refuse(Exception):  # noqa: N818  (a reply, not a failure of the server)
+    """Raised by a responder: the upstream answers HTTP ``status`` with an Anthropic error of
+    ``kind`` (a refused key, an overload, a bad request) instead of a message."""
+
+    def __init__(self, status: int, kind: str) -> None:
+        super().__init__(f"{status} {kind}")
+        self.status, self.kind = status, kind
+
+
 def text(value: str) -> Block:
     return {"type": "text", "text": value}
 
@@ -114,7 +123,12 @@ class ScriptedModel(LoopbackServer):
             reply.json(404, self.not_found)
             return
         self.record(body)
-        blocks = self.responder(body)
+        try:
+            blocks = self.responder(body)
+        except Refuse as refused:
+            error = {"type": refused.kind, "message": "refused by the script"}
+            reply.json(refused.status, {"type": "error", "error": error})
+            return
         if not body.get("stream"):
             reply.json(200, _message(body, blocks))
             return

@@ -4,8 +4,8 @@
 under ``tmp``), waits for the URL it prints and stops it at the end. ``user_env(tmp)`` is a
 user's environment for the background gateway (``filecache run``): its own HOME, cache and
 runtime folder (short: the hook socket folder's rules apply), stopped and removed at the end by
-``stop_user_gateways``. ``log_and_store_bytes`` is everything a gateway wrote (log, store) for
-the grep tests.
+``stop_user_gateways`` (``stop_and_wait``: until they have exited). ``log_and_store_bytes`` is
+everything a gateway wrote (log, store) for the grep tests.
 """
 
 from __future__ import annotations
@@ -88,6 +88,24 @@ def stop_user_gateways(env: dict[str, str]) -> None:
         [sys.executable, "-m", "filecache", "gateway", "--stop"], env=env,
         capture_output=True, timeout=60, check=False,
     )  # fmt: skip
+
+
+def stop_and_wait(env: dict[str, str]) -> None:
+    """Stop this user's background gateways and wait until each has exited (they write the
+    counts still queued before they do); bounded polling, the gateway is not our child."""
+    import threading
+
+    from filecache.adapters.gateway.user_gateway import stop_gateways
+
+    for pid in stop_gateways(env):
+        for _ in range(1200):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            threading.Event().wait(0.05)
+        else:
+            raise AssertionError(f"the gateway {pid} did not exit")
 
 
 def log_and_store_bytes(*paths: Path) -> bytes:

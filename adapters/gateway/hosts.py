@@ -17,6 +17,10 @@ extra arguments and environment variables, nothing persisted.
   provider that speaks a known API (``anthropic``, ``openai``, and ``@ai-sdk/anthropic``,
   ``@ai-sdk/openai``, ``@ai-sdk/openai-compatible`` entries with a base URL) its route as
   ``options.baseURL``.
+- Kilo CLI (an opencode fork): the same, from Kilo's own files (``~/.config/kilo``, a project's
+  ``kilo.json``/``opencode.json`` and ``.kilo``/``.kilocode`` folders, ``KILO_CONFIG``,
+  ``KILO_CONFIG_DIR``) through ``KILO_CONFIG_CONTENT``, which Kilo merges over all of them. Its
+  own Kilo Gateway provider (``kilo``, ``api.kilo.ai``) is not re-pointed: it goes direct.
 - Gemini CLI: ``GOOGLE_GEMINI_BASE_URL`` (the variable, else the one line of it in the ``.env``
   file Gemini CLI loads, which never overrides the process's own variable), with API-key auth
   (``security.auth.selectedType`` ``gemini-api-key`` or ``gateway`` in its settings files, or
@@ -262,29 +266,65 @@ def _loose_json(text: str) -> Any:
         return {}
 
 
-def _opencode_config(env: Mapping[str, str], cwd: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Family:
+    """Where a host of the opencode family reads its configuration: the user's files (in a
+    folder of ``$XDG_CONFIG_HOME``, merged in order), ``<VARIABLE>_CONFIG`` (a file) and
+    ``<VARIABLE>_CONFIG_CONTENT`` (JSON, merged over every file), a project's files from the
+    outermost folder in, and its config folders."""
+
+    folder: str
+    user_files: tuple[str, ...]
+    variable: str
+    project_files: tuple[str, ...]
+    project_folders: tuple[str, ...]
+    folder_files: tuple[str, ...]
+
+    @property
+    def content(self) -> str:
+        return f"{self.variable}_CONFIG_CONTENT"
+
+
+OPENCODE = _Family(
+    "opencode", ("config.json", "opencode.json", "opencode.jsonc"), "OPENCODE",
+    ("opencode.json", "opencode.jsonc"), (".opencode",), ("opencode.json", "opencode.jsonc"),
+)  # fmt: skip
+KILO = _Family(  # read from Kilo 7.7.7's binary (docs/kilo.md); kilo.USER_FILES is the same list
+    "kilo", ("config.json", "kilo.json", "kilo.jsonc", "opencode.json", "opencode.jsonc"), "KILO",
+    ("kilo.json", "kilo.jsonc", "opencode.json", "opencode.jsonc"), (".kilocode", ".kilo"),
+    ("kilo.jsonc", "kilo.json", "opencode.jsonc", "opencode.json"),
+)  # fmt: skip
+
+
+def _opencode_config(env: Mapping[str, str], cwd: Path, family: _Family) -> dict[str, Any]:
     home = Path(env.get("HOME") or "~").expanduser()
-    config_home = Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "opencode"
-    files = [config_home / name for name in ("config.json", "opencode.json", "opencode.jsonc")]
-    if env.get("OPENCODE_CONFIG"):
-        files.append(Path(env["OPENCODE_CONFIG"]))
-    for folder in [*reversed([cwd, *cwd.parents])]:
-        files += [folder / "opencode.json", folder / "opencode.jsonc"]
-        files += [folder / ".opencode" / "opencode.json", folder / ".opencode" / "opencode.jsonc"]
+    config_home = Path(env.get("XDG_CONFIG_HOME") or home / ".config") / family.folder
+    files = [config_home / name for name in family.user_files]
+    if env.get(f"{family.variable}_CONFIG"):
+        files.append(Path(env[f"{family.variable}_CONFIG"]))
+    outermost_first = [*reversed([cwd, *cwd.parents])]
+    files += [folder / name for folder in outermost_first for name in family.project_files]
+    for folder in outermost_first:
+        for sub in family.project_folders:
+            files += [folder / sub / name for name in family.folder_files]
+    if env.get(f"{family.variable}_CONFIG_DIR"):
+        files += [Path(env[f"{family.variable}_CONFIG_DIR"]) / n for n in family.folder_files]
     merged: dict[str, Any] = {}
     for path in files:
         merged = _merge(merged, _jsonc(path))
-    if env.get("OPENCODE_CONFIG_CONTENT"):
+    if env.get(family.content):
         try:
-            inline = json.loads(env["OPENCODE_CONFIG_CONTENT"])
+            inline = json.loads(env[family.content])
         except ValueError:
             inline = {}
         merged = _merge(merged, inline if isinstance(inline, dict) else {})
     return merged
 
 
-def _opencode(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> HostPlan:
-    config = _opencode_config(env, cwd)
+def _opencode_family(
+    args: Sequence[str], env: Mapping[str, str], cwd: Path, family: _Family
+) -> HostPlan:
+    config = _opencode_config(env, cwd, family)
     providers = config.get("provider") if isinstance(config.get("provider"), dict) else {}
     chosen: dict[str, str] = dict(OPENCODE_DEFAULTS)
     for name, entry in (providers or {}).items():
@@ -296,7 +336,7 @@ def _opencode(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> HostPla
         if isinstance(base, str) and base and (npm in _OPENCODE_NPM or name in chosen):
             chosen[str(name)] = base
     names = sorted(chosen)
-    inline_text = env.get("OPENCODE_CONFIG_CONTENT")
+    inline_text = env.get(family.content)
     try:
         inline = json.loads(inline_text) if inline_text else {}
     except ValueError:
@@ -307,9 +347,17 @@ def _opencode(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> HostPla
             name: {"options": {"baseURL": url}} for name, url in zip(names, urls, strict=True)
         }
         content = _merge(inline if isinstance(inline, dict) else {}, {"provider": routed})
-        return [], {"OPENCODE_CONFIG_CONTENT": json.dumps(content)}
+        return [], {family.content: json.dumps(content)}
 
     return HostPlan(tuple(chosen[name] for name in names), apply)
+
+
+def _opencode(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> HostPlan:
+    return _opencode_family(args, env, cwd, OPENCODE)
+
+
+def _kilo(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> HostPlan:
+    return _opencode_family(args, env, cwd, KILO)
 
 
 # -- Gemini CLI ----------------------------------------------------------------------------------
@@ -392,6 +440,7 @@ PLANNERS: Mapping[str, Planner] = {
     "codex": _codex,
     "opencode": _opencode,
     "gemini": _gemini,
+    "kilo": _kilo,
 }
 """How each program of ``HOSTS`` is pointed at the gateway (tests/adapters/gateway/
 test_gateway_hosts.py checks the two lists agree)."""

@@ -212,6 +212,7 @@ SPECS: tuple[HostSpec, ...] = (
         transcript=_OPENCODE_PLUGIN_TRANSCRIPT,
         told=_for_kilo,
         module="kilo",
+        run="kilo",
     ),
 )
 

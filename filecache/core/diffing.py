@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from filecache.core.records import record
 from filecache.core.text import EOF_MARK, NO_NEWLINE
 
 __all__ = [
@@ -37,7 +37,7 @@ _SYNC_RUN = 3  # lines that must agree for a resync point (fewer only at the ver
 _WINDOW = 24  # diagonal search radius before falling back to the index
 
 
-@dataclass(frozen=True)
+@record
 class Hunk:
     """One unified-diff hunk. Starts are 1-based as printed; ``lines`` carry ' ', '-', '+'."""
 

@@ -17,9 +17,9 @@ import unicodedata
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from filecache.core.diffing import Opcode
+from filecache.core.records import record
 from filecache.core.render import MARKERS, fileref_like
 from filecache.core.results import Kind
 from filecache.core.text import join_lines, split_lines
@@ -237,7 +237,7 @@ def apply_edit(
     return "".join(out), pieces, count
 
 
-@dataclass(frozen=True)
+@record
 class ChangePlan:
     """What a write or edit makes of a file: the new ``text``, the ``spans`` the model holds of
     it afterwards (its facts, each relying on the call and on what it held before), and the

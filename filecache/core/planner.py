@@ -31,10 +31,10 @@ The rules (docs/design.md, "Read rules"):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from filecache.core.diffing import diff_lines, equal_blocks, hunks_touching, unified_hunks
-from filecache.core.edits import old_span
+from filecache.core.records import record
 from filecache.core.render import (
     render_diff,
     render_file_ref,
@@ -94,7 +94,7 @@ def streams_window(mode: str, ranged: bool) -> bool:
     return ranged and mode != "outline"
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class ReadAsk:
     """One read as the caller asked it, with the source as read and the call's identity.
 
@@ -118,7 +118,7 @@ class ReadAsk:
     auto_outline: bool = True
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class ReadRules:
     """The settings a read decision depends on (``Settings``; ``margin``: see ``plan_lines``)."""
 
@@ -128,7 +128,7 @@ class ReadRules:
     margin: float = 1.0
 
 
-@dataclass(frozen=True)
+@record
 class ReadLookups:
     """What the planner may ask of the version being read; each a function of the version's
     content only (the shell caches them), called only when the decision needs it.
@@ -152,7 +152,7 @@ class ReadLookups:
     """The (first, last) lines of every definition of the version (``complete_definitions``)."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class ReadRequest:
     """One read to answer: the source as read, the lines asked for, and the call's identity.
 
@@ -171,7 +171,7 @@ class ReadRequest:
     partial: bool = False  # a streamed range of a file too large to hold: never "full"
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class ReadDecision:
     """What to answer and what the model holds afterwards.
 
@@ -488,7 +488,12 @@ def _diff(
             if not whole:
                 hunks = hunks_touching(hunks, start, end)
             base = _newest(need, call_seq)
-            mapped = None if whole else old_span(ops, start, end)
+            if whole:
+                mapped = None
+            else:
+                from filecache.core.edits import old_span  # edits: not on a read's start
+
+                mapped = old_span(ops, start, end)
             text = render_diff(
                 src.path, base, held.version, src.version, hunks, (start, end, total), mapped
             )

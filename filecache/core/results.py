@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import StrEnum
+
+from filecache.core.records import record
 
 __all__ = ["Kind", "ReadResult", "Source", "WriteResult"]
 
@@ -25,7 +26,7 @@ class Kind(StrEnum):
     WITHDRAWN = "withdrawn"  # a ``forget`` row: answers the caller did not send (``deps``)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class ReadResult:
     """The answer to a read. ``text`` is what the model sees; the rest is for programs.
 
@@ -59,7 +60,7 @@ class ReadResult:
         return self.text
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class WriteResult:
     """The answer to a write or an edit: ``kind`` is ``written`` or ``edited``."""
 
@@ -75,7 +76,7 @@ class WriteResult:
         return self.text
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Source:
     """Text to answer from: a file as read, or a decorated tool's output."""
 

@@ -19,12 +19,12 @@ import codecs
 import hashlib
 import operator
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, overload
 
 import xxhash
 
 from filecache.core.hashing import KEYED, PREFIX, short_version
+from filecache.core.records import record
 from filecache.core.results import Source
 from filecache.errors import BinaryFileError, EncodingError, FileTooLargeError, InvalidContentError
 
@@ -171,7 +171,7 @@ class LineWindow(Sequence[str]):
         raise TypeError("a line window holds only the lines that were asked for; slice it")
 
 
-@dataclass(frozen=True)
+@record
 class Window:
     """What a streamed read kept: the version of all the bytes, and the lines asked for."""
 

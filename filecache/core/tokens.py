@@ -25,7 +25,7 @@ Two estimators, for when no vocabulary is loaded:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from filecache.errors import ConfigError
@@ -34,6 +34,7 @@ __all__ = [
     "ENCODINGS",
     "ESTIMATE_MARGIN",
     "TokenCounter",
+    "TokenMemo",
     "estimate_tokens",
     "fast_estimate",
     "fast_estimate_text",
@@ -157,3 +158,27 @@ class TokenCounter:
         if bpe is None:
             return [estimate_tokens(t) for t in texts]
         return [int(n) for n in bpe.batch_count(list(texts), ENCODINGS[self.encoding])]
+
+
+class TokenMemo:
+    """Counts each distinct text once (a transcript re-sends the same messages every turn).
+
+    ``counter``: a ``TokenCounter``, or a function of one text (``fast_estimate_text``, as the
+    gateway's transform counts). At ``limit`` distinct texts the memo starts again empty, so a
+    long-lived process holds a bounded amount. Used from one thread at a time, or from several
+    when losing a count to a race costs only its recount (each entry is one dict operation).
+    """
+
+    def __init__(self, counter: TokenCounter | Callable[[str], int], limit: int = 200_000) -> None:
+        self.counter = counter
+        self.limit = limit
+        self._count = counter.count if isinstance(counter, TokenCounter) else counter
+        self._memo: dict[str, int] = {}
+
+    def __call__(self, text: str) -> int:
+        n = self._memo.get(text)
+        if n is None:
+            if len(self._memo) >= self.limit:
+                self._memo.clear()
+            n = self._memo[text] = self._count(text)
+        return n

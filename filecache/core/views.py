@@ -21,9 +21,9 @@ import json
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from itertools import chain, pairwise
 
+from filecache.core.records import record
 from filecache.core.text import EOF_MARK
 
 __all__ = ["Facts", "PathView", "Piece", "map_through_edit"]
@@ -444,7 +444,7 @@ def _decoded(ranges: list[object], ids: list[str]) -> Deps:
     return frozenset(out)
 
 
-@dataclass(frozen=True)
+@record
 class Piece:
     """A run of the edited text: copied from the old text (``src`` = old offset) or new."""
 

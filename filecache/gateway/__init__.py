@@ -7,7 +7,7 @@ LiteLLM callback in ``filecache.adapters.litellm_gateway``. Both call only ``rew
 gateway").
 """
 
-from filecache.gateway.tally import host_label, record_rewrite
+from filecache.gateway.tally import CountedForms, host_label, record_rewrite
 from filecache.gateway.transform import (
     API_PATHS,
     Api,
@@ -24,6 +24,7 @@ from filecache.gateway.transform import (
 __all__ = [
     "API_PATHS",
     "Api",
+    "CountedForms",
     "GatewayMemory",
     "GatewayPolicy",
     "Rewrite",

@@ -17,7 +17,9 @@ Invariants:
 - ``record_rewrite`` never raises: a failure (a read-only store, a broken connection) is one
   log line naming the exception's type, and the request has long gone out as it was.
 - Stored per conversation: the tally (digests and counts) and ``SessionMeta`` (the model the
-  request names, a fixed host label, the API). Never a header, a key, or text.
+  request names, a fixed host label, the API, and ``side``: no request of it so far carried a
+  tool result, so it is one of the host's side requests, a title, a summary, a quota check,
+  which ``stats`` reports on one line). Never a header, a key, or text.
 - A request retried as it was (the same messages) is counted once (``RequestTally.add``).
 """
 
@@ -34,6 +36,7 @@ import xxhash
 from filecache.figures import (
     MESSAGE_OVERHEAD,
     SessionMeta,
+    load_session_meta,
     message_text,
     record_request,
     save_session_meta,
@@ -41,7 +44,9 @@ from filecache.figures import (
 from filecache.gateway.memory import GatewayMemory
 from filecache.prune.codecs.base import Message, Transcript
 
-__all__ = ["HOST_AGENTS", "RequestForms", "host_label", "record_rewrite", "session_of"]
+__all__ = [
+    "HOST_AGENTS", "CountedForms", "RequestForms", "host_label", "record_rewrite", "session_of",
+]  # fmt: skip
 
 log = logging.getLogger("filecache.gateway")
 
@@ -101,16 +106,42 @@ class RequestForms:
                 sent[position] = self._keyed(parsed)
         return sent, given
 
+    @property
+    def carries_results(self) -> bool:
+        """Whether the request carried a tool result (else it is a side request so far)."""
+        return bool(self.transcript.results())
+
+    def counted(self) -> CountedForms:
+        """What ``record_rewrite`` needs of this request, without its text (to keep while the
+        request's outcome is not known: digests and counts only)."""
+        sent, given = self.keyed()
+        return CountedForms(sent, given, self.model, self.api, self.carries_results)
+
     def _keyed(self, message: Message) -> tuple[object, int]:
         text = message_text(message)
         key = xxhash.xxh3_64_hexdigest(f"{message.role}\x1f{text}".encode("utf-8", "surrogatepass"))
         return key, self.count(text) + MESSAGE_OVERHEAD
 
 
+@dataclass(frozen=True)
+class CountedForms:
+    """``RequestForms.counted``: the request as sent and as given in ``RequestTally.add``'s
+    form, its model and API, and whether it carried a tool result. No text."""
+
+    sent: Keyed
+    given: Keyed
+    model: str
+    api: str
+    carries_results: bool
+
+    def keyed(self) -> tuple[Keyed, Keyed]:
+        return self.sent, self.given
+
+
 def record_rewrite(
     memory: GatewayMemory | None,
     conversation: str | None,
-    forms: RequestForms | None,
+    forms: RequestForms | CountedForms | None,
     *,
     host: str = "",
     now: float | None = None,
@@ -125,7 +156,11 @@ def record_rewrite(
         session = session_of(conversation)
         added = record_request(store, session, sent, given)
         held = memory.conversation(conversation)
-        meta = SessionMeta(forms.model[:200], host, forms.api)
+        if held.meta is None:  # first seen by this process: what another one saved of it
+            held.meta = load_session_meta(store, session)
+        before = held.meta if isinstance(held.meta, SessionMeta) else None
+        side = not forms.carries_results and (before is None or before.side)
+        meta = SessionMeta(forms.model[:200], host, forms.api, side)
         if held.meta != meta:
             save_session_meta(store, session, meta)
             held.meta = meta

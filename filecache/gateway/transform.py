@@ -23,7 +23,7 @@ from typing import Any
 
 from filecache.core.kinds import Format
 from filecache.core.render import gateway_file_ref
-from filecache.core.tokens import fast_estimate_text
+from filecache.core.tokens import TokenMemo, fast_estimate_text
 from filecache.errors import TranscriptError
 from filecache.gateway import wire
 from filecache.gateway.delta import Delta, plan_delta
@@ -170,18 +170,8 @@ _PRICES = {  # (cache read, cache write) relative to an uncached input token
     Api.OPENAI_RESPONSES: (0.1, 1.0),
     Api.GEMINI: (0.1, 1.0),  # implicit caching: Gemini 3 reads at 10%, no write surcharge
 }
-_COUNTS: dict[str, int] = {}
-_COUNTS_MAX = 65_536
-
-
-def _count(text: str) -> int:
-    """Estimated tokens (``fast_estimate_text``), memoised across requests."""
-    found = _COUNTS.get(text)
-    if found is None:
-        if len(_COUNTS) >= _COUNTS_MAX:
-            _COUNTS.clear()
-        found = _COUNTS[text] = fast_estimate_text(text)
-    return found
+_count = TokenMemo(fast_estimate_text, limit=65_536)
+"""Estimated tokens (``fast_estimate_text``), memoised across requests."""
 
 
 class _Passthrough(Exception):

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 from filecache.core.hashing import keyed_digest, short_version, version_of
 from filecache.core.json_input import check_json, json_strings
 from filecache.core.render import MARKERS
-from filecache.core.tokens import TokenCounter
+from filecache.core.tokens import TokenCounter, TokenMemo
 from filecache.errors import FileCacheError
 from filecache.fsio import locate
 from filecache.ledger import Ledger
@@ -192,23 +192,6 @@ class PruneResult:
     plan: PrunePlan
     format: str
     report: PruneReport | None = None
-
-
-class TokenMemo:
-    """Counts each distinct text once (a transcript re-sends the same messages every turn)."""
-
-    def __init__(self, counter: TokenCounter, limit: int = 200_000) -> None:
-        self.counter = counter
-        self.limit = limit
-        self._memo: dict[str, int] = {}
-
-    def __call__(self, text: str) -> int:
-        n = self._memo.get(text)
-        if n is None:
-            if len(self._memo) >= self.limit:
-                self._memo.clear()
-            n = self._memo[text] = self.counter.count(text)
-        return n
 
 
 def transcript_session_id(transcript: Transcript) -> str:

@@ -47,12 +47,12 @@ connections                  one, under an ``RLock``, WAL     a pool, checked be
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from filecache.core.records import record
 
 __all__ = ["POSTGRESQL", "SQLITE", "Dialect"]
 
 
-@dataclass(frozen=True)
+@record
 class Dialect:
     """The SQL differences between the stores (see the module docstring's table).
 

@@ -27,9 +27,10 @@ import functools
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import TypeVar
 
+from filecache.core.records import record
 from filecache.errors import StoreError
 from filecache.store.dialect import Dialect
 from filecache.store.migrations import Connection
@@ -109,7 +110,7 @@ def event_of_row(row: Sequence[object]) -> Event:
     return Event(**values, deps=tuple(deps.split()), args=tuple(args.split()))  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True)
+@record
 class Statements:
     """Every statement of the SQL store, in one dialect (constant text: the drivers' statement
     caches reuse what they prepared)."""

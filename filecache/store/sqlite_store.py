@@ -19,6 +19,17 @@ Invariants:
   5 s busy timeout, then up to three more attempts) before it surfaces.
 - ``lock(name)`` is a record lock on ``<database>.lock`` (``filecache.store.locks``): exclusive
   across the threads and processes that use this database.
+- Closing the last connection to a database makes SQLite checkpoint its write-ahead log into the
+  database, sync both and delete the log (two fsyncs and a copy; the next process creates the
+  log again): most of a one-call CLI process's end. After ``defer_checkpoints()`` (called by a
+  process that ends with ``os._exit`` as soon as its call is done: ``filecache.entry``),
+  ``close`` syncs the log instead (what was committed is then as durable as the checkpoint
+  would have made it) and leaves the connection open; ``os._exit`` then ends the process the
+  way a killed one ends, which a WAL database is built to survive: the next opener rebuilds its
+  index of the log, and SQLite's automatic checkpoint (every 1000 pages) still bounds the log.
+  A process that exits normally instead closes those connections at exit: correct, only
+  slower. ``_deferred`` and ``_left_open`` are the process's, set by the main thread before
+  any store is opened.
 """
 
 from __future__ import annotations
@@ -41,7 +52,7 @@ from filecache.store.migrations import Connection
 from filecache.store.sql_store import SqlStore, check_sequence, statements
 from filecache.store.store import LAST_USED_SLACK, Event, make_private
 
-__all__ = ["SqliteStore"]
+__all__ = ["SqliteStore", "defer_checkpoints", "left_open"]
 
 _T = TypeVar("_T")
 
@@ -52,6 +63,40 @@ _COMMIT_SESSION = statements(SQLITE).upsert_session + (
     " OR excluded.last_used < sessions.last_used"
 )
 _WRITABLE_HINT = "pass store=':memory:' or set FILECACHE_STORE to a writable path"
+
+_deferred = False  # ``defer_checkpoints()`` was called: ``close`` leaves connections open
+_left_open: list[sqlite3.Connection] = []  # what ``close`` left open, for ``os._exit``
+
+
+def defer_checkpoints() -> None:
+    """Make every later ``SqliteStore.close`` in this process sync the write-ahead log and leave
+    the connection open, for a process that ends with ``os._exit`` (``left_open``): no
+    checkpoint at the end of each one-call process (see the module's invariants)."""
+    global _deferred
+    _deferred = True
+
+
+def left_open() -> bool:
+    """Whether ``close`` left connections open: the process should end with ``os._exit``."""
+    return bool(_left_open)
+
+
+def _sync_log(path: Path) -> bool:
+    """Sync the write-ahead log of the database at ``path`` and its folder (its directory
+    entry: the log may be new); False if there is no log or it cannot be synced."""
+    for name in (path.name + "-wal", "."):
+        try:
+            fd = os.open(path.parent / name, os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            os.fsync(fd)
+        except OSError:
+            if name != ".":  # some systems cannot sync a folder; the log itself is synced
+                return False
+        finally:
+            os.close(fd)
+    return True
 
 
 def _store_error(exc: BaseException, path: Path, *, opening: bool) -> StoreError:
@@ -251,12 +296,36 @@ class SqliteStore(SqlStore):
         return self._locks.hold(name)
 
     def close(self) -> None:
-        """Close the connection; later calls raise ``StoreError``. Closing twice is fine."""
+        """Close the connection; later calls raise ``StoreError``. Closing twice is fine.
+
+        After ``defer_checkpoints()``: sync the write-ahead log and leave the connection open
+        for ``os._exit`` instead (a log that cannot be synced: closed as usual)."""
         with self._guard as conn:
+            if _deferred and _is_open(conn):
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")  # as closing would
+                if _sync_log(self.path):
+                    _left_open.append(conn)
+                    self._conn = _closed_connection()
+                    conn = self._conn
             conn.close()
             if self._pinned:
                 self._pinned = False
                 self._locks.unpin()
+
+
+def _is_open(conn: sqlite3.Connection) -> bool:
+    try:
+        return conn.total_changes >= 0
+    except sqlite3.ProgrammingError:
+        return False  # closed
+
+
+def _closed_connection() -> sqlite3.Connection:
+    """A closed connection: what a closed store's calls use (they raise "closed")."""
+    conn = sqlite3.connect(":memory:")
+    conn.close()
+    return conn
 
 
 def _retry_busy(attempt: Callable[[], _T], path: Path, *, opening: bool) -> _T:

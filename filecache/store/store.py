@@ -43,11 +43,12 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from types import TracebackType
 from typing import Protocol, Self
 
+from filecache.core.records import record
 from filecache.errors import StoreError
 from filecache.fsio import STORE_DIR
 
@@ -79,7 +80,7 @@ LAST_USED_SLACK = 1.0
 """Seconds by which a stored session's last use may lag its newest event (see the invariants)."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Event:
     """One ledger row: a read, write, edit, external change or other tool call of a session.
 
@@ -125,7 +126,7 @@ class Event:
     args: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Intent:
     """A write or edit about to replace a file: recorded before, dropped after its commit.
 
@@ -146,7 +147,7 @@ class Intent:
     created: float = field(default_factory=time.time)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class SessionInfo:
     """A summary of one stored session."""
 
@@ -158,7 +159,7 @@ class SessionInfo:
     tokens_full: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Projection:
     """What pruning made of one tool result, and the tokens it took before and takes now.
 
@@ -173,7 +174,7 @@ class Projection:
     created: float
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class GcReport:
     """What a garbage collection removed."""
 

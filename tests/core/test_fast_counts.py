@@ -13,7 +13,13 @@ import pytest
 
 from filecache import FileCache
 from filecache.core.text import render_lines, split_lines
-from filecache.core.tokens import ESTIMATE_MARGIN, TokenCounter, fast_estimate, fast_estimate_text
+from filecache.core.tokens import (
+    ESTIMATE_MARGIN,
+    TokenCounter,
+    TokenMemo,
+    fast_estimate,
+    fast_estimate_text,
+)
 from filecache.errors import StoreError
 from filecache.sources import _shape_of
 from filecache.store.migrations import MIGRATIONS
@@ -201,3 +207,27 @@ def test_a_current_store_opens_without_migration_work(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(StoreError, match="not a filecache store"):
         SqliteStore(path)  # tables but no record of any migration: proof the check ran
+
+
+@pytest.mark.parametrize("counter", ["function", "counter"])
+def test_token_memo_counts_each_text_once_and_stays_bounded(counter: str) -> None:
+    """One memo for the pruner (a ``TokenCounter``) and the gateway's transform (a function):
+    the same counts as the counter's, each distinct text counted once, at most ``limit`` held."""
+    calls: list[str] = []
+    exact = TokenCounter("estimate")
+
+    def count(text: str) -> int:
+        calls.append(text)
+        return exact.count(text)
+
+    class Counting(TokenCounter):
+        def count(self, text: str) -> int:
+            calls.append(text)
+            return super().count(text)
+
+    memo = TokenMemo(count if counter == "function" else Counting("estimate"), limit=3)
+    texts = ["a b c", "def f(): pass", "x = 1", "a b c", "def f(): pass"]
+    assert [memo(t) for t in texts] == [exact.count(t) for t in texts]
+    assert calls == texts[:3]
+    memo("fourth text")  # the limit reached: the memo starts again empty
+    assert memo("a b c") == exact.count("a b c") and calls[-2:] == ["fourth text", "a b c"]

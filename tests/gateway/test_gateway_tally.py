@@ -226,3 +226,84 @@ def test_the_forms_of_the_openai_shapes(api: str, make: Any) -> None:
     assert [t for _, t in given] == [t for _, t in want_given]
     assert pattern(sent, given) == pattern(want_sent, want_given)
     assert sum(t for _, t in sent) < sum(t for _, t in given)
+
+
+def side_body(prompt: str, session: str = "77aa88bb-cc") -> bytes:
+    """A host's side request in its conversation's session: no tools, no tool result (Claude
+    Code's title and quota requests)."""
+    return json.dumps({
+        "model": "claude-haiku-4-5", "max_tokens": 32, "system": "Write a 5-10 word title.",
+        "metadata": {"user_id": f"user_ab_account_cd_session_{session}"},
+        "messages": [{"role": "user", "content": prompt}],
+    }).encode()  # fmt: skip
+
+
+def test_side_requests_are_one_labelled_row_and_stats_one_row_per_conversation(
+    tmp_path: Path,
+) -> None:
+    """Titles, quota checks and summaries (conversations none of whose requests carried a tool
+    result) are summed into one labelled row; ``overall`` still counts every request; a
+    conversation whose first request had no tool result is not side once one has one."""
+    memory = open_memory(str(tmp_path / "gateway.db"))
+    host = host_label("claude-cli/2.1.332")
+    try:
+        sides = [
+            side_body("quota"),
+            side_body("a title for: fix the tests"),
+            side_body("title", "9f"),
+        ]
+        for payload in [*requests()[:6], *sides, sides[0]]:
+            rewrite = rewrite_request("anthropic-messages", payload, memory=memory)
+            record_rewrite(memory, rewrite.conversation, rewrite.forms, host=host)
+        assert memory.store is not None
+        report = collect_stats(memory.store)
+        (main,) = report.sessions  # its first request had no tool result: not side
+        assert main.meta is not None and not main.meta.side
+        assert main.headline is not None and main.headline.tally is not None
+        assert main.headline.tally.filecache.requests == 6
+        side = report.side
+        assert side is not None and side.sessions == 3
+        assert side.headline is not None and side.headline.tally is not None
+        assert side.headline.tally.filecache.requests == 3  # the quota check retried: once
+        assert side.headline.tally.filecache == side.headline.tally.baseline  # 0% by nature
+        overall = report.overall.headline
+        assert overall is not None and overall.tally is not None
+        assert overall.tally.filecache.requests == 9 and report.overall.sessions == 4
+        text = format_stats(report)
+        rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+        assert len(rows) == 4, text  # the head, overall, the conversation, the side requests
+        assert "gateway (Claude Code) conversation 77aa88bb-cc" in rows[2]
+        assert rows[3].startswith(
+            "| side requests: 3 conversations without a tool result (3 requests: titles,"
+        ), text
+        data = report.to_json()
+        assert data["side_requests"]["sessions"] == 3 and len(data["sessions"]) == 1
+        # Asked for by its id, a side conversation is shown as itself.
+        quota = session_of(rewrite_request("anthropic-messages", sides[0]).conversation or "")
+        (alone,) = collect_stats(memory.store, quota).sessions
+        assert alone.session_id == quota and alone.meta is not None and alone.meta.side
+    finally:
+        memory.close()
+
+
+def test_a_conversation_is_side_only_while_no_request_carried_a_tool_result(
+    tmp_path: Path,
+) -> None:
+    """The flag survives a new process (another gateway worker, a restart): read from the store
+    when this process has not seen the conversation."""
+    store = str(tmp_path / "gateway.db")
+    first, *rest = requests()[:3]
+    seen = []
+    for payloads in ([first], rest, [first]):  # each batch in a fresh memory (a new process)
+        memory = open_memory(store)
+        try:
+            for payload in payloads:
+                rewrite = rewrite_request("anthropic-messages", payload, memory=memory)
+                record_rewrite(memory, rewrite.conversation, rewrite.forms)
+            assert memory.store is not None and rewrite.conversation is not None
+            meta = load_session_meta(memory.store, session_of(rewrite.conversation))
+            assert meta is not None
+            seen.append(meta.side)
+        finally:
+            memory.close()
+    assert seen == [True, False, False]

@@ -90,7 +90,7 @@ def test_stats_of_a_live_session_count_refs_and_diffs(tmp_path: Path) -> None:
     result = stats("--store", str(store), "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert set(data) == {"overall", "sessions"}
+    assert set(data) == {"overall", "sessions", "side_requests"} and data["side_requests"] is None
     [live] = data["sessions"]
     assert SESSION_KEYS <= set(live) and SESSION_KEYS <= set(data["overall"])
     assert live["reads"] == {"full": 1, "unchanged": 1, "diff": 1}
@@ -186,7 +186,7 @@ def test_stats_and_replay_agree_on_the_same_sessions(tmp_path: Path) -> None:
     assert SCRIPTED.name in "".join(table[3:])
     replay_rows = [line for line in text.splitlines() if line.startswith("| ")]
     assert replay_rows[2].startswith("| **total**")
-    assert list(report.to_json()) == ["overall", "sessions"]
+    assert list(report.to_json()) == ["overall", "sessions", "side_requests"]
     html = stats_html(report)
     assert html.index("<td>overall</td>") < html.index(f"<td>{FIXTURE.name}</td>")
     page = replay_html(replays, totals)

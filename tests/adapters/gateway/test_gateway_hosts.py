@@ -123,6 +123,53 @@ def test_opencode_providers_from_its_config_files(tmp_path: Path) -> None:
     }
 
 
+def test_kilo_providers_from_its_own_config_files(tmp_path: Path) -> None:
+    """Kilo reads ~/.config/kilo, a project's kilo.json and .kilo/.kilocode folders, never
+    opencode's folders; the route goes in KILO_CONFIG_CONTENT (yours kept)."""
+    from filecache.adapters.gateway.hosts import KILO
+    from filecache.adapters.hosts.kilo import PROJECT_FILES, USER_FILES
+
+    assert KILO.user_files == USER_FILES
+    assert {f"{d}/{n}" for d in KILO.project_folders for n in KILO.folder_files} == set(
+        PROJECT_FILES
+    )
+    env = _home(tmp_path)
+    user = tmp_path / "home" / ".config"
+    (user / "kilo").mkdir(parents=True)
+    (user / "opencode").mkdir(parents=True)
+    (user / "kilo" / "kilo.jsonc").write_text(
+        '{\n  // mine\n  "provider": {"local": {"npm": "@ai-sdk/openai-compatible",\n'
+        '    "options": {"baseURL": "http://127.0.0.1:1234/v1"}},},\n}\n'
+    )  # fmt: skip
+    (user / "opencode" / "opencode.json").write_text(json.dumps(
+        {"provider": {"anthropic": {"options": {"baseURL": "https://opencode-only.example"}}}}
+    ))  # fmt: skip
+    project = tmp_path / "project"
+    (project / ".kilocode").mkdir(parents=True)
+    (project / ".kilocode" / "kilo.json").write_text(json.dumps(
+        {"provider": {"openai": {"options": {"baseURL": "https://o.example/v1"}}}}
+    ))  # fmt: skip
+    (project / "kilo.json").write_text(json.dumps(
+        {"provider": {"openai": {"options": {"baseURL": "https://overridden.example/v1"}}}}
+    ))  # fmt: skip
+    env["KILO_CONFIG_CONTENT"] = json.dumps({"model": "local/m", "share": "disabled"})
+    chosen = plan("kilo", ["run", "--auto", "x"], env, project)
+    assert chosen.upstreams == (
+        "https://api.anthropic.com/v1",  # opencode's own files do not reach Kilo
+        "http://127.0.0.1:1234/v1",
+        "https://o.example/v1",  # a project folder's file over the project's root file
+    )  # fmt: skip
+    extra, variables = chosen.apply(["u1", "u2", "u3"])
+    assert extra == [] and set(variables) == {"KILO_CONFIG_CONTENT"}
+    content = json.loads(variables["KILO_CONFIG_CONTENT"])
+    assert (content["model"], content["share"]) == ("local/m", "disabled")
+    assert content["provider"] == {
+        "anthropic": {"options": {"baseURL": "u1"}},
+        "local": {"options": {"baseURL": "u2"}},
+        "openai": {"options": {"baseURL": "u3"}},
+    }
+
+
 @pytest.mark.parametrize(
     ("upstream", "rest", "api"),
     [
@@ -165,7 +212,7 @@ def test_run_takes_the_host_tables_programs_and_each_has_a_plan(tmp_path: Path) 
     from filecache.adapters.hosts.host_specs import SPECS
 
     assert HOSTS == tuple(s.run for s in SPECS if s.run)
-    assert HOSTS == ("claude", "codex", "opencode", "gemini")
+    assert HOSTS == ("claude", "codex", "opencode", "gemini", "kilo")
     assert set(PLANNERS) == set(HOSTS)
-    with pytest.raises(ValueError, match="no plan for 'kilo'"):
-        plan("kilo", [], _home(tmp_path), tmp_path)
+    with pytest.raises(ValueError, match="no plan for 'aider'"):
+        plan("aider", [], _home(tmp_path), tmp_path)

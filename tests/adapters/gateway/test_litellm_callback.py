@@ -83,6 +83,19 @@ def hook(callback: FilecacheCallback, data: dict[str, Any], call_type: str) -> A
     )
 
 
+def succeeded(callback: FilecacheCallback, call_id: str) -> None:
+    """LiteLLM's word that the request went upstream and succeeded (``kwargs`` is LiteLLM's
+    ``model_call_details``: its ``litellm_call_id`` among them)."""
+    kwargs = {"litellm_call_id": call_id, "model": "claude-sonnet-4-5"}
+    asyncio.run(callback.async_log_success_event(kwargs, object(), 0.0, 1.0))
+
+
+def refused(callback: FilecacheCallback, data: dict[str, Any]) -> None:
+    """LiteLLM's word that the request failed (the proxy's ``post_call_failure_hook``)."""
+    error = RuntimeError("upstream said 429")
+    assert asyncio.run(callback.async_post_call_failure_hook(data, error, Untouchable())) is None
+
+
 @pytest.fixture
 def silent_port() -> Iterator[int]:
     """A port that accepts connections and never answers (a hung store)."""
@@ -227,13 +240,15 @@ def test_each_request_is_counted_for_stats_on_the_shared_store(tmp_path: Path) -
     messages: list[dict[str, Any]] = [{"role": "user", "content": "look at a.py"}]
     steps = [turn("Read", {"file_path": "/p/a.py"}, f"toolu_r{k}", read("a.py", 60))
              for k in range(4)]  # fmt: skip
-    for step in [[], *steps, []]:  # the last one again: a retry, counted once
+    for k, step in enumerate([[], *steps, []]):  # the last one again: a retry, counted once
         messages = [*messages, *step]
         data = anthropic_data(copy.deepcopy(messages))
+        data["litellm_call_id"] = f"call-{k}"
         data["proxy_server_request"]["headers"]["User-Agent"] = "claude-cli/2.1.332 (external)"
         given = parse_transcript(copy.deepcopy(data["messages"]), "anthropic")
         assert hook(callback, data, "anthropic_messages") is data
         sent = parse_transcript(data["messages"], "anthropic")
+        succeeded(callback, f"call-{k}")
         want.add(keyed_request(sent, fast_estimate_text), keyed_request(given, fast_estimate_text))
     callback.close()  # the counts queued behind the hooks are written first
     with open_store(tmp_path, str(store)) as opened:
@@ -246,3 +261,47 @@ def test_each_request_is_counted_for_stats_on_the_shared_store(tmp_path: Path) -
     assert want.filecache.tokens < want.baseline.tokens
     assert one.headline.prices.model == "claude-sonnet-4-5"
     assert KEY.encode() not in store_bytes(store)
+
+
+def test_only_requests_litellm_says_succeeded_are_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request refused after the hook (a rate limit, an upstream error) is never counted; one
+    LiteLLM never settles is forgotten past the bound; a word on a request the hook never
+    saw (or saw unparsed) changes nothing."""
+    import filecache.adapters.litellm_gateway as module
+
+    from filecache.figures import load_tally
+    from filecache.store.opening import open_store
+
+    store = tmp_path / "gateway.db"
+    callback = FilecacheCallback(store=str(store))
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "look at a.py"}]
+    outcome = {1: "refused", 2: "ok", 3: "refused", 4: "never", 5: "ok"}
+    for k, what in outcome.items():
+        messages = [*messages, *turn("Read", {"file_path": "/p/a.py"}, f"toolu_{k}",
+                                     read("a.py", 60))]  # fmt: skip
+        data = anthropic_data(copy.deepcopy(messages))
+        data["litellm_call_id"] = f"call-{k}"
+        assert hook(callback, data, "anthropic_messages") is data
+        if what == "ok":
+            succeeded(callback, f"call-{k}")
+        elif what == "refused":
+            refused(callback, data)
+            succeeded(callback, f"call-{k}")  # a late word on it: already forgotten
+    succeeded(callback, "call-unknown")
+    assert callback.counts["counted"] == 2 and callback.counts["refused"] == 2
+    (waiting,) = callback._pending.values()  # call-4: digests and counts, no text of it
+    assert "lorem ipsum" not in repr(waiting.counted.result(timeout=60))
+    monkeypatch.setattr(module, "PENDING_MAX", 1)  # call-4 waits; one more pushes it out
+    data = anthropic_data(copy.deepcopy(messages))
+    data["litellm_call_id"] = "call-6"
+    hook(callback, data, "anthropic_messages")
+    assert callback.counts["expired"] == 1
+    succeeded(callback, "call-4")
+    assert callback.counts["counted"] == 2
+    callback.close()
+    with open_store(tmp_path, str(store)) as opened:
+        (session,) = opened.sessions()
+        tally = load_tally(opened, session.session_id)
+    assert tally is not None and tally.filecache.requests == 2

@@ -16,6 +16,7 @@ import json
 import os
 import secrets
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -285,6 +286,67 @@ def test_claude_code_through_the_proxy(
     # cat b.py after the ranged re-read: the transform leaves it as content for now (a later
     # full re-read after a ranged one that became a FileRef); a reference would be checked above.
     assert "toolu_c2" not in refs or refs["toolu_c2"].base == "toolu_b1"
+
+
+def _tally(store: str, session_hex: str) -> Any:
+    """The stored tally of the conversation whose Claude Code session id is ``session_hex``."""
+    from filecache.figures import load_tally
+    from filecache.store.opening import open_store
+
+    opened = open_store(Path("."), store)
+    try:
+        ids = [s.session_id for s in opened.sessions() if f"session:{session_hex}:" in s.session_id]
+        return load_tally(opened, ids[0]) if ids else None
+    finally:
+        opened.close()
+
+
+def test_only_requests_that_succeeded_upstream_are_counted(
+    replicas: tuple[LiteLLMProxy, LiteLLMProxy], store: str, switch: Switch
+) -> None:
+    """A request the upstream refuses (a bad request, a refused key) is rewritten but never
+    counted for ``filecache stats`` (LiteLLM's failure hook); one it answered is (its success
+    hook), streamed or not, whichever replica took it."""
+    from anthropic_server import Refuse
+
+    session_hex = secrets.token_hex(8)
+    refusals = {"toolu_r2": Refuse(400, "invalid_request_error"),
+                "toolu_r3": Refuse(401, "authentication_error")}  # fmt: skip
+
+    def respond(body: dict[str, Any]) -> list[Block]:
+        last = list(tool_results(body))[-1:]
+        if last and last[0] in refusals:
+            raise refusals[last[0]]
+        return [text("ok")]
+
+    switch.responder = respond
+    content = claude_read(lines("r.py"))
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "read r.py again and again"}]
+    statuses = []
+    try:
+        for n in range(1, 6):
+            messages.append({"role": "assistant", "content": [
+                tool_use("Read", {"file_path": "/p/r.py"}, f"toolu_r{n}")]})  # fmt: skip
+            result = {"type": "tool_result", "tool_use_id": f"toolu_r{n}", "content": content}
+            messages.append({"role": "user", "content": [result]})
+            body = {"model": "claude-sonnet-4-5", "max_tokens": 64, "stream": n % 2 == 0,
+                    "metadata": {"user_id": f"user_1_account_2_session_{session_hex}"},
+                    "messages": messages}  # fmt: skip
+            try:
+                post(replicas[n % 2], "/v1/messages", body)
+                statuses.append(200)
+            except AssertionError as exc:  # post's message: "…: HTTP <code>: …"
+                statuses.append(int(str(exc).split("HTTP ")[1].split(":")[0]))
+    finally:
+        switch.responder = lambda body: [text("ok")]
+    assert statuses[0] == statuses[3] == statuses[4] == 200 and 200 not in statuses[1:3]
+    for _attempt in range(600):  # the last success counted: every word on the others is in
+        tally = _tally(store, session_hex)
+        if tally is not None and tally.filecache.requests >= 3:
+            break
+        time.sleep(0.1)
+    assert tally is not None and tally.filecache.requests == 3, tally
+    assert tally.filecache.tokens < tally.baseline.tokens  # the re-reads went as FileRefs
 
 
 def test_no_key_reaches_the_store_or_a_log(

@@ -40,7 +40,7 @@ from gateway_checks import (
     results,
     shown_lines,
 )
-from gateway_run import log_and_store_bytes, user_env
+from gateway_run import log_and_store_bytes, stop_and_wait, user_env
 from raw_upstream import RawUpstream, Reply, Seen
 
 pytestmark = pytest.mark.hosts
@@ -188,31 +188,20 @@ def test_rereads_are_filerefs_and_changes_diffs(world: World) -> None:
 
     # What it saved: the conversation in `filecache stats`, once the gateway has exited (it
     # writes the counts still queued before it does).
-    from filecache.adapters.gateway.user_gateway import stop_gateways
-
-    for pid in stop_gateways(world.env):
-        _wait_gone(pid)
+    stop_and_wait(world.env)
     done = subprocess.run(
         [sys.executable, "-m", "filecache", "stats", "--json"], cwd=world.project,
         env=world.env, capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     assert KEY not in done.stdout
-    main = [s for s in json.loads(done.stdout)["sessions"]
-            if s["headline"]["requests"] >= len(bodies)]  # fmt: skip
-    assert len(main) == 1, done.stdout
-    assert main[0]["label"].startswith("gateway (Claude Code) conversation ")
-    assert main[0]["headline"]["prompt_tokens"]["saved"] > 0
-
-
-def _wait_gone(pid: int) -> None:
-    """Until the process ``pid`` has exited (it is not our child: poll, bounded)."""
-    for _ in range(1200):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        threading.Event().wait(0.05)
-    raise AssertionError(f"the gateway {pid} did not exit")
+    report = json.loads(done.stdout)
+    (main,) = report["sessions"]  # one row per conversation: Claude Code's side requests apart
+    assert main["headline"]["requests"] >= len(bodies), done.stdout
+    assert main["label"].startswith("gateway (Claude Code) conversation ")
+    assert main["headline"]["prompt_tokens"]["saved"] > 0
+    side = [b for b in model.requests if not any(results(b).values()) and b not in bodies]
+    # Claude Code's title and topic requests (none with -p here) are summed on one line
+    assert (report["side_requests"] is None) == (not side), done.stdout
 
 
 def test_superseded_results_are_pruned_at_a_small_window(world: World) -> None:

@@ -1,13 +1,16 @@
-"""opencode through ``filecache run opencode``: the real binary, the real gateway, a scripted Chat
-Completions API on 127.0.0.1 as the provider's ``baseURL`` in the user's opencode.json (which
-stays as it was: the route reaches opencode through ``OPENCODE_CONFIG_CONTENT``).
+"""opencode and Kilo CLI (its fork) through ``filecache run opencode|kilo``: the real binaries,
+the real gateway, a scripted Chat Completions API on 127.0.0.1 as the provider's ``baseURL`` in
+the user's opencode.json (Kilo: kilo.json), which stays as it was: the route reaches the host
+through ``OPENCODE_CONFIG_CONTENT`` (``KILO_CONFIG_CONTENT``). Each test runs once per host.
 
 The assertions read what the model saw from the requests that upstream received
 (``gateway_checks``): a ranged re-read arrives as a FileRef naming a result of the same request
 that shows those lines; a file changed outside as a diff that applies to the earlier text; at a
 small window a superseded result is pruned and keeps its bytes; calls and results stay paired
-and no reference dangles in any request; opencode finishes. No key and no ``.env`` content
-reaches the gateway's log or store.
+and no reference dangles in any request; the host finishes. No key and no ``.env`` content
+reaches the gateway's log or store. Once the gateway is gone, the plain host, started as the
+user starts it, works as before (nothing it keeps points at the gateway), and ``filecache run``
+runs the plain host when the gateway cannot start.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from gateway_checks import (
     results,
     shown_lines,
 )
-from gateway_run import log_and_store_bytes, user_env
+from gateway_run import log_and_store_bytes, stop_and_wait, stop_user_gateways, user_env
+from kilo_run import KiloHome, need_kilo
 from opencode_run import OpencodeHome, need_opencode
 from scripted_chat import Call, ScriptedChat, Step
 
@@ -47,35 +51,42 @@ NOTES = "".join(f"line {i}: the quick brown fox jumps over the lazy dog\n" for i
 class World:
     def __init__(self, home: OpencodeHome, env: dict[str, str], store: Path) -> None:
         self.home, self.env, self.store = home, env, store
+        self.host = home.flavour.host
+        self.config = home.config / home.flavour.config_file
+        # Kilo asks before reading a .env file whatever the config says; --auto allows it
+        self.run_args = ["run", "--auto"] if self.host == "kilo" else ["run"]
 
-    def run(self, steps: Sequence[Step], window: int | None = None) -> ScriptedChat:
+    def run(
+        self, steps: Sequence[Step], window: int | None = None, *, through: bool = True
+    ) -> tuple[ScriptedChat, str]:
+        """The host once, against a server scripted with ``steps``: through ``filecache run``
+        (``through``), else the plain binary as the user starts it; (the server, stderr)."""
         chat = ScriptedChat(steps)
         with chat:
             self.home.configure(chat.base_url)
-            config = self.home.config / "opencode.json"
-            data = json.loads(config.read_text())
+            data = json.loads(self.config.read_text())
             data["provider"]["scripted"]["options"]["apiKey"] = KEY
-            config.write_text(json.dumps(data, indent=2))
+            self.config.write_text(json.dumps(data, indent=2))
             head = [sys.executable, "-m", "filecache", "run"]
             head += ["--window", str(window)] if window else []
+            command = [*head, self.host] if through else [self.host]
             done = subprocess.run(
-                [*head, "opencode", "run", "work on the files"], cwd=self.home.project,
+                [*command, *self.run_args, "work on the files"], cwd=self.home.project,
                 env=self.env, capture_output=True, text=True, timeout=300,
             )  # fmt: skip
         assert done.returncode == 0 and chat.finished(), (done.stdout[-2000:], done.stderr[-3000:])
-        assert "filecache:" not in done.stderr, done.stderr[-3000:]
-        # The user's provider is left as it was (opencode itself adds a "$schema" key).
-        assert json.loads(config.read_text())["provider"] == data["provider"]
+        # The user's provider is left as it was (the host itself adds a "$schema" key).
+        assert json.loads(self.config.read_text())["provider"] == data["provider"]
         for body in chat.tool_requests():
             check_pairing(body)
             check_no_dangling(body)
-        return chat
+        return chat, done.stderr
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    binary = need_opencode()
-    home = OpencodeHome(tmp_path)
+@pytest.fixture(params=["opencode", "kilo"])
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
+    binary = need_opencode() if request.param == "opencode" else need_kilo()
+    home = OpencodeHome(tmp_path) if request.param == "opencode" else KiloHome(tmp_path)
     with user_env(tmp_path) as base:
         store = tmp_path / "gateway-store" / "gateway.db"
         store.parent.mkdir(mode=0o700)
@@ -106,13 +117,14 @@ def test_rereads_are_filerefs_and_changes_diffs(world: World) -> None:
     env.write_text(SECRET + "\n")
     new_app = old_app.replace("return x + 7\n", "return x * 7\n")
 
-    chat = world.run([
+    chat, stderr = world.run([
         Step(calls=(read("r1", notes),)),
         Step(calls=(read("r2", notes, offset=10, limit=20),)),
         Step(calls=(read("p1", app),)),
         Step(calls=(read("p2", app),), before=lambda: app.write_text(new_app)),
         Step(calls=(read("s1", env),)),
     ])  # fmt: skip
+    assert "filecache:" not in stderr, stderr[-3000:]
 
     body = _first_carrying(chat, "r2")
     ((path, kind, named, _),) = references(results(body)["r2"])
@@ -129,7 +141,22 @@ def test_rereads_are_filerefs_and_changes_diffs(world: World) -> None:
     assert old_lines == old_app.splitlines()
     assert apply_diff(old_lines, diff_body(answer)) == new_app.splitlines()
 
-    assert SECRET in results(chat.tool_requests()[-1])["s1"]  # opencode's own answer
+    # What it saved: one row for the conversation, the host's title requests on one line.
+    stop_and_wait(world.env)
+    done = subprocess.run(
+        [sys.executable, "-m", "filecache", "stats", "--json"], cwd=world.home.project,
+        env=world.env, capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    report = json.loads(done.stdout)
+    (main,) = report["sessions"]
+    assert main["headline"]["requests"] >= len(chat.tool_requests()), done.stdout
+    assert main["headline"]["prompt_tokens"]["saved"] > 0
+    titles = [b for b in chat.requests if not b.get("tools")]  # kilo run (7.7.7) asks none
+    assert titles or world.host == "kilo", "opencode asked for no title"
+    side = report["side_requests"]
+    assert (side["headline"]["requests"] if side else 0) == len(titles), done.stdout
+
+    assert SECRET in results(chat.tool_requests()[-1])["s1"]  # the host's own answer
     held = log_and_store_bytes(world.store.parent, world.home.home / ".cache" / "filecache")
     assert KEY.encode() not in held and SECRET.encode() not in held
     assert b"hunter2-opencode-gateway" not in held
@@ -143,7 +170,7 @@ def test_a_superseded_result_is_pruned_at_a_small_window(world: World) -> None:
     )
     big.write_text(text)
     notes.write_text(NOTES)
-    chat = world.run([
+    chat, _ = world.run([
         Step(calls=(read("b1", big),)),
         Step(calls=(read("n1", notes),)),
         Step(calls=(read("b2", big),), before=lambda: big.write_text(text.upper())),
@@ -156,3 +183,39 @@ def test_a_superseded_result_is_pruned_at_a_small_window(world: World) -> None:
     assert len(pruned["b1"]) < len(text) // 4
     later = [body for body in requests if "b1" in results(body)]
     assert sum(results(body)["b1"] == pruned["b1"] for body in later) >= 2
+
+
+def test_the_plain_host_works_once_the_gateway_is_gone(world: World) -> None:
+    """``filecache run`` persists nothing: no file the host keeps names the gateway, and with
+    the gateway stopped the host started as the user starts it sends its requests straight to
+    its provider, its reads as the host shows them."""
+    notes = world.home.project / "notes.txt"
+    notes.write_text(NOTES)
+    world.run([Step(calls=(read("r1", notes),)), Step(calls=(read("r2", notes),))])
+    states = Path(world.env["XDG_RUNTIME_DIR"]).rglob("gateway-*.json")
+    urls = {json.loads(p.read_text())["url"] for p in states if ".routes" not in p.name}
+    assert len(urls) == 1, urls
+    url = urls.pop().encode()
+    stop_user_gateways(world.env)
+    ours = world.home.home / ".cache" / "filecache"  # the gateway's own log
+    kept = [p for p in world.home.home.rglob("*") if p.is_file() and ours not in p.parents]
+    assert not [p for p in kept if "node_modules" not in p.parts and url in p.read_bytes()]
+    chat, _ = world.run(
+        [Step(calls=(read("r1", notes),)), Step(calls=(read("r2", notes),))], through=False
+    )
+    body = _first_carrying(chat, "r2")
+    assert results(body)["r2"] == results(body)["r1"]  # the host's own read, as without us
+    assert not references(results(body)["r2"])
+
+
+def test_the_plain_host_runs_when_the_gateway_cannot_start(world: World) -> None:
+    runtime = Path(world.env["XDG_RUNTIME_DIR"]) / "filecache"
+    runtime.mkdir(mode=0o755)  # a folder others may enter: refused, so no gateway
+    runtime.chmod(0o755)
+    notes = world.home.project / "notes.txt"
+    notes.write_text(NOTES)
+    chat, stderr = world.run([Step(calls=(read("r1", notes),))])
+    (note,) = [line for line in stderr.splitlines() if line.startswith("filecache:")]
+    assert note.startswith("filecache: the gateway is not available")
+    assert note.endswith(f"running plain {world.host}")
+    assert chat.requests  # straight to the provider the user configured
