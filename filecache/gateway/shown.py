@@ -11,7 +11,11 @@
 - shell reads through a host's shell tool (Claude Code's ``Bash``, Codex's ``exec_command`` /
   ``shell`` with its ``Output:`` frame, a trace's ``bash``): ``cat``, ``cat -n``, ``nl -ba``,
   ``sed -n``, ``head``, ``tail -n +N`` of one file, parsed by ``shell.shell_parse``, after any
-  ``cd DIR &&`` prefixes (tracked, so a relative path resolves).
+  ``cd DIR &&`` prefixes (tracked, so a relative path resolves). An output the host cut
+  (Claude Code's ``... [N lines truncated] ...``, Codex's omission markers) shows no lines.
+  Claude Code's Bash drops the output's leading and trailing blank lines: its rows are counted
+  from the line the command starts at, as a reader of the output can only count them (a
+  reference is decided on the rows' text, so it stands for exactly the rows shown).
 
 ``changed_path(call, cwd)`` names the file a write or edit (Claude Code's ``Write``/``Edit``/
 ``MultiEdit``, opencode's ``write``/``edit``, the trace format's tools) changes; ``apply_patch``
@@ -54,6 +58,12 @@ _OC_FOOTER = "\n\n("
 _CD = re.compile(r"^\s*cd\s+([^\s;&|]+)\s*&&\s*")
 _CODEX_FRAME = "Process exited with code 0\n"
 _CODEX_OUTPUT = "\nOutput:\n"
+_TRUNCATED = re.compile(
+    r"^\.\.\. \[\d+ lines truncated\] \.\.\.$"  # Claude Code's Bash
+    r"|\[\.\.\. omitted \d+ of \d+ lines \.\.\.\]"  # Codex
+    r"|\u2026\d+ (?:tokens|chars) truncated\u2026",  # Codex
+    re.MULTILINE,
+)
 _SHELL_TOOLS = frozenset(
     {"Bash", "bash", "shell", "exec_command", "local_shell", "run_shell", "run_shell_command"}
 )
@@ -268,8 +278,8 @@ def _shell_shown(call: ToolCall, text: str, cwd: str | None) -> Shown | None:
     if read is None or read.grep is not None or len(read.paths) != 1:
         return None
     output = _shell_output(call, text)
-    if output is None or not output:
-        return None
+    if output is None or not output or _TRUNCATED.search(output) is not None:
+        return None  # failed, empty, or cut by the host: its rows are not the file's lines
     frame = text[: len(text) - len(output)] if text.endswith(output) else ""
     suffix = ""
     gemini = _gemini_shell(text) if call.name == "run_shell_command" else None

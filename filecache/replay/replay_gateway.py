@@ -10,7 +10,9 @@ per session, as the gateway would see the session's requests one after another.
 The simulator does not read the gateway's FileRefs and diffs (it sees them as results gone: a
 lower recall, never a higher one), so this module checks them itself, against the recorded
 texts and independently of the transform's own parser: a FileRef's lines (numbered lines, or a
-shell read's output) equal the named result's at the same line numbers; a diff, applied with
+shell read's output rows counted from the line its command starts at, ``_shell_first``) equal
+the named result's at the same line numbers, and cover every line the rewritten result showed;
+a result whose lines it cannot place fails the check; a diff, applied with
 ``unidiff`` to the named result's lines, gives the rewritten result's lines; the named result
 is in the request as recorded. A claim that fails is counted ``stale``; a named result that is
 missing or not sent as recorded is ``dangling`` (``dangling``, used by ``PeerRun``).
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,6 +37,7 @@ from filecache.gateway import Api, GatewayPolicy, open_memory, rewrite_payload
 from filecache.gateway.edit_echo import is_echo
 from filecache.replay.gateway_shape import HostCall, anthropic_request, rewritten_results
 from filecache.replay.replay_metrics import CACHE_READ, CACHE_WRITE
+from filecache.shell.shell_parse import NotServable, parse_shell_read, selection
 
 __all__ = ["GATEWAY_POLICIES", "GatewayRun", "is_gateway_policy"]
 
@@ -42,6 +46,10 @@ _NUMBERED = re.compile(r"^ *(\d+)(?:\t|→)(.*)$")
 _SPAN = re.compile(r" \(lines? (\d+)(?:-(\d+))? (?:as shown there|now)\)")
 _INNER = re.compile(r" since your results? \S+(?: and \S+)* \((.*)\): use that text;")
 _RANGE = re.compile(r"(\d+)(?:-(\d+))?")
+_CD = re.compile(r"^\s*cd\s+[^\s;&|]+\s*&&\s*")
+_SED_FIRST = re.compile(r"(\d+)(?:,(?:\d+|\$|\+\d+))?p", re.ASCII)
+_HEAD = re.compile(r"-n ?\d+|-\d+", re.ASCII)
+_SHELL_TOOLS = frozenset({"Bash", "bash", "shell", "exec_command", "local_shell", "run_shell"})
 _ECHO_LINE = re.compile(r"^\[filecache\] lines? (\d+)(?:-(\d+))?: this edit's new text, ")
 
 Message = Mapping[str, Any]
@@ -62,17 +70,83 @@ def _numbered(text: str) -> dict[int, str]:
     return out
 
 
-def _lines_of(text: str, first: int, last: int) -> list[str] | None:
-    """Lines ``first..last`` a recorded result shows: numbered lines, else (a shell read's
-    output) its rows counted from ``first``."""
-    numbered = _numbered(text)
-    if numbered:
-        picked = [numbered.get(n) for n in range(first, last + 1)]
-        return None if any(p is None for p in picked) else [str(p) for p in picked]
-    rows = text.split("\n")
-    if rows and rows[-1] == "":
-        rows.pop()
-    return rows if len(rows) == last - first + 1 else None
+def _placed(text: str, command: str | None) -> dict[int, str] | None:
+    """Line number -> text of every line a recorded result shows: a plain shell read's output
+    rows counted from the line its command starts at (``_shell_first``), else its numbered
+    lines (``N→``, ``N<TAB>``); None when its lines cannot be placed."""
+    shell = _shell_first(command) if command is not None else None
+    if shell is not None and not shell[1]:
+        rows = text.split("\n")
+        if rows and rows[-1] == "":
+            rows.pop()
+        return {shell[0] + k: row for k, row in enumerate(rows)}
+    if command is not None and shell is None:
+        return None
+    return _numbered(text) or None
+
+
+def _picked(placed: Mapping[int, str] | None, first: int, last: int) -> list[str] | None:
+    """Lines ``first..last`` of ``placed``, or None if one is not there."""
+    if placed is None:
+        return None
+    picked = [placed.get(n) for n in range(first, last + 1)]
+    return None if any(p is None for p in picked) else [str(p) for p in picked]
+
+
+def _shell_first(command: str) -> tuple[int, bool] | None:
+    """(the file line a shell read's output starts at, whether it numbers its lines) for the
+    shapes this check knows, written apart from the transform's parser: ``cd DIR &&`` prefixes,
+    then ``cat [-n] F``, ``nl -ba F``, ``head [-n N|-N] F``, ``sed -n 'A,Bp' F`` / ``'Ap'``,
+    ``tail -n +N F``, maybe piped into ``head``; other reads as the shell model
+    (``shell_parse``, checked against real coreutils) places them; None for anything else."""
+    while (cd := _CD.match(command)) is not None:
+        command = command[cd.end() :]
+    return _known_first(command) or _modelled_first(command)
+
+
+def _modelled_first(command: str) -> tuple[int, bool] | None:
+    """The first line a read ``shell_parse`` knows prints, when it does not depend on the
+    file's length (two long files give the same)."""
+    read = parse_shell_read(command)
+    if read is None or read.grep is not None or len(read.paths) != 1:
+        return None
+    try:
+        firsts = {next(iter(selection(read, [size])), (0, 0))[1] for size in (5000, 5001)}
+    except NotServable:
+        return None
+    first = firsts.pop()
+    return (first, bool(read.numbering)) if not firsts and first > 0 else None
+
+
+def _known_first(command: str) -> tuple[int, bool] | None:
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if "|" in words:
+        cut = words.index("|")
+        rest = " ".join(words[cut + 1 :])
+        if not rest.startswith("head") or "|" in words[cut + 1 :]:
+            return None
+        if _HEAD.fullmatch(rest[4:].strip()) is None:
+            return None
+        words = words[:cut]
+    if len(words) < 2 or any(w.startswith("-") for w in words[-1:]):
+        return None
+    tool, flags = words[0], " ".join(words[1:-1])
+    if tool == "cat" and flags in ("", "-n"):
+        return 1, flags == "-n"
+    if tool == "nl" and flags == "-ba":
+        return 1, True
+    if tool == "head" and (flags == "" or _HEAD.fullmatch(flags)):
+        return 1, False
+    if tool == "sed" and len(words) == 4 and words[1] == "-n":
+        found = _SED_FIRST.fullmatch(words[2])
+        return (int(found[1]), False) if found is not None else None
+    if tool == "tail" and flags.replace(" ", "").startswith("-n+"):
+        tail = flags.replace(" ", "")[3:]
+        return (int(tail), False) if tail.isascii() and tail.isdigit() else None
+    return None
 
 
 def _new_text(cid: str, messages: Sequence[Message]) -> str | None:
@@ -159,6 +233,7 @@ class GatewayRun:
         self.echoed: dict[tuple[str, str], str | None] = {}  # edit echoes checked -> problem
         self.host_calls: dict[str, HostCall] = {}  # empty: the trace's OpenAI chat requests
         self.cwd: str | None = None
+        self.commands: dict[str, str] = {}  # call id -> the shell command of a shell call
 
     def host_shape(self, calls: Mapping[str, HostCall], cwd: str | None) -> None:
         """Send the requests as the host did (``gateway_shape``): Claude Code's Anthropic
@@ -172,6 +247,9 @@ class GatewayRun:
             for m in messages
             if m.get("role") == "tool"
         }
+        for m in messages:
+            for call in m.get("tool_calls") or () if m.get("role") == "assistant" else ():
+                self._command(call)
         out = self._anthropic(messages) if self.host_calls else self._openai(messages)
         for cid, text in out.items():
             if is_echo(text):
@@ -179,6 +257,30 @@ class GatewayRun:
             else:
                 self._check(cid, text, recorded)
         return out
+
+    def _command(self, call: Mapping[str, Any]) -> None:
+        """Remember a shell call's command line (the host's own input when the trace kept it)."""
+        cid = str(call.get("id"))
+        if cid in self.commands:
+            return
+        host = self.host_calls.get(cid)
+        function = call.get("function") or {}
+        name = host[0] if host else str(function.get("name"))
+        if name not in _SHELL_TOOLS:
+            return
+        given: Any = host[1] if host else None
+        if given is None:
+            try:
+                given = json.loads(function.get("arguments") or "{}")
+            except (TypeError, ValueError):
+                given = {}
+        command = given.get("command", given.get("cmd")) if isinstance(given, Mapping) else None
+        if isinstance(command, list) and len(command) == 3 and command[1] in ("-lc", "-c"):
+            command = command[2]
+        self.commands[cid] = command if isinstance(command, str) else ""
+
+    def _lines(self, cid: str, recorded: Mapping[str, str]) -> dict[int, str] | None:
+        return _placed(recorded[cid], self.commands.get(cid))
 
     def _check_echo(
         self, cid: str, text: str, recorded: Mapping[str, str], messages: Sequence[Message]
@@ -270,19 +372,17 @@ class GatewayRun:
         if span is None or base not in recorded:
             return f"{self.name}: {cid}: names {base}, which the request lacks"
         first, last = int(span[1]), int(span[2] or span[1])
-        mine = _lines_of(recorded[cid], first, last)
-        if mine is None:
+        placed = self._lines(cid, recorded)
+        mine = _picked(placed, first, last)
+        if mine is None or placed is None or len(placed) != len(mine):
             return f"{self.name}: {cid}: its recorded lines {first}-{last} are not placed"
+        base_lines = self._lines(base, recorded)
         if kind == "unchanged":
-            theirs = _lines_of(recorded[base], first, last)
-            if theirs != mine:
+            if _picked(base_lines, first, last) != mine:
                 return f"{self.name}: {cid}: lines {first}-{last} differ from {base}'s"
             return None
         body = text.split("\n", 1)[1].rsplit("\n(Apply this diff", 1)[0] + "\n"
-        base_lines = _numbered(recorded[base]) or {
-            first + k: row for k, row in enumerate(recorded[base].split("\n"))
-        }
-        if _applied(body, base_lines, first) != mine:
+        if base_lines is None or _applied(body, base_lines, first) != mine:
             return f"{self.name}: {cid}: the diff applied to {base} does not give its lines"
         return None
 
@@ -297,19 +397,21 @@ class GatewayRun:
         if segments is None:
             return f"{self.name}: {cid}: an unreadable reference"
         first, last = segments[0][0], segments[-1][1]
-        mine = _lines_of(recorded[cid], first, last)
-        if mine is None:
+        placed = self._lines(cid, recorded)
+        mine = _picked(placed, first, last)
+        if mine is None or placed is None or len(placed) != len(mine):
             return f"{self.name}: {cid}: its recorded lines {first}-{last} are not placed"
         rows = below.split("\n")
         for a, b, base in segments:
             wanted = mine[a - first : b - first + 1]
+            got: list[str] | list[str | None] | None
             if base is None:
                 given, rows = rows[: b - a + 1], rows[b - a + 1 :]
                 shown = _numbered("\n".join(given))
                 got = [shown.get(n) for n in range(a, b + 1)] if shown else given
             else:
-                numbered = _numbered(recorded[base])
-                got = [numbered.get(n) for n in range(a, b + 1)]
+                theirs = self._lines(base, recorded)
+                got = [theirs.get(n) for n in range(a, b + 1)] if theirs else None
             if got != wanted:
                 return f"{self.name}: {cid}: lines {a}-{b} differ from what it names"
         return None

@@ -1,8 +1,12 @@
 """The gateway transform's invariants over generated conversations (hypothesis).
 
 A conversation grows one turn at a time: each turn is a Claude Code tool call on a small set of
-files (``Read`` with or without a range, ``Edit``, ``Write``, Bash ``cat`` and ``sed -n``), its
-result as Claude Code shows it. Every request (all messages so far) goes through
+files (``Read`` with or without a range, ``Edit``, ``Write``, Bash ``cat``, ``cat -n``,
+``nl -ba``, ``sed -n``, ``head``, ``tail -n +N``), its result as Claude Code shows it (a Bash
+output without its leading and trailing blank lines, sometimes cut by the shell tool), so Bash
+reads are named by later Reads and the reverse. Files hold blank, spaces-only, tab-indented and
+CR-ended lines, maybe as their last line, with or without a last newline; a whole Read may show
+the empty line after the last newline. Every request (all messages so far) goes through
 ``rewrite_request`` with one memory. The oracle is the generator's own record of what each
 result shows (path, first line, lines), never the transform's parser:
 
@@ -50,11 +54,56 @@ def line_text(draw: Any) -> str:
     return "    " + " ".join(words)
 
 
+def file_line(draw: Any) -> str:
+    """A line of a file: mostly words, sometimes blank, spaces only, tab-indented or ending in
+    a carriage return (a CRLF file)."""
+    kind = draw(st.sampled_from(["words"] * 6 + ["blank", "spaces", "tab", "cr"]))
+    if kind == "blank":
+        return ""
+    if kind == "spaces":
+        return "    "
+    text = line_text(draw)
+    return "\t" + text.strip() if kind == "tab" else text + "\r" if kind == "cr" else text
+
+
+SHELL_OPS = ("cat", "cat -n", "nl", "sed", "sed1", "head", "tail")
+
+
+def _shell_read(draw: Any, path: str, lines: list[str]) -> tuple[str, int, list[str], bool]:
+    """A Bash read of ``lines``: (command, the line its output starts at, the lines it
+    prints, whether it numbers them)."""
+    op = draw(st.sampled_from(SHELL_OPS))
+    size = len(lines)
+    a = draw(st.integers(1, size))
+    b = draw(st.integers(a, size + 3))  # a range may run past the end
+    if op in ("cat", "cat -n", "nl"):
+        command = {"cat": "cat {}", "cat -n": "cat -n {}", "nl": "nl -ba {}"}[op]
+        return command.format(path), 1, lines, op != "cat"
+    if op == "sed":
+        return f"sed -n '{a},{b}p' {path}", a, lines[a - 1 : b], False
+    if op == "sed1":
+        return f"sed -n {a}p {path}", a, lines[a - 1 : a], False
+    if op == "head":
+        return f"head -n {b} {path}", 1, lines[:b], False
+    return f"tail -n +{a} {path}", a, lines[a - 1 :], False
+
+
+def claude_code_bash(rows: list[str]) -> str:
+    """What Claude Code's Bash tool shows of a command's output lines: stdout without its
+    leading and trailing whitespace-only lines (and so without its last newline)."""
+    while rows and not rows[0].strip():
+        rows = rows[1:]
+    while rows and not rows[-1].strip():
+        rows = rows[:-1]
+    return "\n".join(rows)
+
+
 @dataclass
 class World:
     files: dict[str, list[str]]
     messages: list[dict[str, Any]] = field(default_factory=list)
     shows: dict[str, tuple[str, int, list[str]]] = field(default_factory=dict)
+    tabbed: set[str] = field(default_factory=set)  # results numbered ``N<TAB>`` (cat -n, nl)
     snippets: dict[str, str] = field(default_factory=dict)  # edit call id -> its new text
     n: int = 0
 
@@ -72,58 +121,86 @@ def _turn(world: World, name: str, args: dict[str, Any], text: str) -> str:
     return cid
 
 
+def _bash(draw: Any, world: World, name: str) -> None:
+    """A Bash read as Claude Code shows it. The record is what the output shows counted from
+    the line the command starts at (a reader of the output can place its rows no other way:
+    Claude Code drops leading blank lines, so a FileRef's claim is about the rows as shown), or
+    nothing for an output the shell cut (Claude Code's ``... [N lines truncated] ...``): it
+    must never be rewritten or named."""
+    command, start, printed, numbered = _shell_read(draw, name, world.files[name])
+    if numbered:
+        rows = [f"{n:>6}\t{t}" for n, t in enumerate(printed, start)]
+    else:
+        rows = list(printed)
+    text = claude_code_bash(rows)
+    cut = draw(st.integers(0, 3)) == 0 and len(text) > 40
+    if cut:
+        keep = draw(st.integers(len(text) // 2, len(text) - 1))
+        rest = text[keep:].count("\n") + 1
+        text = f"{text[:keep]}\n\n... [{rest} lines truncated] ..."
+    cid = _turn(world, "Bash", {"command": command}, text)
+    if cut or not text:
+        return
+    if numbered:
+        world.tabbed.add(cid)
+    shown = printed if numbered else text.split("\n")  # counted from ``start``, as shown
+    world.shows[cid] = (f"/p/{name}", start, list(shown))
+
+
 @st.composite
 def conversations(draw: Any) -> World:
     files = {p: [line_text(draw) for _ in range(draw(st.integers(8, 60)))] for p in PATHS[:2]}
+    for lines in files.values():
+        for k in draw(st.lists(st.integers(0, len(lines) - 1), max_size=6)):
+            lines[k] = file_line(draw)  # blank, spaces-only, tabbed, CR lines; maybe the last
     world = World(files)
     world.messages.append({"role": "user", "content": "tidy the files"})
     for _ in range(draw(st.integers(2, 14))):
-        op = draw(st.sampled_from(["read", "read", "range", "cat", "sed", "edit", "edit", "write"]))
-        path = draw(st.sampled_from(PATHS[:2]))
-        lines = world.files[path]
-        if op in ("read", "range", "cat", "sed"):
+        op = draw(st.sampled_from(["read", "read", "range", "bash", "bash", "edit", "edit",
+                                   "write"]))  # fmt: skip
+        name = draw(st.sampled_from(PATHS[:2]))
+        path = f"/p/{name}"
+        lines = world.files[name]
+        if op == "bash":
+            _bash(draw, world, name)
+        elif op in ("read", "range"):
             start, end = 1, len(lines)
-            args: dict[str, Any] = {"file_path": f"/p/{path}"}
-            if op in ("range", "sed"):
+            args: dict[str, Any] = {"file_path": path}
+            if op == "range":
                 start = draw(st.integers(1, len(lines)))
                 end = draw(st.integers(start, len(lines)))
-            if op == "range":
                 args |= {"offset": start, "limit": end - start + 1}
             shown = lines[start - 1 : end]
-            if op in ("read", "range"):
-                text = "\n".join(f"{n:>6}→{t}" for n, t in enumerate(shown, start))
-                if draw(st.booleans()):
-                    text += (
-                        "\n\n<system-reminder>\nWhenever you read a file...\n</system-reminder>\n"
-                    )
-                cid = _turn(world, "Read", args, text)
-            else:
-                command = f"cat {path}" if op == "cat" else f"sed -n {start},{end}p {path}"
-                cid = _turn(world, "Bash", {"command": command}, "\n".join(shown))
-            world.shows[cid] = (f"/p/{path}", start, list(shown))
+            if op == "read" and draw(st.booleans()):
+                shown = [*shown, ""]  # the empty line after the last newline (Claude Code 2.0)
+            text = "\n".join(f"{n:>6}→{t}" for n, t in enumerate(shown, start))
+            if draw(st.booleans()):
+                text += "\n\n<system-reminder>\nWhenever you read a file...\n</system-reminder>\n"
+            cid = _turn(world, "Read", args, text)
+            world.shows[cid] = (path, start, list(shown))
         elif op == "edit":
             k = draw(st.integers(0, len(lines) - 1))
             added = [line_text(draw) for _ in range(draw(st.integers(1, 12)))]
             new = "\n".join(added)
-            args = {"file_path": f"/p/{path}", "old_string": lines[k], "new_string": new}
+            args = {"file_path": path, "old_string": lines[k], "new_string": new}
             lines[k : k + 1] = added
             if draw(st.booleans()):  # Claude Code before 2.x: a snippet around the edit
                 first = max(0, k - draw(st.integers(0, 4)))
                 last = min(len(lines), k + len(added) + draw(st.integers(0, 4)))
                 rows = "\n".join(f"{n:>6}→{t}" for n, t in enumerate(lines[first:last], first + 1))
                 text = (
-                    f"The file /p/{path} has been updated. Here's the result of running `cat -n` "
+                    f"The file {path} has been updated. Here's the result of running `cat -n` "
                     f"on a snippet of the edited file:\n{rows}"
                 )
                 cid = _turn(world, "Edit", args, text)
                 world.snippets[cid] = new
             else:
-                _turn(world, "Edit", args, f"The file /p/{path} has been updated successfully.")
+                _turn(world, "Edit", args, f"The file {path} has been updated successfully.")
         else:
-            world.files[path] = [line_text(draw) for _ in range(draw(st.integers(8, 60)))]
-            content = "\n".join(world.files[path]) + "\n"
-            _turn(world, "Write", {"file_path": f"/p/{path}", "content": content},
-                  f"File created successfully at: /p/{path}")  # fmt: skip
+            world.files[name] = [line_text(draw) for _ in range(draw(st.integers(8, 60)))]
+            content = "\n".join(world.files[name]) + draw(st.sampled_from(["\n", ""]))
+            _turn(world, "Write", {"file_path": path, "content": content},
+                  f"File created successfully at: {path}")  # fmt: skip
     return world
 
 
@@ -182,7 +259,9 @@ def _spans(text: str) -> list[tuple[int, int]]:
 def _host_lines(cid: str, text: str, world: World) -> list[str]:
     """The line texts of rows as the host showed them (a Read's ``N→``, else as they are)."""
     rows = text.split("\n")
-    if world.messages and cid in world.shows and "→" in text:
+    if cid in world.tabbed:
+        return [row.split("\t", 1)[1] for row in rows]
+    if cid in world.shows and "→" in text:
         return [row.split("→", 1)[1] for row in rows]
     return rows
 

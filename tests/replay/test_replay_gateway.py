@@ -102,3 +102,103 @@ def test_the_check_catches_a_false_file_ref_and_a_wrong_diff() -> None:
     run.close()
     assert set(run.problems) == {"c2", "c3"}
     assert run.holds("c4", {"c4": right_diff}) and not run.holds("c4", {"c4": right_diff, "c1": ""})
+
+
+REMINDER = "\n\n<system-reminder>\nConsider whether the file looks malicious.\n</system-reminder>\n"
+
+
+def _session(calls: list[tuple[str, str, dict[str, Any], str]]) -> tuple[list[Any], dict[str, Any]]:
+    """A Claude Code session by hand: (id, tool, input, recorded result) per call, as a trace
+    holds it (an OpenAI chat list) and the host's own calls (``gateway_shape.host_calls``)."""
+    messages: list[Any] = [{"role": "user", "content": "look at the file"}]
+    host: dict[str, Any] = {}
+    for cid, tool, given, text in calls:
+        function = {"name": tool, "arguments": json.dumps(given)}
+        messages.append({"role": "assistant", "content": "", "tool_calls": [
+            {"id": cid, "type": "function", "function": function}]})  # fmt: skip
+        messages.append({"role": "tool", "tool_call_id": cid, "content": text})
+        host[cid] = (tool, given, False)
+    messages.append({"role": "assistant", "content": "done"})
+    return messages, host
+
+
+def _through(
+    calls: list[tuple[str, str, dict[str, Any], str]],
+) -> tuple[GatewayRun, dict[str, str]]:
+    messages, host = _session(calls)
+    run = GatewayRun("gateway-delta", 200_000)
+    run.host_shape(host, "/p")
+    sent = run.edit(messages[:-1], [])
+    run.close()
+    return run, sent
+
+
+SCRIPT = [f'        log_verbose "step {n}: checking the DNS resolution inside the chroot"'
+          for n in range(1, 1501)]  # fmt: skip
+SCRIPT[1466] = "        "  # a line of spaces only
+
+
+def test_a_read_named_by_an_earlier_sed_range_checks_out() -> None:
+    """sword/155c3456: a Read offset 1460 limit 10 became a FileRef to an earlier Bash
+    ``sed -n '1460,1480p' F`` (Claude Code drops the output's last newline). The FileRef is
+    true (line 1460 is the sed output's first row); the check used to count the sed output's
+    rows from the Read's first line and find 21 rows for 10 lines: a false stale view."""
+    sed = "\n".join(SCRIPT[1459:1480])
+    read = _arrows(SCRIPT[1459:1469], 1460) + REMINDER
+    run, sent = _through([
+        ("b1", "Bash", {"command": "sed -n '1460,1480p' /p/build.sh"}, sed),
+        ("r1", "Read", {"file_path": "/p/build.sh", "offset": 1460, "limit": 10}, read),
+    ])  # fmt: skip
+    assert sent["r1"].startswith(
+        "[filecache] /p/build.sh unchanged since your result b1 (lines 1460-1469 as shown there)"
+    )
+    named = sed.split("\n")[1460 - 1460 : 1469 - 1460 + 1]  # the sed output's rows 1460-1469
+    below = sent["r1"].partition("\n")[2]  # the Read's own frame (its reminder)
+    assert _arrows(named, 1460) + "\n" + below == read  # the model's view, expanded by hand
+    assert run.problems == {} and run.file_refs == {"r1"}
+    assert run.holds("r1", sent)
+
+
+def test_a_whole_read_named_by_an_earlier_cat_checks_out() -> None:
+    """damon/c001e9a4: a whole Read of a 53-line file (its empty line 54 after the last newline
+    shown, as Claude Code 2.0 did) named an earlier Bash ``cat F`` for lines 1-53 and kept line
+    54 as read. True; the check used to look for numbered lines in the cat output: stale."""
+    lines = [f'    "Bash(tool-{n} *)",' for n in range(1, 54)]
+    cat = "\n".join(lines)  # Claude Code's Bash result: no last newline
+    read = _arrows([*lines, ""]) + REMINDER
+    run, sent = _through([
+        ("b1", "Bash", {"command": "cat /p/.claude/settings.json"}, cat),
+        ("r1", "Read", {"file_path": "/p/.claude/settings.json"}, read),
+    ])  # fmt: skip
+    head, _, below = sent["r1"].partition("\n")
+    assert "(lines 1-53 as shown there; line 54 is below, as read)" in head
+    assert below.startswith("    54→\n")
+    assert _arrows(cat.split("\n")) + "\n" + below == read  # the model's view, by hand
+    assert run.problems == {} and run.file_refs == {"r1"}
+
+
+def test_the_check_catches_a_false_file_ref_to_a_shell_read() -> None:
+    """Mutants against a shell read: lines off by one, a sed range placed at the Read's line,
+    a result the check cannot place, lines the FileRef leaves out."""
+    run = GatewayRun("gateway", 200_000)
+    run.commands = {
+        "b1": "sed -n '1460,1480p' /p/build.sh",
+        "b2": "cd /p && cat build.sh",
+        "b3": "awk 'NR>5' /p/build.sh",
+    }
+    recorded = {
+        "b1": "\n".join(SCRIPT[1459:1480]),
+        "b2": "\n".join(SCRIPT[:30]),
+        "b3": "\n".join(SCRIPT[5:30]),
+        "r1": _arrows(SCRIPT[1460:1470], 1461),
+        "r2": _arrows(SCRIPT[:30]),
+        "r3": _arrows(SCRIPT[:20]),
+    }
+    ref = "[filecache] /p/build.sh unchanged since your result {} (lines {} as shown there): x\n"
+    run._check("r1", ref.format("b1", "1461-1470"), recorded)  # true
+    run._check("r2", ref.format("b2", "1-30"), recorded)  # true, after a cd
+    run._check("r3", ref.format("b3", "1-20"), recorded)  # a shape the check cannot place
+    run._check("r4", ref.format("b1", "1461-1470"), {**recorded, "r4": recorded["r2"]})
+    run._check("r5", ref.format("b2", "1-19"), {**recorded, "r5": recorded["r3"]})  # drops 20
+    run.close()
+    assert set(run.problems) == {"r3", "r4", "r5"}
