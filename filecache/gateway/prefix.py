@@ -84,8 +84,12 @@ def message_parser(fmt: str) -> Callable[[int, object], Message]:
 
 def denied_calls(message: Message) -> frozenset[str]:
     """The calls of ``message`` that name a denied file (``settings.DEFAULT_DENY``) by a path
-    argument or a word of a command: never referred to, diffed, or stored in any form."""
-    out = set()
+    argument or a word of a command, and those whose result holds a private key whatever the
+    file's name (``secrecy.holds_private_key``, as the store denies by content): never
+    referred to, diffed, or stored in any form."""
+    from filecache.secrecy import holds_private_key
+
+    out = {result.call_id for result in message.results if holds_private_key(result.text)}
     for call in message.tool_calls:
         for text in json_strings(call.arguments):
             for word in text.replace("\t", " ").split(" "):

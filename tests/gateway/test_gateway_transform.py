@@ -295,6 +295,28 @@ def test_a_denied_file_is_never_referred_to_nor_stored(tmp_path: Path) -> None:
     assert b"s3cr3t" not in stored and b"rotated" not in stored
 
 
+def test_a_file_holding_a_private_key_is_denied_by_content_whatever_its_name(
+    tmp_path: Path,
+) -> None:
+    """The store denies a private key by content, not only by name; so does the gateway: a
+    re-read of ``notes.txt`` holding a PEM key is never a FileRef, and nothing of it is kept."""
+    body = ["-----BEGIN RSA PRIVATE KEY-----"]
+    body += [f"MIIEpAIBAAKCAQEA{i:04d}q8k2Zs9fLwXyPrivKeyMaterialLine" for i in range(40)]
+    body += ["-----END RSA PRIVATE KEY-----"]
+    messages = [{"role": "user", "content": "look"}]
+    messages += tool_turn("toolu_1", "Read", {"file_path": "/p/notes.txt"}, arrows(body))
+    messages += tool_turn("toolu_2", "Read", {"file_path": "/p/notes.txt"}, arrows(body))
+    messages += tool_turn("toolu_3", "Bash", {"command": "cat notes.txt"}, "\n".join(body))
+    memory = open_memory(str(tmp_path / "gw.db"))
+    try:
+        rewrite = rewrite_request("anthropic-messages", anthropic(messages), memory=memory)
+    finally:
+        memory.close()
+    assert not rewrite.changed
+    stored = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+    assert b"PrivKeyMaterial" not in stored
+
+
 def test_filecache_answers_in_the_request_are_content_and_keep_what_they_name(
     tmp_path: Path,
 ) -> None:
