@@ -405,16 +405,24 @@ def _too_large(loc: Located, size: int, max_bytes: int) -> FileTooLargeError:
     )
 
 
+_REOPENS = 256
+"""How many times ``_open_file`` looks again at a file replaced between its stat and its open
+(each look costs a stat, an open and a close; only a file that keeps being replaced uses more
+than one)."""
+
+
 @contextlib.contextmanager
 def _open_file(loc: Located, max_bytes: int | None) -> Iterator[tuple[int, int]]:
     """A read-only descriptor of the regular file ``loc``, checked by ``stat`` before the open,
     and its size when opened.
 
     A file replaced between the ``stat`` and the open (an atomic write by another writer) is
-    looked at again, a few times: the descriptor is always of the object that was checked.
+    looked at again, up to ``_REOPENS`` times: the descriptor is always of the object that was
+    checked. (Eight was too few: a writer replacing the file in a tight loop won eight races in
+    a row about once in a few thousand reads, and the read was refused.)
     """
     with _parent(loc, create=False) as (dfd, name):
-        for _attempt in range(8):
+        for _attempt in range(_REOPENS):
             st = _stat_file(loc, dfd, name, max_bytes)
             try:
                 fd = os.open(name, os.O_RDONLY | _NONBLOCK | _NOFOLLOW | _CLOEXEC, dir_fd=dfd)
