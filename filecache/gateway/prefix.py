@@ -37,6 +37,7 @@ from filecache.prune.codecs.base import Message, Transcript, link
 from filecache.prune.codecs.gemini_contents import _message as _gemini_content
 from filecache.prune.codecs.openai_chat import _message as _openai_message
 from filecache.prune.codecs.openai_responses import _message as _responses_item
+from filecache.secrecy import holds_private_key
 from filecache.settings import DEFAULT_DENY, deny_pattern
 
 __all__ = ["Parsed", "denied_calls", "message_parser", "parse_messages"]
@@ -87,8 +88,6 @@ def denied_calls(message: Message) -> frozenset[str]:
     argument or a word of a command, and those whose result holds a private key whatever the
     file's name (``secrecy.holds_private_key``, as the store denies by content): never
     referred to, diffed, or stored in any form."""
-    from filecache.secrecy import holds_private_key
-
     out = {result.call_id for result in message.results if holds_private_key(result.text)}
     for call in message.tool_calls:
         for text in json_strings(call.arguments):
